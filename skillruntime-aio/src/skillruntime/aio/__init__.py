@@ -1,0 +1,1 @@
+"""AIO Sandbox runtime: skills in a running AIO Sandbox service over its HTTP API (to come)."""

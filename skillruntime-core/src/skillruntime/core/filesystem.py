@@ -1,0 +1,257 @@
+"""The runtime file system: a few primitives a backend supplies, everything else derived.
+
+Every ``path`` is a runtime path (a POSIX string, handled with :mod:`posixpath`); only the local
+side of :meth:`SkillRuntimeFileSystem.download` and :meth:`SkillRuntimeFileSystem.upload` is a host
+path. The file system shares the execution boundary of its runtime: same machine or sandbox, same
+user, same workspace.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import posixpath
+import stat as stat_module
+import tempfile
+from abc import ABC, abstractmethod
+from collections import deque
+from collections.abc import Generator, Iterable, Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from .errors import FileTooLargeError, RuntimeFileError, RuntimeFileNotFoundError
+from .models import FileInfo
+
+__all__ = [
+    "CHUNK_SIZE",
+    "DEFAULT_LIST_LIMIT",
+    "DEFAULT_READ_LIMIT",
+    "SkillRuntimeFileSystem",
+    "iter_local_file",
+]
+
+logger = logging.getLogger(__name__)
+
+CHUNK_SIZE = 64 * 1024
+"""Chunk size used when streaming file content."""
+
+DEFAULT_READ_LIMIT = 10 * 1024 * 1024
+"""Default ``max_bytes`` of :meth:`SkillRuntimeFileSystem.read_bytes` and ``read_text``."""
+
+DEFAULT_LIST_LIMIT = 1000
+"""Default ``limit`` of listings."""
+
+
+def iter_local_file(path: Path, chunk_size: int = CHUNK_SIZE) -> Iterator[bytes]:
+    """Yield the content of a host file in chunks (bounded memory)."""
+    with path.open("rb") as handle:
+        while chunk := handle.read(chunk_size):
+            yield chunk
+
+
+class SkillRuntimeFileSystem(ABC):
+    """File access inside a runtime.
+
+    A backend implements six primitives — :meth:`read_stream`, :meth:`write_stream`, :meth:`stat`,
+    :meth:`list_directory`, :meth:`delete`, :meth:`make_directory` — and inherits the rest. It may
+    override a derived operation where its service does it faster (for example
+    :meth:`upload_files` as one archive upload).
+    """
+
+    # ----------------------------------------------------------------- primitives
+
+    @abstractmethod
+    def read_stream(self, path: str, chunk_size: int = CHUNK_SIZE) -> Generator[bytes, None, None]:
+        """Yield the bytes of the regular file ``path`` in chunks.
+
+        Raises :class:`RuntimeFileNotFoundError` when the path is missing or not a regular file
+        (at the latest on the first ``next``). Closing the iterator releases the file handle or
+        connection; memory use is bounded by ``chunk_size`` whatever the file size.
+        """
+
+    @abstractmethod
+    def write_stream(self, path: str, chunks: Iterable[bytes], *, executable: bool = False) -> int:
+        """Write ``chunks`` to ``path``, replacing any content, and return the bytes written.
+
+        Parent directories are created. ``executable`` sets the executable bits (``0o755``
+        instead of ``0o644``). Memory use does not grow with the size of the content.
+        """
+
+    @abstractmethod
+    def stat(self, path: str) -> FileInfo | None:
+        """Return the metadata of ``path``, or ``None`` when it does not exist."""
+
+    @abstractmethod
+    def list_directory(
+        self, path: str, depth: int = 1, limit: int = DEFAULT_LIST_LIMIT
+    ) -> list[FileInfo]:
+        """List files and directories below ``path`` down to ``depth`` levels (1: children).
+
+        At most ``limit`` entries are returned, sorted by path. A regular file returns itself
+        alone. A missing path raises :class:`RuntimeFileNotFoundError`. Symbolic links are
+        listed, never followed into.
+        """
+
+    @abstractmethod
+    def delete(self, path: str) -> None:
+        """Delete a file or a directory tree; deleting a missing path succeeds."""
+
+    @abstractmethod
+    def make_directory(self, path: str) -> None:
+        """Create ``path`` and its parents; an existing directory is fine."""
+
+    # ------------------------------------------------------------------- derived
+
+    def exists(self, path: str) -> bool:
+        """True when ``path`` exists."""
+        return self.stat(path) is not None
+
+    def read_bytes(self, path: str, max_bytes: int = DEFAULT_READ_LIMIT) -> bytes:
+        """Read a whole file, failing with :class:`FileTooLargeError` beyond ``max_bytes``.
+
+        The limit is enforced while streaming: at most ``max_bytes`` plus one chunk is held.
+        """
+        if max_bytes <= 0:
+            raise ValueError("max_bytes must be greater than zero")
+        buffer = bytearray()
+        with contextlib.closing(self.read_stream(path)) as stream:
+            for chunk in stream:
+                buffer.extend(chunk)
+                if len(buffer) > max_bytes:
+                    raise FileTooLargeError(
+                        f"File exceeds read limit of {max_bytes} bytes: {path}",
+                        path=path,
+                        limit=max_bytes,
+                    )
+        return bytes(buffer)
+
+    def read_text(
+        self,
+        path: str,
+        max_bytes: int = DEFAULT_READ_LIMIT,
+        *,
+        encoding: str = "utf-8",
+        errors: str = "strict",
+    ) -> str:
+        """Read a text file (UTF-8 by default) with the limit of :meth:`read_bytes`."""
+        data = self.read_bytes(path, max_bytes)
+        try:
+            return data.decode(encoding, errors)
+        except UnicodeDecodeError as exc:
+            raise RuntimeFileError(
+                f"File is not valid {encoding} text: {path} ({exc.reason} at byte {exc.start})",
+                path=path,
+            ) from exc
+
+    def write_bytes(self, path: str, data: bytes, *, executable: bool = False) -> int:
+        """Write ``data`` to ``path`` (parents created, content replaced)."""
+        return self.write_stream(path, [bytes(data)], executable=executable)
+
+    def write_text(self, path: str, text: str, *, encoding: str = "utf-8") -> int:
+        """Write ``text`` to ``path`` (parents created, content replaced)."""
+        return self.write_bytes(path, text.encode(encoding))
+
+    def download(self, path: str, destination: str | os.PathLike[str] | BinaryIO) -> Path | None:
+        """Copy the runtime file ``path`` to a host file or a writable binary stream.
+
+        For a host path the content goes to a temporary ``<name>.*.part`` file next to it, renamed
+        over the destination only when complete: a failure leaves no partial file. The resolved
+        destination is returned. A stream destination is written to and left open (``None`` is
+        returned).
+        """
+        if isinstance(destination, str | os.PathLike):
+            return self._download_to_path(path, Path(destination))
+        with contextlib.closing(self.read_stream(path)) as stream:
+            for chunk in stream:
+                destination.write(chunk)
+        return None
+
+    def _download_to_path(self, path: str, destination: Path) -> Path:
+        target = destination.expanduser().absolute()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, part_name = tempfile.mkstemp(
+            prefix=f"{target.name}.", suffix=".part", dir=target.parent
+        )
+        part = Path(part_name)
+        try:
+            with (
+                os.fdopen(fd, "wb") as handle,
+                contextlib.closing(self.read_stream(path)) as stream,
+            ):
+                for chunk in stream:
+                    handle.write(chunk)
+            os.replace(part, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                part.unlink()
+            raise
+        return target
+
+    def upload(
+        self,
+        local_path: str | os.PathLike[str],
+        path: str,
+        *,
+        executable: bool | None = None,
+    ) -> int:
+        """Copy a host file to the runtime path ``path``, streaming.
+
+        ``executable`` of ``None`` keeps the host file's executable bit.
+        """
+        source = Path(local_path)
+        try:
+            mode = source.stat().st_mode
+        except FileNotFoundError as exc:
+            raise RuntimeFileNotFoundError(f"Local file not found: {source}", path=path) from exc
+        if not stat_module.S_ISREG(mode):
+            raise RuntimeFileError(f"Local path is not a regular file: {source}", path=path)
+        if executable is None:
+            executable = bool(mode & 0o111)
+        return self.write_stream(path, iter_local_file(source), executable=executable)
+
+    def upload_files(self, files: Iterable[tuple[Path, str, bool]]) -> int:
+        """Upload many host files: ``(local_path, runtime_path, executable)`` triples.
+
+        Returns the number of files uploaded. The default sends one file at a time; a backend whose
+        service takes archives or batches overrides this to use a constant number of requests.
+        """
+        count = 0
+        for local_path, remote_path, executable in files:
+            self.upload(local_path, remote_path, executable=executable)
+            count += 1
+        return count
+
+    def list_files(
+        self, path: str, depth: int = 1_000_000, limit: int = DEFAULT_LIST_LIMIT
+    ) -> list[FileInfo]:
+        """List regular files (no directories) below ``path`` down to ``depth`` levels.
+
+        At most ``limit`` entries, visited breadth-first, each level sorted by path. A regular file
+        returns itself alone; a missing path raises :class:`RuntimeFileNotFoundError`.
+        """
+        if limit <= 0:
+            return []
+        root = self.stat(path)
+        if root is None:
+            raise RuntimeFileNotFoundError(f"Path does not exist: {path}", path=path)
+        if not root.is_directory:
+            return [root]
+        found: list[FileInfo] = []
+        queue: deque[tuple[str, int]] = deque([(root.path, 1)])
+        while queue and len(found) < limit:
+            directory, level = queue.popleft()
+            for entry in self.list_directory(directory, 1, DEFAULT_LIST_LIMIT * 100):
+                if entry.is_directory:
+                    if level < depth:
+                        queue.append((entry.path, level + 1))
+                else:
+                    found.append(entry)
+                    if len(found) >= limit:
+                        break
+        return found
+
+    @staticmethod
+    def join(base: str, *parts: str) -> str:
+        """Join runtime path components with POSIX rules."""
+        return posixpath.join(base, *parts)

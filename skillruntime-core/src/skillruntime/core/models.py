@@ -1,0 +1,218 @@
+"""Immutable value types of the SPI: skills, configs, execution requests/results, file info.
+
+All models are pydantic v2 and frozen. Mappings are copied on construction, so a caller's dict
+is never shared with (or changed by) a model. Environment values are excluded from ``repr``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = [
+    "DEFAULT_MAX_OUTPUT_BYTES",
+    "ENV_NAME_PATTERN",
+    "BootstrapCommand",
+    "FileInfo",
+    "Skill",
+    "SkillExecutionRequest",
+    "SkillExecutionResult",
+    "SkillPreparationRequest",
+    "SkillRuntimeConfig",
+    "validate_environment",
+]
+
+DEFAULT_MAX_OUTPUT_BYTES = 1024 * 1024
+"""Default per-stream output bound of :class:`SkillExecutionRequest` (1 MiB)."""
+
+ENV_NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+"""Environment variable names accepted anywhere in skillruntime."""
+
+
+def validate_environment(environment: Mapping[str, str]) -> dict[str, str]:
+    """Return a copy of ``environment`` after checking names (never values appear in errors)."""
+    result: dict[str, str] = {}
+    for name, value in environment.items():
+        if not isinstance(name, str) or not ENV_NAME_PATTERN.fullmatch(name):
+            raise ValueError(
+                f"environment variable name {name!r} is invalid: names must match "
+                "[A-Za-z_][A-Za-z0-9_]*"
+            )
+        if not isinstance(value, str):
+            raise ValueError(f"environment variable {name} must have a string value")
+        if "\x00" in value:
+            raise ValueError(f"environment variable {name} must not contain a NUL character")
+        result[name] = value
+    return result
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Skill(_Frozen):
+    """A skill: its ``SKILL.md`` metadata and body plus the directory it lives in.
+
+    ``base_path`` is the skill root directory (not the ``SKILL.md`` file). For a skill loaded from
+    disk it is a host path; for a skill returned by :meth:`SkillRuntime.prepare` it is a path inside
+    that runtime. ``frontmatter`` holds every frontmatter key as parsed from YAML.
+    """
+
+    name: str = Field(min_length=1)
+    description: str = ""
+    base_path: str = Field(min_length=1)
+    frontmatter: dict[str, Any] = Field(default_factory=dict)
+    body: str = ""
+
+    def with_base_path(self, base_path: str) -> Skill:
+        """Return a new skill identical to this one but located at ``base_path``."""
+        return self.model_copy(update={"base_path": base_path}, deep=True)
+
+    @property
+    def allowed_tools(self) -> tuple[str, ...] | None:
+        """The ``allowed-tools`` entries, or ``None`` when the skill does not restrict tools."""
+        raw = self.frontmatter.get("allowed-tools")
+        if raw is None:
+            return None
+        if isinstance(raw, str):
+            return tuple(raw.split())
+        if isinstance(raw, list | tuple):
+            return tuple(str(item).strip() for item in raw if str(item).strip())
+        return (str(raw),)
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The ``metadata`` mapping of the frontmatter (empty when absent or not a mapping)."""
+        raw = self.frontmatter.get("metadata")
+        return dict(raw) if isinstance(raw, dict) else {}
+
+
+class BootstrapCommand(_Frozen):
+    """A command run once in the prepared skill root after the skill is copied/uploaded."""
+
+    command: str = Field(min_length=1)
+    timeout_seconds: float = Field(default=300.0, gt=0)
+
+    @field_validator("command")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("bootstrap command must not be blank")
+        return value
+
+
+class SkillRuntimeConfig(_Frozen):
+    """Per-skill runtime configuration: environment for every command and bootstrap steps."""
+
+    environment: dict[str, str] = Field(default_factory=dict, repr=False)
+    bootstrap: tuple[BootstrapCommand, ...] = ()
+
+    @field_validator("environment", mode="before")
+    @classmethod
+    def _check_environment(cls, value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return validate_environment(value)
+        return value
+
+
+class SkillPreparationRequest(_Frozen):
+    """A batch of skills to prepare, with optional configs keyed by skill name."""
+
+    skills: tuple[Skill, ...]
+    configs: dict[str, SkillRuntimeConfig] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _configs_reference_known_skills(self) -> SkillPreparationRequest:
+        names = {skill.name for skill in self.skills}
+        unknown = sorted(name for name in self.configs if name not in names)
+        if unknown:
+            raise ValueError(
+                "configs reference skills that are not in the request: " + ", ".join(unknown)
+            )
+        return self
+
+    def config_for(self, skill: Skill) -> SkillRuntimeConfig:
+        """The config for ``skill`` (an empty config when none was given)."""
+        return self.configs.get(skill.name) or SkillRuntimeConfig()
+
+
+class SkillExecutionRequest(_Frozen):
+    """One shell command to run in a runtime.
+
+    ``working_directory`` of ``None`` means the runtime's default working directory.
+    ``max_output_bytes`` bounds each of stdout and stderr separately.
+    """
+
+    command: str
+    working_directory: str | None = None
+    timeout_seconds: float = Field(default=120.0, gt=0)
+    environment: dict[str, str] = Field(default_factory=dict, repr=False)
+    max_output_bytes: int = Field(default=DEFAULT_MAX_OUTPUT_BYTES, ge=1024)
+
+    @field_validator("command")
+    @classmethod
+    def _command_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("command must not be empty")
+        if "\x00" in value:
+            raise ValueError("command must not contain a NUL character")
+        return value
+
+    @field_validator("working_directory")
+    @classmethod
+    def _cwd_not_blank(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("working_directory must not be blank (use None for the default)")
+        return value
+
+    @field_validator("environment", mode="before")
+    @classmethod
+    def _check_environment(cls, value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return validate_environment(value)
+        return value
+
+
+class SkillExecutionResult(_Frozen):
+    """The normalised result of a command.
+
+    A non-zero ``exit_code`` is a result, not an error. On timeout ``timed_out`` is true,
+    ``exit_code`` is ``-1`` and the output produced before the kill is kept. When a stream went
+    over the bound its head and tail are kept around a marker and its ``*_truncated`` flag is set.
+    """
+
+    exit_code: int
+    stdout: str = ""
+    stderr: str = ""
+    timed_out: bool = False
+    duration_seconds: float = Field(default=0.0, ge=0)
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """True when the command finished in time with exit code 0."""
+        return self.exit_code == 0 and not self.timed_out
+
+
+class FileInfo(_Frozen):
+    """Metadata of one runtime path.
+
+    ``path`` is the full runtime path. ``size`` is in bytes (0 for directories or when unknown),
+    ``modified_time`` seconds since the epoch (``None`` when unknown).
+    """
+
+    path: str
+    is_directory: bool
+    size: int = Field(default=0, ge=0)
+    modified_time: float | None = None
+    is_executable: bool = False
+
+    @property
+    def name(self) -> str:
+        """The last component of ``path``."""
+        stripped = self.path.rstrip("/")
+        return stripped.rsplit("/", 1)[-1] if stripped else "/"

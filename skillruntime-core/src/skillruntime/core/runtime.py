@@ -1,0 +1,350 @@
+"""The ``SkillRuntime`` SPI and the shared machinery most backends build on.
+
+:class:`SkillRuntime` is the contract (DESIGN §3). :class:`BaseSkillRuntime` implements the parts
+that are the same everywhere — preparation with a content-digest cache and per-skill locks, the
+bootstrap runner, environment merging, conversation workspaces, closed-state checks — and leaves a
+backend a handful of hooks: run one command, provide a raw file system, place a skill's files.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+from .errors import RuntimeClosedError, SkillPrepareError
+from .filesystem import SkillRuntimeFileSystem
+from .models import (
+    Skill,
+    SkillExecutionRequest,
+    SkillExecutionResult,
+    SkillPreparationRequest,
+    SkillRuntimeConfig,
+    validate_environment,
+)
+from .skillfiles import (
+    DEFAULT_UPLOAD_POLICY,
+    SkillFile,
+    UploadPolicy,
+    iter_skill_files,
+    prepared_directory_name,
+    skill_digest,
+)
+from .workspace import ConversationWorkspace, ScopedFileSystem
+
+__all__ = [
+    "BOOTSTRAP_OUTPUT_TAIL",
+    "BaseSkillRuntime",
+    "PreparedSkill",
+    "SkillRuntime",
+    "ready_marker_path",
+    "run_bootstrap",
+]
+
+logger = logging.getLogger(__name__)
+
+BOOTSTRAP_OUTPUT_TAIL = 2000
+"""Characters of a failing bootstrap command's output kept in :class:`SkillPrepareError`."""
+
+
+class SkillRuntime(ABC):
+    """Where skill commands run and skill files live.
+
+    A runtime is a context manager and is safe to call from several threads. See DESIGN §3 for
+    the contracts every implementation must meet; the conformance kit checks them.
+    """
+
+    @property
+    @abstractmethod
+    def name(self) -> str:
+        """Stable runtime name (``local``, ``opensandbox``, ``aio``, …)."""
+
+    @property
+    @abstractmethod
+    def default_working_directory(self) -> str:
+        """Working directory of commands that name none; the default root of file searches."""
+
+    @abstractmethod
+    def prepare(self, request: SkillPreparationRequest) -> list[Skill]:
+        """Make the skills available in the runtime; same count and order, new objects.
+
+        Each returned ``base_path`` is a runtime path that exists. Bootstrap commands run after the
+        copy; a skill counts as prepared only when all of them succeeded.
+        """
+
+    @abstractmethod
+    def execute(self, request: SkillExecutionRequest) -> SkillExecutionResult:
+        """Run one shell command; a non-zero exit or a timeout is a result, not an exception."""
+
+    @abstractmethod
+    def get_file_system(self) -> SkillRuntimeFileSystem:
+        """The file system that shares this runtime's execution boundary."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release what the runtime owns; idempotent. Later calls raise ``RuntimeClosedError``."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class PreparedSkill:
+    """A skill prepared in a runtime: where its copy lives and the config it was prepared with."""
+
+    __slots__ = ("base_path", "config", "digest")
+
+    def __init__(self, base_path: str, digest: str, config: SkillRuntimeConfig) -> None:
+        self.base_path = base_path
+        self.digest = digest
+        self.config = config
+
+
+def ready_marker_path(prepared_directory: str) -> str:
+    """Runtime path of the marker written next to a prepared copy once it is complete."""
+    parent, name = posixpath.split(prepared_directory.rstrip("/"))
+    return posixpath.join(parent, f".{name}.ready")
+
+
+def run_bootstrap(runtime: SkillRuntime, skill: Skill, config: SkillRuntimeConfig) -> None:
+    """Run ``config``'s bootstrap commands in order in the prepared skill root.
+
+    The runtime adds its merged environment. The first command that exits non-zero or times out
+    stops the run with :class:`SkillPrepareError` carrying its exit code and output tail.
+    """
+    for index, step in enumerate(config.bootstrap, start=1):
+        result = runtime.execute(
+            SkillExecutionRequest(
+                command=step.command,
+                working_directory=skill.base_path,
+                timeout_seconds=step.timeout_seconds,
+                environment=dict(config.environment),
+            )
+        )
+        if result.ok:
+            continue
+        combined = (result.stdout + result.stderr)[-BOOTSTRAP_OUTPUT_TAIL:]
+        what = (
+            f"timed out after {step.timeout_seconds:g}s"
+            if result.timed_out
+            else f"failed with exit code {result.exit_code}"
+        )
+        raise SkillPrepareError(
+            f"Bootstrap command {index} of skill '{skill.name}' {what}; output tail:\n{combined}",
+            skill_name=skill.name,
+            exit_code=result.exit_code,
+            output_tail=combined,
+            timed_out=result.timed_out,
+        )
+
+
+class BaseSkillRuntime(SkillRuntime):
+    """Shared implementation of the SPI; a backend supplies a few hooks.
+
+    Hooks: :meth:`_run` (one command with the final cwd and environment overlay),
+    :meth:`_raw_file_system`, :meth:`_close_resources`, and optionally :meth:`_place_skill`,
+    :meth:`_skills_root` and :meth:`_check_real_path`.
+
+    Environment precedence, lowest first: ``base_environment``, the configs of prepared skills
+    (in preparation order), the request's environment.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_environment: Mapping[str, str] | None = None,
+        workspace: ConversationWorkspace | None = None,
+        upload_policy: UploadPolicy = DEFAULT_UPLOAD_POLICY,
+    ) -> None:
+        self._base_environment = validate_environment(base_environment or {})
+        self._workspace = workspace
+        self._upload_policy = upload_policy
+        self._lock = threading.RLock()
+        self._closed = False
+        self._prepared: dict[tuple[str, str, str], PreparedSkill] = {}
+        self._prepare_locks: dict[tuple[str, str, str], threading.Lock] = {}
+        self._skill_environment: dict[str, dict[str, str]] = {}
+        self._file_system: ScopedFileSystem | None = None
+
+    # ------------------------------------------------------------------ hooks
+
+    @abstractmethod
+    def _run(
+        self, request: SkillExecutionRequest, working_directory: str, environment: dict[str, str]
+    ) -> SkillExecutionResult:
+        """Run ``request.command`` in ``working_directory`` with ``environment`` added on top of
+        the backend's own process environment; enforce timeout and output bounds."""
+
+    @abstractmethod
+    def _raw_file_system(self) -> SkillRuntimeFileSystem:
+        """The backend's unscoped file system."""
+
+    @abstractmethod
+    def _close_resources(self) -> None:
+        """Release what the runtime owns (called once, from :meth:`close`)."""
+
+    def _skills_root(self) -> str | None:
+        """Directory that receives prepared copies, or ``None`` to use skills in place."""
+        return self._workspace.skills_directory if self._workspace else None
+
+    def _check_real_path(self, path: str) -> str:
+        """Extra check applied to every scoped path (the local runtime resolves symlinks)."""
+        return path
+
+    def _place_skill(self, skill: Skill, files: Sequence[SkillFile], target: str) -> None:
+        """Copy or upload the skill's files into the runtime directory ``target``.
+
+        The default creates ``target`` and calls :meth:`SkillRuntimeFileSystem.upload_files` on the
+        raw file system (one request per file unless the backend overrides it).
+        """
+        fs = self._raw_file_system()
+        fs.delete(target)
+        fs.make_directory(target)
+        fs.upload_files(
+            (item.local_path, posixpath.join(target, item.relative_path), item.executable)
+            for item in files
+        )
+
+    def _is_ready(self, target: str) -> bool:
+        """True when a complete prepared copy already exists at ``target`` (left by an earlier
+        runtime object on the same workspace)."""
+        return self._raw_file_system().exists(ready_marker_path(target))
+
+    def _mark_ready(self, target: str) -> None:
+        self._raw_file_system().write_text(ready_marker_path(target), "ok\n")
+
+    # ------------------------------------------------------------------- state
+
+    @property
+    def workspace(self) -> ConversationWorkspace | None:
+        """The conversation workspace, when the runtime has one."""
+        return self._workspace
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called."""
+        return self._closed
+
+    def _ensure_open(self) -> None:
+        if self._closed:
+            raise RuntimeClosedError(f"The {self.name} runtime is closed")
+
+    def effective_environment(self, request_environment: Mapping[str, str]) -> dict[str, str]:
+        """The environment overlay of a command: base < prepared skill configs < request."""
+        with self._lock:
+            merged = dict(self._base_environment)
+            for environment in self._skill_environment.values():
+                merged.update(environment)
+        merged.update(request_environment)
+        return merged
+
+    # --------------------------------------------------------------------- SPI
+
+    def execute(self, request: SkillExecutionRequest) -> SkillExecutionResult:
+        self._ensure_open()
+        cwd = request.working_directory or self.default_working_directory
+        if self._workspace is not None:
+            cwd = self._check_real_path(self._workspace.resolve(cwd))
+        return self._run(request, cwd, self.effective_environment(request.environment))
+
+    def get_file_system(self) -> SkillRuntimeFileSystem:
+        self._ensure_open()
+        with self._lock:
+            if self._file_system is None:
+                self._file_system = ScopedFileSystem(
+                    self._raw_file_system(),
+                    workspace=self._workspace,
+                    is_closed=lambda: self._closed,
+                    check_real_path=self._check_real_path if self._workspace else None,
+                    runtime_name=self.name,
+                )
+            return self._file_system
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._close_resources()
+
+    def prepare(self, request: SkillPreparationRequest) -> list[Skill]:
+        self._ensure_open()
+        return [self._prepare_one(skill, request.config_for(skill)) for skill in request.skills]
+
+    def _prepare_one(self, skill: Skill, config: SkillRuntimeConfig) -> Skill:
+        source = Path(skill.base_path)
+        try:
+            files = list(iter_skill_files(source, self._upload_policy))
+            digest = skill_digest(files)
+        except OSError as exc:
+            raise SkillPrepareError(
+                f"Cannot read skill '{skill.name}' at {source}: {exc.strerror or exc}",
+                skill_name=skill.name,
+            ) from exc
+        key = (skill.name, digest, config.model_dump_json())
+        with self._lock:
+            lock = self._prepare_locks.setdefault(key, threading.Lock())
+        with lock:
+            self._ensure_open()
+            cached = self._prepared.get(key)
+            if cached is not None:
+                return skill.with_base_path(cached.base_path)
+            started = time.monotonic()
+            root = self._skills_root()
+            if root is None:
+                base_path = str(source.resolve())
+                prepared = skill.with_base_path(base_path)
+                self._bootstrap(prepared, config)
+            else:
+                base_path = posixpath.join(root, prepared_directory_name(skill.name, digest))
+                prepared = skill.with_base_path(base_path)
+                if not self._is_ready(base_path):
+                    self._place(skill, files, base_path)
+                    self._bootstrap(prepared, config)
+                    self._mark_ready(base_path)
+            self._activate(skill.name, config)
+            with self._lock:
+                self._prepared[key] = PreparedSkill(base_path, digest, config)
+            logger.info(
+                "prepared skill %s (%s, %d files) in %s runtime in %.3fs",
+                skill.name,
+                digest[:12],
+                len(files),
+                self.name,
+                time.monotonic() - started,
+            )
+            return prepared
+
+    def _activate(self, skill_name: str, config: SkillRuntimeConfig) -> None:
+        with self._lock:
+            self._skill_environment.pop(skill_name, None)
+            self._skill_environment[skill_name] = dict(config.environment)
+
+    def _place(self, skill: Skill, files: Sequence[SkillFile], target: str) -> None:
+        try:
+            self._place_skill(skill, files, target)
+        except SkillPrepareError:
+            raise
+        except RuntimeClosedError:
+            raise
+        except Exception as exc:
+            raise SkillPrepareError(
+                f"Copying skill '{skill.name}' into the {self.name} runtime failed: {exc}",
+                skill_name=skill.name,
+            ) from exc
+
+    def _bootstrap(self, prepared: Skill, config: SkillRuntimeConfig) -> None:
+        run_bootstrap(self, prepared, config)

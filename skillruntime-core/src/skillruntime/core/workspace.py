@@ -1,0 +1,183 @@
+"""Conversation workspaces: id and root rules, path scoping, and the scoped file-system wrapper.
+
+A conversation's workspace is ``<conversations_root>/<conversation_id>``; relative paths resolve
+under it and a path that leaves it is rejected *before any backend call*. This is a path boundary
+for the framework's own file API and working directory, not a security sandbox: a command run in
+the workspace can still reach anything its user can.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Callable, Generator, Iterable
+from pathlib import Path
+
+from .errors import RuntimeClosedError, WorkspaceEscapeError
+from .filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT, DEFAULT_READ_LIMIT, SkillRuntimeFileSystem
+from .models import FileInfo
+
+__all__ = [
+    "CONVERSATION_ID_PATTERN",
+    "ConversationWorkspace",
+    "ScopedFileSystem",
+    "validate_conversation_id",
+    "validate_conversations_root",
+]
+
+CONVERSATION_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+"""Valid conversation ids: 1–128 characters, ``[A-Za-z0-9][A-Za-z0-9._-]*``."""
+
+
+def validate_conversation_id(conversation_id: str) -> str:
+    """Return ``conversation_id`` if it is valid, else raise :class:`ValueError` saying why."""
+    if not isinstance(conversation_id, str) or not CONVERSATION_ID_PATTERN.fullmatch(
+        conversation_id
+    ):
+        raise ValueError(
+            "conversation_id must be 1-128 characters of letters, digits, '.', '_' or '-', "
+            f"starting with a letter or digit (got {conversation_id!r})"
+        )
+    return conversation_id
+
+
+def validate_conversations_root(root: str) -> str:
+    """Return the normalised absolute POSIX ``root``; ``/`` and relative roots are refused."""
+    if not isinstance(root, str) or not root.startswith("/"):
+        raise ValueError(f"conversations_root must be an absolute path (got {root!r})")
+    normalised = posixpath.normpath(root)
+    if normalised.startswith("//"):
+        normalised = "/" + normalised.lstrip("/")
+    if normalised == "/":
+        raise ValueError("conversations_root must not be '/'")
+    if "\x00" in normalised:
+        raise ValueError("conversations_root must not contain a NUL character")
+    return normalised
+
+
+class ConversationWorkspace:
+    """The directory of one conversation and the rules for paths inside it."""
+
+    def __init__(self, conversations_root: str, conversation_id: str) -> None:
+        self.conversations_root = validate_conversations_root(conversations_root)
+        self.conversation_id = validate_conversation_id(conversation_id)
+        self.directory = posixpath.join(self.conversations_root, self.conversation_id)
+        self.skills_directory = posixpath.join(self.directory, "skills")
+
+    def __repr__(self) -> str:
+        return f"ConversationWorkspace({self.directory!r})"
+
+    def contains(self, path: str) -> bool:
+        """True when the normalised absolute ``path`` is the workspace or lies inside it."""
+        return path == self.directory or path.startswith(self.directory + "/")
+
+    def resolve(self, path: str) -> str:
+        """Map ``path`` (relative to the workspace, or absolute) to a normalised absolute path.
+
+        Raises :class:`WorkspaceEscapeError` when the result is outside the workspace.
+        """
+        if not isinstance(path, str) or not path.strip():
+            raise ValueError("path must not be empty")
+        if "\x00" in path:
+            raise WorkspaceEscapeError("path must not contain a NUL character")
+        joined = path if path.startswith("/") else posixpath.join(self.directory, path)
+        normalised = posixpath.normpath(joined)
+        if normalised.startswith("//"):
+            normalised = "/" + normalised.lstrip("/")
+        if not self.contains(normalised):
+            raise WorkspaceEscapeError(
+                f"Path {path!r} is outside the conversation workspace {self.directory}"
+            )
+        return normalised
+
+
+def local_real_path_checker(workspace: ConversationWorkspace) -> Callable[[str], str]:
+    """A checker for host workspaces: resolves symlinks and refuses real paths outside.
+
+    The workspace directory itself is resolved too, so a root reached through a symlink works.
+    """
+
+    def check(path: str) -> str:
+        real_root = str(Path(workspace.directory).resolve())
+        real = str(Path(path).resolve())
+        if real != real_root and not real.startswith(real_root.rstrip("/") + "/"):
+            raise WorkspaceEscapeError(
+                f"Path {path!r} leads outside the conversation workspace through a symbolic link"
+            )
+        return path
+
+    return check
+
+
+class ScopedFileSystem(SkillRuntimeFileSystem):
+    """Wraps a runtime file system: maps every path through a workspace and checks closure.
+
+    ``is_closed`` is consulted before every call (``RuntimeClosedError`` once it returns true);
+    ``workspace`` (optional) scopes paths; ``check_real_path`` (optional) is applied to the scoped
+    path before delegation, e.g. to refuse symlinks that lead out of a host workspace.
+    """
+
+    def __init__(
+        self,
+        inner: SkillRuntimeFileSystem,
+        *,
+        workspace: ConversationWorkspace | None = None,
+        is_closed: Callable[[], bool] = lambda: False,
+        check_real_path: Callable[[str], str] | None = None,
+        runtime_name: str = "runtime",
+    ) -> None:
+        self._inner = inner
+        self._workspace = workspace
+        self._is_closed = is_closed
+        self._check_real_path = check_real_path
+        self._runtime_name = runtime_name
+
+    @property
+    def inner(self) -> SkillRuntimeFileSystem:
+        """The wrapped file system."""
+        return self._inner
+
+    def _path(self, path: str) -> str:
+        if self._is_closed():
+            raise RuntimeClosedError(f"The {self._runtime_name} runtime is closed")
+        if self._workspace is not None:
+            path = self._workspace.resolve(path)
+        if self._check_real_path is not None:
+            path = self._check_real_path(path)
+        return path
+
+    def read_stream(self, path: str, chunk_size: int = CHUNK_SIZE) -> Generator[bytes, None, None]:
+        return self._inner.read_stream(self._path(path), chunk_size)
+
+    def write_stream(self, path: str, chunks: Iterable[bytes], *, executable: bool = False) -> int:
+        return self._inner.write_stream(self._path(path), chunks, executable=executable)
+
+    def stat(self, path: str) -> FileInfo | None:
+        return self._inner.stat(self._path(path))
+
+    def list_directory(
+        self, path: str, depth: int = 1, limit: int = DEFAULT_LIST_LIMIT
+    ) -> list[FileInfo]:
+        return self._inner.list_directory(self._path(path), depth, limit)
+
+    def delete(self, path: str) -> None:
+        resolved = self._path(path)
+        if self._workspace is not None and resolved == self._workspace.directory:
+            raise WorkspaceEscapeError("The conversation workspace itself cannot be deleted")
+        self._inner.delete(resolved)
+
+    def make_directory(self, path: str) -> None:
+        self._inner.make_directory(self._path(path))
+
+    def read_bytes(self, path: str, max_bytes: int = DEFAULT_READ_LIMIT) -> bytes:
+        return self._inner.read_bytes(self._path(path), max_bytes)
+
+    def list_files(
+        self, path: str, depth: int = 1_000_000, limit: int = DEFAULT_LIST_LIMIT
+    ) -> list[FileInfo]:
+        return self._inner.list_files(self._path(path), depth, limit)
+
+    def upload_files(self, files: Iterable[tuple[Path, str, bool]]) -> int:
+        return self._inner.upload_files(
+            (local, self._path(remote), executable) for local, remote, executable in files
+        )

@@ -1,0 +1,1 @@
+"""OpenSandbox runtime: per-conversation sandboxes on the official ``opensandbox`` SDK (to come)."""

@@ -1,0 +1,1 @@
+"""Viking artifact store: OpenViking skill revisions as verified local directories (to come)."""
