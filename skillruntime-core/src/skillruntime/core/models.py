@@ -50,7 +50,7 @@ def validate_environment(environment: Mapping[str, str]) -> dict[str, str]:
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
 
 
 class Skill(_Frozen):

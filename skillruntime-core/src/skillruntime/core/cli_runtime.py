@@ -1,0 +1,416 @@
+"""``skillruntime exec`` and ``skillruntime files``: commands that talk to one runtime.
+
+Both build the runtime named by ``--runtime`` with :func:`~skillruntime.core.plugins.create_runtime`
+(``--option KEY=VALUE`` are its options, ``--conversation ID`` becomes the option
+``conversation_id``) and close it when the command ends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+import shlex
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from pydantic import ValidationError
+
+from .cli_errors import CliError, CliUsageError, validation_message
+from .models import (
+    BootstrapCommand,
+    FileInfo,
+    Skill,
+    SkillExecutionRequest,
+    SkillPreparationRequest,
+    SkillRuntimeConfig,
+)
+from .plugins import create_runtime
+from .runtime import SkillRuntime
+
+__all__ = [
+    "TIMEOUT_EXIT_CODE",
+    "exec_command",
+    "files_group",
+    "parse_assignments",
+    "runtime_options",
+    "skill_runtime_config",
+]
+
+TIMEOUT_EXIT_CODE = 124
+"""Exit code of ``skillruntime exec`` when the command timed out (as ``timeout(1)``)."""
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def parse_assignments(
+    values: Sequence[str], *, what: str, inherit: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """Parse ``KEY=VALUE`` strings into a dict (later ones win).
+
+    With ``inherit``, a bare ``KEY`` takes its value from that mapping (the CLI's environment).
+    Raises :class:`click.BadParameter` for a malformed item; values are never shown.
+    """
+    result: dict[str, str] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep:
+            if inherit is None:
+                raise click.BadParameter(f"expected KEY=VALUE, got {key!r}", param_hint=what)
+            if key not in inherit:
+                raise click.BadParameter(
+                    f"{key!r} has no value and is not set in the environment", param_hint=what
+                )
+            value = inherit[key]
+        if not key:
+            raise click.BadParameter("expected KEY=VALUE with a non-empty KEY", param_hint=what)
+        result[key] = value
+    return result
+
+
+def runtime_options(function: F) -> F:
+    """Add ``--runtime``, ``--option`` and ``--conversation`` to a command."""
+    decorators = [
+        click.option(
+            "--runtime",
+            "runtime_name",
+            default="local",
+            show_default=True,
+            envvar="SKILLRUNTIME_RUNTIME",
+            show_envvar=True,
+            metavar="NAME",
+            help="Runtime backend to use (see `skillruntime runtimes`).",
+        ),
+        click.option(
+            "--option",
+            "-o",
+            "runtime_option_items",
+            multiple=True,
+            metavar="KEY=VALUE",
+            help="Runtime option (repeatable); unset options fall back to "
+            "SKILLRUNTIME_<RUNTIME>_<OPTION> environment variables.",
+        ),
+        click.option(
+            "--conversation",
+            "conversation_id",
+            default=None,
+            metavar="ID",
+            help="Conversation id; passed to the runtime as its `conversation_id` option.",
+        ),
+    ]
+    for decorator in reversed(decorators):
+        function = decorator(function)
+    return function
+
+
+@contextmanager
+def open_runtime(
+    runtime_name: str, option_items: Sequence[str], conversation_id: str | None
+) -> Iterator[SkillRuntime]:
+    """Build the runtime from CLI options and close it on exit."""
+    options: dict[str, Any] = parse_assignments(option_items, what="'--option'")
+    if conversation_id is not None:
+        options["conversation_id"] = conversation_id
+    runtime = create_runtime(runtime_name, **options)
+    try:
+        yield runtime
+    finally:
+        runtime.close()
+
+
+def skill_runtime_config(skill: Skill) -> SkillRuntimeConfig:
+    """The runtime config declared in a skill's frontmatter.
+
+    Reads ``metadata.skillruntime.bootstrap``: a list whose items are command strings or
+    mappings ``{command, timeout_seconds}``. Raises :class:`ValueError` naming the skill when it
+    is malformed.
+    """
+    section = skill.metadata.get("skillruntime")
+    if section is None:
+        return SkillRuntimeConfig()
+    if not isinstance(section, Mapping):
+        raise ValueError(f"skill {skill.name!r}: metadata.skillruntime must be a mapping")
+    raw = section.get("bootstrap", [])
+    if isinstance(raw, str) or not isinstance(raw, list):
+        raise ValueError(f"skill {skill.name!r}: metadata.skillruntime.bootstrap must be a list")
+    commands: list[BootstrapCommand] = []
+    for index, item in enumerate(raw):
+        try:
+            if isinstance(item, str):
+                commands.append(BootstrapCommand(command=item))
+            elif isinstance(item, Mapping):
+                commands.append(BootstrapCommand.model_validate(dict(item)))
+            else:
+                raise TypeError("expected a string or a mapping")
+        except (ValueError, TypeError) as error:
+            reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+            raise ValueError(
+                f"skill {skill.name!r}: bootstrap item {index + 1} is invalid ({reason}); "
+                "use a command string or {command: ..., timeout_seconds: ...}"
+            ) from None
+    return SkillRuntimeConfig(bootstrap=tuple(commands))
+
+
+def _load_skills(skills_root: Path | None, names: Sequence[str]) -> list[Skill]:
+    if skills_root is None:
+        if names:
+            raise click.UsageError("--skill needs --skills-root to say where skills live")
+        return []
+    from .skills import discover_skills
+
+    wanted = list(dict.fromkeys(names))
+    skills: list[Skill] = discover_skills(skills_root, names=wanted or None)
+    if wanted:
+        found = {skill.name for skill in skills}
+        missing = [name for name in wanted if name not in found]
+        if missing:
+            raise CliError(f"skill(s) not found under {skills_root}: {', '.join(missing)}")
+        by_name = {skill.name: skill for skill in skills}
+        skills = [by_name[name] for name in wanted]
+    return skills
+
+
+def _exit_code(exit_code: int) -> int:
+    """Map a runtime exit code to a process exit status (signals as 128+N, like shells)."""
+    if exit_code < 0:
+        return min(128 + abs(exit_code), 255)
+    return min(exit_code, 255)
+
+
+@click.command(
+    "exec",
+    context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True},
+)
+@runtime_options
+@click.option(
+    "--skills-root",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="Directory holding skill directories.",
+)
+@click.option(
+    "--skill",
+    "skill_names",
+    multiple=True,
+    metavar="NAME",
+    help="Skill to prepare before the command (repeatable). With --skills-root and no --skill, "
+    "every skill under the root is prepared.",
+)
+@click.option(
+    "--env",
+    "-e",
+    "env_items",
+    multiple=True,
+    metavar="KEY[=VALUE]",
+    help="Environment variable for the command (repeatable); a bare KEY copies it from this shell.",
+)
+@click.option(
+    "--timeout",
+    "timeout_seconds",
+    type=click.FloatRange(min=0, min_open=True),
+    default=120.0,
+    show_default=True,
+    help="Seconds before the command's process tree is killed (exit status 124).",
+)
+@click.option("--cwd", default=None, metavar="PATH", help="Working directory in the runtime.")
+@click.option("--verbose", "-v", is_flag=True, help="Print the prepared skill paths on stderr.")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.pass_context
+def exec_command(
+    ctx: click.Context,
+    *,
+    runtime_name: str,
+    runtime_option_items: tuple[str, ...],
+    conversation_id: str | None,
+    skills_root: Path | None,
+    skill_names: tuple[str, ...],
+    env_items: tuple[str, ...],
+    timeout_seconds: float,
+    cwd: str | None,
+    verbose: bool,
+    command: tuple[str, ...],
+) -> None:
+    """Run COMMAND in a runtime, after preparing skills.
+
+    A single COMMAND argument is a shell command line (`'ls | wc -l'`); several arguments are
+    quoted and joined (`ls -la /tmp`). The command's stdout and stderr are copied to this
+    process's, and its exit status becomes this process's (124 on timeout).
+
+    \b
+    Examples:
+      skillruntime exec -- echo hello
+      skillruntime exec --skills-root ./skills --skill pdf -v 'python $SKILL_DIR/x.py'
+      skillruntime exec --runtime opensandbox --conversation c1 -o image=python:3.12 -- uname -a
+    """
+    environment = parse_assignments(env_items, what="'--env'", inherit=os.environ)
+    try:
+        request = SkillExecutionRequest(
+            command=command[0] if len(command) == 1 else shlex.join(command),
+            working_directory=cwd,
+            timeout_seconds=timeout_seconds,
+            environment=environment,
+        )
+    except ValidationError as error:
+        raise CliUsageError(f"invalid command: {validation_message(error)}") from None
+    skills = _load_skills(skills_root, skill_names)
+    try:
+        configs = {skill.name: skill_runtime_config(skill) for skill in skills}
+    except ValueError as error:
+        raise CliError(str(error)) from None
+    with open_runtime(runtime_name, runtime_option_items, conversation_id) as runtime:
+        if skills:
+            prepared = runtime.prepare(
+                SkillPreparationRequest(skills=tuple(skills), configs=configs)
+            )
+            if verbose:
+                for skill in prepared:
+                    click.echo(f"prepared skill {skill.name}: {skill.base_path}", err=True)
+        result = runtime.execute(request)
+    _write(sys.stdout, result.stdout)
+    _write(sys.stderr, result.stderr)
+    if result.timed_out:
+        click.echo(f"skillruntime: command timed out after {timeout_seconds:g} s", err=True)
+        ctx.exit(TIMEOUT_EXIT_CODE)
+    ctx.exit(_exit_code(result.exit_code))
+
+
+def _runtime_path(runtime: SkillRuntime, path: str) -> str:
+    """``path`` made absolute against the runtime's default working directory."""
+    return posixpath.join(runtime.default_working_directory, path)
+
+
+def _write(stream: Any, text: str) -> None:
+    if text:
+        click.echo(text, file=stream, nl=False)
+        stream.flush()
+
+
+# ---------------------------------------------------------------------------------- files
+
+
+@click.group("files")
+def files_group() -> None:
+    """Move files in and out of a runtime.
+
+    Relative runtime paths are taken from the runtime's default working directory (the
+    conversation workspace when there is one).
+
+    \b
+    Examples:
+      skillruntime files ls
+      skillruntime files put report.csv data/report.csv
+      skillruntime files get data/out.png ./out.png
+      skillruntime files rm data/tmp
+    """
+
+
+def _entry_json(info: FileInfo) -> dict[str, Any]:
+    return info.model_dump(mode="json")
+
+
+@files_group.command("ls")
+@runtime_options
+@click.argument("path", required=False)
+@click.option(
+    "--depth",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Levels to descend (1: direct children).",
+)
+@click.option(
+    "--limit", type=click.IntRange(min=1), default=1000, show_default=True, help="Most entries."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
+def files_ls(
+    *,
+    runtime_name: str,
+    runtime_option_items: tuple[str, ...],
+    conversation_id: str | None,
+    path: str | None,
+    depth: int,
+    limit: int,
+    as_json: bool,
+) -> None:
+    """List PATH (default: the working directory).
+
+    Each line: a type letter (d directory, x executable file, - other file), the size in bytes
+    and the full runtime path.
+    """
+    with open_runtime(runtime_name, runtime_option_items, conversation_id) as runtime:
+        target = _runtime_path(runtime, path or ".")
+        entries = runtime.get_file_system().list_directory(target, depth, limit)
+    if as_json:
+        click.echo(json.dumps([_entry_json(entry) for entry in entries], indent=2))
+        return
+    for entry in entries:
+        kind = "d" if entry.is_directory else ("x" if entry.is_executable else "-")
+        click.echo(f"{kind} {entry.size:>12} {entry.path}{'/' if entry.is_directory else ''}")
+
+
+@files_group.command("get")
+@runtime_options
+@click.argument("remote")
+@click.argument("local", type=click.Path(dir_okay=False, allow_dash=True))
+def files_get(
+    *,
+    runtime_name: str,
+    runtime_option_items: tuple[str, ...],
+    conversation_id: str | None,
+    remote: str,
+    local: str,
+) -> None:
+    """Download runtime file REMOTE to LOCAL (`-` writes it to stdout)."""
+    with open_runtime(runtime_name, runtime_option_items, conversation_id) as runtime:
+        fs = runtime.get_file_system()
+        if local == "-":
+            sys.stdout.flush()
+            fs.download(_runtime_path(runtime, remote), sys.stdout.buffer)
+            sys.stdout.buffer.flush()
+        else:
+            fs.download(_runtime_path(runtime, remote), local)
+
+
+@files_group.command("put")
+@runtime_options
+@click.argument("local", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("remote")
+def files_put(
+    *,
+    runtime_name: str,
+    runtime_option_items: tuple[str, ...],
+    conversation_id: str | None,
+    local: Path,
+    remote: str,
+) -> None:
+    """Upload host file LOCAL to runtime path REMOTE.
+
+    Parent directories are created and the executable bit is kept.
+    """
+    with open_runtime(runtime_name, runtime_option_items, conversation_id) as runtime:
+        runtime.get_file_system().upload(local, _runtime_path(runtime, remote))
+
+
+@files_group.command("rm")
+@runtime_options
+@click.argument("paths", nargs=-1, required=True)
+def files_rm(
+    *,
+    runtime_name: str,
+    runtime_option_items: tuple[str, ...],
+    conversation_id: str | None,
+    paths: tuple[str, ...],
+) -> None:
+    """Delete runtime files or directory trees.
+
+    A path that does not exist is not an error.
+    """
+    with open_runtime(runtime_name, runtime_option_items, conversation_id) as runtime:
+        fs = runtime.get_file_system()
+        for path in paths:
+            fs.delete(_runtime_path(runtime, path))

@@ -1,0 +1,484 @@
+"""Plugin discovery: pluggy hook specifications, entry-point loading and runtime construction.
+
+Backends are *registered*, never imported by name: a distribution declares a module under the
+entry-point group ``skillruntime`` and that module implements some of the hooks below with
+:data:`hookimpl`. :func:`get_plugin_manager` loads every such module once per process; a module
+that fails to import (or a hook that raises) is logged and reported by :func:`plugin_problems`
+instead of breaking every other backend.
+
+A runtime provider carries a pydantic-settings options model. :func:`create_runtime` validates the
+options it is given against that model, falling back to ``SKILLRUNTIME_<NAME>_<OPTION>``
+environment variables, before it calls the provider's factory.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import click
+import pluggy
+from pydantic import ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from .errors import PluginNotFoundError, SkillRuntimeError
+from .runtime import SkillRuntime
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "KNOWN_RUNTIME_DISTRIBUTIONS",
+    "PROJECT_NAME",
+    "ArtifactStoreProvider",
+    "ConversationStoreProvider",
+    "PluginProblem",
+    "RuntimeOptionInfo",
+    "RuntimeOptions",
+    "RuntimeOptionsError",
+    "RuntimeProvider",
+    "SkillRuntimeHookSpecs",
+    "available_artifact_stores",
+    "available_conversation_stores",
+    "available_runtimes",
+    "build_runtime_options",
+    "create_runtime",
+    "describe_options",
+    "env_prefix_for",
+    "get_plugin_manager",
+    "get_runtime_provider",
+    "hookimpl",
+    "hookspec",
+    "plugin_problems",
+    "register_cli_commands",
+    "register_plugin",
+    "registered_plugin",
+    "reset_plugin_manager",
+    "unregister_plugin",
+]
+
+logger = logging.getLogger(__name__)
+
+PROJECT_NAME = "skillruntime"
+"""The pluggy project name; hook implementations must use :data:`hookimpl`."""
+
+ENTRY_POINT_GROUP = "skillruntime"
+"""The entry-point group a distribution declares its plugin module under."""
+
+KNOWN_RUNTIME_DISTRIBUTIONS: Mapping[str, str] = {
+    "local": "skillruntime-local",
+    "opensandbox": "skillruntime-opensandbox",
+    "aio": "skillruntime-aio",
+}
+"""Runtime names of this project mapped to the distribution that provides them."""
+
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+
+class RuntimeOptions(BaseSettings):
+    """Base class of a runtime's options model.
+
+    A backend subclasses it, declares its options as fields (secrets as ``SecretStr``) and sets
+    ``model_config = SettingsConfigDict(env_prefix="SKILLRUNTIME_<NAME>_", extra="forbid",
+    frozen=True)``. When the subclass sets no ``env_prefix``, :func:`create_runtime` applies
+    :func:`env_prefix_for` of the runtime name, so environment variables are always namespaced.
+    """
+
+    model_config = SettingsConfigDict(extra="forbid", frozen=True)
+
+
+OptionsT = TypeVar("OptionsT", bound=RuntimeOptions)
+
+
+@dataclass(frozen=True)
+class RuntimeProvider(Generic[OptionsT]):
+    """What a backend contributes through ``skillruntime_runtimes``.
+
+    ``name`` is what users pass to :func:`create_runtime`, ``description`` one line for listings,
+    ``options_model`` validates options, ``factory`` builds a runtime from validated options and
+    ``distribution`` names the distribution that ships it (shown in listings and errors).
+    """
+
+    name: str
+    description: str
+    options_model: type[OptionsT]
+    factory: Callable[[OptionsT], SkillRuntime]
+    distribution: str = ""
+
+
+@dataclass(frozen=True)
+class ArtifactStoreProvider:
+    """What a distribution contributes through ``skillruntime_artifact_stores``.
+
+    ``scheme`` is the URL scheme the store serves (``viking``, ``file``…), ``factory`` builds a
+    store from a URL. The store SPI itself lives in ``skillruntime.core.artifacts``.
+    """
+
+    scheme: str
+    description: str
+    factory: Callable[..., Any]
+    distribution: str = ""
+
+
+@dataclass(frozen=True)
+class ConversationStoreProvider:
+    """What a distribution contributes through ``skillruntime_conversation_stores``.
+
+    ``scheme`` is the URL scheme the store serves (``sqlite``, ``postgresql``…), ``factory``
+    builds a store from a URL. The store SPI lives in ``skillruntime.core.conversations``.
+    """
+
+    scheme: str
+    description: str
+    factory: Callable[..., Any]
+    distribution: str = ""
+
+
+@dataclass(frozen=True)
+class PluginProblem:
+    """A plugin that could not be loaded or whose hook failed; ``message`` holds no secrets."""
+
+    plugin: str
+    distribution: str
+    message: str
+
+
+@dataclass(frozen=True)
+class RuntimeOptionInfo:
+    """One option of a runtime, as shown by ``skillruntime runtimes``."""
+
+    name: str
+    type: str
+    required: bool
+    default: str | None
+    env_var: str
+    description: str
+
+
+class RuntimeOptionsError(SkillRuntimeError, ValueError):
+    """Options given to :func:`create_runtime` are unknown or invalid (values never shown)."""
+
+
+class SkillRuntimeHookSpecs:
+    """The hooks a ``skillruntime`` plugin module may implement (each one is optional)."""
+
+    @hookspec
+    def skillruntime_runtimes(self) -> list[RuntimeProvider[Any]]:  # type: ignore[empty-body]
+        """Return the runtime providers this plugin contributes."""
+
+    @hookspec
+    def skillruntime_artifact_stores(self) -> list[ArtifactStoreProvider]:  # type: ignore[empty-body]
+        """Return the skill artifact store providers this plugin contributes."""
+
+    @hookspec
+    def skillruntime_conversation_stores(  # type: ignore[empty-body]
+        self,
+    ) -> list[ConversationStoreProvider]:
+        """Return the conversation store providers this plugin contributes."""
+
+    @hookspec
+    def skillruntime_cli(self, group: click.Group) -> None:
+        """Add commands to the ``skillruntime`` command group."""
+
+
+_lock = threading.RLock()
+_manager: pluggy.PluginManager | None = None
+_problems: list[PluginProblem] = []
+_distributions: dict[str, str] = {}
+
+
+def get_plugin_manager() -> pluggy.PluginManager:
+    """The process-wide plugin manager, created and filled from entry points on first use.
+
+    Each entry point of group ``skillruntime`` is loaded separately: one that fails to import is
+    logged, recorded in :func:`plugin_problems` and skipped.
+    """
+    global _manager  # noqa: PLW0603 - one cached manager per process
+    with _lock:
+        if _manager is None:
+            manager = pluggy.PluginManager(PROJECT_NAME)
+            manager.add_hookspecs(SkillRuntimeHookSpecs)
+            _load_entry_points(manager)
+            _manager = manager
+        return _manager
+
+
+def _entry_points() -> Sequence[importlib.metadata.EntryPoint]:
+    """The installed entry points of group ``skillruntime`` (tests replace this)."""
+    return list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+
+
+def _load_entry_points(manager: pluggy.PluginManager) -> None:
+    for entry_point in _entry_points():
+        distribution = entry_point.dist.name if entry_point.dist is not None else ""
+        if manager.get_plugin(entry_point.name) is not None or manager.is_blocked(entry_point.name):
+            continue
+        try:
+            plugin = entry_point.load()
+            manager.register(plugin, name=entry_point.name)
+        except Exception as error:  # a broken plugin must not break the others
+            _report(entry_point.name, distribution, f"failed to load: {_describe(error)}")
+            continue
+        _distributions[entry_point.name] = distribution
+        logger.debug("loaded skillruntime plugin %s from %s", entry_point.name, distribution)
+
+
+def _describe(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"
+
+
+def _report(plugin: str, distribution: str, message: str) -> None:
+    problem = PluginProblem(plugin=plugin, distribution=distribution, message=message)
+    with _lock:
+        if problem not in _problems:
+            _problems.append(problem)
+    logger.warning(
+        "skillruntime plugin %s (%s) %s", plugin, distribution or "unknown distribution", message
+    )
+
+
+def plugin_problems() -> list[PluginProblem]:
+    """Plugins that failed to load or whose hooks raised, in the order they were found."""
+    get_plugin_manager()
+    with _lock:
+        return list(_problems)
+
+
+def reset_plugin_manager() -> None:
+    """Forget the cached manager and recorded problems; the next use reloads entry points."""
+    global _manager  # noqa: PLW0603 - one cached manager per process
+    with _lock:
+        _manager = None
+        _problems.clear()
+        _distributions.clear()
+
+
+def register_plugin(plugin: object, name: str | None = None) -> str:
+    """Register a plugin object (a module or an instance with hook implementations).
+
+    Meant for tests and applications that build plugins in code. Returns the registered name.
+    """
+    manager = get_plugin_manager()
+    registered = manager.register(plugin, name=name)
+    if registered is None:
+        raise SkillRuntimeError(f"plugin {name or plugin!r} is blocked and cannot be registered")
+    return registered
+
+
+def unregister_plugin(name: str) -> None:
+    """Remove a plugin registered under ``name`` (nothing happens when it is not registered)."""
+    manager = get_plugin_manager()
+    if manager.get_plugin(name) is not None:
+        manager.unregister(name=name)
+
+
+@contextmanager
+def registered_plugin(plugin: object, name: str | None = None) -> Iterator[str]:
+    """Register ``plugin`` for the duration of a ``with`` block (handy in tests)."""
+    registered = register_plugin(plugin, name)
+    try:
+        yield registered
+    finally:
+        unregister_plugin(registered)
+
+
+def _call_each(hook_name: str, **kwargs: Any) -> list[tuple[str, Any]]:
+    """Call every implementation of ``hook_name`` separately, isolating failing plugins."""
+    manager = get_plugin_manager()
+    caller = getattr(manager.hook, hook_name)
+    results: list[tuple[str, Any]] = []
+    # pluggy returns implementations last-registered first; report in registration order.
+    for impl in reversed(caller.get_hookimpls()):
+        plugin_name = impl.plugin_name
+        try:
+            result = impl.function(*(kwargs[arg] for arg in impl.argnames))
+        except Exception as error:  # a broken plugin must not break the others
+            _report(
+                plugin_name,
+                _distributions.get(plugin_name, ""),
+                f"{hook_name} raised: {_describe(error)}",
+            )
+            continue
+        results.append((plugin_name, result))
+    return results
+
+
+def _collect(hook_name: str, kind: type[Any], key: str) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    owners: dict[str, str] = {}
+    for plugin_name, result in _call_each(hook_name):
+        if result is None:
+            continue
+        for provider in result:
+            if not isinstance(provider, kind):
+                _report(
+                    plugin_name,
+                    _distributions.get(plugin_name, ""),
+                    f"{hook_name} returned {type(provider).__name__}, expected {kind.__name__}",
+                )
+                continue
+            provider_key = getattr(provider, key)
+            if provider_key in found:
+                raise SkillRuntimeError(
+                    f"two plugins provide {key} {provider_key!r}: {owners[provider_key]} and "
+                    f"{_owner(plugin_name, provider)}; uninstall one of them"
+                )
+            found[provider_key] = provider
+            owners[provider_key] = _owner(plugin_name, provider)
+    return found
+
+
+def _owner(plugin_name: str, provider: Any) -> str:
+    distribution = getattr(provider, "distribution", "") or _distributions.get(plugin_name, "")
+    return f"plugin {plugin_name!r}" + (f" ({distribution})" if distribution else "")
+
+
+def available_runtimes() -> dict[str, RuntimeProvider[Any]]:
+    """The installed runtime providers by name, sorted by name.
+
+    Raises :class:`SkillRuntimeError` when two plugins provide the same runtime name.
+    """
+    found = _collect("skillruntime_runtimes", RuntimeProvider, "name")
+    return dict(sorted(found.items()))
+
+
+def available_artifact_stores() -> dict[str, ArtifactStoreProvider]:
+    """The installed artifact store providers by URL scheme."""
+    return dict(
+        sorted(_collect("skillruntime_artifact_stores", ArtifactStoreProvider, "scheme").items())
+    )
+
+
+def available_conversation_stores() -> dict[str, ConversationStoreProvider]:
+    """The installed conversation store providers by URL scheme."""
+    found = _collect("skillruntime_conversation_stores", ConversationStoreProvider, "scheme")
+    return dict(sorted(found.items()))
+
+
+def register_cli_commands(group: click.Group) -> None:
+    """Let every plugin add commands to ``group`` through ``skillruntime_cli``."""
+    _call_each("skillruntime_cli", group=group)
+
+
+def get_runtime_provider(name: str) -> RuntimeProvider[Any]:
+    """The provider of runtime ``name``.
+
+    Raises :class:`PluginNotFoundError` listing the installed runtimes and naming the
+    distribution to install.
+    """
+    runtimes = available_runtimes()
+    provider = runtimes.get(name)
+    if provider is not None:
+        return provider
+    installed = ", ".join(runtimes) if runtimes else "none"
+    distribution = KNOWN_RUNTIME_DISTRIBUTIONS.get(name)
+    if distribution is not None:
+        advice = f"install it with: pip install {distribution}"
+    else:
+        advice = (
+            f"install the distribution that provides the {name!r} runtime (it registers a module "
+            f"under the {ENTRY_POINT_GROUP!r} entry-point group)"
+        )
+    raise PluginNotFoundError(
+        f"no runtime named {name!r} is installed (installed runtimes: {installed}); {advice}"
+    )
+
+
+def env_prefix_for(name: str) -> str:
+    """The environment variable prefix of runtime ``name``: ``SKILLRUNTIME_<NAME>_``."""
+    return "SKILLRUNTIME_" + "".join(ch if ch.isalnum() else "_" for ch in name).upper() + "_"
+
+
+def _effective_prefix(provider: RuntimeProvider[Any]) -> str:
+    configured = provider.options_model.model_config.get("env_prefix") or ""
+    return str(configured) or env_prefix_for(provider.name)
+
+
+def describe_options(provider: RuntimeProvider[Any]) -> list[RuntimeOptionInfo]:
+    """The options of ``provider`` with type, default and environment variable name."""
+    prefix = _effective_prefix(provider)
+    infos: list[RuntimeOptionInfo] = []
+    for field_name, field in provider.options_model.model_fields.items():
+        required = field.is_required()
+        default: str | None = None
+        if not required:
+            value = field.get_default(call_default_factory=True)
+            default = None if value is None else _show_default(field.annotation, value)
+        infos.append(
+            RuntimeOptionInfo(
+                name=field_name,
+                type=_type_name(field.annotation),
+                required=required,
+                default=default,
+                env_var=(prefix + field_name).upper(),
+                description=field.description or "",
+            )
+        )
+    return infos
+
+
+def _type_name(annotation: Any) -> str:
+    if isinstance(annotation, type):
+        return annotation.__name__
+    return str(annotation).replace("typing.", "").replace("pathlib.", "")
+
+
+def _show_default(annotation: Any, value: Any) -> str:
+    if "Secret" in _type_name(annotation):
+        return "********"
+    return str(value)
+
+
+def build_runtime_options(
+    provider: RuntimeProvider[OptionsT], options: Mapping[str, Any]
+) -> OptionsT:
+    """Validate ``options`` with the provider's model (environment variables fill the gaps).
+
+    Option names may use ``-`` for ``_``. Raises :class:`RuntimeOptionsError` for an unknown option
+    (listing the valid ones) or an invalid value (naming the option, never echoing the value).
+    """
+    model = provider.options_model
+    normalized = {key.replace("-", "_"): value for key, value in options.items()}
+    valid = list(model.model_fields)
+    unknown = sorted(key for key in normalized if key not in model.model_fields)
+    if unknown:
+        raise RuntimeOptionsError(
+            f"runtime {provider.name!r} has no option {', '.join(map(repr, unknown))}; "
+            f"valid options: {', '.join(valid) if valid else 'none'}"
+        )
+    init: dict[str, Any] = dict(normalized)
+    if not model.model_config.get("env_prefix"):
+        init["_env_prefix"] = env_prefix_for(provider.name)
+    try:
+        return model(**init)
+    except ValidationError as error:
+        raise RuntimeOptionsError(_format_validation_error(provider, error)) from None
+
+
+def _format_validation_error(provider: RuntimeProvider[Any], error: ValidationError) -> str:
+    prefix = _effective_prefix(provider)
+    parts = []
+    for item in error.errors(include_input=False, include_url=False):
+        location = ".".join(str(part) for part in item["loc"]) or "options"
+        hint = ""
+        if item["type"] == "missing":
+            hint = f" (pass it as an option or set {(prefix + location).upper()})"
+        parts.append(f"{location}: {item['msg']}{hint}")
+    return f"invalid options for runtime {provider.name!r}: " + "; ".join(parts)
+
+
+def create_runtime(name: str, /, **options: Any) -> SkillRuntime:
+    """Build the runtime ``name`` from validated ``options``.
+
+    Options not given are read from ``SKILLRUNTIME_<NAME>_<OPTION>`` environment variables, then
+    defaults. Raises :class:`PluginNotFoundError` when no installed plugin provides ``name`` and
+    :class:`RuntimeOptionsError` for unknown or invalid options; nothing is built in either case.
+    """
+    provider = get_runtime_provider(name)
+    validated = build_runtime_options(provider, options)
+    logger.debug("creating runtime %s with options %s", name, sorted(options))
+    return provider.factory(validated)

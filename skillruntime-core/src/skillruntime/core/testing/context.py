@@ -1,0 +1,156 @@
+"""Per-test state of the conformance kit: unique conversations, runtimes to close, helpers."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import posixpath
+import uuid
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Self
+
+from ..models import (
+    Skill,
+    SkillExecutionRequest,
+    SkillExecutionResult,
+    SkillPreparationRequest,
+    SkillRuntimeConfig,
+)
+from ..runtime import SkillRuntime
+from .skills import SkillFactory
+
+if TYPE_CHECKING:
+    from .base import ConformanceBase
+
+__all__ = ["ConformanceContext"]
+
+logger = logging.getLogger(__name__)
+
+
+class ConformanceContext:
+    """What one kit test works with.
+
+    Conversation ids are unique per context (``kit-<random>-<label>``), so every test gets fresh
+    workspaces and a fresh skills root even when the conversations root is shared. Every runtime
+    made through :meth:`runtime` is closed when the context closes.
+    """
+
+    def __init__(self, suite: ConformanceBase, tmp_path: Path) -> None:
+        self.suite = suite
+        self.tmp_path = tmp_path
+        self.conversations_root = suite.conversations_root(tmp_path)
+        self.prefix = f"kit-{uuid.uuid4().hex[:12]}"
+        self.skills = SkillFactory(tmp_path / "kit-skills")
+        self._runtimes: list[SkillRuntime] = []
+        self._cleanups: list[Callable[[], None]] = []
+        self._labels: list[str] = []
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ conversations
+
+    def conversation_id(self, label: str = "a") -> str:
+        """The conversation id this test uses for ``label``."""
+        return f"{self.prefix}-{label}"
+
+    def workspace(self, label: str = "a") -> str:
+        """The runtime path of the conversation workspace for ``label``."""
+        return posixpath.join(self.conversations_root, self.conversation_id(label))
+
+    def runtime(
+        self, label: str = "a", *, base_environment: Mapping[str, str] | None = None
+    ) -> SkillRuntime:
+        """A new runtime object on conversation ``label`` (closed with the context)."""
+        runtime = self.suite.make_runtime(
+            conversation_id=self.conversation_id(label),
+            conversations_root=self.conversations_root,
+            base_environment=dict(base_environment or {}),
+        )
+        self._runtimes.append(runtime)
+        if label not in self._labels:
+            self._labels.append(label)
+        return runtime
+
+    def add_cleanup(self, cleanup: Callable[[], None]) -> None:
+        """Run ``cleanup`` when the context closes (before runtimes are closed)."""
+        self._cleanups.append(cleanup)
+
+    def close(self) -> None:
+        """Run cleanups, close every runtime, then let the suite discard the conversations."""
+        for cleanup in reversed(self._cleanups):
+            try:
+                cleanup()
+            except Exception:
+                logger.debug("conformance cleanup failed", exc_info=True)
+        for runtime in self._runtimes:
+            try:
+                runtime.close()
+            except Exception:
+                logger.debug("closing a runtime under test failed", exc_info=True)
+        with contextlib.suppress(Exception):
+            self.suite.discard_conversations([self.conversation_id(x) for x in self._labels])
+
+    # -------------------------------------------------------------- shortcuts
+
+    def run(
+        self,
+        runtime: SkillRuntime,
+        command: str,
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float = 60.0,
+        max_output_bytes: int | None = None,
+    ) -> SkillExecutionResult:
+        """Execute ``command`` in ``runtime``."""
+        fields: dict[str, object] = {
+            "command": command,
+            "working_directory": cwd,
+            "timeout_seconds": timeout,
+            "environment": dict(env or {}),
+        }
+        if max_output_bytes is not None:
+            fields["max_output_bytes"] = max_output_bytes
+        return runtime.execute(SkillExecutionRequest.model_validate(fields))
+
+    def check_output(self, runtime: SkillRuntime, command: str, **kwargs: object) -> str:
+        """Execute ``command``, assert it succeeded, and return its stdout."""
+        result = self.run(runtime, command, **kwargs)  # type: ignore[arg-type]
+        assert result.ok, (
+            f"command {command!r} failed: exit={result.exit_code} timed_out={result.timed_out} "
+            f"stderr={result.stderr[-500:]!r}"
+        )
+        return result.stdout
+
+    def prepare(
+        self,
+        runtime: SkillRuntime,
+        *skills: Skill,
+        configs: Mapping[str, SkillRuntimeConfig] | None = None,
+    ) -> list[Skill]:
+        """Prepare ``skills`` in ``runtime``."""
+        return runtime.prepare(
+            SkillPreparationRequest(skills=tuple(skills), configs=dict(configs or {}))
+        )
+
+    def log_path(self, name: str, label: str = "a") -> str:
+        """Runtime path of a kit log file in the workspace of ``label`` (bootstrap counters)."""
+        return posixpath.join(self.workspace(label), f"kit-{name}.log")
+
+    def count_lines(self, runtime: SkillRuntime, path: str) -> int:
+        """Lines in the runtime file ``path`` (0 when it does not exist)."""
+        fs = runtime.get_file_system()
+        if fs.stat(path) is None:
+            return 0
+        return len(fs.read_text(path).splitlines())

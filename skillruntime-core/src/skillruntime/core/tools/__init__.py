@@ -1,0 +1,39 @@
+"""Model-facing skill tools over any :class:`~skillruntime.core.runtime.SkillRuntime`.
+
+:class:`SkillTools` builds ``skill``, ``bash``, ``read``, ``write``, ``edit``, ``ls``, ``glob``,
+``grep`` and (with a publisher) ``publish_file``. Each is a :class:`SkillTool` with a name, a
+description, a JSON Schema and ``invoke(arguments) -> str``; errors come back as ``Error: …``
+strings. Adapters give the OpenAI and Anthropic tool formats.
+"""
+
+from .adapters import (
+    ToolDispatcher,
+    anthropic_tool_result,
+    openai_tool_message,
+    to_anthropic_tools,
+    to_openai_responses_tools,
+    to_openai_tools,
+)
+from .base import SkillTool, arguments_schema
+from .policy import SkillPolicy, ToolSpec, parse_allowed_tools
+from .skill import DEFAULT_DESCRIPTION_TEMPLATE, LoadedSkillSource, SkillSource
+from .toolset import SkillInput, SkillTools
+
+__all__ = [
+    "DEFAULT_DESCRIPTION_TEMPLATE",
+    "LoadedSkillSource",
+    "SkillInput",
+    "SkillPolicy",
+    "SkillSource",
+    "SkillTool",
+    "SkillTools",
+    "ToolDispatcher",
+    "ToolSpec",
+    "anthropic_tool_result",
+    "arguments_schema",
+    "openai_tool_message",
+    "parse_allowed_tools",
+    "to_anthropic_tools",
+    "to_openai_responses_tools",
+    "to_openai_tools",
+]

@@ -1,0 +1,150 @@
+"""The framework-neutral tool object and its argument handling.
+
+A :class:`SkillTool` has a ``name``, a ``description``, a JSON Schema of its arguments
+(``parameters``, generated from a pydantic model, required fields really required) and
+``invoke(arguments) -> str``. ``invoke`` never raises: invalid arguments, refused calls and
+failures all come back as strings starting with ``Error:``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+__all__ = [
+    "ArgumentsError",
+    "Guard",
+    "SkillTool",
+    "arguments_schema",
+    "parse_arguments",
+]
+
+logger = logging.getLogger(__name__)
+
+Guard = Callable[[str, Mapping[str, Any]], "str | None"]
+"""A policy check run before a tool: ``(tool name, validated arguments) -> refusal or None``."""
+
+
+class ArgumentsError(ValueError):
+    """The arguments of a tool call are not valid JSON or do not fit the tool's schema."""
+
+
+def _clean(node: Any) -> Any:
+    if isinstance(node, dict):
+        node = {key: _clean(value) for key, value in node.items() if key != "title"}
+        variants = node.get("anyOf")
+        if isinstance(variants, list) and len(variants) == 2 and {"type": "null"} in variants:
+            other = next(item for item in variants if item != {"type": "null"})
+            node.pop("anyOf")
+            if node.get("default", ...) is None:
+                node.pop("default")
+            node = {**other, **node}
+        return node
+    if isinstance(node, list):
+        return [_clean(item) for item in node]
+    return node
+
+
+def arguments_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of ``model`` as a tool's ``parameters``.
+
+    Titles are dropped and ``Optional[X] = None`` fields become plain ``X`` (an omitted argument
+    means "use the default"), which keeps schemas small and readable for models.
+    """
+    schema = _clean(model.model_json_schema(mode="validation"))
+    schema.setdefault("properties", {})
+    schema.setdefault("required", [])
+    schema["type"] = "object"
+    schema["additionalProperties"] = False
+    return dict(schema)
+
+
+def _validation_message(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors(include_url=False, include_input=False):
+        where = ".".join(str(item) for item in error["loc"]) or "arguments"
+        parts.append(f"{where}: {error['msg']}")
+    return "; ".join(parts)
+
+
+def parse_arguments(model: type[BaseModel], arguments: Mapping[str, Any] | str | None) -> Any:
+    """Validate ``arguments`` (a mapping or a JSON object string) into ``model``.
+
+    Raises :class:`ArgumentsError` with a message fit for the model.
+    """
+    if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
+        data: Any = {}
+    elif isinstance(arguments, str):
+        try:
+            data = json.loads(arguments)
+        except json.JSONDecodeError as exc:
+            raise ArgumentsError(f"arguments are not valid JSON: {exc.msg}") from exc
+    else:
+        data = dict(arguments)
+    if not isinstance(data, dict):
+        raise ArgumentsError("arguments must be a JSON object")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise ArgumentsError(_validation_message(exc)) from exc
+
+
+class SkillTool:
+    """One model-facing tool.
+
+    ``handler`` receives the validated arguments model and returns the result text; it may raise,
+    in which case ``invoke`` returns ``Error: <message>``. ``guard`` (optional) may refuse a call
+    after validation and before the handler runs.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        description: str,
+        arguments_model: type[BaseModel],
+        handler: Callable[[Any], str],
+        *,
+        guard: Guard | None = None,
+        error_prefix: str | None = None,
+    ) -> None:
+        self.name = name
+        self.description = description
+        self.arguments_model = arguments_model
+        self._handler = handler
+        self._guard = guard
+        self._error_prefix = error_prefix or f"Error running {name}"
+        self._schema = arguments_schema(arguments_model)
+
+    def __repr__(self) -> str:
+        return f"SkillTool({self.name!r})"
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """JSON Schema of the arguments (a fresh copy each time)."""
+        return copy.deepcopy(self._schema)
+
+    def invoke(self, arguments: Mapping[str, Any] | str | None = None) -> str:
+        """Run the tool with a mapping or a JSON string; the result or an ``Error: …`` string."""
+        try:
+            parsed = parse_arguments(self.arguments_model, arguments)
+        except ArgumentsError as exc:
+            return f"Error: invalid arguments for tool '{self.name}': {exc}"
+        if self._guard is not None:
+            try:
+                refusal = self._guard(self.name, parsed.model_dump())
+            except Exception as exc:
+                logger.warning("policy check of tool %s failed: %s", self.name, exc)
+                return f"Error: the policy check of tool '{self.name}' failed: {exc}"
+            if refusal is not None:
+                return f"Error: {refusal}"
+        try:
+            return self._handler(parsed)
+        except Exception as exc:
+            logger.info("tool %s failed: %s: %s", self.name, type(exc).__name__, exc)
+            message = str(exc) or type(exc).__name__
+            return f"Error: {self._error_prefix}: {message}"

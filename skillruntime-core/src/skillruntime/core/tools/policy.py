@@ -1,0 +1,345 @@
+"""Skill policy: ``allowed-tools``, constrained ``Bash(...)`` commands and ``metadata.requires``.
+
+Rules (from the VikingBot remote-skill RFC, DESIGN §6):
+
+* A skill without ``allowed-tools`` does not restrict tools. With it, only the listed tools are
+  allowed; the effective set is the **intersection** over every activated skill.
+* ``allowed-tools`` is a YAML list or a string split on whitespace/commas outside parentheses, so
+  ``Bash(git:*) Bash(python *) Read`` is three entries. Heads are case-insensitive and mapped to the
+  tool names of this package (``Bash``/``exec``/``shell`` → ``bash``, ``Read``/``read_file`` →
+  ``read``, ``LS`` → ``ls``, …); unknown heads name tools outside this tool set and grant nothing.
+* ``Bash(pattern)`` admits one *simple* command matching ``pattern`` (``fnmatch`` over the whole
+  command, ``*`` matching anything); ``Bash(prefix:*)`` admits ``prefix`` alone or followed by a
+  space and arguments. A body may hold alternatives separated by ``|``. A constrained command that
+  contains ``;``, ``&``, ``&&``, ``||``, ``|``, ``<``, ``>``, a newline, a backtick or ``$(`` is
+  refused. Several patterns of one skill are alternatives; several skills must all agree. A plain
+  ``Bash`` entry in a skill lifts that skill's constraint.
+* Argument constraints exist only for ``bash``; a constrained entry for another tool (``Read(x)``)
+  allows nothing unless the same skill also lists the plain tool.
+* ``metadata.requires`` (``bins`` and ``env``, lists or single strings) is checked inside the
+  runtime: ``command -v`` for each binary and ``${NAME+x}`` for each variable, so values are never
+  read or shown.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..models import ENV_NAME_PATTERN, Skill, SkillExecutionRequest
+from ..runtime import SkillRuntime
+
+__all__ = [
+    "REQUIREMENTS_TIMEOUT_SECONDS",
+    "TOOL_ALIASES",
+    "Requirements",
+    "SkillPolicy",
+    "ToolSpec",
+    "check_requirements",
+    "command_matches",
+    "compound_command_reason",
+    "effective_allowed_tools",
+    "parse_allowed_tools",
+    "refusal_reason",
+]
+
+REQUIREMENTS_TIMEOUT_SECONDS = 10.0
+"""Timeout of the in-runtime ``metadata.requires`` check."""
+
+TOOL_ALIASES: Mapping[str, str] = {
+    "bash": "bash",
+    "exec": "bash",
+    "shell": "bash",
+    "read": "read",
+    "read_file": "read",
+    "write": "write",
+    "write_file": "write",
+    "edit": "edit",
+    "edit_file": "edit",
+    "multiedit": "edit",
+    "ls": "ls",
+    "list": "ls",
+    "glob": "glob",
+    "grep": "grep",
+    "publish_file": "publish_file",
+    "publish": "publish_file",
+    "skill": "skill",
+}
+"""``allowed-tools`` heads (lowercased) mapped to tool names of this package."""
+
+_CONTROL_CHARACTERS = ";&|<>"
+_BIN_PATTERN = re.compile(r"[^\x00-\x1f/][^\x00-\x1f]*")
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One ``allowed-tools`` entry: the tool it names and its argument constraint, if any."""
+
+    tool: str
+    constraint: str | None = None
+    raw: str = ""
+
+
+def _split_entries(text: str) -> list[str]:
+    entries: list[str] = []
+    depth = 0
+    current: list[str] = []
+    for char in text:
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth < 0:
+                raise ValueError(f"allowed-tools has an unbalanced ')': {text!r}")
+        if depth == 0 and (char.isspace() or char == ","):
+            if current:
+                entries.append("".join(current))
+                current = []
+            continue
+        current.append(char)
+    if depth != 0:
+        raise ValueError(f"allowed-tools has an unbalanced '(': {text!r}")
+    if current:
+        entries.append("".join(current))
+    return entries
+
+
+def _parse_entry(entry: str) -> ToolSpec:
+    entry = entry.strip()
+    head, paren, rest = entry.partition("(")
+    head = head.strip().lower()
+    if not head:
+        raise ValueError(f"allowed-tools entry has no tool name: {entry!r}")
+    tool = TOOL_ALIASES.get(head, head)
+    if not paren:
+        return ToolSpec(tool=tool, raw=entry)
+    if not rest.endswith(")"):
+        raise ValueError(f"allowed-tools entry must end with ')': {entry!r}")
+    body = rest[:-1].strip()
+    return ToolSpec(tool=tool, constraint=body or None, raw=entry)
+
+
+def parse_allowed_tools(raw: Any) -> tuple[ToolSpec, ...] | None:
+    """Parse a frontmatter ``allowed-tools`` value; ``None`` means "not declared".
+
+    Raises :class:`ValueError` for unbalanced parentheses or an entry without a tool name.
+    """
+    if raw is None:
+        return None
+    items: Iterable[Any] = raw if isinstance(raw, list | tuple) else [raw]
+    entries: list[str] = []
+    for item in items:
+        entries.extend(_split_entries(str(item)))
+    return tuple(_parse_entry(entry) for entry in entries)
+
+
+def compound_command_reason(command: str) -> str | None:
+    """Why ``command`` is not one simple command (``None`` when it is one)."""
+    if "\n" in command or "\r" in command:
+        return "it contains a newline"
+    if "`" in command:
+        return "it contains a backtick"
+    if "$(" in command:
+        return "it contains a command substitution $(...)"
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=_CONTROL_CHARACTERS)
+    lexer.whitespace_split = True
+    try:
+        tokens = list(lexer)
+    except ValueError as exc:
+        return f"it cannot be parsed ({exc})"
+    for token in tokens:
+        if token and all(char in _CONTROL_CHARACTERS for char in token):
+            return f"it contains the control operator {token!r}"
+    if not tokens:
+        return "it is empty"
+    return None
+
+
+def command_matches(pattern: str, command: str) -> bool:
+    """True when ``command`` (stripped) matches one ``Bash(...)`` pattern body.
+
+    ``a|b`` holds alternatives; ``prefix:*`` matches ``prefix`` alone or ``prefix <args>``; any
+    other body is an ``fnmatch`` pattern over the whole command.
+    """
+    command = command.strip()
+    for raw_alternative in pattern.split("|"):
+        alternative = raw_alternative.strip()
+        if not alternative:
+            continue
+        if alternative.endswith(":*"):
+            prefix = alternative[:-2].strip()
+            if command == prefix or command.startswith(prefix + " "):
+                return True
+            continue
+        if fnmatch.fnmatchcase(command, alternative):
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class Requirements:
+    """``metadata.requires`` of a skill: binaries on ``PATH`` and environment variable names."""
+
+    bins: tuple[str, ...] = ()
+    env: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.bins or self.env)
+
+    @classmethod
+    def from_metadata(cls, metadata: Mapping[str, Any]) -> Requirements:
+        """Read ``metadata.requires`` (or ``metadata.vikingbot.requires``); validate the names."""
+        requires = metadata.get("requires")
+        if requires is None and isinstance(metadata.get("vikingbot"), Mapping):
+            requires = metadata["vikingbot"].get("requires")
+        if requires is None:
+            return cls()
+        if not isinstance(requires, Mapping):
+            raise ValueError("metadata.requires must be a mapping with 'bins' and/or 'env'")
+        bins = _string_items(requires.get("bins"), "metadata.requires.bins")
+        env = _string_items(requires.get("env"), "metadata.requires.env")
+        for name in bins:
+            if not _BIN_PATTERN.fullmatch(name) or "/" in name:
+                raise ValueError(f"metadata.requires.bins entry is not a command name: {name!r}")
+        for name in env:
+            if not ENV_NAME_PATTERN.fullmatch(name):
+                raise ValueError(
+                    f"metadata.requires.env entry {name!r} is not a valid variable name"
+                )
+        return cls(bins=bins, env=env)
+
+
+def _string_items(value: Any, where: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list | tuple):
+        raise ValueError(f"{where} must be a string or a list of strings")
+    return tuple(str(item).strip() for item in value if str(item).strip())
+
+
+def _requirements_script(requirements: Requirements) -> str:
+    lines = []
+    for name in requirements.bins:
+        quoted = shlex.quote(name)
+        lines.append(f"command -v -- {quoted} >/dev/null 2>&1 || printf 'bin %s\\n' {quoted}")
+    for name in requirements.env:
+        lines.append(f"[ -n \"${{{name}+x}}\" ] || printf 'env %s\\n' {name}")
+    lines.append("exit 0")
+    return "\n".join(lines)
+
+
+def check_requirements(runtime: SkillRuntime, requirements: Requirements) -> list[str]:
+    """Check ``requirements`` inside ``runtime``; return the missing items (empty when all met).
+
+    Items are named ``bin <name>`` / ``env <NAME>``. Only presence is tested: no value is read.
+    Raises :class:`RuntimeError` when the check itself could not run to completion.
+    """
+    if not requirements:
+        return []
+    result = runtime.execute(
+        SkillExecutionRequest(
+            command=_requirements_script(requirements),
+            timeout_seconds=REQUIREMENTS_TIMEOUT_SECONDS,
+        )
+    )
+    if not result.ok:
+        what = "timed out" if result.timed_out else f"exited with code {result.exit_code}"
+        raise RuntimeError(f"the requirements check {what} in the {runtime.name} runtime")
+    missing = []
+    for line in result.stdout.splitlines():
+        kind, _, name = line.strip().partition(" ")
+        if kind in {"bin", "env"} and name:
+            missing.append(f"{kind} {name}")
+    return missing
+
+
+@dataclass(frozen=True)
+class SkillPolicy:
+    """The tool policy one activated skill contributes."""
+
+    skill_name: str
+    allowed: tuple[ToolSpec, ...] | None
+    requirements: Requirements = field(default_factory=Requirements)
+
+    @classmethod
+    def from_skill(cls, skill: Skill) -> SkillPolicy:
+        """Build the policy of ``skill``; raises :class:`ValueError` for malformed frontmatter."""
+        try:
+            allowed = parse_allowed_tools(skill.frontmatter.get("allowed-tools"))
+            requirements = Requirements.from_metadata(skill.metadata)
+        except ValueError as exc:
+            raise ValueError(f"skill '{skill.name}': {exc}") from exc
+        return cls(skill_name=skill.name, allowed=allowed, requirements=requirements)
+
+    def allows_tool(self, tool: str) -> bool:
+        """True when this skill lets ``tool`` appear at all (constraints checked per call)."""
+        if self.allowed is None:
+            return True
+        for spec in self.allowed:
+            if spec.tool != tool:
+                continue
+            if spec.constraint is None or tool == "bash":
+                return True
+        return False
+
+    def bash_reason(self, command: str) -> str | None:
+        """Why this skill refuses ``command`` for ``bash`` (``None`` when it admits it)."""
+        if self.allowed is None:
+            return None
+        specs = [spec for spec in self.allowed if spec.tool == "bash"]
+        if not specs:
+            return f"skill '{self.skill_name}' does not allow bash"
+        if any(spec.constraint is None for spec in specs):
+            return None
+        patterns = [spec.constraint for spec in specs if spec.constraint]
+        compound = compound_command_reason(command)
+        if compound is not None:
+            return (
+                f"skill '{self.skill_name}' allows only single simple commands "
+                f"({', '.join(spec.raw for spec in specs)}) and this command is refused "
+                f"because {compound}"
+            )
+        if any(command_matches(pattern, command) for pattern in patterns):
+            return None
+        return (
+            f"skill '{self.skill_name}' allows only commands matching "
+            f"{', '.join(spec.raw for spec in specs)}"
+        )
+
+
+def effective_allowed_tools(
+    tool_names: Sequence[str], policies: Iterable[SkillPolicy], always_allowed: Iterable[str]
+) -> list[str]:
+    """The tools of ``tool_names`` every policy allows (``always_allowed`` ones are kept)."""
+    keep = set(always_allowed)
+    policies = list(policies)
+    return [
+        name
+        for name in tool_names
+        if name in keep or all(policy.allows_tool(name) for policy in policies)
+    ]
+
+
+def refusal_reason(
+    tool: str,
+    arguments: Mapping[str, Any],
+    policies: Iterable[SkillPolicy],
+    always_allowed: Iterable[str],
+) -> str | None:
+    """Why the active ``policies`` refuse this call (``None`` when every skill admits it)."""
+    if tool in set(always_allowed):
+        return None
+    for policy in policies:
+        if not policy.allows_tool(tool):
+            return f"tool '{tool}' is not allowed by the active skill '{policy.skill_name}'"
+        if tool == "bash":
+            reason = policy.bash_reason(str(arguments.get("command", "")))
+            if reason is not None:
+                return reason
+    return None

@@ -1,0 +1,321 @@
+"""The ``ls``, ``glob`` and ``grep`` tools over the runtime file system."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+
+from ..models import FileInfo
+from .arguments import GlobArguments, GrepArguments, LsArguments
+from .base import Guard, SkillTool
+from .context import ToolContext, truncate
+from .globbing import GlobMatcher, relative_path, walk
+
+__all__ = [
+    "DEFAULT_LS_RESULTS",
+    "FILE_TYPES",
+    "MAX_DEPTH",
+    "MAX_FILES",
+    "MAX_FILE_BYTES",
+    "MAX_GLOB_RESULTS",
+    "MAX_GREP_LINE_LENGTH",
+    "MAX_LS_RESULTS",
+    "MAX_OUTPUT_CHARS",
+    "glob_tool",
+    "grep_tool",
+    "ls_tool",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_LS_RESULTS = 1000
+MAX_LS_RESULTS = 5000
+MAX_DEPTH = 100
+MAX_FILES = 5000
+MAX_GLOB_RESULTS = 1000
+MAX_FILE_BYTES = 2 * 1024 * 1024
+MAX_OUTPUT_CHARS = 100_000
+MAX_GREP_LINE_LENGTH = 10_000
+
+FILE_TYPES: dict[str, tuple[str, ...]] = {
+    "py": ("*.py", "*.pyi"),
+    "js": ("*.js", "*.jsx", "*.mjs", "*.cjs"),
+    "ts": ("*.ts", "*.tsx"),
+    "java": ("*.java", "*.jsp"),
+    "go": ("*.go",),
+    "rust": ("*.rs",),
+    "json": ("*.json",),
+    "yaml": ("*.yaml", "*.yml"),
+    "md": ("*.md", "*.markdown"),
+    "sh": ("*.sh", "*.bash"),
+    "html": ("*.html", "*.htm"),
+    "css": ("*.css",),
+    "csv": ("*.csv",),
+    "txt": ("*.txt",),
+}
+
+LS_DESCRIPTION = (
+    "Lists files and directories inside the configured skill runtime. Use depth to recurse "
+    "(default 1, at most 100) and max_results to limit entries (default 1000, at most 5000). "
+    "Skips common noise directories (.git, node_modules, __pycache__, build, dist, …) and labels "
+    "each entry as [dir] or [file], directories first."
+)
+GLOB_DESCRIPTION = (
+    "Finds files by glob pattern inside the configured skill runtime (never the host). '*.py' "
+    "matches by file name at any depth; 'src/**/*.py' matches paths relative to the search root. "
+    "Returns absolute runtime paths, newest first, at most 1000."
+)
+GREP_DESCRIPTION = (
+    "Searches UTF-8 file contents with a Python regular expression inside the configured skill "
+    "runtime. Output modes: files_with_matches (default, one path per line), content "
+    "('path:line:text' for matches, 'path-line-text' for context lines) and count "
+    "('path:matches'). Skips noise directories and files over 2 MiB; use head_limit and offset to "
+    "page through results."
+)
+
+
+def _search_root(context: ToolContext, path: str | None) -> tuple[str, FileInfo | None]:
+    root = context.resolve(path)
+    return root, context.files.stat(root)
+
+
+def ls_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
+    """Build the ``ls`` tool."""
+
+    def run(arguments: LsArguments) -> str:
+        root, info = _search_root(context, arguments.path)
+        if info is None:
+            return f"Error: Path does not exist in {context.name} runtime: {root}"
+        depth = min(arguments.depth or 1, MAX_DEPTH)
+        limit = min(arguments.max_results or DEFAULT_LS_RESULTS, MAX_LS_RESULTS)
+        result = walk(context.files, info, depth=depth, limit=limit, include_directories=True)
+        if not result.entries:
+            return f"Directory is empty: {root}"
+        entries = sorted(
+            result.entries,
+            key=lambda item: (not item.is_directory, relative_path(item.path, root)),
+        )
+        lines = [root]
+        for entry in entries:
+            label = "[dir] " if entry.is_directory else "[file]"
+            lines.append(f"  {label} {relative_path(entry.path, root)}")
+        if result.truncated:
+            lines.append(
+                f"  ... (limit of {limit} reached; use a smaller depth or narrow the path)"
+            )
+        return "\n".join(lines)
+
+    return SkillTool(
+        "ls",
+        LS_DESCRIPTION,
+        LsArguments,
+        run,
+        guard=guard,
+        error_prefix=f"listing in the {context.name} runtime failed",
+    )
+
+
+def glob_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
+    """Build the ``glob`` tool."""
+
+    def run(arguments: GlobArguments) -> str:
+        if not arguments.pattern.strip():
+            return "Error: The glob pattern must not be empty"
+        matcher = GlobMatcher(arguments.pattern)
+        root, info = _search_root(context, arguments.path)
+        if info is None:
+            return f"Error: Path does not exist in {context.name} runtime: {root}"
+        result = walk(
+            context.files,
+            info,
+            depth=MAX_DEPTH,
+            limit=MAX_FILES,
+            include_directories=False,
+        )
+        matches = [e for e in result.entries if matcher.matches(relative_path(e.path, root))]
+        if not matches:
+            return f"No files found matching pattern: {arguments.pattern}"
+        matches.sort(key=lambda item: (-(item.modified_time or 0.0), item.path))
+        lines = [entry.path for entry in matches[:MAX_GLOB_RESULTS]]
+        if len(matches) > MAX_GLOB_RESULTS:
+            lines.append(
+                f"... ({len(matches) - MAX_GLOB_RESULTS} more matches not shown; narrow the "
+                "pattern or path)"
+            )
+        if result.truncated:
+            lines.append(f"... (search stopped after {MAX_FILES} files; narrow the path)")
+        return "\n".join(lines)
+
+    return SkillTool(
+        "glob",
+        GLOB_DESCRIPTION,
+        GlobArguments,
+        run,
+        guard=guard,
+        error_prefix=f"glob in the {context.name} runtime failed",
+    )
+
+
+def _file_filter(arguments: GrepArguments, root: str) -> Callable[[FileInfo], bool]:
+    glob = GlobMatcher(arguments.glob) if arguments.glob and arguments.glob.strip() else None
+    types = FILE_TYPES.get((arguments.type or "").strip().lower())
+    type_matchers = [GlobMatcher(pattern) for pattern in types] if types else None
+
+    def keep(entry: FileInfo) -> bool:
+        relative = relative_path(entry.path, root)
+        if glob is not None and not glob.matches(relative):
+            return False
+        return type_matchers is None or any(m.matches(relative) for m in type_matchers)
+
+    return keep
+
+
+class _Collector:
+    """Collects result entries, stopping once ``offset + head_limit`` are held."""
+
+    def __init__(self, offset: int, head_limit: int | None) -> None:
+        self.offset = offset
+        self.stop_at = None if head_limit is None else offset + head_limit
+        self.entries: list[str] = []
+
+    @property
+    def full(self) -> bool:
+        return self.stop_at is not None and len(self.entries) >= self.stop_at
+
+    def add(self, entry: str) -> None:
+        if not self.full:
+            self.entries.append(entry)
+
+    def window(self) -> list[str]:
+        return self.entries[self.offset : self.stop_at]
+
+
+def _content_lines(
+    path: str,
+    lines: list[str],
+    regex: re.Pattern[str],
+    arguments: GrepArguments,
+    collector: _Collector,
+) -> None:
+    before = arguments.context if arguments.context is not None else arguments.context_before or 0
+    after = arguments.context if arguments.context is not None else arguments.context_after or 0
+    matched = [
+        index
+        for index, line in enumerate(lines)
+        if len(line) <= MAX_GREP_LINE_LENGTH and regex.search(line)
+    ]
+    match_lines = set(matched)
+    shown: set[int] = set()
+    previous = -2
+    for index in matched:
+        for number in range(max(0, index - before), min(len(lines), index + after + 1)):
+            if number in shown:
+                continue
+            if (before or after) and previous >= 0 and number > previous + 1:
+                collector.add("--")
+            shown.add(number)
+            previous = number
+            text = lines[number][:MAX_GREP_LINE_LENGTH]
+            if not arguments.show_line_numbers:
+                collector.add(f"{path}:{text}")
+            elif number in match_lines:
+                collector.add(f"{path}:{number + 1}:{text}")
+            else:
+                collector.add(f"{path}-{number + 1}-{text}")
+            if collector.full:
+                return
+
+
+def grep_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
+    """Build the ``grep`` tool."""
+
+    def run(arguments: GrepArguments) -> str:
+        flags = re.MULTILINE
+        if arguments.case_insensitive:
+            flags |= re.IGNORECASE
+        if arguments.multiline:
+            flags |= re.DOTALL
+        try:
+            regex = re.compile(arguments.pattern, flags)
+        except re.error as exc:
+            return f"Error: Invalid regex pattern: {exc}"
+        root, info = _search_root(context, arguments.path)
+        if info is None:
+            return f"Error: Path does not exist in {context.name} runtime: {root}"
+        files = context.files
+        candidates = walk(
+            files,
+            info,
+            depth=MAX_DEPTH,
+            limit=MAX_FILES,
+            include_directories=False,
+            keep=_file_filter(arguments, root),
+        )
+        collector = _Collector(arguments.offset, arguments.head_limit)
+        for entry in candidates.entries:
+            if collector.full:
+                break
+            if entry.size > MAX_FILE_BYTES:
+                continue
+            try:
+                text = files.read_text(entry.path, MAX_FILE_BYTES)
+            except Exception as exc:
+                logger.debug("grep skips %s: %s", entry.path, type(exc).__name__)
+                continue
+            _search_file(entry.path, text, regex, arguments, collector)
+        window = collector.window()
+        if not window:
+            return f"No matches found for pattern: {arguments.pattern}"
+        output = "\n".join(window)
+        if candidates.truncated:
+            output += f"\n... (search stopped after {MAX_FILES} files; narrow the path or glob)"
+        return truncate(output, MAX_OUTPUT_CHARS)
+
+    return SkillTool(
+        "grep",
+        GREP_DESCRIPTION,
+        GrepArguments,
+        run,
+        guard=guard,
+        error_prefix=f"grep in the {context.name} runtime failed",
+    )
+
+
+def _search_file(
+    path: str,
+    text: str,
+    regex: re.Pattern[str],
+    arguments: GrepArguments,
+    collector: _Collector,
+) -> None:
+    mode = arguments.output_mode
+    if arguments.multiline:
+        matches = list(regex.finditer(text))
+        if not matches:
+            return
+        if mode == "files_with_matches":
+            collector.add(path)
+        elif mode == "count":
+            collector.add(f"{path}:{len(matches)}")
+        else:
+            for match in matches:
+                line = text.count("\n", 0, match.start()) + 1
+                snippet = match.group(0)[:MAX_GREP_LINE_LENGTH]
+                prefix = f"{path}:{line}:" if arguments.show_line_numbers else f"{path}:"
+                collector.add(prefix + snippet)
+                if collector.full:
+                    return
+        return
+    lines = text.splitlines()
+    if mode == "content":
+        _content_lines(path, lines, regex, arguments, collector)
+        return
+    searchable = [line for line in lines if len(line) <= MAX_GREP_LINE_LENGTH]
+    if mode == "files_with_matches":
+        if any(regex.search(line) for line in searchable):
+            collector.add(path)
+        return
+    count = sum(sum(1 for _ in regex.finditer(line)) for line in searchable)
+    if count:
+        collector.add(f"{path}:{count}")

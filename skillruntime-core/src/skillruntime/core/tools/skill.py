@@ -1,0 +1,265 @@
+"""The ``skill`` tool: lists the configured skills and activates one on first use.
+
+Activation prepares the skill in the runtime (once per tool set, even under concurrent calls),
+checks its ``metadata.requires`` inside the runtime, and then applies its ``allowed-tools``
+policy. A failure at any step is returned as an error and nothing is cached, so the next call
+retries. Building the tools prepares nothing and creates no sandbox.
+
+Skills come from :class:`SkillSource` objects. :class:`LoadedSkillSource` wraps a
+:class:`~skillruntime.core.models.Skill` already loaded from disk; an artifact store plugs in by
+providing its own source whose :meth:`SkillSource.load` materialises the skill directory lazily.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+from html import escape
+from typing import Protocol, runtime_checkable
+
+from ..models import Skill, SkillPreparationRequest, SkillRuntimeConfig
+from ..runtime import SkillRuntime
+from .arguments import SkillArguments
+from .base import SkillTool
+from .policy import SkillPolicy, check_requirements
+
+__all__ = [
+    "DEFAULT_DESCRIPTION_TEMPLATE",
+    "SKILLS_PLACEHOLDER",
+    "LoadedSkillSource",
+    "SkillActivator",
+    "SkillSource",
+    "skill_tool",
+    "skills_xml",
+]
+
+logger = logging.getLogger(__name__)
+
+SKILLS_PLACEHOLDER = "{available_skills}"
+"""The placeholder a custom ``skill`` description template must contain exactly once."""
+
+DEFAULT_DESCRIPTION_TEMPLATE = """Execute a skill within the main conversation.
+
+<skills_instructions>
+When users ask you to perform tasks, check whether any of the available skills below can help
+complete the task more effectively. Skills provide specialized capabilities, instructions and
+scripts.
+
+How to use skills:
+- Invoke a skill with this tool using the skill name only (no arguments), e.g. command: "pdf".
+- When you invoke a skill you will see
+  <command-message>The "{name}" skill is loading</command-message>.
+- The response starts with the runtime name and the base directory of the skill inside the
+  configured runtime, followed by the skill's instructions. Resolve the skill's relative paths
+  (scripts/, references/, assets/) against that base directory.
+- Only use the runtime-backed tools bash, read, write, edit, ls, glob and grep for the skill's
+  work; they run in the same runtime as the skill. Never assume a host path.
+- When publish_file is available, use it by default as the final delivery step for files the user
+  asked for and give the user the returned URL, never an internal path. Do not publish temporary
+  or intermediate files unless asked.
+- A skill may restrict the tools available after it is invoked (its allowed-tools).
+</skills_instructions>
+
+<available_skills>
+{available_skills}
+</available_skills>
+
+Only use skills listed in <available_skills>. Do not invoke a skill that is already running."""
+
+
+@runtime_checkable
+class SkillSource(Protocol):
+    """Where a configured skill comes from.
+
+    ``name``, ``description`` and ``location`` are shown to the model before any activation.
+    :meth:`load` is called on the skill's first activation (under that skill's lock, so at most
+    one call at a time per source) and again after a failed activation; it returns the skill with
+    ``base_path`` a host directory ready to be prepared into the runtime.
+    """
+
+    @property
+    def name(self) -> str:
+        """The skill name the model invokes."""
+        ...
+
+    @property
+    def description(self) -> str:
+        """One-paragraph description shown in the ``skill`` tool description."""
+        ...
+
+    @property
+    def location(self) -> str:
+        """Where the skill comes from (a directory, an artifact URI), for the listing."""
+        ...
+
+    def load(self) -> Skill:
+        """The skill, with its files available on the host at ``base_path``."""
+        ...
+
+
+class LoadedSkillSource:
+    """A source over a :class:`Skill` that is already loaded."""
+
+    def __init__(self, skill: Skill) -> None:
+        self._skill = skill
+
+    @property
+    def name(self) -> str:
+        return self._skill.name
+
+    @property
+    def description(self) -> str:
+        return self._skill.description
+
+    @property
+    def location(self) -> str:
+        return self._skill.base_path
+
+    @property
+    def skill(self) -> Skill:
+        """The wrapped skill."""
+        return self._skill
+
+    def load(self) -> Skill:
+        return self._skill
+
+
+def skills_xml(sources: list[SkillSource]) -> str:
+    """The ``<skill>`` entries of ``sources`` in configured order, XML-escaped."""
+    return "\n".join(
+        "<skill>\n"
+        f"<name>{escape(source.name)}</name>\n"
+        f"<description>{escape(source.description)}</description>\n"
+        f"<location>{escape(source.location)}</location>\n"
+        "</skill>"
+        for source in sources
+    )
+
+
+class _Slot:
+    __slots__ = ("lock", "policy", "prepared", "requirements_met")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.prepared: Skill | None = None
+        self.policy: SkillPolicy | None = None
+        self.requirements_met = False
+
+
+class SkillActivator:
+    """Prepares and activates configured skills; holds the active skills' policies.
+
+    Thread-safe. One activation per skill runs at a time; a successful preparation is cached for
+    the lifetime of this object, a failed one is not.
+    """
+
+    def __init__(
+        self,
+        runtime: SkillRuntime,
+        sources: Mapping[str, SkillSource],
+        configs: Mapping[str, SkillRuntimeConfig],
+    ) -> None:
+        self._runtime = runtime
+        self._sources = dict(sources)
+        self._configs = dict(configs)
+        self._slots = {name: _Slot() for name in self._sources}
+        self._lock = threading.Lock()
+        self._active: dict[str, SkillPolicy] = {}
+
+    @property
+    def names(self) -> list[str]:
+        """Configured skill names, in configured order."""
+        return list(self._sources)
+
+    def active_policies(self) -> list[SkillPolicy]:
+        """Policies of the activated skills, in activation order."""
+        with self._lock:
+            return list(self._active.values())
+
+    def active_names(self) -> list[str]:
+        """Names of the activated skills, in activation order."""
+        with self._lock:
+            return list(self._active)
+
+    def prepared(self, name: str) -> Skill | None:
+        """The runtime copy of skill ``name`` once it has been prepared, else ``None``."""
+        slot = self._slots.get(name)
+        return slot.prepared if slot else None
+
+    def reset(self) -> None:
+        """Deactivate every skill (prepared copies stay cached; requirements are re-checked)."""
+        with self._lock:
+            self._active.clear()
+        for slot in self._slots.values():
+            with slot.lock:
+                slot.requirements_met = False
+
+    def activate(self, name: str) -> str:
+        """Activate skill ``name``; the ``skill`` tool's result text or an ``Error: …`` string."""
+        source = self._sources.get(name)
+        if source is None:
+            available = ", ".join(self._sources) or "none"
+            return f"Error: Skill not found: {name}. Available skills: {available}"
+        slot = self._slots[name]
+        runtime_name = self._runtime.name
+        with slot.lock:
+            if slot.prepared is None:
+                try:
+                    skill = source.load()
+                    if skill.name != name:
+                        raise ValueError(f"the source loaded a skill named '{skill.name}'")
+                    policy = SkillPolicy.from_skill(skill)
+                except Exception as exc:
+                    logger.warning("loading skill %s failed: %s", name, exc)
+                    return f"Error: loading skill '{name}' failed: {exc}"
+                try:
+                    slot.prepared = self._prepare(skill)
+                except Exception as exc:
+                    logger.warning("preparing skill %s failed: %s", name, exc)
+                    return (
+                        f"Error: preparing skill '{name}' in the {runtime_name} runtime failed: "
+                        f"{exc}"
+                    )
+                slot.policy = policy
+            assert slot.policy is not None
+            if not slot.requirements_met:
+                try:
+                    missing = check_requirements(self._runtime, slot.policy.requirements)
+                except Exception as exc:
+                    return f"Error: checking the requirements of skill '{name}' failed: {exc}"
+                if missing:
+                    return (
+                        f"Error: skill '{name}' cannot be used: missing in the {runtime_name} "
+                        f"runtime: {', '.join(missing)}"
+                    )
+                slot.requirements_met = True
+            with self._lock:
+                self._active.setdefault(name, slot.policy)
+            prepared = slot.prepared
+        return (
+            f"Runtime: {runtime_name}\n"
+            f"Base directory for this skill: {prepared.base_path}\n\n"
+            f"{prepared.body.lstrip(chr(10))}"
+        )
+
+    def _prepare(self, skill: Skill) -> Skill:
+        config = self._configs.get(skill.name)
+        request = SkillPreparationRequest(
+            skills=(skill,), configs={skill.name: config} if config is not None else {}
+        )
+        result = self._runtime.prepare(request)
+        if len(result) != 1 or not isinstance(result[0], Skill):
+            raise RuntimeError("SkillRuntime.prepare must return one runtime skill per skill")
+        return result[0]
+
+
+def skill_tool(activator: SkillActivator, description: str) -> SkillTool:
+    """Build the ``skill`` tool over ``activator``."""
+    return SkillTool(
+        "skill",
+        description,
+        SkillArguments,
+        lambda arguments: activator.activate(arguments.command.strip()),
+        error_prefix="running the skill tool failed",
+    )

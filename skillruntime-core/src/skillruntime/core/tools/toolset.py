@@ -1,0 +1,190 @@
+"""``SkillTools``: the model-facing tool set over one runtime."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Collection, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ..models import Skill, SkillPreparationRequest, SkillRuntimeConfig
+from ..publishing import FilePublisher
+from ..runtime import SkillRuntime
+from .adapters import to_anthropic_tools, to_openai_tools
+from .base import SkillTool
+from .context import ToolContext
+from .files import edit_tool, read_tool, write_tool
+from .policy import SkillPolicy, effective_allowed_tools, refusal_reason
+from .publish import publish_file_tool
+from .search import glob_tool, grep_tool, ls_tool
+from .shell import bash_tool
+from .skill import (
+    DEFAULT_DESCRIPTION_TEMPLATE,
+    SKILLS_PLACEHOLDER,
+    LoadedSkillSource,
+    SkillActivator,
+    SkillSource,
+    skill_tool,
+    skills_xml,
+)
+
+__all__ = ["SkillInput", "SkillTools"]
+
+logger = logging.getLogger(__name__)
+
+SkillInput = Skill | SkillSource | str | os.PathLike[str]
+"""A configured skill: a loaded :class:`Skill`, a :class:`SkillSource`, or a host directory —
+either one skill (it holds ``SKILL.md``) or a root whose skill subdirectories are all used."""
+
+
+def _sources_from(item: SkillInput) -> list[SkillSource]:
+    if isinstance(item, Skill):
+        return [LoadedSkillSource(item)]
+    if isinstance(item, str | os.PathLike):
+        from ..skills import discover_skills, load_skill
+
+        path = Path(item)
+        if (path / "SKILL.md").is_file():
+            skill = load_skill(path)
+            if skill is None:
+                raise ValueError(f"The skill at {path} could not be loaded (see the warnings)")
+            return [LoadedSkillSource(skill)]
+        if not path.is_dir():
+            raise ValueError(f"Skill directory does not exist: {path}")
+        return [LoadedSkillSource(skill) for skill in discover_skills(path)]
+    if isinstance(item, SkillSource):
+        return [item]
+    raise TypeError(f"Unsupported skill input: {type(item).__name__}")
+
+
+class SkillTools:
+    """Framework-neutral skill tools sharing one runtime.
+
+    ``skills`` are :class:`Skill` objects (see ``skillruntime.core.skills.load_skill`` and
+    ``discover_skills``, which also selects skills by name), :class:`SkillSource` objects, or host
+    directories. ``configs`` maps skill names to their :class:`SkillRuntimeConfig`. With a
+    ``publisher`` the ``publish_file`` tool is added (9 tools instead of 8).
+
+    Construction validates names and configs and parses every loaded skill's policy, but prepares
+    nothing and makes no runtime call. The runtime is not owned: closing it is the caller's job.
+
+    After a skill is activated, :attr:`tools` lists only the tools every active skill allows
+    (``always_allowed`` names — by default just ``skill`` — always stay), and a call to another
+    tool is refused with an ``Error:`` result.
+    """
+
+    def __init__(
+        self,
+        runtime: SkillRuntime,
+        skills: Iterable[SkillInput] = (),
+        *,
+        configs: Mapping[str, SkillRuntimeConfig] | None = None,
+        publisher: FilePublisher | None = None,
+        description_template: str = DEFAULT_DESCRIPTION_TEMPLATE,
+        always_allowed: Collection[str] = ("skill",),
+    ) -> None:
+        if description_template.count(SKILLS_PLACEHOLDER) != 1:
+            raise ValueError(f"description_template must contain {SKILLS_PLACEHOLDER} exactly once")
+        sources: dict[str, SkillSource] = {}
+        for item in skills:
+            for source in _sources_from(item):
+                name = source.name.strip()
+                if not name:
+                    raise ValueError("A skill source has an empty name")
+                if name in sources:
+                    raise ValueError(f"Two configured skills are named '{name}'")
+                if isinstance(source, LoadedSkillSource):
+                    SkillPolicy.from_skill(source.skill)
+                sources[name] = source
+        configs = dict(configs or {})
+        unknown = sorted(name for name in configs if name not in sources)
+        if unknown:
+            raise ValueError(f"configs reference unknown skills: {', '.join(unknown)}")
+        for name, config in configs.items():
+            SkillPreparationRequest(
+                skills=(Skill(name=name, base_path="."),), configs={name: config}
+            )
+        self.runtime = runtime
+        self.publisher = publisher
+        self._always_allowed = frozenset(always_allowed)
+        self._activator = SkillActivator(runtime, sources, configs)
+        context = ToolContext(runtime)
+        description = description_template.replace(
+            SKILLS_PLACEHOLDER, skills_xml(list(sources.values()))
+        )
+        guard = self._guard
+        built = [
+            skill_tool(self._activator, description),
+            bash_tool(context, guard),
+            read_tool(context, guard),
+            write_tool(context, guard),
+            edit_tool(context, guard),
+            ls_tool(context, guard),
+            glob_tool(context, guard),
+            grep_tool(context, guard),
+        ]
+        if publisher is not None:
+            built.append(publish_file_tool(context, publisher, guard))
+        self._tools = {tool.name: tool for tool in built}
+
+    # ----------------------------------------------------------------- policy
+
+    def _guard(self, tool: str, arguments: Mapping[str, Any]) -> str | None:
+        return refusal_reason(
+            tool, arguments, self._activator.active_policies(), self._always_allowed
+        )
+
+    @property
+    def skill_names(self) -> list[str]:
+        """Configured skill names, in configured order."""
+        return self._activator.names
+
+    @property
+    def active_skills(self) -> list[str]:
+        """Names of the skills activated so far, in activation order."""
+        return self._activator.active_names()
+
+    def prepared_skill(self, name: str) -> Skill | None:
+        """The runtime copy of skill ``name`` once the ``skill`` tool prepared it."""
+        return self._activator.prepared(name)
+
+    def reset_activations(self) -> None:
+        """Forget activated skills (e.g. at the start of a new task); prepared copies are kept."""
+        self._activator.reset()
+
+    # ------------------------------------------------------------------ tools
+
+    @property
+    def all_tools(self) -> list[SkillTool]:
+        """Every tool of this set, whatever the active skills allow."""
+        return list(self._tools.values())
+
+    @property
+    def tools(self) -> list[SkillTool]:
+        """The tools the active skills allow now; rebuild tool definitions from this each turn."""
+        allowed = effective_allowed_tools(
+            list(self._tools), self._activator.active_policies(), self._always_allowed
+        )
+        return [self._tools[name] for name in allowed]
+
+    def get(self, name: str) -> SkillTool | None:
+        """The tool called ``name`` (allowed or not), or ``None``."""
+        return self._tools.get(name)
+
+    def dispatch(self, name: str, arguments: Mapping[str, Any] | str | None) -> str:
+        """Run the tool call ``name(arguments)``; always returns a string, never raises."""
+        tool = self._tools.get(name)
+        if tool is None:
+            return f"Error: Unknown tool: {name}. Available tools: " + ", ".join(
+                item.name for item in self.tools
+            )
+        return tool.invoke(arguments)
+
+    def openai_tools(self) -> list[dict[str, Any]]:
+        """Tool definitions for OpenAI Chat Completions ``tools=``."""
+        return to_openai_tools(self.tools)
+
+    def anthropic_tools(self) -> list[dict[str, Any]]:
+        """Tool definitions for the Anthropic Messages API ``tools=``."""
+        return to_anthropic_tools(self.tools)

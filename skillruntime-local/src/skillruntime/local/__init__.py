@@ -1,0 +1,12 @@
+"""skillruntime-local: run skill commands and files on this host (not a sandbox)."""
+
+from .filesystem import LocalFileSystem
+from .options import LocalRuntimeOptions
+from .runtime import DEFAULT_CONVERSATIONS_ROOT, LocalSkillRuntime
+
+__all__ = [
+    "DEFAULT_CONVERSATIONS_ROOT",
+    "LocalFileSystem",
+    "LocalRuntimeOptions",
+    "LocalSkillRuntime",
+]

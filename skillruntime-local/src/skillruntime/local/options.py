@@ -1,0 +1,83 @@
+"""``LocalRuntimeOptions``: the options of the ``local`` runtime (``SKILLRUNTIME_LOCAL_*``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, model_validator
+from pydantic_settings import SettingsConfigDict
+
+from skillruntime.core.plugins import RuntimeOptions
+from skillruntime.core.skillfiles import DEFAULT_UPLOAD_POLICY, UploadPolicy
+from skillruntime.core.workspace import validate_conversation_id
+
+from .process import DEFAULT_DRAIN_SECONDS, DEFAULT_KILL_GRACE_SECONDS
+
+__all__ = ["LocalRuntimeOptions"]
+
+
+class LocalRuntimeOptions(RuntimeOptions):
+    """Options of :class:`~skillruntime.local.LocalSkillRuntime`.
+
+    Each option can also be set as ``SKILLRUNTIME_LOCAL_<OPTION>`` (mappings as JSON).
+    """
+
+    model_config = SettingsConfigDict(env_prefix="SKILLRUNTIME_LOCAL_", extra="forbid", frozen=True)
+
+    conversation_id: str | None = Field(
+        default=None, description="Conversation whose workspace scopes files and commands."
+    )
+    conversations_root: Path | None = Field(
+        default=None,
+        description="Parent of conversation workspaces (default ~/.skillruntime/conversations).",
+    )
+    work_root: Path | None = Field(
+        default=None,
+        description="Without a conversation: receives skill copies and is the default cwd.",
+    )
+    base_environment: dict[str, str] = Field(
+        default_factory=dict, repr=False, description="Lowest layer of the command environment."
+    )
+    inherit_environment: bool = Field(
+        default=True, description="Start commands from this process's environment."
+    )
+    kill_grace_seconds: float = Field(
+        default=DEFAULT_KILL_GRACE_SECONDS,
+        ge=0,
+        description="Seconds between SIGTERM and SIGKILL of a timed-out command.",
+    )
+    drain_seconds: float = Field(
+        default=DEFAULT_DRAIN_SECONDS,
+        ge=0,
+        description="Seconds background processes may hold the output after the shell exited.",
+    )
+    shell: str | None = Field(default=None, description="Shell to run commands with (bash/sh).")
+    upload_policy: UploadPolicy = Field(
+        default=DEFAULT_UPLOAD_POLICY, description="Names skipped when skills are copied."
+    )
+
+    @model_validator(mode="after")
+    def _check_modes(self) -> LocalRuntimeOptions:
+        if self.conversation_id is None:
+            if self.conversations_root is not None:
+                raise ValueError("conversations_root needs a conversation_id")
+            return self
+        validate_conversation_id(self.conversation_id)
+        if self.work_root is not None:
+            raise ValueError("work_root cannot be combined with conversation_id")
+        return self
+
+    def runtime_arguments(self) -> dict[str, Any]:
+        """Keyword arguments for :class:`~skillruntime.local.LocalSkillRuntime`."""
+        return {
+            "conversation_id": self.conversation_id,
+            "conversations_root": self.conversations_root,
+            "work_root": self.work_root,
+            "base_environment": dict(self.base_environment),
+            "inherit_environment": self.inherit_environment,
+            "kill_grace_seconds": self.kill_grace_seconds,
+            "drain_seconds": self.drain_seconds,
+            "shell": self.shell,
+            "upload_policy": self.upload_policy,
+        }

@@ -1,0 +1,32 @@
+"""Registers the ``local`` runtime with skillruntime (entry point ``skillruntime.local.plugin``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from skillruntime.core.plugins import RuntimeProvider, hookimpl
+from skillruntime.core.runtime import SkillRuntime
+
+from .options import LocalRuntimeOptions
+from .runtime import LocalSkillRuntime
+
+__all__ = ["create_local_runtime", "skillruntime_runtimes"]
+
+
+def create_local_runtime(options: LocalRuntimeOptions) -> SkillRuntime:
+    """Factory of the ``local`` provider: a :class:`LocalSkillRuntime` from validated options."""
+    return LocalSkillRuntime(**options.runtime_arguments())
+
+
+@hookimpl
+def skillruntime_runtimes() -> list[RuntimeProvider[Any]]:
+    """The ``local`` runtime provider."""
+    return [
+        RuntimeProvider(
+            name="local",
+            description="Runs skill commands on this host with bash (not a sandbox).",
+            options_model=LocalRuntimeOptions,
+            factory=create_local_runtime,
+            distribution="skillruntime-local",
+        )
+    ]

@@ -1,0 +1,289 @@
+"""Run one shell command on the host with a process-tree timeout and bounded output.
+
+The command runs as ``<shell> -c <command>`` in a new session (so it leads its own process group),
+with stdin from ``/dev/null``. Both pipes are read concurrently with :mod:`selectors` into
+:class:`~skillruntime.local.output.HeadTailBuffer` objects. The exit of the shell is learnt through
+a pidfd (``os.pidfd_open``) or, where that is unavailable, a waiter thread using
+``waitid(WNOWAIT)``. Neither reaps the shell, so its process-group id cannot be reused while the
+group is being signalled; the shell is reaped last.
+
+Lifecycle of one command:
+
+* **Normal exit.** After the shell exits, reading continues until both pipes reach end of file.
+  A background process that still holds a pipe ``drain_seconds`` after the shell exited (or at the
+  deadline, whichever comes first) is stopped with the timeout sequence below; the result keeps
+  the shell's exit code and ``timed_out`` stays false. Background processes that redirected their
+  output away (``nohup server >log 2>&1 &``) are left running, as a shell would leave them.
+* **Timeout.** At the deadline the whole process group gets ``SIGTERM``; after ``kill_grace``
+  seconds, or as soon as the shell exited and the pipes closed, it gets ``SIGKILL``. The result has
+  ``timed_out=True``, ``exit_code=-1`` and the output read so far.
+* **Signals.** A shell killed by signal ``N`` (not by the timeout) reports exit code ``128 + N``,
+  as shells do.
+
+A process that leaves the group on purpose (``setsid``) escapes the kill; its pipes are abandoned
+one second after the final ``SIGKILL``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import selectors
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Mapping, Sequence
+
+from skillruntime.core.errors import ExecutionTransportError, RuntimeClosedError
+from skillruntime.core.models import SkillExecutionResult
+
+from .output import HeadTailBuffer
+
+__all__ = ["DEFAULT_DRAIN_SECONDS", "DEFAULT_KILL_GRACE_SECONDS", "ProcessRegistry", "run_command"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_KILL_GRACE_SECONDS = 2.0
+"""Seconds between ``SIGTERM`` and ``SIGKILL`` of a timed-out process group."""
+
+DEFAULT_DRAIN_SECONDS = 0.5
+"""Seconds the pipes may stay open after the shell exited before the group is stopped."""
+
+_FINAL_DRAIN_SECONDS = 1.0
+_READ_SIZE = 64 * 1024
+
+_RUNNING, _TERMINATING, _KILLED = range(3)
+
+
+class ProcessRegistry:
+    """The commands a runtime is running, so :meth:`close` can stop them.
+
+    After :meth:`close` a new command is killed as soon as it registers and its run raises
+    :class:`RuntimeClosedError`.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: dict[int, subprocess.Popen[bytes]] = {}
+        self._cancelled: set[int] = set()
+        self._closed = False
+
+    def add(self, process: subprocess.Popen[bytes]) -> None:
+        """Register a started process; kill it at once when the registry is closed."""
+        with self._lock:
+            self._running[process.pid] = process
+            if self._closed:
+                self._cancelled.add(process.pid)
+                _signal_group(process.pid, signal.SIGKILL)
+
+    def remove(self, process: subprocess.Popen[bytes]) -> bool:
+        """Unregister a process (before it is reaped); return True when close() cancelled it."""
+        with self._lock:
+            self._running.pop(process.pid, None)
+            cancelled = process.pid in self._cancelled
+            self._cancelled.discard(process.pid)
+            return cancelled
+
+    def close(self) -> int:
+        """Kill the process groups of all running commands; return how many there were."""
+        with self._lock:
+            self._closed = True
+            for pid in self._running:
+                self._cancelled.add(pid)
+                _signal_group(pid, signal.SIGKILL)
+            return len(self._running)
+
+
+def _signal_group(pgid: int, signum: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)
+
+
+class _ExitNotifier:
+    """A file descriptor that becomes readable when the process exits (without reaping it)."""
+
+    def __init__(self, pid: int, *, use_pidfd: bool) -> None:
+        self._fds: list[int] = []
+        self.fd = -1
+        if use_pidfd and hasattr(os, "pidfd_open"):
+            try:
+                self.fd = os.pidfd_open(pid)
+                self._fds.append(self.fd)
+                return
+            except OSError as exc:  # kernel without pidfd support
+                logger.debug("pidfd_open unavailable (%s); using a waiter thread", exc)
+        read_end, write_end = os.pipe()
+        self._fds += [read_end, write_end]
+        self.fd = read_end
+        threading.Thread(
+            target=_wait_then_notify, args=(pid, write_end), name=f"exit-waiter-{pid}", daemon=True
+        ).start()
+
+    def close(self) -> None:
+        for fd in self._fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._fds.clear()
+
+
+def _wait_then_notify(pid: int, write_end: int) -> None:
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+    with contextlib.suppress(OSError):
+        os.write(write_end, b"x")
+
+
+def run_command(
+    argv: Sequence[str],
+    *,
+    cwd: str,
+    env: Mapping[str, str] | None,
+    timeout: float,
+    max_output_bytes: int,
+    kill_grace: float = DEFAULT_KILL_GRACE_SECONDS,
+    drain_seconds: float = DEFAULT_DRAIN_SECONDS,
+    registry: ProcessRegistry | None = None,
+    use_pidfd: bool = True,
+) -> SkillExecutionResult:
+    """Run ``argv`` in ``cwd`` with exactly ``env`` (``None``: this process's environment).
+
+    ``max_output_bytes`` bounds each stream. Raises :class:`ExecutionTransportError` when the
+    process cannot be started (missing working directory, missing shell, ...) and
+    :class:`RuntimeClosedError` when ``registry`` was closed while the command ran.
+    """
+    if not os.path.isdir(cwd):
+        raise ExecutionTransportError(
+            f"Working directory does not exist or is not a directory: {cwd}"
+        )
+    started = time.monotonic()
+    try:
+        process = subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            env=None if env is None else dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise ExecutionTransportError(
+            f"Cannot start {argv[0]} in {cwd}: {exc.strerror or exc}"
+        ) from exc
+    if registry is not None:
+        registry.add(process)
+    outcome: tuple[bool, HeadTailBuffer, HeadTailBuffer] | None = None
+    cancelled = False
+    try:
+        outcome = _supervise(
+            process,
+            deadline=started + timeout,
+            max_output_bytes=max_output_bytes,
+            kill_grace=kill_grace,
+            drain_seconds=drain_seconds,
+            use_pidfd=use_pidfd,
+        )
+    finally:
+        if outcome is None:  # interrupted (KeyboardInterrupt, ...): leave nothing behind
+            _signal_group(process.pid, signal.SIGKILL)
+        if registry is not None:
+            cancelled = registry.remove(process)
+        returncode = process.wait()
+    if cancelled:
+        raise RuntimeClosedError("The runtime was closed while the command was running")
+    timed_out, stdout, stderr = outcome
+    stdout_text, stdout_truncated = stdout.text()
+    stderr_text, stderr_truncated = stderr.text()
+    if timed_out:
+        exit_code = -1
+    elif returncode < 0:
+        exit_code = 128 - returncode
+    else:
+        exit_code = returncode
+    return SkillExecutionResult(
+        exit_code=exit_code,
+        stdout=stdout_text,
+        stderr=stderr_text,
+        timed_out=timed_out,
+        duration_seconds=time.monotonic() - started,
+        stdout_truncated=stdout_truncated,
+        stderr_truncated=stderr_truncated,
+    )
+
+
+def _supervise(
+    process: subprocess.Popen[bytes],
+    *,
+    deadline: float,
+    max_output_bytes: int,
+    kill_grace: float,
+    drain_seconds: float,
+    use_pidfd: bool,
+) -> tuple[bool, HeadTailBuffer, HeadTailBuffer]:
+    """Read both pipes until EOF while enforcing the deadline; return (timed_out, out, err)."""
+    stdout, stderr = process.stdout, process.stderr
+    if stdout is None or stderr is None:  # pragma: no cover - Popen was given PIPE for both
+        raise ExecutionTransportError("The command's output pipes are missing")
+    buffers = {
+        stdout.fileno(): HeadTailBuffer(max_output_bytes),
+        stderr.fileno(): HeadTailBuffer(max_output_bytes),
+    }
+    stdout_buffer, stderr_buffer = buffers.values()
+    notifier = _ExitNotifier(process.pid, use_pidfd=use_pidfd)
+    # poll(2) needs no kernel object per call, unlike epoll; three descriptors are its sweet spot.
+    selector: selectors.BaseSelector = (
+        selectors.PollSelector()
+        if hasattr(selectors, "PollSelector")
+        else selectors.DefaultSelector()
+    )
+    timed_out = False
+    signalled = False
+    try:
+        for fd in buffers:
+            selector.register(fd, selectors.EVENT_READ)
+        selector.register(notifier.fd, selectors.EVENT_READ)
+        open_pipes = len(buffers)
+        exited = False
+        phase = _RUNNING
+        stop_at = deadline
+        while open_pipes or not exited:
+            now = time.monotonic()
+            if now >= stop_at:
+                if phase == _RUNNING:
+                    timed_out = not exited
+                    signalled = True
+                    _signal_group(process.pid, signal.SIGTERM)
+                    phase, stop_at = _TERMINATING, now + kill_grace
+                elif phase == _TERMINATING:
+                    _signal_group(process.pid, signal.SIGKILL)
+                    phase, stop_at = _KILLED, now + _FINAL_DRAIN_SECONDS
+                else:
+                    logger.warning("abandoning output pipes held by a process outside the group")
+                    break
+                continue
+            for key, _ in selector.select(stop_at - now):
+                fd = int(key.fd)
+                if fd == notifier.fd:
+                    exited = True
+                    selector.unregister(fd)
+                    if phase == _RUNNING:
+                        stop_at = min(stop_at, time.monotonic() + drain_seconds)
+                    continue
+                data = os.read(fd, _READ_SIZE)
+                if data:
+                    buffers[fd].feed(data)
+                else:
+                    selector.unregister(fd)
+                    open_pipes -= 1
+        if signalled:
+            # Stragglers that closed their pipes but ignored SIGTERM; the shell is not reaped
+            # yet, so the group id still belongs to this command.
+            _signal_group(process.pid, signal.SIGKILL)
+    finally:
+        selector.close()
+        notifier.close()
+        stdout.close()
+        stderr.close()
+    return timed_out, stdout_buffer, stderr_buffer

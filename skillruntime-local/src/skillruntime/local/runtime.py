@@ -1,0 +1,238 @@
+"""``LocalSkillRuntime``: skill commands and files on the host. Not a sandbox.
+
+Three modes, chosen by the constructor arguments:
+
+* **Conversation** (``conversation_id``): the workspace is ``<conversations_root>/<id>``
+  (``conversations_root`` defaults to :data:`DEFAULT_CONVERSATIONS_ROOT`). It is created on first
+  use, is the default working directory, and scopes every file operation and working directory;
+  symbolic links are resolved, so a link cannot carry an operation out of it. Skills are copied to
+  ``<workspace>/skills/<name>-<digest12>/``.
+* **Work root** (``work_root``, no conversation): skills are copied to
+  ``<work_root>/skills/<name>-<digest12>/``; the work root is the default working directory.
+  Paths are not confined.
+* **In place** (neither): skills are used where they are (bootstrap commands run in, and may
+  write to, the source directory); the default working directory is the process's working
+  directory when the runtime was built. Paths are not confined.
+
+Relative paths and working directories resolve against the default working directory. A missing
+working directory raises :class:`ExecutionTransportError` (the command could not be started).
+:meth:`close` deletes no workspace and no prepared copy; it kills the process groups of commands
+still running in other threads, whose ``execute`` then raises :class:`RuntimeClosedError`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from skillruntime.core.filesystem import SkillRuntimeFileSystem
+from skillruntime.core.models import (
+    Skill,
+    SkillExecutionRequest,
+    SkillExecutionResult,
+    SkillPreparationRequest,
+)
+from skillruntime.core.runtime import BaseSkillRuntime
+from skillruntime.core.skillfiles import (
+    DEFAULT_UPLOAD_POLICY,
+    SkillFile,
+    UploadPolicy,
+    copy_skill_files,
+)
+from skillruntime.core.workspace import ConversationWorkspace, local_real_path_checker
+
+from .filesystem import LocalFileSystem
+from .process import (
+    DEFAULT_DRAIN_SECONDS,
+    DEFAULT_KILL_GRACE_SECONDS,
+    ProcessRegistry,
+    run_command,
+)
+
+__all__ = ["DEFAULT_CONVERSATIONS_ROOT", "LocalSkillRuntime", "default_shell"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_CONVERSATIONS_ROOT = Path("~/.skillruntime/conversations")
+"""Root of conversation workspaces when a conversation id is given without a root (expanded)."""
+
+
+def default_shell() -> str:
+    """Absolute path of ``bash``, or of ``sh`` where bash is missing."""
+    return shutil.which("bash") or shutil.which("sh") or "/bin/sh"
+
+
+def _absolute(path: str | os.PathLike[str]) -> str:
+    return os.path.abspath(os.path.expanduser(os.fspath(path)))
+
+
+class LocalSkillRuntime(BaseSkillRuntime):
+    """Runs skill commands with ``bash -c`` on this host; see the module docs for the modes.
+
+    ``base_environment`` is the lowest layer of the command environment overlay, on top of this
+    process's environment (or of nothing when ``inherit_environment`` is false).
+    ``kill_grace_seconds`` is the time between ``SIGTERM`` and ``SIGKILL`` of a timed-out command;
+    ``drain_seconds`` how long background processes may hold the output pipes after the shell
+    exited before they are stopped. ``shell`` overrides the shell (default: bash, else sh).
+    """
+
+    def __init__(
+        self,
+        *,
+        conversation_id: str | None = None,
+        conversations_root: str | os.PathLike[str] | None = None,
+        work_root: str | os.PathLike[str] | None = None,
+        base_environment: Mapping[str, str] | None = None,
+        inherit_environment: bool = True,
+        upload_policy: UploadPolicy = DEFAULT_UPLOAD_POLICY,
+        kill_grace_seconds: float = DEFAULT_KILL_GRACE_SECONDS,
+        drain_seconds: float = DEFAULT_DRAIN_SECONDS,
+        shell: str | None = None,
+    ) -> None:
+        workspace = _workspace_for(conversation_id, conversations_root, work_root)
+        super().__init__(
+            base_environment=base_environment, workspace=workspace, upload_policy=upload_policy
+        )
+        if kill_grace_seconds < 0 or drain_seconds < 0:
+            raise ValueError("kill_grace_seconds and drain_seconds must not be negative")
+        self._work_root = _absolute(work_root) if work_root is not None else None
+        if workspace is not None:
+            self._default_directory = workspace.directory
+            self._real_path_check = local_real_path_checker(workspace)
+        else:
+            self._default_directory = self._work_root or os.getcwd()
+        self._inherit_environment = inherit_environment
+        self._kill_grace = kill_grace_seconds
+        self._drain = drain_seconds
+        self._shell = shell or default_shell()
+        self._processes = ProcessRegistry()
+        self._file_system_impl = LocalFileSystem(self._default_directory)
+        self._root_ready = workspace is None and self._work_root is None
+        self._root_lock = threading.Lock()
+
+    # ------------------------------------------------------------------- SPI
+
+    @property
+    def name(self) -> str:
+        return "local"
+
+    @property
+    def default_working_directory(self) -> str:
+        return self._default_directory
+
+    @property
+    def shell(self) -> str:
+        """The shell commands run with (``<shell> -c <command>``)."""
+        return self._shell
+
+    def execute(self, request: SkillExecutionRequest) -> SkillExecutionResult:
+        self._ensure_open()
+        self._ensure_root()
+        return super().execute(request)
+
+    def prepare(self, request: SkillPreparationRequest) -> list[Skill]:
+        self._ensure_open()
+        self._ensure_root()
+        return super().prepare(request)
+
+    def get_file_system(self) -> SkillRuntimeFileSystem:
+        self._ensure_open()
+        self._ensure_root()
+        return super().get_file_system()
+
+    # ----------------------------------------------------------------- hooks
+
+    def _run(
+        self, request: SkillExecutionRequest, working_directory: str, environment: dict[str, str]
+    ) -> SkillExecutionResult:
+        cwd = os.path.join(self._default_directory, working_directory)
+        env: dict[str, str] | None
+        if self._inherit_environment:
+            env = None if not environment else {**os.environ, **environment}
+        else:
+            env = dict(environment)
+        return run_command(
+            [self._shell, "-c", request.command],
+            cwd=cwd,
+            env=env,
+            timeout=request.timeout_seconds,
+            max_output_bytes=request.max_output_bytes,
+            kill_grace=self._kill_grace,
+            drain_seconds=self._drain,
+            registry=self._processes,
+        )
+
+    def _raw_file_system(self) -> SkillRuntimeFileSystem:
+        return self._file_system_impl
+
+    def _close_resources(self) -> None:
+        stopped = self._processes.close()
+        if stopped:
+            logger.info("killed %d running command(s) of the closed local runtime", stopped)
+
+    def _skills_root(self) -> str | None:
+        if self._workspace is not None:
+            return self._workspace.skills_directory
+        if self._work_root is not None:
+            return os.path.join(self._work_root, "skills")
+        return None
+
+    def _check_real_path(self, path: str) -> str:
+        if self._workspace is None:
+            return path
+        return self._real_path_check(path)
+
+    def _place_skill(self, skill: Skill, files: Sequence[SkillFile], target: str) -> None:
+        """Copy into a staging sibling of ``target``, then rename it into place.
+
+        A failure leaves neither a half-copied ``target`` nor the staging directory.
+        """
+        parent, name = os.path.split(target)
+        os.makedirs(parent, exist_ok=True)
+        self._check_real_path(parent)
+        staging = tempfile.mkdtemp(prefix=f".{name}.", suffix=".partial", dir=parent)
+        try:
+            os.chmod(staging, 0o755)  # noqa: S103 - a skill copy is world-readable like its source
+            copy_skill_files(files, Path(staging))
+            if os.path.lexists(target):  # an incomplete copy left by an earlier failure
+                self._file_system_impl.delete(target)
+            os.rename(staging, target)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+
+    # -------------------------------------------------------------- helpers
+
+    def _ensure_root(self) -> None:
+        """Create the workspace or work root on first use."""
+        if self._root_ready:
+            return
+        with self._root_lock:
+            if not self._root_ready:
+                os.makedirs(self._default_directory, exist_ok=True)
+                self._root_ready = True
+
+
+def _workspace_for(
+    conversation_id: str | None,
+    conversations_root: str | os.PathLike[str] | None,
+    work_root: str | os.PathLike[str] | None,
+) -> ConversationWorkspace | None:
+    if conversation_id is None:
+        if conversations_root is not None:
+            raise ValueError("conversations_root needs a conversation_id")
+        return None
+    if work_root is not None:
+        raise ValueError(
+            "work_root cannot be combined with conversation_id (the conversation workspace is "
+            "the work root)"
+        )
+    root = _absolute(
+        conversations_root if conversations_root is not None else DEFAULT_CONVERSATIONS_ROOT
+    )
+    return ConversationWorkspace(root, conversation_id)

@@ -1,0 +1,103 @@
+"""Fixtures for the artifact store tests: both stores, over memory, local files and moto S3."""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto.server import ThreadedMotoServer
+
+from skillruntime.core.artifacts import (
+    ObjectSkillArtifactStore,
+    SkillArtifactStore,
+    ZipSkillArtifactStore,
+)
+
+# The test modules and the subprocess workers import ``artifact_helpers`` from this folder.
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+_S3_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint() -> Iterator[str]:
+    """A real S3 API (moto in server mode) on 127.0.0.1 with dummy credentials in the env."""
+    saved = {key: os.environ.get(key) for key in _S3_ENV}
+    os.environ.update(_S3_ENV)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def s3_options(endpoint: str) -> dict[str, Any]:
+    return {
+        "client_kwargs": {"endpoint_url": endpoint, "region_name": "us-east-1"},
+        "key": "testing",
+        "secret": "testing",
+        "skip_instance_cache": True,
+    }
+
+
+@pytest.fixture
+def s3_bucket(moto_endpoint: str) -> str:
+    bucket = f"skills-{uuid.uuid4().hex[:12]}"
+    client = boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1")
+    client.create_bucket(Bucket=bucket)
+    return bucket
+
+
+def make_store(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> SkillArtifactStore:
+    cache = tmp_path / "cache"
+    if kind == "zip":
+        return ZipSkillArtifactStore(tmp_path / "store")
+    if kind == "memory":
+        return ObjectSkillArtifactStore(
+            f"memory://skills-{uuid.uuid4().hex}/prefix", cache_dir=cache
+        )
+    if kind == "file":
+        return ObjectSkillArtifactStore(f"file://{tmp_path / 'objects'}/prefix", cache_dir=cache)
+    if kind == "s3":
+        endpoint = request.getfixturevalue("moto_endpoint")
+        bucket = request.getfixturevalue("s3_bucket")
+        return ObjectSkillArtifactStore(
+            f"s3://{bucket}/team/skills", cache_dir=cache, storage_options=s3_options(endpoint)
+        )
+    raise AssertionError(kind)
+
+
+STORE_KINDS = ["zip", "memory", "file", "s3"]
+
+
+@pytest.fixture(params=STORE_KINDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SkillArtifactStore]:
+    with make_store(request.param, tmp_path, request) as built:
+        yield built
+
+
+@pytest.fixture(params=["zip", "memory"])
+def cheap_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SkillArtifactStore]:
+    """Both stores, over the fastest backends (for the many refusal tests)."""
+    with make_store(request.param, tmp_path, request) as built:
+        yield built

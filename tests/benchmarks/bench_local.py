@@ -1,0 +1,194 @@
+"""Benchmark of the local runtime: command overhead, skill preparation, memory bound.
+
+Run from the repository root::
+
+    .venv/bin/python tests/benchmarks/bench_local.py [--runs 500] [--prepare-runs 7] [--dir DIR]
+
+Measures, in one run:
+
+1. ``execute("true")`` of :class:`LocalSkillRuntime` against ``subprocess.run(["bash", "-c",
+   "true"])`` — median of ``--runs`` interleaved runs each (target ratio <= 1.10);
+2. preparing a generated 1 000-file / 50 MiB skill into a fresh conversation workspace (a new
+   runtime each time, so nothing is cached) against ``cp -r`` of the same tree — median of
+   ``--prepare-runs`` (target ratio <= 1.5), with the digest and copy phases timed apart;
+3. the peak RSS of a Python process that runs ``yes | head -c 1G`` through the runtime
+   (target < 100 MiB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from skillruntime.core.models import Skill, SkillExecutionRequest, SkillPreparationRequest
+from skillruntime.core.skillfiles import copy_skill_files, iter_skill_files, skill_digest
+from skillruntime.local import LocalSkillRuntime
+
+MIB = 1024 * 1024
+
+
+def _median_ms(samples: list[float]) -> float:
+    return statistics.median(samples) * 1000
+
+
+def bench_execute(runs: int, work: Path) -> tuple[float, float]:
+    """Median seconds of a raw ``bash -c true`` and of the runtime's ``execute``."""
+    raw: list[float] = []
+    ours: list[float] = []
+    request = SkillExecutionRequest(command="true")
+    with LocalSkillRuntime(work_root=work) as runtime:
+        for _ in range(20):  # warm up both paths
+            subprocess.run(["bash", "-c", "true"], check=True)
+            runtime.execute(request)
+        for _ in range(runs):
+            start = time.perf_counter()
+            subprocess.run(["bash", "-c", "true"], check=True)
+            raw.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            result = runtime.execute(request)
+            ours.append(time.perf_counter() - start)
+            if result.exit_code != 0:
+                raise SystemExit(f"execute failed: {result}")
+    return statistics.median(raw), statistics.median(ours)
+
+
+def make_skill(root: Path, files: int = 1000, total_bytes: int = 50 * MIB) -> Skill:
+    """A skill of ``files`` files (in 20 directories) totalling ``total_bytes`` random bytes."""
+    root.mkdir(parents=True)
+    (root / "SKILL.md").write_text("---\nname: bench-skill\ndescription: benchmark\n---\n")
+    size = total_bytes // (files - 1)
+    for index in range(files - 1):
+        directory = root / f"dir{index % 20:02d}"
+        directory.mkdir(exist_ok=True)
+        path = directory / f"file{index:04d}.bin"
+        path.write_bytes(os.urandom(size))
+        if index % 10 == 0:
+            path.chmod(0o755)
+    return Skill(name="bench-skill", description="benchmark", base_path=str(root))
+
+
+def _timed(action: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    action()
+    return time.perf_counter() - start
+
+
+def bench_prepare(runs: int, base: Path, skill: Skill) -> dict[str, float]:
+    """Median seconds of ``cp -r``, a full prepare and its digest/copy phases."""
+    source = Path(skill.base_path)
+    samples: dict[str, list[float]] = {"cp": [], "prepare": [], "walk+digest": [], "copy": []}
+    request = SkillPreparationRequest(skills=(skill,))
+    files = list(iter_skill_files(source))
+    for run in range(runs):
+        target = base / f"cp-{run}"
+        samples["cp"].append(
+            _timed(
+                functools.partial(
+                    subprocess.run, ["cp", "-r", str(source), str(target)], check=True
+                )
+            )
+        )
+        root = base / f"conversations-{run}"
+
+        def prepare(root: Path = root) -> None:
+            with LocalSkillRuntime(conversation_id="bench", conversations_root=root) as rt:
+                rt.prepare(request)
+
+        samples["prepare"].append(_timed(prepare))
+        samples["walk+digest"].append(_timed(lambda: skill_digest(list(iter_skill_files(source)))))
+        copy_target = base / f"copy-{run}"
+        samples["copy"].append(_timed(functools.partial(copy_skill_files, files, copy_target)))
+        for leftover in (target, root, copy_target):
+            shutil.rmtree(leftover)
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+_RSS_CHILD = textwrap.dedent(
+    """
+    import resource, sys, time
+    from skillruntime.core.models import SkillExecutionRequest
+    from skillruntime.local import LocalSkillRuntime
+    baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with LocalSkillRuntime(work_root=sys.argv[1]) as runtime:
+        start = time.perf_counter()
+        result = runtime.execute(SkillExecutionRequest(
+            command="yes | head -c 1073741824", timeout_seconds=300))
+        elapsed = time.perf_counter() - start
+    assert result.exit_code == 0 and result.stdout_truncated, result
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(baseline, peak, elapsed, len(result.stdout))
+    """
+)
+
+
+def bench_memory(work: Path) -> tuple[float, float, float, int]:
+    """(baseline MiB, peak MiB, seconds, kept chars) of a child printing 1 GiB through execute."""
+    completed = subprocess.run(
+        [sys.executable, "-c", _RSS_CHILD, str(work)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    baseline, peak, elapsed, kept = completed.stdout.split()
+    return int(baseline) / 1024, int(peak) / 1024, float(elapsed), int(kept)
+
+
+def _default_scratch() -> str | None:
+    """tmpfs (``/dev/shm``) when writable, so disk write-back does not blur the figures."""
+    shm = Path("/dev/shm")
+    return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=500, help="execute runs (>= 200)")
+    parser.add_argument("--prepare-runs", type=int, default=7, help="prepare runs")
+    parser.add_argument(
+        "--dir", default=_default_scratch(), help="scratch directory (default: /dev/shm or temp)"
+    )
+    args = parser.parse_args()
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="bench-local-", dir=args.dir) as scratch:
+        base = Path(scratch)
+        work = base / "work"
+        work.mkdir()
+        print(f"scratch directory: {base} (python {sys.version.split()[0]}, {os.cpu_count()} cpus)")
+
+        raw, ours = bench_execute(args.runs, work)
+        print(
+            f"[1] execute('true'): runtime {ours * 1000:.3f} ms, "
+            f"subprocess.run bash -c true {raw * 1000:.3f} ms, ratio {ours / raw:.3f} "
+            f"(target <= 1.10; median of {args.runs})"
+        )
+
+        skill = make_skill(base / "skill-source" / "bench-skill")
+        timings = bench_prepare(args.prepare_runs, base, skill)
+        ratio = timings["prepare"] / timings["cp"]
+        print(
+            f"[2] prepare 1000 files / 50 MiB: prepare {timings['prepare'] * 1000:.1f} ms, "
+            f"cp -r {timings['cp'] * 1000:.1f} ms, ratio {ratio:.2f} (target <= 1.5; median of "
+            f"{args.prepare_runs}); phases: walk+digest {timings['walk+digest'] * 1000:.1f} ms, "
+            f"copy_skill_files {timings['copy'] * 1000:.1f} ms"
+        )
+
+        baseline, peak, elapsed, kept = bench_memory(work)
+        print(
+            f"[3] 1 GiB of output through execute: peak RSS {peak:.1f} MiB (baseline after "
+            f"imports {baseline:.1f} MiB; target < 100 MiB), {elapsed:.2f} s, "
+            f"{kept} characters kept"
+        )
+    print(f"total benchmark time {time.perf_counter() - started:.1f} s")
+
+
+if __name__ == "__main__":
+    main()

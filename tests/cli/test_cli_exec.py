@@ -1,0 +1,338 @@
+"""`skillruntime exec`: option plumbing, skills and bootstrap, output, exit status, errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from skillruntime.core.cli import cli
+from skillruntime.core.cli_runtime import skill_runtime_config
+from skillruntime.core.models import BootstrapCommand, Skill, SkillExecutionResult
+
+# ------------------------------------------------------------- with the recording runtime
+
+
+def test_runtime_options_and_conversation_reach_the_runtime(
+    runner: CliRunner, recorder: Any
+) -> None:
+    result = runner.invoke(
+        cli,
+        [
+            "exec",
+            "--runtime",
+            "recording",
+            "-o",
+            "region=mars",
+            "--conversation",
+            "c-1",
+            "--",
+            "true",
+        ],
+    )
+
+    assert result.exit_code == 0, result.output
+    [options] = recorder.options
+    assert options.region == "mars"
+    assert options.conversation_id == "c-1"
+    assert recorder.closed == 1
+
+
+def test_runtime_option_falls_back_to_environment(
+    runner: CliRunner, recorder: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SKILLRUNTIME_RECORDING_REGION", "venus")
+    monkeypatch.setenv("SKILLRUNTIME_RUNTIME", "recording")
+
+    result = runner.invoke(cli, ["exec", "true"])
+
+    assert result.exit_code == 0, result.output
+    assert recorder.options[0].region == "venus"
+
+
+def test_request_carries_env_timeout_and_cwd(
+    runner: CliRunner, recorder: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FROM_SHELL", "inherited")
+
+    result = runner.invoke(
+        cli,
+        [
+            "exec",
+            "--runtime",
+            "recording",
+            "-e",
+            "A=1",
+            "--env",
+            "B=x=y",
+            "-e",
+            "FROM_SHELL",
+            "--timeout",
+            "7.5",
+            "--cwd",
+            "sub/dir",
+            "echo $A",
+        ],
+    )
+
+    assert result.exit_code == 0, result.output
+    [request] = recorder.requests
+    assert request.command == "echo $A"
+    assert request.environment == {"A": "1", "B": "x=y", "FROM_SHELL": "inherited"}
+    assert request.timeout_seconds == 7.5
+    assert request.working_directory == "sub/dir"
+
+
+def test_several_command_arguments_are_quoted_and_joined(runner: CliRunner, recorder: Any) -> None:
+    result = runner.invoke(
+        cli, ["exec", "--runtime", "recording", "printf", "%s\n", "two words", "-la"]
+    )
+
+    assert result.exit_code == 0, result.output
+    assert recorder.requests[0].command == "printf '%s\n' 'two words' -la"
+
+
+def test_output_goes_to_matching_streams_and_exit_status_follows(
+    runner: CliRunner, recorder: Any
+) -> None:
+    recorder.result = SkillExecutionResult(exit_code=7, stdout="to out", stderr="to err")
+
+    result = runner.invoke(cli, ["exec", "--runtime", "recording", "false"])
+
+    assert result.exit_code == 7
+    assert result.stdout == "to out"
+    assert result.stderr == "to err"
+
+
+def test_timeout_exits_124_and_keeps_partial_output(runner: CliRunner, recorder: Any) -> None:
+    recorder.result = SkillExecutionResult(exit_code=-1, stdout="partial", timed_out=True)
+
+    result = runner.invoke(cli, ["exec", "--runtime", "recording", "--timeout", "2", "sleep 9"])
+
+    assert result.exit_code == 124
+    assert result.stdout == "partial"
+    assert "timed out after 2 s" in result.stderr
+
+
+def test_killed_by_signal_exits_like_a_shell(runner: CliRunner, recorder: Any) -> None:
+    recorder.result = SkillExecutionResult(exit_code=-9)
+
+    result = runner.invoke(cli, ["exec", "--runtime", "recording", "x"])
+
+    assert result.exit_code == 137
+
+
+def test_named_skills_are_prepared_with_their_bootstrap_config(
+    runner: CliRunner, recorder: Any, make_skill: Any, tmp_path: Path
+) -> None:
+    make_skill("alpha", "metadata:\n  skillruntime:\n    bootstrap:\n      - make\n")
+    make_skill("beta")
+    make_skill("gamma")
+
+    result = runner.invoke(
+        cli,
+        [
+            "exec",
+            "--runtime",
+            "recording",
+            "--skills-root",
+            str(tmp_path / "skills"),
+            "--skill",
+            "gamma",
+            "--skill",
+            "alpha",
+            "-v",
+            "true",
+        ],
+    )
+
+    assert result.exit_code == 0, result.output
+    [request] = recorder.prepared
+    assert [s.name for s in request.skills] == ["gamma", "alpha"]
+    assert request.configs["alpha"].bootstrap == (BootstrapCommand(command="make"),)
+    assert request.configs["gamma"].bootstrap == ()
+    assert "prepared skill gamma: /prepared/gamma" in result.stderr
+    assert "prepared skill alpha: /prepared/alpha" in result.stderr
+
+
+def test_skills_root_without_names_prepares_every_skill(
+    runner: CliRunner, recorder: Any, make_skill: Any, tmp_path: Path
+) -> None:
+    make_skill("one")
+    make_skill("two")
+
+    result = runner.invoke(
+        cli, ["exec", "--runtime", "recording", "--skills-root", str(tmp_path / "skills"), "true"]
+    )
+
+    assert result.exit_code == 0, result.output
+    assert [s.name for s in recorder.prepared[0].skills] == ["one", "two"]
+    assert "prepared skill" not in result.stderr
+
+
+def test_unknown_skill_is_a_failure(
+    runner: CliRunner, recorder: Any, make_skill: Any, tmp_path: Path
+) -> None:
+    make_skill("one")
+
+    result = runner.invoke(
+        cli,
+        [
+            "exec",
+            "--runtime",
+            "recording",
+            "--skills-root",
+            str(tmp_path / "skills"),
+            "--skill",
+            "ghost",
+            "true",
+        ],
+    )
+
+    assert result.exit_code == 1
+    assert "ghost" in result.stderr
+    assert recorder.requests == []
+
+
+def test_skill_without_skills_root_is_a_usage_error(runner: CliRunner, recorder: Any) -> None:
+    result = runner.invoke(cli, ["exec", "--runtime", "recording", "--skill", "x", "true"])
+
+    assert result.exit_code == 2
+    assert "--skill needs --skills-root" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-o", "colour=red"], "has no option 'colour'; valid options: conversation_id, region"),
+        (["-o", "novalue"], "expected KEY=VALUE"),
+        (["-e", "BAD-NAME=s3cr3t"], "environment variable name 'BAD-NAME' is invalid"),
+        (["-e", "SURELY_UNSET_VARIABLE_42"], "not set in the environment"),
+    ],
+)
+def test_bad_options_are_usage_errors(
+    runner: CliRunner, recorder: Any, args: list[str], message: str
+) -> None:
+    result = runner.invoke(cli, ["exec", "--runtime", "recording", *args, "true"])
+
+    assert result.exit_code == 2
+    assert message in result.stderr
+    assert "s3cr3t" not in result.stderr
+    assert "Traceback" not in result.stderr
+    assert recorder.requests == []
+
+
+def test_missing_command_is_a_usage_error(runner: CliRunner) -> None:
+    result = runner.invoke(cli, ["exec"])
+
+    assert result.exit_code == 2
+    assert "Missing argument 'COMMAND...'" in result.stderr
+
+
+# --------------------------------------------------------------------- bootstrap config
+
+
+def _skill(metadata: object) -> Skill:
+    return Skill(name="s", description="d", base_path="/s", frontmatter={"metadata": metadata})
+
+
+def test_bootstrap_accepts_strings_and_mappings() -> None:
+    config = skill_runtime_config(
+        _skill(
+            {
+                "skillruntime": {
+                    "bootstrap": ["pip install x", {"command": "make", "timeout_seconds": 9}]
+                }
+            }
+        )
+    )
+
+    assert config.bootstrap == (
+        BootstrapCommand(command="pip install x"),
+        BootstrapCommand(command="make", timeout_seconds=9),
+    )
+
+
+def test_no_skillruntime_metadata_means_empty_config() -> None:
+    assert skill_runtime_config(_skill({"other": 1})).bootstrap == ()
+
+
+@pytest.mark.parametrize(
+    "section",
+    [
+        "not a mapping",
+        {"bootstrap": "make"},
+        {"bootstrap": [42]},
+        {"bootstrap": [{"command": "make", "timeout_seconds": -1}]},
+        {"bootstrap": [{"cmd": "make"}]},
+    ],
+)
+def test_malformed_bootstrap_is_rejected_naming_the_skill(section: object) -> None:
+    with pytest.raises(ValueError, match="skill 's'"):
+        skill_runtime_config(_skill({"skillruntime": section}))
+
+
+# ------------------------------------------------------------------ with the local runtime
+
+
+def test_local_runtime_prepares_bootstraps_and_runs(
+    runner: CliRunner, make_skill: Any, tmp_path: Path
+) -> None:
+    make_skill(
+        "builder",
+        "metadata:\n  skillruntime:\n    bootstrap:\n"
+        "      - echo built > built.txt\n"
+        "      - {command: 'echo second >> built.txt', timeout_seconds: 30}\n",
+    )
+    work = tmp_path / "work"
+
+    result = runner.invoke(
+        cli,
+        [
+            "exec",
+            "-o",
+            f"work_root={work}",
+            "--skills-root",
+            str(tmp_path / "skills"),
+            "--skill",
+            "builder",
+            "-v",
+            "-e",
+            "GREETING=hi",
+            "cat skills/*/built.txt; echo $GREETING; echo oops >&2; exit 3",
+        ],
+    )
+
+    assert result.exit_code == 3, result.output
+    assert result.stdout == "built\nsecond\nhi\n"
+    assert "oops\n" in result.stderr
+    [line] = [x for x in result.stderr.splitlines() if x.startswith("prepared skill builder: ")]
+    prepared = Path(line.split(": ", 1)[1])
+    assert prepared.parent == work / "skills"
+    assert (prepared / "built.txt").read_text() == "built\nsecond\n"
+
+
+def test_local_bootstrap_failure_is_reported(
+    runner: CliRunner, make_skill: Any, tmp_path: Path
+) -> None:
+    make_skill("broken", "metadata:\n  skillruntime:\n    bootstrap: ['exit 5']\n")
+
+    result = runner.invoke(
+        cli,
+        [
+            "exec",
+            "-o",
+            f"work_root={tmp_path / 'work'}",
+            "--skills-root",
+            str(tmp_path / "skills"),
+            "--skill",
+            "broken",
+            "echo never",
+        ],
+    )
+
+    assert result.exit_code == 1
+    assert result.stderr.startswith("Error: ")
+    assert "never" not in result.stdout

@@ -1,0 +1,103 @@
+"""`skillruntime files ls|get|put|rm` against the local runtime."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from skillruntime.core.cli import cli
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    root = tmp_path / "work"
+    root.mkdir()
+    return root
+
+
+def files(runner: CliRunner, work: Path, *args: str) -> tuple[int, str, str]:
+    result = runner.invoke(cli, ["files", args[0], "-o", f"work_root={work}", *args[1:]])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_put_then_ls_shows_the_file_under_the_working_directory(
+    runner: CliRunner, work: Path, tmp_path: Path
+) -> None:
+    local = tmp_path / "tool.sh"
+    local.write_text("#!/bin/sh\necho hi\n")
+    local.chmod(0o755)
+
+    code, _, err = files(runner, work, "put", str(local), "bin/tool.sh")
+    assert code == 0, err
+    code, out, _ = files(runner, work, "ls", "--depth", "2")
+
+    assert code == 0
+    assert (work / "bin" / "tool.sh").read_text() == "#!/bin/sh\necho hi\n"
+    assert (work / "bin" / "tool.sh").stat().st_mode & 0o111
+    assert f"d {0:>12} {work}/bin/" in out
+    assert f"x {18:>12} {work}/bin/tool.sh" in out
+
+
+def test_ls_json(runner: CliRunner, work: Path) -> None:
+    (work / "a.txt").write_text("abc")
+
+    code, out, _ = files(runner, work, "ls", "--json")
+
+    assert code == 0
+    [entry] = json.loads(out)
+    assert entry["path"] == f"{work}/a.txt"
+    assert entry["size"] == 3
+    assert entry["is_directory"] is False
+
+
+def test_get_downloads_to_a_file_and_to_stdout(
+    runner: CliRunner, work: Path, tmp_path: Path
+) -> None:
+    (work / "data.bin").write_bytes(b"\x00\xffbinary\n")
+    target = tmp_path / "out" / "copy.bin"
+
+    code, _, err = files(runner, work, "get", "data.bin", str(target))
+    assert code == 0, err
+    result = runner.invoke(cli, ["files", "get", "-o", f"work_root={work}", "data.bin", "-"])
+
+    assert target.read_bytes() == b"\x00\xffbinary\n"
+    assert result.stdout_bytes == b"\x00\xffbinary\n"
+
+
+def test_get_of_a_missing_file_fails_cleanly(runner: CliRunner, work: Path, tmp_path: Path) -> None:
+    code, _, err = files(runner, work, "get", "absent.txt", str(tmp_path / "x"))
+
+    assert code == 1
+    assert err.startswith("Error: ")
+    assert "Traceback" not in err
+    assert not (tmp_path / "x").exists()
+
+
+def test_rm_deletes_trees_and_ignores_missing_paths(runner: CliRunner, work: Path) -> None:
+    (work / "d" / "e").mkdir(parents=True)
+    (work / "d" / "e" / "f.txt").write_text("x")
+    (work / "keep.txt").write_text("x")
+
+    code, _, err = files(runner, work, "rm", "d", "never-existed")
+
+    assert code == 0, err
+    assert not (work / "d").exists()
+    assert (work / "keep.txt").exists()
+
+
+def test_conversation_scopes_paths_and_rejects_escapes(runner: CliRunner, tmp_path: Path) -> None:
+    root = tmp_path / "conversations"
+    base = ["-o", f"conversations_root={root}", "--conversation", "conv-1"]
+    local = tmp_path / "note.txt"
+    local.write_text("note")
+
+    put = runner.invoke(cli, ["files", "put", *base, str(local), "note.txt"])
+    escape = runner.invoke(cli, ["files", "rm", *base, "../../outside"])
+
+    assert put.exit_code == 0, put.output
+    assert (root / "conv-1" / "note.txt").read_text() == "note"
+    assert escape.exit_code == 1
+    assert escape.stderr.startswith("Error: ")
