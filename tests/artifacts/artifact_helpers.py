@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -43,7 +44,7 @@ def build_zip(
 
 def good_zip(name: str = "pdf", extra: bytes = b"print('hi')\n") -> bytes:
     script = zipfile.ZipInfo("scripts/run.py")
-    script.external_attr = (0o100755 << 16)
+    script.external_attr = 0o100755 << 16
     script.compress_type = zipfile.ZIP_DEFLATED
     return build_zip(
         [
@@ -68,12 +69,12 @@ def leftovers(store: SkillArtifactStore) -> list[str]:
         return found
     assert isinstance(store, ObjectSkillArtifactStore)
     store.filesystem.invalidate_cache()
-    try:
+    with contextlib.suppress(FileNotFoundError):
         found.extend(f"remote:{p}" for p in store.filesystem.find(store.base))
-    except FileNotFoundError:
-        pass
     for sub in ("objects", "downloads"):
-        found.extend(f"cache:{p.relative_to(store.cache_dir)}" for p in (store.cache_dir / sub).iterdir())
+        found.extend(
+            f"cache:{p.relative_to(store.cache_dir)}" for p in (store.cache_dir / sub).iterdir()
+        )
     return found
 
 
@@ -126,3 +127,12 @@ def read_log(log: Path) -> list[dict[str, Any]]:
     if not log.exists():
         return []
     return [json.loads(line) for line in log.read_text().splitlines() if line]
+
+
+def s3_options(endpoint: str) -> dict[str, Any]:
+    return {
+        "client_kwargs": {"endpoint_url": endpoint, "region_name": "us-east-1"},
+        "key": "testing",
+        "secret": "testing",
+        "skip_instance_cache": True,
+    }

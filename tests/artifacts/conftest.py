@@ -7,7 +7,6 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import boto3
 import pytest
@@ -23,6 +22,8 @@ from skillruntime.core.artifacts import (
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
+
+from artifact_helpers import s3_options  # noqa: E402
 
 _S3_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -49,15 +50,6 @@ def moto_endpoint() -> Iterator[str]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-
-
-def s3_options(endpoint: str) -> dict[str, Any]:
-    return {
-        "client_kwargs": {"endpoint_url": endpoint, "region_name": "us-east-1"},
-        "key": "testing",
-        "secret": "testing",
-        "skip_instance_cache": True,
-    }
 
 
 @pytest.fixture
@@ -101,3 +93,17 @@ def cheap_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Skil
     """Both stores, over the fastest backends (for the many refusal tests)."""
     with make_store(request.param, tmp_path, request) as built:
         yield built
+
+
+@pytest.fixture
+def builtin_stores() -> Iterator[None]:
+    """The core store plugin, registered for the test when its entry point is not installed yet."""
+    from skillruntime.core import plugins
+    from skillruntime.core.artifacts import plugin
+
+    manager = plugins.get_plugin_manager()
+    if manager.is_registered(plugin):
+        yield
+        return
+    with plugins.registered_plugin(plugin, name="builtin_stores"):
+        yield

@@ -6,14 +6,15 @@ import hashlib
 import io
 import stat
 import threading
+from pathlib import Path
 
 import pytest
 from artifact_helpers import good_zip, leftovers
 
 from skillruntime.core.artifacts import (
     ArtifactExistsError,
-    ArtifactInUseError,
     ArtifactIntegrityError,
+    ArtifactInUseError,
     ArtifactNotFoundError,
     SkillArtifact,
     SkillArtifactStore,
@@ -29,7 +30,9 @@ def _install(store: SkillArtifactStore, version: str = "1.0.0", name: str = "pdf
 
 def test_install_returns_the_completed_artifact(store: SkillArtifactStore) -> None:
     data = good_zip()
-    installed = store.install(SkillArtifact(name="pdf", version="1.0.0"), SkillPackage.from_bytes(data))
+    installed = store.install(
+        SkillArtifact(name="pdf", version="1.0.0"), SkillPackage.from_bytes(data)
+    )
     assert installed.name == "pdf"
     assert installed.version == "1.0.0"
     assert installed.digest == "sha256:" + hashlib.sha256(data).hexdigest()
@@ -41,6 +44,7 @@ def test_install_returns_the_completed_artifact(store: SkillArtifactStore) -> No
 def test_lease_yields_a_directory_with_the_package_content(store: SkillArtifactStore) -> None:
     installed = _install(store)
     with store.lease(installed) as directory:
+        assert directory.name == "pdf"  # Agent Skills: the directory is named after the skill
         assert (directory / "SKILL.md").read_text().startswith("---\nname: pdf\n")
         assert (directory / "reference" / "notes.txt").read_text() == "notes\n"
         script = directory / "scripts" / "run.py"
@@ -53,10 +57,12 @@ def test_materialize_is_stable_for_one_artifact(store: SkillArtifactStore) -> No
     assert store.materialize(installed) == store.materialize(installed)
 
 
-def test_install_from_a_path_and_from_a_stream(store: SkillArtifactStore, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_install_from_a_path_and_from_a_stream(store: SkillArtifactStore, tmp_path: Path) -> None:
     package = tmp_path / "pdf.zip"
     package.write_bytes(good_zip())
-    from_path = store.install(SkillArtifact(name="pdf", version="1"), SkillPackage.from_path(package))
+    from_path = store.install(
+        SkillArtifact(name="pdf", version="1"), SkillPackage.from_path(package)
+    )
     from_stream = store.install(
         SkillArtifact(name="pdf", version="2"),
         SkillPackage.from_stream(io.BytesIO(good_zip(extra=b"v2\n"))),
@@ -90,9 +96,8 @@ def test_delete_of_a_never_installed_artifact_succeeds(store: SkillArtifactStore
 
 def test_delete_refused_while_leased(store: SkillArtifactStore) -> None:
     installed = _install(store)
-    with store.lease(installed):
-        with pytest.raises(ArtifactInUseError):
-            store.delete(installed)
+    with store.lease(installed), pytest.raises(ArtifactInUseError):
+        store.delete(installed)
     store.delete(installed)
 
 
@@ -152,7 +157,7 @@ def test_concurrent_installs_of_one_version_publish_exactly_one(store: SkillArti
             assert (directory / "SKILL.md").is_file()
 
 
-def test_zip_store_concurrent_installs_publish_exactly_one(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_zip_store_concurrent_installs_publish_exactly_one(tmp_path: Path) -> None:
     from skillruntime.core.artifacts import ZipSkillArtifactStore
 
     store = ZipSkillArtifactStore(tmp_path / "store")

@@ -85,7 +85,9 @@ def test_crafted_package_is_refused_and_leaves_nothing(
 ) -> None:
     data, reason = CRAFTED[case]
     with pytest.raises(PackageRejectedError) as caught:
-        cheap_store.install(SkillArtifact(name="pdf", version="1.0.0"), SkillPackage.from_bytes(data))
+        cheap_store.install(
+            SkillArtifact(name="pdf", version="1.0.0"), SkillPackage.from_bytes(data)
+        )
     assert caught.value.reason == reason
     _assert_clean(cheap_store)
 
@@ -143,7 +145,8 @@ def test_wrong_declared_digest_is_refused_before_publishing(
     wrong = "sha256:" + "0" * 64
     with pytest.raises(ArtifactIntegrityError) as caught:
         cheap_store.install(
-            SkillArtifact(name="pdf", version="1", digest=wrong), SkillPackage.from_bytes(good_zip())
+            SkillArtifact(name="pdf", version="1", digest=wrong),
+            SkillPackage.from_bytes(good_zip()),
         )
     assert caught.value.code == "DIGEST_MISMATCH"
     _assert_clean(cheap_store)
@@ -153,7 +156,8 @@ def test_wrong_declared_size_is_refused_before_publishing(cheap_store: SkillArti
     data = good_zip()
     with pytest.raises(ArtifactIntegrityError) as caught:
         cheap_store.install(
-            SkillArtifact(name="pdf", version="1", size=len(data) + 1), SkillPackage.from_bytes(data)
+            SkillArtifact(name="pdf", version="1", size=len(data) + 1),
+            SkillPackage.from_bytes(data),
         )
     assert caught.value.code == "SIZE_MISMATCH"
     _assert_clean(cheap_store)
@@ -180,7 +184,9 @@ def test_declared_matching_digest_and_size_are_accepted(cheap_store: SkillArtifa
 
     data = good_zip()
     declared = SkillArtifact(
-        name="pdf", version="1", digest="sha256-" + hashlib.sha256(data).hexdigest().upper(),
+        name="pdf",
+        version="1",
+        digest="sha256-" + hashlib.sha256(data).hexdigest().upper(),
         size=len(data),
     )
     installed = cheap_store.install(declared, SkillPackage.from_bytes(data))

@@ -236,6 +236,7 @@ class ExecutesAfterClose(ReferenceRuntime):
     def execute(self, request: SkillExecutionRequest) -> SkillExecutionResult:
         assert self._workspace is not None
         cwd = self._workspace.resolve(request.working_directory or self._workspace.directory)
+        cwd = self._check_real_path(cwd)
         return self._run(request, cwd, self.effective_environment(request.environment))
 
 
@@ -247,7 +248,13 @@ class _RelativeEscapeWorkspace(ConversationWorkspace):
 
 
 class AllowsDotDot(ReferenceRuntime):
-    """Checks absolute paths but lets relative ``../`` paths leave the workspace."""
+    """Checks absolute paths but lets relative ``../`` paths leave the workspace.
+
+    It has no symlink resolution either (its suite runs with ``resolves_symlinks`` off), so
+    nothing behind the lexical check catches the escape.
+    """
+
+    kit_resolves_symlinks = False
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -359,7 +366,7 @@ class UnboundedReadChunks(ReferenceRuntime):
         self._fs = _OneChunkFileSystem()
 
 
-class _DirectDownloadFileSystem(HostFileSystem):
+class _DirectDownloadFileSystem(ScopedFileSystem):
     def _download_to_path(self, path: str, destination: Path) -> Path:
         with destination.open("wb") as handle:
             for chunk in self.read_stream(path):
@@ -370,9 +377,17 @@ class _DirectDownloadFileSystem(HostFileSystem):
 class NonAtomicDownload(ReferenceRuntime):
     """Downloads straight into the destination."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._fs = _DirectDownloadFileSystem()
+    def get_file_system(self) -> SkillRuntimeFileSystem:
+        self._ensure_open()
+        with self._lock:
+            if self._file_system is None:
+                self._file_system = _DirectDownloadFileSystem(
+                    self._raw_file_system(),
+                    workspace=self._workspace,
+                    is_closed=lambda: self._closed,
+                    check_real_path=self._check_real_path,
+                )
+            return self._file_system
 
 
 class _FlatListingFileSystem(HostFileSystem):
@@ -412,7 +427,6 @@ BROKEN_RUNTIMES: dict[type[ReferenceRuntime], frozenset[str]] = {
     MergesStderr: frozenset(
         {
             "test_stdout_and_stderr_are_separate",
-            "test_stdout_beyond_the_cap_keeps_head_and_tail",
             "test_stderr_is_bounded_separately",
             "test_unicode_round_trips_through_command_env_and_output",
             "test_timeout_keeps_partial_output",
@@ -442,7 +456,6 @@ BROKEN_RUNTIMES: dict[type[ReferenceRuntime], frozenset[str]] = {
             "test_same_content_from_another_directory_reuses_the_prepared_copy",
             "test_bootstrap_failure_caches_nothing_and_next_prepare_retries",
             "test_resumed_runtime_sees_files_and_keeps_prepared_skills",
-            "test_concurrent_prepare_of_one_skill_bootstraps_once",
         }
     ),
     ResumeReuploads: frozenset({"test_resumed_runtime_sees_files_and_keeps_prepared_skills"}),

@@ -98,7 +98,9 @@ class MiniRuntime(BaseSkillRuntime):
             text=True,
             check=False,
         )
-        return SkillExecutionResult(exit_code=done.returncode, stdout=done.stdout, stderr=done.stderr)
+        return SkillExecutionResult(
+            exit_code=done.returncode, stdout=done.stdout, stderr=done.stderr
+        )
 
     def _raw_file_system(self) -> SkillRuntimeFileSystem:
         return self.fs
@@ -147,7 +149,8 @@ def test_failed_bootstrap_caches_nothing_and_is_retried(tmp_path: Path, skill: S
     flag.write_text("")
     step = BootstrapCommand(command=f"if [ -e {flag} ]; then rm {flag}; echo boom >&2; exit 7; fi")
     request = SkillPreparationRequest(
-        skills=(skill,), configs={"demo": SkillRuntimeConfig(bootstrap=(step,), environment={"K": "v"})}
+        skills=(skill,),
+        configs={"demo": SkillRuntimeConfig(bootstrap=(step,), environment={"K": "v"})},
     )
     runtime = MiniRuntime(tmp_path / "convs")
     with pytest.raises(SkillPrepareError) as info:
@@ -162,7 +165,9 @@ def test_failed_bootstrap_caches_nothing_and_is_retried(tmp_path: Path, skill: S
 
 
 def test_environment_precedence(tmp_path: Path, skill: Skill) -> None:
-    runtime = MiniRuntime(tmp_path / "convs", base_environment={"A": "base", "B": "base", "C": "base"})
+    runtime = MiniRuntime(
+        tmp_path / "convs", base_environment={"A": "base", "B": "base", "C": "base"}
+    )
     config = SkillRuntimeConfig(environment={"B": "skill", "C": "skill"})
     runtime.prepare(SkillPreparationRequest(skills=(skill,), configs={"demo": config}))
     result = runtime.execute(
@@ -213,7 +218,8 @@ def test_concurrent_prepare_places_once(tmp_path: Path, skill: Skill) -> None:
     for t in threads:
         t.join()
     assert runtime.places == 1
-    assert len(set(paths)) == 1 and len(paths) == 8
+    assert len(paths) == 8
+    assert len(set(paths)) == 1
 
 
 def test_in_place_prepare_without_workspace(tmp_path: Path, skill: Skill) -> None:

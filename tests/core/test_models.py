@@ -68,7 +68,9 @@ def test_environment_values_never_appear_in_repr_or_errors() -> None:
 
 
 def test_preparation_request_rejects_configs_for_unknown_skills() -> None:
-    with pytest.raises(ValidationError, match="configs reference skills that are not in the request: ghost"):
+    with pytest.raises(
+        ValidationError, match="configs reference skills that are not in the request: ghost"
+    ):
         SkillPreparationRequest(skills=(_skill(),), configs={"ghost": SkillRuntimeConfig()})
 
 
@@ -91,8 +93,10 @@ def test_bootstrap_command_rules() -> None:
 
 def test_allowed_tools_forms() -> None:
     assert _skill().allowed_tools is None
-    spaced = Skill(name="a", base_path="/a", frontmatter={"allowed-tools": "Read Bash(git:*)"})
-    assert spaced.allowed_tools == ("Read", "Bash(git:*)")
+    spaced = Skill(
+        name="a", base_path="/a", frontmatter={"allowed-tools": "Read Bash(git:*) Bash(python *)"}
+    )
+    assert spaced.allowed_tools == ("Read", "Bash(git:*)", "Bash(python *)")
     listed = Skill(name="a", base_path="/a", frontmatter={"allowed-tools": ["Read", " Grep "]})
     assert listed.allowed_tools == ("Read", "Grep")
 

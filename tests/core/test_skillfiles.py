@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from skillruntime.core.skillfiles import (
     UploadPolicy,
     copy_skill_files,
@@ -43,7 +45,9 @@ def test_policy_skips_secrets_git_and_symlinks(tmp_path: Path) -> None:
 
 def test_custom_policy(tmp_path: Path) -> None:
     skill = _make_skill(tmp_path)
-    policy = UploadPolicy(excluded_directories=(), excluded_file_names=(), excluded_file_prefixes=())
+    policy = UploadPolicy(
+        excluded_directories=(), excluded_file_names=(), excluded_file_prefixes=()
+    )
     names = {f.relative_path for f in iter_skill_files(skill, policy)}
     assert {".env", ".env.local", "Credentials.json", ".git/config"} <= names
     assert "link.txt" not in names
@@ -81,3 +85,67 @@ def test_copy_keeps_executable_bit_and_layout(tmp_path: Path) -> None:
     assert not os.access(target / "SKILL.md", os.X_OK)
     assert not (target / ".env").exists()
     assert not (target / "link.txt").exists()
+
+
+def _reference_digest(files: list[tuple[str, bytes, bool]]) -> str:
+    import hashlib
+
+    outer = hashlib.sha256()
+    for rel, data, executable in sorted(files):
+        outer.update(rel.encode())
+        outer.update(b"\0x\0" if executable else b"\0-\0")
+        outer.update(hashlib.sha256(data).digest())
+    return outer.hexdigest()
+
+
+def test_digest_of_a_large_skill_is_the_same_on_several_threads(tmp_path: Path) -> None:
+    skill = tmp_path / "big"
+    skill.mkdir()
+    expected: list[tuple[str, bytes, bool]] = []
+    for index in range(13):
+        data = bytes([index]) * (900_000 + index)
+        (skill / f"f{index:02d}.bin").write_bytes(data)
+        expected.append((f"f{index:02d}.bin", data, False))
+    assert sum(len(d) for _, d, _ in expected) > 8 * 1024 * 1024
+    assert skill_digest(iter_skill_files(skill)) == _reference_digest(expected)
+    small = [item for item in iter_skill_files(skill) if item.relative_path < "f02"]
+    assert skill_digest(small) == _reference_digest(expected[:2])
+
+
+def test_hash_memo_skips_rereading_unchanged_files_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import skillruntime.core.skillfiles as skillfiles
+
+    skillfiles.clear_hash_memo()
+    reads: list[str] = []
+    real = skillfiles._file_sha256
+
+    def counting(path: Path, buffer: memoryview) -> bytes:
+        reads.append(path.name)
+        return real(path, buffer)
+
+    monkeypatch.setattr(skillfiles, "_file_sha256", counting)
+    skill = tmp_path / "s"
+    skill.mkdir()
+    old = skill / "old.txt"
+    old.write_text("old")
+    recent = skill / "recent.txt"
+    recent.write_text("recent")
+    # The memo only trusts files whose ctime is old; ctime cannot be set, so pretend time moved on.
+    real_now = skillfiles.time.time_ns
+    monkeypatch.setattr(skillfiles.time, "time_ns", lambda: real_now() + 10**10)
+    first = skill_digest(iter_skill_files(skill))
+    assert sorted(reads) == ["old.txt", "recent.txt"]
+    reads.clear()
+    assert skill_digest(iter_skill_files(skill)) == first
+    assert reads == []
+    old.write_text("new")  # same size, new content: mtime/ctime change the fingerprint
+    monkeypatch.setattr(skillfiles.time, "time_ns", real_now)
+    changed = skill_digest(iter_skill_files(skill))
+    assert changed != first
+    assert reads == ["old.txt"]
+    reads.clear()
+    skill_digest(iter_skill_files(skill))
+    assert reads == ["old.txt"]  # changed just now: not memoised, read again
+    skillfiles.clear_hash_memo()

@@ -247,3 +247,27 @@ def test_close_kills_running_commands(tmp_path: Path) -> None:
     assert _wait_gone(int(pid_file.read_text()))
     with pytest.raises(RuntimeClosedError):
         rt.execute(_request("true"))
+
+
+def test_no_descriptor_or_thread_leaks(tmp_path: Path) -> None:
+    def open_fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    with LocalSkillRuntime(work_root=tmp_path, kill_grace_seconds=0.1) as rt:
+        rt.execute(_request("true"))
+        before_fds, before_threads = open_fds(), threading.active_count()
+        for _ in range(10):
+            rt.execute(_request("echo x; echo y >&2"))
+        rt.execute(_request("sleep 5", timeout_seconds=0.2))
+        for use_pidfd in (True, False):
+            run_command(
+                ["/bin/sh", "-c", "true"],
+                cwd=str(tmp_path),
+                env=None,
+                timeout=5,
+                max_output_bytes=1024,
+                use_pidfd=use_pidfd,
+            )
+        time.sleep(0.05)  # let the waiter thread finish after writing its byte
+        assert open_fds() == before_fds
+        assert threading.active_count() == before_threads

@@ -36,6 +36,7 @@ __all__ = [
     "TIMEOUT_EXIT_CODE",
     "exec_command",
     "files_group",
+    "open_runtime",
     "parse_assignments",
     "runtime_options",
     "skill_runtime_config",

@@ -31,6 +31,8 @@ DEFAULT_MAX_OUTPUT_BYTES = 1024 * 1024
 ENV_NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 """Environment variable names accepted anywhere in skillruntime."""
 
+_ALLOWED_TOOL_TOKEN = re.compile(r"[^\s(]+(?:\([^)]*\))?")
+
 
 def validate_environment(environment: Mapping[str, str]) -> dict[str, str]:
     """Return a copy of ``environment`` after checking names (never values appear in errors)."""
@@ -78,7 +80,7 @@ class Skill(_Frozen):
         if raw is None:
             return None
         if isinstance(raw, str):
-            return tuple(raw.split())
+            return tuple(_ALLOWED_TOOL_TOKEN.findall(raw))
         if isinstance(raw, list | tuple):
             return tuple(str(item).strip() for item in raw if str(item).strip())
         return (str(raw),)

@@ -8,13 +8,17 @@ unchanged content is never sent twice.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import logging
 import os
 import re
-import shutil
 import stat
+import threading
+import time
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +28,7 @@ __all__ = [
     "DEFAULT_UPLOAD_POLICY",
     "SkillFile",
     "UploadPolicy",
+    "clear_hash_memo",
     "copy_skill_files",
     "iter_skill_files",
     "prepared_directory_name",
@@ -33,6 +38,10 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _HASH_CHUNK = 1024 * 1024
+_PARALLEL_HASH_BYTES = 8 * 1024 * 1024
+_MAX_HASH_WORKERS = 4
+_RACY_SECONDS = 2
+_NO_COPY_RANGE = frozenset({errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP})
 
 
 class UploadPolicy(BaseModel):
@@ -68,6 +77,8 @@ class SkillFile:
     local_path: Path
     size: int
     executable: bool
+    fingerprint: tuple[int, ...] = ()
+    """``(device, inode, size, mtime_ns, ctime_ns)`` when known: the key of the hash memo."""
 
 
 def iter_skill_files(
@@ -103,20 +114,108 @@ def _walk(directory: Path, prefix: str, policy: UploadPolicy) -> Iterator[SkillF
             local_path=Path(entry.path),
             size=info.st_size,
             executable=bool(info.st_mode & stat.S_IXUSR),
+            fingerprint=(
+                info.st_dev,
+                info.st_ino,
+                info.st_size,
+                info.st_mtime_ns,
+                info.st_ctime_ns,
+            ),
         )
 
 
+def _file_sha256(path: Path, buffer: memoryview) -> bytes:
+    digest = hashlib.sha256()
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        while count := os.readv(fd, [buffer]):
+            digest.update(buffer[:count])
+    finally:
+        os.close(fd)
+    return digest.digest()
+
+
+class _HashMemo:
+    """Process-wide memo of file hashes keyed by stat fingerprint (bounded, thread-safe).
+
+    A file whose modification or change time is within :data:`_RACY_SECONDS` of now is not
+    memoised: a write in the same timestamp granule could otherwise go unnoticed.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._entries: OrderedDict[tuple[int, ...], bytes] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, fingerprint: tuple[int, ...]) -> bytes | None:
+        if not fingerprint:
+            return None
+        with self._lock:
+            value = self._entries.get(fingerprint)
+            if value is not None:
+                self._entries.move_to_end(fingerprint)
+            return value
+
+    def put(self, fingerprint: tuple[int, ...], value: bytes) -> None:
+        if not fingerprint:
+            return
+        newest_ns = max(fingerprint[3], fingerprint[4])
+        if time.time_ns() - newest_ns < _RACY_SECONDS * 1_000_000_000:
+            return
+        with self._lock:
+            self._entries[fingerprint] = value
+            self._entries.move_to_end(fingerprint)
+            while len(self._entries) > self._capacity:
+                self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+_MEMO = _HashMemo(capacity=100_000)
+
+
+def clear_hash_memo() -> None:
+    """Forget every memoised file hash (the next digest reads every byte again)."""
+    _MEMO.clear()
+
+
+def _hash_files(files: Sequence[SkillFile]) -> list[bytes]:
+    buffer = memoryview(bytearray(_HASH_CHUNK))
+    hashes: list[bytes] = []
+    for item in files:
+        known = _MEMO.get(item.fingerprint)
+        if known is None:
+            known = _file_sha256(item.local_path, buffer)
+            _MEMO.put(item.fingerprint, known)
+        hashes.append(known)
+    return hashes
+
+
 def skill_digest(files: Iterable[SkillFile]) -> str:
-    """Return the hex SHA-256 content digest of a skill's files (paths, executable bits, bytes)."""
+    """Return the hex SHA-256 content digest of a skill's files (paths, executable bits, bytes).
+
+    Large skills are hashed on a few threads (``hashlib`` releases the GIL); the result does not
+    depend on the number of threads. File hashes are memoised per process by stat fingerprint
+    (device, inode, size, mtime and ctime in nanoseconds, like git's index), so preparing an
+    unchanged skill again costs a directory walk, not a re-read; files changed in the last two
+    seconds are always re-read.
+    """
+    ordered = sorted(files, key=lambda f: f.relative_path)
+    total = sum(item.size for item in ordered)
+    workers = 1 if total < _PARALLEL_HASH_BYTES else min(_MAX_HASH_WORKERS, os.cpu_count() or 1)
+    if workers == 1:
+        hashes = _hash_files(ordered)
+    else:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            parts = list(pool.map(_hash_files, [ordered[i::workers] for i in range(workers)]))
+        hashes = [parts[index % workers][index // workers] for index in range(len(ordered))]
     outer = hashlib.sha256()
-    for item in sorted(files, key=lambda f: f.relative_path):
-        inner = hashlib.sha256()
-        with item.local_path.open("rb") as handle:
-            while chunk := handle.read(_HASH_CHUNK):
-                inner.update(chunk)
+    for item, file_hash in zip(ordered, hashes, strict=True):
         outer.update(item.relative_path.encode("utf-8"))
         outer.update(b"\0x\0" if item.executable else b"\0-\0")
-        outer.update(inner.digest())
+        outer.update(file_hash)
     return outer.hexdigest()
 
 
@@ -129,11 +228,35 @@ def prepared_directory_name(skill_name: str, digest: str) -> str:
     return f"{safe}-{digest[:12]}"
 
 
+def _copy_file(source: Path, destination: Path, mode: int) -> None:
+    """Copy one regular file in the kernel where possible, creating it with exactly ``mode``."""
+    src = os.open(source, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        dst = os.open(destination, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        try:
+            os.fchmod(dst, mode)
+            try:
+                while os.copy_file_range(src, dst, 1 << 30):
+                    pass
+            except OSError as exc:
+                if exc.errno not in _NO_COPY_RANGE:
+                    raise
+                os.lseek(src, 0, os.SEEK_SET)
+                os.ftruncate(dst, 0)
+                os.lseek(dst, 0, os.SEEK_SET)
+                while chunk := os.read(src, _HASH_CHUNK):
+                    os.write(dst, chunk)
+        finally:
+            os.close(dst)
+    finally:
+        os.close(src)
+
+
 def copy_skill_files(files: Sequence[SkillFile], target: Path) -> None:
     """Copy skill files under ``target`` (created), setting only the permission bits that matter.
 
     Files get mode ``0o755`` when executable and ``0o644`` otherwise; timestamps and other
-    attributes are not copied.
+    attributes are not copied. A source that became a symbolic link is refused, never followed.
     """
     target.mkdir(parents=True, exist_ok=True)
     made: set[Path] = {target}
@@ -143,5 +266,4 @@ def copy_skill_files(files: Sequence[SkillFile], target: Path) -> None:
         if parent not in made:
             parent.mkdir(parents=True, exist_ok=True)
             made.add(parent)
-        shutil.copyfile(item.local_path, destination, follow_symlinks=False)
-        os.chmod(destination, 0o755 if item.executable else 0o644)
+        _copy_file(item.local_path, destination, 0o755 if item.executable else 0o644)

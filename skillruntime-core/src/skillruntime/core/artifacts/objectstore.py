@@ -4,8 +4,8 @@ Packages live at ``<base>/<name>/<version>/<sha256 hex>.zip`` where ``<base>`` i
 (``s3://bucket/prefix``, ``gs://…``, ``az://…``, ``memory://…``, ``file:///…``); the storage key
 recorded in an artifact is the part after ``<base>/``. Each node keeps a cache keyed by digest::
 
-    <cache>/objects/<hex>/skill/   the extracted package (SKILL.md directly inside)
-    <cache>/objects/<hex>/name     the skill name the entry was validated for
+    <cache>/objects/<hex>/<name>/  the extracted package (SKILL.md directly inside)
+    <cache>/objects/<hex>/.name    the skill name the entry was validated for
     <cache>/downloads/             packages being downloaded or installed
     <cache>/locks/<hex>.lock       one download per digest across threads and processes
 
@@ -170,8 +170,8 @@ class ObjectSkillArtifactStore(SkillArtifactStore):
                     f"{completed.storage_key!r}, the key this store uses"
                 )
             partial.mkdir(mode=0o700)
-            extract_package(spooled.path, partial / "skill", artifact.name, self.limits)
-            (partial / "name").write_text(artifact.name, encoding="utf-8")
+            extract_package(spooled.path, partial / artifact.name, artifact.name, self.limits)
+            (partial / ".name").write_text(artifact.name, encoding="utf-8")
             self._refuse_existing(artifact)
             self._upload(spooled, self._object_path(str(completed.storage_key)))
             with self._digest_lock(spooled.sha256):
@@ -225,12 +225,12 @@ class ObjectSkillArtifactStore(SkillArtifactStore):
 
     def _cache_hit(self, artifact: SkillArtifact, digest_hex: str) -> Path | None:
         entry = self.cache_dir / "objects" / digest_hex
-        skill_md = entry / "skill" / "SKILL.md"
-        if not skill_md.is_file() or skill_md.is_symlink():
-            return None
         try:
-            cached_name = (entry / "name").read_text(encoding="utf-8")
+            cached_name = (entry / ".name").read_text(encoding="utf-8")
         except OSError:
+            return None
+        skill_md = entry / cached_name / "SKILL.md"
+        if not skill_md.is_file() or skill_md.is_symlink():
             return None
         if cached_name != artifact.name:
             raise PackageRejectedError(
@@ -238,7 +238,7 @@ class ObjectSkillArtifactStore(SkillArtifactStore):
                 f"not {artifact.name!r}",
                 reason="NAME_MISMATCH",
             )
-        return entry / "skill"
+        return entry / cached_name
 
     def _download(self, artifact: SkillArtifact, digest_hex: str) -> None:
         remote = self._object_path(self.storage_key_for(artifact, digest_hex))
@@ -260,8 +260,8 @@ class ObjectSkillArtifactStore(SkillArtifactStore):
                 )
             check_declared(artifact, spooled, what="downloaded object")
             partial.mkdir(mode=0o700)
-            extract_package(spooled.path, partial / "skill", artifact.name, self.limits)
-            (partial / "name").write_text(artifact.name, encoding="utf-8")
+            extract_package(spooled.path, partial / artifact.name, artifact.name, self.limits)
+            (partial / ".name").write_text(artifact.name, encoding="utf-8")
             self._publish_cache(partial, digest_hex)
             logger.info("cached skill artifact %s (%s)", artifact.label, artifact.digest)
         finally:
@@ -272,7 +272,7 @@ class ObjectSkillArtifactStore(SkillArtifactStore):
         """Rename ``partial`` to ``objects/<hex>`` unless it exists (the caller holds the lock)."""
         entry = self.cache_dir / "objects" / digest_hex
         if entry.exists():
-            if (entry / "skill" / "SKILL.md").is_file():
+            if (entry / ".name").is_file():
                 return
             self._discard(entry)  # an incomplete entry left by a crash
         os.rename(partial, entry)

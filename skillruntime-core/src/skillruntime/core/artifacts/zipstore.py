@@ -3,7 +3,8 @@
 Layout under ``root``::
 
     <name>/<version>/artifact.json   the completed artifact (digest of the ZIP, size, key)
-    <name>/<version>/skill/          the extracted package; SKILL.md is directly inside
+    <name>/<version>/<name>/         the extracted package; SKILL.md is directly inside (the
+                                     directory is named after the skill, as Agent Skills require)
     .staging/                        installs and deletions in progress (same file system)
     .locks/                          one lock file per skill name, shared by processes
 
@@ -41,7 +42,6 @@ __all__ = ["ZipSkillArtifactStore"]
 logger = logging.getLogger(__name__)
 
 _METADATA = "artifact.json"
-_TREE = "skill"
 _STAGING = ".staging"
 _LOCKS = ".locks"
 
@@ -50,7 +50,7 @@ class ZipSkillArtifactStore(SkillArtifactStore):
     """Installs ZIP skill packages into ``root`` as immutable ``<name>/<version>`` directories.
 
     ``root`` is created when missing. The storage key of an artifact is ``<name>/<version>``;
-    :meth:`materialize` returns ``<root>/<name>/<version>/skill``, which stays valid until the
+    :meth:`materialize` returns ``<root>/<name>/<version>/<name>``, which stays valid until the
     version is deleted. ``limits`` bounds what a package may contain.
     """
 
@@ -110,7 +110,7 @@ class ZipSkillArtifactStore(SkillArtifactStore):
             with package.open() as stream:
                 spooled = spool_package(stream, work / "package.zip", self.limits.max_package_bytes)
             check_declared(artifact, spooled, what="skill package")
-            extract_package(spooled.path, work / _TREE, artifact.name, self.limits)
+            extract_package(spooled.path, work / artifact.name, artifact.name, self.limits)
             spooled.path.unlink()
             completed = SkillArtifact(
                 name=artifact.name,
@@ -141,7 +141,7 @@ class ZipSkillArtifactStore(SkillArtifactStore):
                 ) from None
 
     def materialize(self, artifact: SkillArtifact) -> Path:
-        """The extracted ``skill`` directory of ``artifact``; its digest must match if declared."""
+        """The extracted ``<name>`` directory of ``artifact``; its digest must match if declared."""
         version_dir = self._version_dir(artifact)
         recorded = self._read_metadata(version_dir)
         if recorded is None:
@@ -152,7 +152,7 @@ class ZipSkillArtifactStore(SkillArtifactStore):
                 f"{artifact.digest} was requested",
                 code="DIGEST_MISMATCH",
             )
-        tree = version_dir / _TREE
+        tree = version_dir / artifact.name
         real = tree.resolve()
         skill_md = tree / "SKILL.md"
         if (

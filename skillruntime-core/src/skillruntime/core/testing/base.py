@@ -37,6 +37,9 @@ class ConformanceBase:
     timeout_seconds: ClassVar[float] = 1.0
     """Timeout used by the timeout contracts; raise it for slow remote round trips."""
 
+    kill_settle_seconds: ClassVar[float] = 5.0
+    """How long the tree-kill contract waits for a killed grandchild to disappear."""
+
     large_file_bytes: ClassVar[int] = 20 * 1024 * 1024
     """Size of the file streamed by the large-file contract."""
 

@@ -18,15 +18,16 @@ __all__ = ["ExecuteContracts", "process_is_dead_command"]
 UNICODE_TEXT = "héllo wörld — 日本語 ✓ 🎉"
 
 
-def process_is_dead_command(pid_file: str) -> str:
+def process_is_dead_command(pid_file: str, settle_seconds: float = 5.0) -> str:
     """A POSIX sh command printing ``dead`` once the process in ``pid_file`` is gone or a zombie.
 
-    It polls for up to five seconds (a kill may land a moment after the result), reading
-    ``/proc/<pid>/stat`` so that an unreaped zombie counts as dead.
+    It polls for up to ``settle_seconds`` (a kill may land a moment after the result), reading
+    ``/proc/<pid>/stat`` so that an unreaped zombie counts as dead; else it prints ``alive``.
     """
+    attempts = max(1, int(settle_seconds * 10))
     return (
         f"p=$(cat '{pid_file}') || exit 3; i=0; "
-        'while [ "$i" -lt 50 ]; do '
+        f'while [ "$i" -lt {attempts} ]; do '
         'if ! kill -0 "$p" 2>/dev/null; then echo dead; exit 0; fi; '
         's=$(sed -n \'s/^.*) \\(.\\).*$/\\1/p\' "/proc/$p/stat" 2>/dev/null); '
         'if [ "$s" = Z ] || [ "$s" = X ]; then echo dead; exit 0; fi; '
@@ -78,7 +79,9 @@ class ExecuteContracts(ConformanceBase):
 
     def test_stdin_is_empty(self, conformance: ConformanceContext) -> None:
         result = conformance.run(
-            conformance.runtime(), "n=$(cat | wc -c); echo \"stdin=$n\"", timeout=20
+            conformance.runtime(),
+            "n=$(cat | wc -c); echo \"stdin=$n\"",
+            timeout=max(5 * self.timeout_seconds, 1.0),
         )
         assert not result.timed_out, "stdin must be empty and closed, not left open"
         assert result.stdout.replace(" ", "") == "stdin=0\n"
@@ -108,7 +111,8 @@ class ExecuteContracts(ConformanceBase):
         self, conformance: ConformanceContext
     ) -> None:
         runtime = conformance.runtime()
-        assert conformance.check_output(runtime, "printf '%s' \"$KIT_ONCE\"", env={"KIT_ONCE": "1"})
+        once = conformance.check_output(runtime, "printf '%s' \"$KIT_ONCE\"", env={"KIT_ONCE": "1"})
+        assert once == "1"
         assert conformance.check_output(runtime, "printf '%s' \"${KIT_ONCE-unset}\"") == "unset"
 
     def test_invalid_environment_names_are_rejected(self, conformance: ConformanceContext) -> None:
@@ -144,7 +148,9 @@ class ExecuteContracts(ConformanceBase):
         )
         assert result.timed_out
         assert result.exit_code == -1
-        state = conformance.check_output(runtime, process_is_dead_command(pid_file), timeout=30)
+        state = conformance.check_output(
+            runtime, process_is_dead_command(pid_file, self.kill_settle_seconds), timeout=60
+        )
         assert state.strip() == "dead", "a grandchild survived the timeout"
 
     def test_timeout_keeps_partial_output(self, conformance: ConformanceContext) -> None:

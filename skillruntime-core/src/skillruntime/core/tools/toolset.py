@@ -11,6 +11,7 @@ from typing import Any
 from ..models import Skill, SkillPreparationRequest, SkillRuntimeConfig
 from ..publishing import FilePublisher
 from ..runtime import SkillRuntime
+from ..skills import discover_skills, load_skill
 from .adapters import to_anthropic_tools, to_openai_tools
 from .base import SkillTool
 from .context import ToolContext
@@ -42,8 +43,6 @@ def _sources_from(item: SkillInput) -> list[SkillSource]:
     if isinstance(item, Skill):
         return [LoadedSkillSource(item)]
     if isinstance(item, str | os.PathLike):
-        from ..skills import discover_skills, load_skill
-
         path = Path(item)
         if (path / "SKILL.md").is_file():
             skill = load_skill(path)
