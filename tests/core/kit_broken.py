@@ -368,6 +368,7 @@ class UnboundedReadChunks(ReferenceRuntime):
 
 class _DirectDownloadFileSystem(ScopedFileSystem):
     def _download_to_path(self, path: str, destination: Path) -> Path:
+        destination.parent.mkdir(parents=True, exist_ok=True)
         with destination.open("wb") as handle:
             for chunk in self.read_stream(path):
                 handle.write(chunk)
