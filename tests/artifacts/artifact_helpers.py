@@ -38,12 +38,15 @@ def build_zip(
                 archive.writestr(member[0], member[1])
             else:
                 name, data = member
-                archive.writestr(name, data)
+                info = zipfile.ZipInfo(name, date_time=(2024, 1, 1, 0, 0, 0))
+                info.compress_type = compression
+                info.external_attr = 0o100644 << 16
+                archive.writestr(info, data)
     return buffer.getvalue()
 
 
 def good_zip(name: str = "pdf", extra: bytes = b"print('hi')\n") -> bytes:
-    script = zipfile.ZipInfo("scripts/run.py")
+    script = zipfile.ZipInfo("scripts/run.py", date_time=(2024, 1, 1, 0, 0, 0))
     script.external_attr = 0o100755 << 16
     script.compress_type = zipfile.ZIP_DEFLATED
     return build_zip(

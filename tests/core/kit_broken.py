@@ -5,6 +5,7 @@ Every class subclasses the correct ``ReferenceRuntime`` and changes as little as
 
 from __future__ import annotations
 
+import logging
 import os
 import posixpath
 import shutil
@@ -13,6 +14,12 @@ import threading
 from collections.abc import Generator, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+# Loaded by test_conformance_meta under this name (tests are not importable packages).
+from skillruntime_tests_kit_reference import (  # type: ignore[import-not-found]
+    HostFileSystem,
+    ReferenceRuntime,
+)
 
 from skillruntime.core.filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT, SkillRuntimeFileSystem
 from skillruntime.core.models import (
@@ -26,13 +33,9 @@ from skillruntime.core.models import (
 from skillruntime.core.skillfiles import SkillFile, UploadPolicy
 from skillruntime.core.workspace import ConversationWorkspace, ScopedFileSystem
 
-# Loaded by test_conformance_meta under this name (tests are not importable packages).
-from skillruntime_tests_kit_reference import (  # type: ignore[import-not-found]
-    HostFileSystem,
-    ReferenceRuntime,
-)
+__all__ = ["BROKEN_RUNTIMES", "TIMEOUT_TESTS"]
 
-__all__ = ["BROKEN_RUNTIMES"]
+logger = logging.getLogger(__name__)
 
 
 class NoTreeKill(ReferenceRuntime):
@@ -142,6 +145,16 @@ class RequestEnvironmentLeaks(ReferenceRuntime):
         return super().effective_environment(request_environment)
 
 
+class LogsEnvironment(ReferenceRuntime):
+    """Logs the environment of every command at debug level."""
+
+    def _run(
+        self, request: SkillExecutionRequest, working_directory: str, environment: dict[str, str]
+    ) -> SkillExecutionResult:
+        logger.debug("running %r with environment %s", request.command, environment)
+        return super()._run(request, working_directory, environment)
+
+
 class ForgetsSkillEnvironment(ReferenceRuntime):
     """Never injects prepared skills' environment into later commands."""
 
@@ -204,6 +217,8 @@ class _UnlockedDict(dict[Any, threading.Lock]):
 class UnlockedPrepare(ReferenceRuntime):
     """Has no per-skill lock: concurrent prepares of one skill all bootstrap."""
 
+    kit_allowed_errors = frozenset({"error:SkillPrepareError"})  # copies trample each other
+
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._prepare_locks = _UnlockedDict()
@@ -211,6 +226,8 @@ class UnlockedPrepare(ReferenceRuntime):
 
 class CloseNotIdempotent(ReferenceRuntime):
     """Raises on a second close."""
+
+    kit_allowed_errors = frozenset({"error:RuntimeError"})
 
     def close(self) -> None:
         if self._closed:
@@ -272,6 +289,27 @@ class _TouchFirstFileSystem(ScopedFileSystem):
         assert self._workspace is not None
         self._inner.stat(posixpath.normpath(posixpath.join(self._workspace.directory, path)))
         return super()._path(path)
+
+
+class _WorkspaceDeletingFileSystem(ScopedFileSystem):
+    def delete(self, path: str) -> None:
+        self._inner.delete(self._path(path))
+
+
+class DeletesWorkspace(ReferenceRuntime):
+    """Lets a caller delete the conversation workspace itself."""
+
+    def get_file_system(self) -> SkillRuntimeFileSystem:
+        self._ensure_open()
+        with self._lock:
+            if self._file_system is None:
+                self._file_system = _WorkspaceDeletingFileSystem(
+                    self._raw_file_system(),
+                    workspace=self._workspace,
+                    is_closed=lambda: self._closed,
+                    check_real_path=self._check_real_path,
+                )
+            return self._file_system
 
 
 class TouchesBackendBeforeScoping(ReferenceRuntime):
@@ -443,6 +481,8 @@ BROKEN_RUNTIMES: dict[type[ReferenceRuntime], frozenset[str]] = {
     RequestLosesToSkillEnvironment: frozenset(
         {"test_environment_precedence_base_then_skill_then_request"}
     ),
+    LogsEnvironment: frozenset({"test_environment_values_never_appear_in_logs_or_errors"}),
+    DeletesWorkspace: frozenset({"test_the_workspace_itself_cannot_be_deleted"}),
     RequestEnvironmentLeaks: frozenset({"test_request_environment_applies_to_one_command_only"}),
     ForgetsSkillEnvironment: frozenset(
         {
@@ -494,4 +534,3 @@ BROKEN_RUNTIMES: dict[type[ReferenceRuntime], frozenset[str]] = {
     ListingIgnoresDepth: frozenset({"test_list_directory_honours_depth_and_limit"}),
 }
 """Each broken runtime and exactly the kit tests it must fail."""
-

@@ -149,7 +149,7 @@ class HostFileSystem(SkillRuntimeFileSystem):
 
 
 class ReferenceRuntime(BaseSkillRuntime):
-    """Host runtime: ``bash -c`` in its own session, process-group kill, bounded head/tail output."""
+    """Host runtime: ``bash -c`` in a new session, process-group kill, bounded output."""
 
     kill_grace_seconds = 2.0
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from .artifacts.cli import artifacts_group
 from .cli_errors import CliError, as_cli_error
 from .cli_runtime import exec_command, files_group
 from .plugins import (
@@ -191,6 +192,7 @@ def _one_line(text: str, limit: int = 100) -> str:
 
 cli.add_command(exec_command)
 cli.add_command(files_group)
+cli.add_command(artifacts_group)
 
 
 # ---------------------------------------------------------------------------------- main

@@ -8,9 +8,9 @@ from collections.abc import Callable
 import pytest
 
 from ..errors import WorkspaceEscapeError
+from ..filesystem import SkillRuntimeFileSystem
 from ..models import SkillRuntimeConfig
 from ..runtime import SkillRuntime
-from ..filesystem import SkillRuntimeFileSystem
 from .base import ConformanceBase
 from .context import ConformanceContext
 
@@ -87,7 +87,9 @@ class ConversationContracts(ConformanceBase):
     ) -> None:
         victim = conformance.runtime("victim")
         victim.get_file_system().write_text("private.txt", "victim data")
-        self._assert_refused_up_front(conformance, conformance.runtime("a"), conformance.workspace("victim"))
+        self._assert_refused_up_front(
+            conformance, conformance.runtime("a"), conformance.workspace("victim")
+        )
         self._assert_refused_up_front(conformance, conformance.runtime("a"), "/")
         fs = victim.get_file_system()
         assert fs.stat("kit-escaped.txt") is None
@@ -100,6 +102,15 @@ class ConversationContracts(ConformanceBase):
         sibling = conformance.workspace("a") + "-sibling"
         with pytest.raises(WorkspaceEscapeError):
             runtime.get_file_system().write_text(posixpath.join(sibling, "x.txt"), "x")
+
+    def test_the_workspace_itself_cannot_be_deleted(self, conformance: ConformanceContext) -> None:
+        runtime = conformance.runtime()
+        fs = runtime.get_file_system()
+        fs.write_text("keep.txt", "kept")
+        for path in (".", conformance.workspace(), "sub/.."):
+            with pytest.raises(WorkspaceEscapeError):
+                fs.delete(path)
+        assert fs.read_text("keep.txt") == "kept"
 
     def test_conversations_are_isolated(self, conformance: ConformanceContext) -> None:
         one = conformance.runtime("one")
@@ -115,7 +126,7 @@ class ConversationContracts(ConformanceBase):
 
     def test_invalid_conversation_ids_are_rejected(self, conformance: ConformanceContext) -> None:
         for bad in ("..", "../other", "a/b", "", ".hidden", "x" * 129, "has space"):
-            with pytest.raises(ValueError):
+            with pytest.raises(ValueError, match=r"(?i)conversation"):
                 self.make_runtime(
                     conversation_id=bad,
                     conversations_root=conformance.conversations_root,
@@ -157,8 +168,9 @@ class ConversationContracts(ConformanceBase):
         victim.get_file_system().write_text("secret.txt", "victim secret")
         runtime = conformance.runtime("a")
         conformance.check_output(
-            runtime, f"ln -s '{conformance.workspace('victim')}' link-out && ln -s "
-            f"'{conformance.workspace('victim')}/secret.txt' file-link"
+            runtime,
+            f"ln -s '{conformance.workspace('victim')}' link-out && ln -s "
+            f"'{conformance.workspace('victim')}/secret.txt' file-link",
         )
         fs = runtime.get_file_system()
         for attempt in (

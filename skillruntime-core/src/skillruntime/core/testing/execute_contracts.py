@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import posixpath
 import re
+from collections.abc import Iterator
 
 import pytest
 
-from ..models import SkillExecutionRequest, SkillRuntimeConfig
+from ..errors import SkillPrepareError
+from ..models import BootstrapCommand, SkillExecutionRequest, SkillRuntimeConfig
 from ..runtime import SkillRuntime
 from .base import ConformanceBase
 from .context import ConformanceContext
@@ -29,7 +32,7 @@ def process_is_dead_command(pid_file: str, settle_seconds: float = 5.0) -> str:
         f"p=$(cat '{pid_file}') || exit 3; i=0; "
         f'while [ "$i" -lt {attempts} ]; do '
         'if ! kill -0 "$p" 2>/dev/null; then echo dead; exit 0; fi; '
-        's=$(sed -n \'s/^.*) \\(.\\).*$/\\1/p\' "/proc/$p/stat" 2>/dev/null); '
+        "s=$(sed -n 's/^.*) \\(.\\).*$/\\1/p' \"/proc/$p/stat\" 2>/dev/null); "
         'if [ "$s" = Z ] || [ "$s" = X ]; then echo dead; exit 0; fi; '
         "sleep 0.1; i=$((i+1)); done; echo alive"
     )
@@ -38,6 +41,31 @@ def process_is_dead_command(pid_file: str, settle_seconds: float = 5.0) -> str:
 def _kill_quietly(conformance: ConformanceContext, runtime: SkillRuntime, pid_file: str) -> None:
     with contextlib.suppress(Exception):
         conformance.run(runtime, f"kill -9 $(cat '{pid_file}') 2>/dev/null; true", timeout=10)
+
+
+class _Collector(logging.Handler):
+    """Collects every formatted log record (tracebacks included)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.texts: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.texts.append(self.format(record))
+
+
+@contextlib.contextmanager
+def _all_logs() -> Iterator[_Collector]:
+    root = logging.getLogger()
+    collector = _Collector()
+    level = root.level
+    root.addHandler(collector)
+    root.setLevel(logging.DEBUG)
+    try:
+        yield collector
+    finally:
+        root.removeHandler(collector)
+        root.setLevel(level)
 
 
 class ExecuteContracts(ConformanceBase):
@@ -80,7 +108,7 @@ class ExecuteContracts(ConformanceBase):
     def test_stdin_is_empty(self, conformance: ConformanceContext) -> None:
         result = conformance.run(
             conformance.runtime(),
-            "n=$(cat | wc -c); echo \"stdin=$n\"",
+            'n=$(cat | wc -c); echo "stdin=$n"',
             timeout=max(5 * self.timeout_seconds, 1.0),
         )
         assert not result.timed_out, "stdin must be empty and closed, not left open"
@@ -100,7 +128,7 @@ class ExecuteContracts(ConformanceBase):
         config = SkillRuntimeConfig(environment={"KIT_B": "skill", "KIT_C": "skill"})
         conformance.prepare(runtime, conformance.skills.create("env"), configs={"env": config})
         out = conformance.check_output(
-            runtime, "printf '%s %s %s' \"$KIT_A\" \"$KIT_B\" \"$KIT_C\"", env={"KIT_C": "request"}
+            runtime, 'printf \'%s %s %s\' "$KIT_A" "$KIT_B" "$KIT_C"', env={"KIT_C": "request"}
         )
         if self.supports_base_environment:
             assert out == "base skill request"
@@ -116,26 +144,53 @@ class ExecuteContracts(ConformanceBase):
         assert conformance.check_output(runtime, "printf '%s' \"${KIT_ONCE-unset}\"") == "unset"
 
     def test_invalid_environment_names_are_rejected(self, conformance: ConformanceContext) -> None:
-        secret = "kit-secret-value-0042"
+        sentinel = "kit-sentinel-value-0042"
         for bad in ("1ABC", "A-B", "A B", "", "A=B"):
             with pytest.raises(ValueError, match="name") as caught:
-                SkillExecutionRequest(command="true", environment={bad: secret})
-            assert secret not in str(caught.value)
-            with pytest.raises(ValueError):
-                SkillRuntimeConfig(environment={bad: secret})
+                SkillExecutionRequest(command="true", environment={bad: sentinel})
+            assert sentinel not in str(caught.value)
+            with pytest.raises(ValueError, match="name"):
+                SkillRuntimeConfig(environment={bad: sentinel})
         if self.supports_base_environment:
-            with pytest.raises(ValueError) as caught:
-                conformance.runtime("bad-env", base_environment={"BAD-NAME": secret})
-            assert secret not in str(caught.value)
+            with pytest.raises(ValueError, match=r"(?i)name") as caught:
+                conformance.runtime("bad-env", base_environment={"BAD-NAME": sentinel})
+            assert sentinel not in str(caught.value)
 
     def test_environment_values_do_not_appear_in_results(
         self, conformance: ConformanceContext
     ) -> None:
-        secret = "kit-secret-value-0043"
-        result = conformance.run(conformance.runtime(), "exit 5", env={"KIT_SECRET": secret})
+        sentinel = "kit-sentinel-value-0043"
+        result = conformance.run(conformance.runtime(), "exit 5", env={"KIT_SECRET": sentinel})
         assert result.exit_code == 5
-        assert secret not in result.model_dump_json()
-        assert secret not in repr(SkillExecutionRequest(command="x", environment={"K": secret}))
+        assert sentinel not in result.model_dump_json()
+        assert sentinel not in repr(SkillExecutionRequest(command="x", environment={"K": sentinel}))
+
+    def test_environment_values_never_appear_in_logs_or_errors(
+        self, conformance: ConformanceContext
+    ) -> None:
+        base = "kit-sentinel-base-0044"
+        skill_value = "kit-sentinel-skill-0045"
+        request_value = "kit-sentinel-request-0046"
+        with _all_logs() as logs:
+            runtime = conformance.runtime(base_environment={"KIT_S1": base})
+            config = SkillRuntimeConfig(
+                environment={"KIT_S2": skill_value},
+                bootstrap=(BootstrapCommand(command="echo bootstrapping; exit 4"),),
+            )
+            with pytest.raises(SkillPrepareError) as caught:
+                conformance.prepare(
+                    runtime, conformance.skills.create("quiet"), configs={"quiet": config}
+                )
+            conformance.prepare(
+                runtime,
+                conformance.skills.create("quiet-ok"),
+                configs={"quiet-ok": SkillRuntimeConfig(environment={"KIT_S2": skill_value})},
+            )
+            result = conformance.run(runtime, "exit 3", env={"KIT_S3": request_value})
+        texts = [*logs.texts, str(caught.value), caught.value.output_tail, result.model_dump_json()]
+        for value in (base, skill_value, request_value):
+            leaked = [text for text in texts if value in text]
+            assert not leaked, f"an environment value appeared in: {leaked[0][:200]!r}"
 
     def test_timeout_kills_the_whole_process_tree(self, conformance: ConformanceContext) -> None:
         runtime = conformance.runtime()

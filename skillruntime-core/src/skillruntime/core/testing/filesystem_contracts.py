@@ -6,11 +6,12 @@ import contextlib
 import hashlib
 import io
 import posixpath
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import pytest
 
-from ..errors import FileTooLargeError, RuntimeFileNotFoundError
+from ..errors import FileTooLargeError, RuntimeFileError, RuntimeFileNotFoundError
+from ..models import FileInfo
 from .base import ConformanceBase
 from .context import ConformanceContext
 
@@ -75,6 +76,15 @@ class FileSystemContracts(ConformanceBase):
         assert caught.value.limit == 4999
         with pytest.raises(FileTooLargeError):
             fs.read_text("limited.bin", max_bytes=100)
+
+    def test_read_text_of_invalid_utf8_raises_runtime_file_error(
+        self, conformance: ConformanceContext
+    ) -> None:
+        fs = conformance.runtime().get_file_system()
+        fs.write_bytes("latin.txt", "café".encode("latin-1"))
+        with pytest.raises(RuntimeFileError, match=r"latin\.txt"):
+            fs.read_text("latin.txt")
+        assert fs.read_text("latin.txt", encoding="latin-1") == "café"
 
     def test_read_of_a_missing_file_raises_file_not_found(
         self, conformance: ConformanceContext
@@ -164,8 +174,8 @@ class FileSystemContracts(ConformanceBase):
             fs.write_text(path, path)
         ws = conformance.workspace()
 
-        def names(entries: list[object]) -> list[str]:
-            return [e.path[len(ws) + len("/tree/") :] for e in entries]  # type: ignore[attr-defined]
+        def names(entries: Sequence[FileInfo]) -> list[str]:
+            return [e.path[len(ws) + len("/tree/") :] for e in entries]
 
         level_one = fs.list_directory("tree", depth=1)
         assert names(level_one) == ["a.txt", "b", "d.txt"]

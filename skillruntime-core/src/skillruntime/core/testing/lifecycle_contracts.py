@@ -10,8 +10,12 @@ from typing import TypeVar
 import pytest
 
 from ..errors import RuntimeClosedError
-from ..models import BootstrapCommand, SkillExecutionRequest, SkillPreparationRequest
-from ..models import SkillRuntimeConfig
+from ..models import (
+    BootstrapCommand,
+    SkillExecutionRequest,
+    SkillPreparationRequest,
+    SkillRuntimeConfig,
+)
 from .base import ConformanceBase
 from .context import ConformanceContext
 from .skills import append_line_command
@@ -72,9 +76,7 @@ class LifecycleContracts(ConformanceBase):
                 attempt()
         assert not (conformance.tmp_path / "after-close.txt").exists()
 
-    def test_close_keeps_the_conversation_workspace(
-        self, conformance: ConformanceContext
-    ) -> None:
+    def test_close_keeps_the_conversation_workspace(self, conformance: ConformanceContext) -> None:
         first = conformance.runtime()
         first.get_file_system().write_text("survives-close.txt", "still here")
         first.close()

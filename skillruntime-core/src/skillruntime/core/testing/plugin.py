@@ -1,4 +1,6 @@
-"""pytest plugin of the conformance kit (entry point ``pytest11``: ``skillruntime.core.testing.plugin``).
+"""The pytest plugin of the conformance kit.
+
+Entry point (group ``pytest11``): ``skillruntime.core.testing.plugin``.
 
 It provides the ``skill_factory`` fixture (test skills in a temporary directory) and registers the
 ``conformance`` marker that every kit test carries.

@@ -266,7 +266,9 @@ class PrepareContracts(ConformanceBase):
             )
         )
         with pytest.raises(SkillPrepareError) as caught:
-            conformance.prepare(runtime, conformance.skills.create("slow"), configs={"slow": config})
+            conformance.prepare(
+                runtime, conformance.skills.create("slow"), configs={"slow": config}
+            )
         assert caught.value.timed_out
         assert "kit-slow" in caught.value.output_tail
 
@@ -279,14 +281,16 @@ class PrepareContracts(ConformanceBase):
             environment={"KIT_BOOT_VAR": "from-config"},
             bootstrap=(
                 BootstrapCommand(
-                    command="printf '%s|%s' \"$KIT_BASE_VAR\" \"$KIT_BOOT_VAR\" > boot-env.txt"
+                    command='printf \'%s|%s\' "$KIT_BASE_VAR" "$KIT_BOOT_VAR" > boot-env.txt'
                 ),
             ),
         )
         (prepared,) = conformance.prepare(
             runtime, conformance.skills.create("boot-env"), configs={"boot-env": config}
         )
-        text = runtime.get_file_system().read_text(posixpath.join(prepared.base_path, "boot-env.txt"))
+        text = runtime.get_file_system().read_text(
+            posixpath.join(prepared.base_path, "boot-env.txt")
+        )
         expected_base = "from-base" if self.supports_base_environment else ""
         assert text == f"{expected_base}|from-config"
 
@@ -295,7 +299,9 @@ class PrepareContracts(ConformanceBase):
     ) -> None:
         runtime = conformance.runtime()
         config = SkillRuntimeConfig(environment={"KIT_SKILL_VAR": "skill value ✓"})
-        conformance.prepare(runtime, conformance.skills.create("env-skill"), configs={"env-skill": config})
+        conformance.prepare(
+            runtime, conformance.skills.create("env-skill"), configs={"env-skill": config}
+        )
         out = conformance.check_output(runtime, "printf '%s' \"$KIT_SKILL_VAR\"")
         assert out == "skill value ✓"
 
