@@ -90,3 +90,20 @@ def test_skill_tools_materialize_an_artifact_on_the_first_skill_call(tmp_path: P
             assert store.materialized == 1
         finally:
             runtime.close()
+
+
+def test_closing_the_tools_releases_artifact_leases(tmp_path: Path) -> None:
+    from skillruntime.core.tools.toolset import SkillTools
+    from skillruntime.local import LocalSkillRuntime
+
+    store = _CountingStore(tmp_path / "store")
+    installed = store.install(
+        SkillArtifact(name="pdf", version="1"), SkillPackage.from_bytes(good_zip())
+    )
+    with LocalSkillRuntime(work_root=tmp_path / "work") as runtime:
+        with SkillTools(runtime, [ArtifactSkillSource(store, installed)]) as tools:
+            assert "Body of pdf." in tools.dispatch("skill", {"name": "pdf"})
+            with pytest.raises(ArtifactInUseError):
+                store.delete(installed)
+        store.delete(installed)
+    assert store.materialized == 1

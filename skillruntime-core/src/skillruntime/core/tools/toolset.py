@@ -106,6 +106,7 @@ class SkillTools:
             )
         self.runtime = runtime
         self.publisher = publisher
+        self._sources = sources
         self._always_allowed = frozenset(always_allowed)
         self._activator = SkillActivator(runtime, sources, configs)
         context = ToolContext(runtime)
@@ -187,3 +188,26 @@ class SkillTools:
     def anthropic_tools(self) -> list[dict[str, Any]]:
         """Tool definitions for the Anthropic Messages API ``tools=``."""
         return to_anthropic_tools(self.tools)
+
+    def close(self) -> None:
+        """Release what the skill sources hold (e.g. artifact leases); the runtime stays open.
+
+        Idempotent as far as the sources' own ``close`` is. Every closable source is closed even
+        when one of them fails; the first failure is raised afterwards.
+        """
+        failure: BaseException | None = None
+        for source in self._sources.values():
+            closer = getattr(source, "close", None)
+            if callable(closer):
+                try:
+                    closer()
+                except Exception as exc:  # the others still need closing
+                    failure = failure or exc
+        if failure is not None:
+            raise failure
+
+    def __enter__(self) -> SkillTools:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
