@@ -36,7 +36,8 @@ def main(argv: list[str] | None = None) -> int:
 
     skills = discover_skills(EXAMPLES / "skills", names=["csv-report", "text-stats"], strict=True)
     configs = {
-        skill.name: SkillRuntimeConfig(bootstrap=skill_bootstrap_commands(skill)) for skill in skills
+        skill.name: SkillRuntimeConfig(bootstrap=skill_bootstrap_commands(skill))
+        for skill in skills
     }
     root = args.root.resolve()
     with create_runtime(

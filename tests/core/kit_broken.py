@@ -461,7 +461,11 @@ BROKEN_RUNTIMES: dict[type[ReferenceRuntime], frozenset[str]] = {
         {"test_timeout_keeps_partial_output", "test_bootstrap_timeout_fails_prepare"}
     ),
     UnboundedOutput: frozenset(
-        {"test_stdout_beyond_the_cap_keeps_head_and_tail", "test_stderr_is_bounded_separately"}
+        {
+            "test_stdout_beyond_the_cap_keeps_head_and_tail",
+            "test_stderr_is_bounded_separately",
+            "test_memory_stays_bounded_whatever_the_command_prints",
+        }
     ),
     MergesStderr: frozenset(
         {

@@ -258,7 +258,9 @@ class BaseSkillRuntime(SkillRuntime):
         cwd = request.working_directory or self.default_working_directory
         if self._workspace is not None:
             cwd = self._check_real_path(self._workspace.resolve(cwd))
-        return self._run(request, cwd, self.effective_environment(request.environment))
+        # Checked again: a request built without validation must not smuggle bad names through.
+        request_environment = validate_environment(request.environment)
+        return self._run(request, cwd, self.effective_environment(request_environment))
 
     def get_file_system(self) -> SkillRuntimeFileSystem:
         self._ensure_open()

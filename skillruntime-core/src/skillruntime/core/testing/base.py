@@ -34,6 +34,10 @@ class ConformanceBase:
     """A new runtime object on the same conversation finds prepared skills without uploading
     or bootstrapping them again."""
 
+    bounds_output_memory: ClassVar[bool] = True
+    """Output is held in bounded memory *in this process* whatever a command prints (measured
+    with :mod:`tracemalloc`); off for a runtime whose client library buffers whole responses."""
+
     timeout_seconds: ClassVar[float] = 1.0
     """Timeout used by the timeout contracts; raise it for slow remote round trips."""
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import posixpath
 import uuid
@@ -98,8 +97,10 @@ class ConformanceContext:
                 runtime.close()
             except Exception:
                 logger.debug("closing a runtime under test failed", exc_info=True)
-        with contextlib.suppress(Exception):
+        try:
             self.suite.discard_conversations([self.conversation_id(x) for x in self._labels])
+        except Exception:
+            logger.warning("discarding the conformance conversations failed", exc_info=True)
 
     # -------------------------------------------------------------- shortcuts
 
@@ -124,9 +125,17 @@ class ConformanceContext:
             fields["max_output_bytes"] = max_output_bytes
         return runtime.execute(SkillExecutionRequest.model_validate(fields))
 
-    def check_output(self, runtime: SkillRuntime, command: str, **kwargs: object) -> str:
+    def check_output(
+        self,
+        runtime: SkillRuntime,
+        command: str,
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float = 60.0,
+    ) -> str:
         """Execute ``command``, assert it succeeded, and return its stdout."""
-        result = self.run(runtime, command, **kwargs)  # type: ignore[arg-type]
+        result = self.run(runtime, command, cwd=cwd, env=env, timeout=timeout)
         assert result.ok, (
             f"command {command!r} failed: exit={result.exit_code} timed_out={result.timed_out} "
             f"stderr={result.stderr[-500:]!r}"

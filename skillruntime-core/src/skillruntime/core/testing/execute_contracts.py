@@ -6,7 +6,8 @@ import contextlib
 import logging
 import posixpath
 import re
-from collections.abc import Iterator
+import tracemalloc
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -66,6 +67,24 @@ def _all_logs() -> Iterator[_Collector]:
     finally:
         root.removeHandler(collector)
         root.setLevel(level)
+
+
+@contextlib.contextmanager
+def _traced_peak() -> Iterator[Callable[[], int]]:
+    """Measure the peak of Python allocations in this process while the block runs."""
+    already = tracemalloc.is_tracing()
+    if already:
+        tracemalloc.reset_peak()
+    else:
+        tracemalloc.start()
+    start, _ = tracemalloc.get_traced_memory()
+    peak = 0
+    try:
+        yield lambda: peak
+    finally:
+        peak = tracemalloc.get_traced_memory()[1] - start
+        if not already:
+            tracemalloc.stop()
 
 
 class ExecuteContracts(ConformanceBase):
@@ -261,6 +280,22 @@ class ExecuteContracts(ConformanceBase):
         assert any(total - cap <= n <= total for n in numbers), (
             f"marker {marker!r} does not say how many bytes were dropped"
         )
+
+    def test_memory_stays_bounded_whatever_the_command_prints(
+        self, conformance: ConformanceContext
+    ) -> None:
+        runtime = conformance.runtime()
+        conformance.check_output(runtime, "true")
+        printed = 48 * 1024 * 1024
+        with _traced_peak() as peak:
+            result = conformance.run(
+                runtime,
+                f"head -c {printed} /dev/zero | tr '\\0' x",
+                max_output_bytes=64 * 1024,
+            )
+        assert result.ok
+        assert result.stdout_truncated
+        assert peak() < 16 * 1024 * 1024, f"{peak()} bytes held for a 64 KiB cap"
 
     def test_large_output_under_the_cap_is_intact(self, conformance: ConformanceContext) -> None:
         result = conformance.run(conformance.runtime(), "seq 1 100000")

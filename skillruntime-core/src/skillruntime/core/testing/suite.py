@@ -14,6 +14,10 @@ __all__ = ["CAPABILITY_TESTS", "RuntimeConformance"]
 
 CAPABILITY_TESTS: dict[str, tuple[str, type[Any]]] = {
     "test_symlink_cannot_carry_a_file_operation_out": ("resolves_symlinks", ConversationContracts),
+    "test_memory_stays_bounded_whatever_the_command_prints": (
+        "bounds_output_memory",
+        ExecuteContracts,
+    ),
 }
 """Tests that exist on a subclass only when its capability flag is on (never skipped)."""
 
@@ -28,9 +32,9 @@ class RuntimeConformance(
     """Subclass it as ``Test<YourRuntime>`` and implement :meth:`make_runtime`.
 
     Every ``test_*`` method checks one contract against runtimes built by your hook; failures
-    name the contract. Capability flags (``resolves_symlinks``, ``supports_base_environment``,
-    ``resumes_prepared_skills``) describe optional behaviour; a test tied to a flag that is off is
-    removed from the subclass rather than skipped.
+    name the contract. Capability flags (``resolves_symlinks``, ``bounds_output_memory``,
+    ``supports_base_environment``, ``resumes_prepared_skills``) describe optional behaviour; a
+    test tied to a flag that is off is removed from the subclass rather than skipped.
     """
 
     contract_names: ClassVar[tuple[str, ...]] = ()
