@@ -268,6 +268,9 @@ def test_no_descriptor_or_thread_leaks(tmp_path: Path) -> None:
                 max_output_bytes=1024,
                 use_pidfd=use_pidfd,
             )
-        time.sleep(0.05)  # let the waiter thread finish after writing its byte
+        # The fallback waiter thread ends just after writing its byte: wait for it, bounded.
+        end = time.monotonic() + 5
+        while threading.active_count() != before_threads and time.monotonic() < end:
+            time.sleep(0.01)
         assert open_fds() == before_fds
         assert threading.active_count() == before_threads
