@@ -15,9 +15,8 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
-from typing import Self
 
+from .closing import Closeable
 from .errors import RuntimeClosedError, SkillPrepareError
 from .filesystem import SkillRuntimeFileSystem
 from .models import (
@@ -53,7 +52,7 @@ BOOTSTRAP_OUTPUT_TAIL = 2000
 """Characters of a failing bootstrap command's output kept in :class:`SkillPrepareError`."""
 
 
-class SkillRuntime(ABC):
+class SkillRuntime(Closeable, ABC):
     """Where skill commands run and skill files live.
 
     A runtime is a context manager and is safe to call from several threads. See DESIGN §3 for
@@ -89,17 +88,6 @@ class SkillRuntime(ABC):
     @abstractmethod
     def close(self) -> None:
         """Release what the runtime owns; idempotent. Later calls raise ``RuntimeClosedError``."""
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 class PreparedSkill:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 import threading
 from contextlib import ExitStack
-from types import TracebackType
 
+from ..closing import Closeable
 from ..models import Skill
 from .spi import ArtifactStoreError, SkillArtifact, SkillArtifactStore
 
@@ -15,7 +15,7 @@ __all__ = ["ArtifactSkillSource"]
 logger = logging.getLogger(__name__)
 
 
-class ArtifactSkillSource:
+class ArtifactSkillSource(Closeable):
     """A ``SkillSource`` (the protocol of ``skillruntime.core.tools``) over an artifact.
 
     Building it makes no store call: ``name`` is the artifact name and ``description`` the one
@@ -85,14 +85,3 @@ class ArtifactSkillSource:
             stack, self._stack, self._skill = self._stack, None, None
         if stack is not None:
             stack.close()
-
-    def __enter__(self) -> ArtifactSkillSource:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -19,11 +19,11 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from types import TracebackType
 from typing import BinaryIO
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ..closing import Closeable
 from ..errors import ArtifactIntegrityError, SkillRuntimeError, StoreConflictError
 
 __all__ = [
@@ -198,7 +198,7 @@ class SkillPackage:
         yield stream
 
 
-class SkillArtifactStore(ABC):
+class SkillArtifactStore(Closeable, ABC):
     """Installs skill packages and materializes exact versions as local directories.
 
     Implementations provide :meth:`install`, :meth:`materialize`, :meth:`delete` and
@@ -274,16 +274,5 @@ class SkillArtifactStore(ABC):
                     "delete it after the lease ends"
                 )
 
-    def close(self) -> None:  # noqa: B027 - optional hook, stores owning nothing keep it
+    def close(self) -> None:
         """Release what the store owns (idempotent); the default owns nothing."""
-
-    def __enter__(self) -> SkillArtifactStore:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -7,9 +7,9 @@ import posixpath
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from types import TracebackType
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING
 
+from ..closing import Closeable
 from ..models import (
     Skill,
     SkillExecutionRequest,
@@ -28,7 +28,7 @@ __all__ = ["ConformanceContext"]
 logger = logging.getLogger(__name__)
 
 
-class ConformanceContext:
+class ConformanceContext(Closeable):
     """What one kit test works with.
 
     Conversation ids are unique per context (``kit-<random>-<label>``), so every test gets fresh
@@ -45,17 +45,6 @@ class ConformanceContext:
         self._runtimes: list[SkillRuntime] = []
         self._cleanups: list[Callable[[], None]] = []
         self._labels: list[str] = []
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # ------------------------------------------------------------ conversations
 

@@ -8,6 +8,7 @@ from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..closing import Closeable
 from ..models import Skill, SkillPreparationRequest, SkillRuntimeConfig
 from ..publishing import FilePublisher
 from ..runtime import SkillRuntime
@@ -57,7 +58,7 @@ def _sources_from(item: SkillInput) -> list[SkillSource]:
     raise TypeError(f"Unsupported skill input: {type(item).__name__}")
 
 
-class SkillTools:
+class SkillTools(Closeable):
     """Framework-neutral skill tools sharing one runtime.
 
     ``skills`` are :class:`Skill` objects (see ``skillruntime.core.skills.load_skill`` and
@@ -205,9 +206,3 @@ class SkillTools:
                     failure = failure or exc
         if failure is not None:
             raise failure
-
-    def __enter__(self) -> SkillTools:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
