@@ -1,0 +1,266 @@
+"""The conversation store SPI: where a conversation's sandbox and prepared skills are recorded.
+
+A remote runtime in conversation mode keeps one :class:`ConversationRecord` per conversation so
+that any process on any node finds the same sandbox and knows which skills are already prepared
+in it. Stores never overwrite blindly: :meth:`ConversationStore.create` is an atomic
+insert-if-absent and :meth:`ConversationStore.update` a compare-and-set on ``version``. Callers
+that change a record use :func:`modify_record`, which re-reads and retries on conflict.
+
+Built in: :class:`InMemoryConversationStore` (one process) here and ``SqlConversationStore`` in
+:mod:`skillruntime.core.sql` (extra ``skillruntime-core[sql]``). :func:`open_conversation_store`
+builds a store from a URL through the ``skillruntime_conversation_stores`` plugin hook.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from .closing import Closeable
+from .errors import SkillRuntimeError, StoreConflictError
+from .workspace import validate_conversation_id
+
+__all__ = [
+    "ConversationRecord",
+    "ConversationStore",
+    "ConversationStoreError",
+    "InMemoryConversationStore",
+    "modify_record",
+    "open_conversation_store",
+    "service_key_for_url",
+    "storage_key_for",
+]
+
+logger = logging.getLogger(__name__)
+
+
+class ConversationStoreError(SkillRuntimeError):
+    """The store could not be reached or answered something unusable (no secrets in the text)."""
+
+
+def service_key_for_url(url: str) -> str:
+    """A stable identity of a service derived from its URL, never from credentials.
+
+    Scheme and host are lower-cased, default ports dropped, user info, query and fragment
+    removed and a trailing ``/`` stripped, so ``HTTP://Sandbox.example:80/`` and
+    ``http://sandbox.example`` name the same service and rotating an API key keeps it.
+    """
+    text = url.strip()
+    if "://" not in text:
+        text = f"http://{text}"
+    parts = urlsplit(text)
+    scheme = parts.scheme.lower()
+    host = (parts.hostname or "").lower()
+    if not host:
+        raise ValueError("a service URL must name a host")
+    port = parts.port
+    default_port = {"http": 80, "https": 443}.get(scheme)
+    netloc = host if port is None or port == default_port else f"{host}:{port}"
+    if ":" in host:
+        netloc = f"[{host}]" if port is None or port == default_port else f"[{host}]:{port}"
+    path = parts.path.rstrip("/")
+    return f"{scheme}://{netloc}{path}"
+
+
+def storage_key_for(service_key: str, conversation_id: str) -> str:
+    """The record key: hex sha256 of the service key and the conversation id."""
+    validate_conversation_id(conversation_id)
+    payload = f"{service_key}\n{conversation_id}".encode()
+    return hashlib.sha256(payload).hexdigest()
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class ConversationRecord(BaseModel):
+    """What a store knows about one conversation (immutable; derive changes with ``model_copy``).
+
+    ``prepared_skills`` maps a skill's content digest to the remote base path of its prepared
+    copy. ``version`` is maintained by the store: ``create`` stores version 1, a successful
+    ``update`` stores ``record.version + 1``.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    storage_key: str = Field(min_length=64, max_length=64, pattern=r"^[0-9a-f]{64}$")
+    service_key: str = Field(min_length=1, max_length=512)
+    conversation_id: str
+    runtime: str = Field(min_length=1, max_length=64)
+    workspace_root: str = Field(min_length=1, max_length=1024)
+    sandbox_id: str | None = Field(default=None, max_length=256)
+    workspace_ready: bool = False
+    prepared_skills: Mapping[str, str] = Field(default_factory=dict)
+    version: int = Field(default=1, ge=1)
+    updated_at: datetime = Field(default_factory=_now)
+
+    @field_validator("conversation_id")
+    @classmethod
+    def _valid_conversation(cls, value: str) -> str:
+        validate_conversation_id(value)
+        return value
+
+    @field_validator("prepared_skills")
+    @classmethod
+    def _copied_skills(cls, value: Mapping[str, str]) -> dict[str, str]:
+        return dict(value)
+
+    @classmethod
+    def new(
+        cls,
+        *,
+        service_key: str,
+        conversation_id: str,
+        runtime: str,
+        workspace_root: str,
+        sandbox_id: str | None = None,
+    ) -> ConversationRecord:
+        """A first record for ``conversation_id`` with its storage key computed."""
+        return cls(
+            storage_key=storage_key_for(service_key, conversation_id),
+            service_key=service_key,
+            conversation_id=conversation_id,
+            runtime=runtime,
+            workspace_root=workspace_root,
+            sandbox_id=sandbox_id,
+        )
+
+    def with_changes(self, **changes: Any) -> ConversationRecord:
+        """A validated copy with ``changes`` applied and ``updated_at`` refreshed."""
+        data = self.model_dump()
+        data.update(changes)
+        data.setdefault("updated_at", _now())
+        if "updated_at" not in changes:
+            data["updated_at"] = _now()
+        return ConversationRecord.model_validate(data)
+
+    def with_prepared_skill(self, digest: str, base_path: str) -> ConversationRecord:
+        """A copy that also records ``digest`` as prepared at ``base_path``."""
+        skills = dict(self.prepared_skills)
+        skills[digest] = base_path
+        return self.with_changes(prepared_skills=skills)
+
+
+class ConversationStore(Closeable, ABC):
+    """Persistent records of conversations, shared by every node that serves them.
+
+    Implementations are safe to call from several threads. None of them may overwrite a
+    record without checking its version (no last-writer-wins anywhere).
+    """
+
+    @abstractmethod
+    def get(self, storage_key: str) -> ConversationRecord | None:
+        """The record stored under ``storage_key``, or ``None``."""
+
+    @abstractmethod
+    def create(self, record: ConversationRecord) -> bool:
+        """Insert ``record`` (stored as version 1) unless its key exists; ``True`` if inserted."""
+
+    @abstractmethod
+    def update(self, record: ConversationRecord) -> bool:
+        """Compare-and-set: replace the stored record if its version equals ``record.version``.
+
+        The stored copy gets ``version + 1``. ``False`` when the record changed meanwhile or is
+        gone; callers re-read and retry (see :func:`modify_record`).
+        """
+
+    @abstractmethod
+    def delete(self, storage_key: str) -> ConversationRecord | None:
+        """Remove the record and return what was stored (``None`` if there was none)."""
+
+    def close(self) -> None:
+        """Release connections (idempotent); the default holds nothing."""
+
+
+class InMemoryConversationStore(ConversationStore):
+    """A store for one process: records live in a dict guarded by a lock."""
+
+    def __init__(self) -> None:
+        self._records: dict[str, ConversationRecord] = {}
+        self._lock = threading.Lock()
+
+    def get(self, storage_key: str) -> ConversationRecord | None:
+        with self._lock:
+            return self._records.get(storage_key)
+
+    def create(self, record: ConversationRecord) -> bool:
+        with self._lock:
+            if record.storage_key in self._records:
+                return False
+            self._records[record.storage_key] = record.with_changes(version=1)
+            return True
+
+    def update(self, record: ConversationRecord) -> bool:
+        with self._lock:
+            current = self._records.get(record.storage_key)
+            if current is None or current.version != record.version:
+                return False
+            self._records[record.storage_key] = record.with_changes(version=record.version + 1)
+            return True
+
+    def delete(self, storage_key: str) -> ConversationRecord | None:
+        with self._lock:
+            return self._records.pop(storage_key, None)
+
+
+def modify_record(
+    store: ConversationStore,
+    storage_key: str,
+    change: Callable[[ConversationRecord], ConversationRecord | None],
+    *,
+    attempts: int = 16,
+) -> ConversationRecord | None:
+    """Apply ``change`` to the stored record with compare-and-set, re-reading on conflict.
+
+    ``change`` gets the current record and returns the wanted one (or ``None`` to leave it).
+    Returns the record as stored afterwards, or ``None`` if there is no record. Raises
+    :class:`~skillruntime.core.errors.StoreConflictError` after ``attempts`` lost races.
+    """
+    for _ in range(attempts):
+        current = store.get(storage_key)
+        if current is None:
+            return None
+        wanted = change(current)
+        if wanted is None:
+            return current
+        if store.update(wanted.with_changes(version=current.version)):
+            return store.get(storage_key) or wanted.with_changes(version=current.version + 1)
+    raise StoreConflictError(
+        f"conversation record {storage_key[:12]}… changed {attempts} times while updating it; "
+        "too many nodes are writing the same conversation"
+    )
+
+
+def open_conversation_store(url: str, **options: Any) -> ConversationStore:
+    """Build a store from a URL (``memory://``, ``sqlite:///…``, ``postgresql+psycopg://…``…).
+
+    The scheme before any ``+driver`` selects a provider registered through the
+    ``skillruntime_conversation_stores`` hook; the whole URL goes to its factory.
+    """
+    from .plugins import available_conversation_stores
+
+    scheme = url.partition("://")[0].lower() if "://" in url else ""
+    base = scheme.partition("+")[0]
+    providers = available_conversation_stores()
+    provider = providers.get(scheme) or providers.get(base)
+    if provider is None:
+        known = ", ".join(sorted(providers)) or "none"
+        raise ValueError(
+            f"no conversation store serves the URL scheme {scheme or '(none)'!r}; "
+            f"installed schemes: {known}"
+        )
+    store = provider.factory(url, **options)
+    if not isinstance(store, ConversationStore):
+        raise ConversationStoreError(
+            f"the conversation store provider for {scheme!r} returned {type(store).__name__}, "
+            "not a ConversationStore"
+        )
+    return store
