@@ -9,7 +9,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 .venv/bin/python -m pip install --quiet --disable-pip-version-check \
-    -e './skillruntime-core[sql,testing,s3]' \
+    -e './skillruntime-core[sql,postgresql,mysql,testing,s3]' \
     -e ./skillruntime-local \
     -e ./skillruntime-opensandbox \
     -e ./skillruntime-aio \

@@ -108,6 +108,12 @@ class ConversationRecord(BaseModel):
         validate_conversation_id(value)
         return value
 
+    @field_validator("updated_at")
+    @classmethod
+    def _aware_updated_at(cls, value: datetime) -> datetime:
+        # A naive time counts as UTC, so every store compares and persists the same instant.
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+
     @field_validator("prepared_skills")
     @classmethod
     def _copied_skills(cls, value: Mapping[str, str]) -> dict[str, str]:
@@ -231,6 +237,8 @@ def modify_record(
         wanted = change(current)
         if wanted is None:
             return current
+        if wanted.storage_key != storage_key:
+            raise ValueError("modify_record: the change must keep the record's storage_key")
         if store.update(wanted.with_changes(version=current.version)):
             return store.get(storage_key) or wanted.with_changes(version=current.version + 1)
     raise StoreConflictError(
