@@ -1,0 +1,550 @@
+"""Real command execution for the OpenSandbox double, shaped like execd's ``/command``.
+
+Each command runs as ``bash -c TEXT`` (or the literal ``argv``) in a new session (its own
+process group) inside a private mount namespace where the sandbox's host directories are
+bind-mounted onto ``/workspace`` and ``/tmp``. Like execd, stdout and stderr go to files that
+are tailed: output is read incrementally in blocks and turned into one event per line, so
+memory stays bounded whatever the command prints, and the relative order of stdout and stderr
+lines is not preserved.
+
+Exit codes follow Go's ``ExitCode()``: the process's status, or ``-1`` when it was killed by a
+signal (timeout, interrupt, sandbox deletion).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import pwd
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from doubles.opensandbox.registry import Sandbox, iso
+from doubles.opensandbox.sandboxfs import ApiError, base_env, resolve
+
+log = logging.getLogger(__name__)
+
+READ_BLOCK = 64 * 1024
+MAX_LINE = 1024 * 1024
+POLL_INTERVAL = 0.02
+
+FREEZER_ROOT = Path("/sys/fs/cgroup/freezer")
+
+# Runs as PID-group leader in a fresh mount namespace: join the sandbox's cgroup (when there
+# is one), mount the sandbox's private trees (/tmp last, since the sources usually live under
+# the host's /tmp), make the rest of the file system read-only (a per-mount flag of this
+# namespace only: the host keeps writing), enter the working directory, then exec the command
+# (so the exit status is the command's own).
+_WRAPPER = (
+    'if [ -n "$5" ]; then echo $$ > "$5" || exit 125; fi; '
+    'mount --bind "$3" /root || exit 125; '
+    'mount --bind "$1" /workspace || exit 125; '
+    'mount --bind "$2" /tmp || exit 125; '
+    "mount -o remount,bind,ro / || exit 125; "
+    'cd "$4" || exit 1; '
+    "shift 5; "
+    'exec "$@"'
+)
+
+
+class SandboxCgroup:
+    """A cgroup-v1 freezer group holding every process of one sandbox.
+
+    It gives the double a container's guarantees: deleting the sandbox kills exactly its
+    processes (also those a finished command left behind), and pausing freezes them the way
+    ``docker pause`` does. When the freezer hierarchy is not writable, ``create`` returns
+    ``None`` and the double falls back to process groups.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @classmethod
+    def create(cls, sandbox_id: str) -> SandboxCgroup | None:
+        path = FREEZER_ROOT / f"opensandbox-double-{os.getpid()}" / sandbox_id
+        try:
+            path.mkdir(parents=True)
+        except OSError:
+            log.info("freezer cgroup unavailable; falling back to process groups")
+            return None
+        return cls(path)
+
+    @property
+    def procs_file(self) -> str:
+        """File a process writes its pid to in order to join."""
+        return str(self.path / "cgroup.procs")
+
+    def pids(self) -> list[int]:
+        try:
+            text = (self.path / "cgroup.procs").read_text()
+        except OSError:
+            return []
+        return [int(p) for p in text.split()]
+
+    def set_frozen(self, frozen: bool) -> None:
+        with contextlib.suppress(OSError):
+            (self.path / "freezer.state").write_text("FROZEN" if frozen else "THAWED")
+
+    def kill_all(self, timeout: float = 5.0) -> None:
+        """SIGKILL every member until the group is empty, then remove it."""
+        deadline = time.monotonic() + timeout
+        self.set_frozen(False)
+        while time.monotonic() < deadline:
+            members = self.pids()
+            if not members:
+                break
+            for pid in members:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.01)
+        with contextlib.suppress(OSError):
+            self.path.rmdir()
+        with contextlib.suppress(OSError):
+            self.path.parent.rmdir()
+
+
+# How Go's ``ProcessState.String()`` names the signals a command may die of.
+_SIGNAL_TEXT = {
+    signal.SIGKILL: "killed",
+    signal.SIGTERM: "terminated",
+    signal.SIGINT: "interrupt",
+    signal.SIGHUP: "hangup",
+    signal.SIGQUIT: "quit",
+    signal.SIGABRT: "aborted",
+    signal.SIGSEGV: "segmentation fault",
+    signal.SIGPIPE: "broken pipe",
+    signal.SIGBUS: "bus error",
+    signal.SIGFPE: "floating point exception",
+    signal.SIGILL: "illegal instruction",
+    signal.SIGUSR1: "user defined signal 1",
+    signal.SIGUSR2: "user defined signal 2",
+    signal.SIGALRM: "alarm clock",
+}
+
+
+def exit_text(returncode: int) -> str:
+    """Go's wording of a process end: ``exit status N`` or ``signal: NAME``."""
+    if returncode >= 0:
+        return f"exit status {returncode}"
+    try:
+        sig = signal.Signals(-returncode)
+    except ValueError:
+        return f"signal: signal {-returncode}"
+    return "signal: " + _SIGNAL_TEXT.get(sig, f"signal {-returncode}")
+
+
+def now_ms() -> int:
+    """Milliseconds since the epoch, the ``timestamp`` of every event."""
+    return int(time.time() * 1000)
+
+
+@dataclass
+class CommandRecord:
+    """One command of one sandbox, foreground or background."""
+
+    id: str
+    content: str
+    background: bool
+    started_at: float
+    stdout_path: Path
+    stderr_path: Path
+    process: subprocess.Popen[bytes] | None = None
+    finished_at: float | None = None
+    exit_code: int | None = None
+    end_text: str = ""
+    killed: bool = False
+    done: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def running(self) -> bool:
+        """Whether the process has not finished yet."""
+        return not self.done.is_set()
+
+    def status_json(self) -> dict[str, Any]:
+        """The body of ``GET /command/status/{id}``."""
+        import datetime as dt
+
+        def stamp(value: float) -> str:
+            return iso(dt.datetime.fromtimestamp(value, dt.UTC))
+
+        body: dict[str, Any] = {
+            "id": self.id,
+            "content": self.content,
+            "running": self.running,
+            "started_at": stamp(self.started_at),
+        }
+        if not self.running:
+            body["exit_code"] = self.exit_code
+            body["finished_at"] = stamp(self.finished_at or time.time())
+            if self.exit_code not in (0, None):
+                body["error"] = self.end_text
+        return body
+
+
+class CommandTable:
+    """The commands of one sandbox."""
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self._sandbox = sandbox
+        self._lock = threading.Lock()
+        self._records: dict[str, CommandRecord] = {}
+        self._cgroup = SandboxCgroup.create(sandbox.id)
+
+    # -- lookup --------------------------------------------------------------------------
+
+    def get(self, command_id: str) -> CommandRecord | None:
+        """The record of a command of this sandbox, if any."""
+        with self._lock:
+            return self._records.get(command_id)
+
+    # -- start ---------------------------------------------------------------------------
+
+    def start(self, body: dict[str, Any]) -> CommandRecord:
+        """Validate a ``/command`` request body and start the process.
+
+        Raises :class:`ApiError` (400 ``INVALID_REQUEST_BODY``) for a malformed body, and
+        ``OSError``-derived :class:`SpawnError` when the process cannot be started (for
+        example a missing working directory), which the caller reports as an ``error`` event.
+        """
+        command = body.get("command")
+        argv = body.get("argv")
+        if argv is not None:
+            if command:
+                raise ApiError(
+                    400, "INVALID_REQUEST_BODY", "command and argv are mutually exclusive"
+                )
+            if (
+                not isinstance(argv, list)
+                or not argv
+                or not all(isinstance(a, str) for a in argv)
+                or not argv[0]
+            ):
+                raise ApiError(400, "INVALID_REQUEST_BODY", "argv must be a non-empty string list")
+            exec_args = list(argv)
+            content = " ".join(argv)
+        else:
+            if not isinstance(command, str) or not command.strip():
+                raise ApiError(400, "INVALID_REQUEST_BODY", "command is required")
+            exec_args = ["bash", "-c", command]
+            content = command
+        timeout_ms = body.get("timeout")
+        if timeout_ms is not None and (
+            not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool) or timeout_ms < 0
+        ):
+            raise ApiError(400, "INVALID_REQUEST_BODY", "timeout must be a non-negative integer")
+        envs = body.get("envs") or {}
+        if not isinstance(envs, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in envs.items()
+        ):
+            raise ApiError(400, "INVALID_REQUEST_BODY", "envs must map strings to strings")
+        exec_args = _with_identity(exec_args, body.get("uid"), body.get("gid"))
+        background = bool(body.get("background", False))
+        cwd_raw = body.get("cwd") or "/"
+        if not isinstance(cwd_raw, str):
+            raise ApiError(400, "INVALID_REQUEST_BODY", "cwd must be a string")
+        env = base_env(self._sandbox)
+        env.update(envs)
+        cwd = resolve(self._sandbox, cwd_raw)
+        if not cwd.host.is_dir():
+            raise SpawnError(f"chdir {cwd.sandbox_path}: no such file or directory")
+
+        command_id = uuid.uuid4().hex
+        staging = self._sandbox.staging
+        record = CommandRecord(
+            id=command_id,
+            content=content,
+            background=background,
+            started_at=time.time(),
+            stdout_path=staging / f"{command_id}.stdout",
+            stderr_path=(
+                staging / f"{command_id}.stdout" if background else staging / f"{command_id}.stderr"
+            ),
+        )
+        with open(record.stdout_path, "ab") as out:
+            err_target = out if background else open(record.stderr_path, "ab")  # noqa: SIM115
+            try:
+                record.process = self.spawn(
+                    exec_args, cwd.sandbox_path, env, subprocess.DEVNULL, out, err_target
+                )
+            finally:
+                if err_target is not out:
+                    err_target.close()
+        with self._lock:
+            self._records[command_id] = record
+        threading.Thread(
+            target=self._wait, args=(record, timeout_ms), daemon=True, name=f"wait-{command_id}"
+        ).start()
+        return record
+
+    def spawn(
+        self,
+        exec_args: list[str],
+        cwd: str,
+        env: dict[str, str],
+        stdin: Any,
+        stdout: Any,
+        stderr: Any,
+    ) -> subprocess.Popen[bytes]:
+        """Start ``exec_args`` inside the sandbox (namespace, mounts, cgroup) in ``cwd``, as
+        the leader of a new session. Raises :class:`SpawnError` when exec fails."""
+        argv_full = [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "--",
+            "/bin/sh",
+            "-c",
+            _WRAPPER,
+            "sh",
+            str(self._sandbox.workspace),
+            str(self._sandbox.tmp),
+            str(self._sandbox.home),
+            cwd,
+            self._cgroup.procs_file if self._cgroup is not None else "",
+            *exec_args,
+        ]
+        try:
+            return subprocess.Popen(
+                argv_full,
+                stdin=stdin,
+                stdout=stdout,
+                stderr=stderr,
+                env=env,
+                cwd="/",
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise SpawnError(str(exc)) from exc
+
+    def _wait(self, record: CommandRecord, timeout_ms: int | None) -> None:
+        assert record.process is not None
+        timeout = timeout_ms / 1000.0 if timeout_ms else None
+        try:
+            record.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            record.killed = True
+            self._signal(record, signal.SIGKILL)
+            record.process.wait()
+        code = record.process.returncode
+        record.exit_code = -1 if code < 0 else code
+        record.end_text = exit_text(code)
+        record.finished_at = time.time()
+        record.done.set()
+
+    # -- control -------------------------------------------------------------------------
+
+    @staticmethod
+    def _signal(record: CommandRecord, sig: signal.Signals) -> None:
+        if record.process is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(record.process.pid, sig)
+
+    def interrupt(self, command_id: str) -> None:
+        """SIGTERM the command's process group, then SIGKILL after one second."""
+        record = self.get(command_id)
+        if record is None or not record.running:
+            raise ApiError(500, "RUNTIME_ERROR", f"command {command_id} is not running")
+        record.killed = True
+        self._signal(record, signal.SIGCONT)
+        self._signal(record, signal.SIGTERM)
+        if not record.done.wait(1.0):
+            self._signal(record, signal.SIGKILL)
+
+    def kill(self, record: CommandRecord) -> None:
+        """SIGKILL one command's process group (client went away, fault injection)."""
+        if record.running:
+            record.killed = True
+            self._signal(record, signal.SIGKILL)
+            self._signal(record, signal.SIGCONT)
+
+    def kill_all(self) -> None:
+        """SIGKILL every process of the sandbox, including leftovers of finished commands
+        (``cmd &``) when the sandbox has a cgroup, and wait for the commands (deletion)."""
+        with self._lock:
+            records = list(self._records.values())
+        for record in records:
+            record.killed = record.killed or record.running
+        if self._cgroup is not None:
+            self._cgroup.kill_all()
+        else:
+            # Without a cgroup only live process groups are safe to signal: the id of a
+            # finished one may already belong to an unrelated process.
+            for record in records:
+                self.kill(record)
+        for record in records:
+            record.done.wait(5.0)
+
+    def pause(self) -> None:
+        """Freeze every process group of the sandbox (``docker pause``)."""
+        with self._lock:
+            records = list(self._records.values())
+        if self._cgroup is not None:
+            self._cgroup.set_frozen(True)
+            return
+        for record in records:
+            if record.running:
+                self._signal(record, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """Thaw every frozen process group."""
+        with self._lock:
+            records = list(self._records.values())
+        if self._cgroup is not None:
+            self._cgroup.set_frozen(False)
+            return
+        for record in records:
+            if record.running:
+                self._signal(record, signal.SIGCONT)
+
+    # -- output --------------------------------------------------------------------------
+
+    def background_logs(self, command_id: str, cursor: int) -> tuple[bytes, int]:
+        """Combined output of a background command from byte ``cursor`` on (at most 4 MiB),
+        plus the cursor to poll from next."""
+        record = self.get(command_id)
+        if record is None or not record.background:
+            raise ApiError(400, "INVALID_REQUEST_BODY", f"command {command_id} not found")
+        try:
+            with open(record.stdout_path, "rb") as fh:
+                fh.seek(max(cursor, 0))
+                data = fh.read(4 * 1024 * 1024)
+        except FileNotFoundError:
+            data = b""
+        return data, max(cursor, 0) + len(data)
+
+    def stream_lines(self, record: CommandRecord) -> Iterator[tuple[str, str] | None]:
+        """Tail the command's output files until it finishes; yield ``(kind, text)`` per line.
+
+        ``None`` is yielded when nothing new arrived for a poll interval, so the caller can
+        send keep-alive pings and notice a vanished client. A blank line is yielded as
+        ``"\\n"`` (execd's convention); a trailing partial line is yielded at the end; a line
+        longer than 1 MiB is split into 1 MiB pieces.
+        """
+        tails = [
+            _Tail("stdout", record.stdout_path),
+            _Tail("stderr", record.stderr_path),
+        ]
+        try:
+            while True:
+                finished = record.done.is_set()
+                produced = False
+                for tail in tails:
+                    for text in tail.read_available():
+                        produced = True
+                        yield (tail.kind, text)
+                if finished and not produced:
+                    for tail in tails:
+                        rest = tail.flush()
+                        if rest is not None:
+                            yield (tail.kind, rest)
+                    return
+                if not produced:
+                    yield None
+                    record.done.wait(POLL_INTERVAL)
+        finally:
+            for tail in tails:
+                tail.close()
+
+    def forget_output(self, record: CommandRecord) -> None:
+        """Delete a finished foreground command's output files."""
+        for path in (record.stdout_path, record.stderr_path):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+
+
+def _with_identity(exec_args: list[str], uid: Any, gid: Any) -> list[str]:
+    """Prefix ``setpriv`` when the request names a uid (and optionally a gid)."""
+    for name, value in (("uid", uid), ("gid", gid)):
+        if value is not None and (
+            not isinstance(value, int) or isinstance(value, bool) or value < 0
+        ):
+            raise ApiError(400, "INVALID_REQUEST_BODY", f"{name} must be a non-negative integer")
+    if uid is None:
+        if gid is not None:
+            raise ApiError(400, "INVALID_REQUEST_BODY", "gid requires uid")
+        return exec_args
+    if gid is None:
+        try:
+            gid = pwd.getpwuid(uid).pw_gid
+        except KeyError:
+            gid = uid
+    return [
+        "setpriv",
+        f"--reuid={uid}",
+        f"--regid={gid}",
+        "--clear-groups",
+        "--",
+        *exec_args,
+    ]
+
+
+class SpawnError(Exception):
+    """The command could not be started; execd reports this as an ``error`` event."""
+
+
+class _Tail:
+    """Incremental line reader of one output file."""
+
+    def __init__(self, kind: str, path: Path) -> None:
+        self.kind = kind
+        self._path = path
+        self._fh: Any = None
+        self._partial = bytearray()
+
+    def _open(self) -> bool:
+        if self._fh is None:
+            try:
+                self._fh = open(self._path, "rb")  # noqa: SIM115
+            except FileNotFoundError:
+                return False
+        return True
+
+    def read_available(self) -> Iterator[str]:
+        if not self._open():
+            return
+        for _ in range(16):
+            block = self._fh.read(READ_BLOCK)
+            if not block:
+                return
+            self._partial.extend(block)
+            while True:
+                index = self._partial.find(b"\n")
+                if index < 0:
+                    break
+                line = bytes(self._partial[:index])
+                del self._partial[: index + 1]
+                yield _text(line)
+            while len(self._partial) >= MAX_LINE:
+                piece = bytes(self._partial[:MAX_LINE])
+                del self._partial[:MAX_LINE]
+                yield _text(piece)
+
+    def flush(self) -> str | None:
+        if not self._partial:
+            return None
+        rest = bytes(self._partial)
+        self._partial.clear()
+        return _text(rest)
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+
+def _text(line: bytes) -> str:
+    if line.endswith(b"\r"):
+        line = line[:-1]
+    if not line:
+        return "\n"
+    return line.decode("utf-8", "replace")
