@@ -1,0 +1,111 @@
+"""Viking store benchmark: cold pull vs warm hit, and snapshot verification vs plain hashlib.
+
+Run: ``.venv/bin/python tests/benchmarks/bench_viking.py [--runs N] [--dir DIR]``.
+
+A 100-file / 10 MiB skill is served by the endpoint double on 127.0.0.1. *Cold*: a lease on an
+empty cache (manifest read, 100 streamed downloads verified, manifest re-read, publish). *Warm*:
+a lease that hits (manifest read + every cached byte re-hashed). *Hashing*: ``verify_snapshot``
+on the cached directory against reading and hashing the same files with plain ``hashlib``.
+Medians of interleaved runs; figures are ratios against baselines measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from doubles.viking import VikingDouble
+from skillruntime.viking import VikingSkillStore
+from skillruntime.viking.cache import verify_snapshot
+
+ROOT = "viking://user/default/skills/bench"
+FILES = 100
+TOTAL = 10 * 1024 * 1024
+
+
+def _skill() -> dict[str, bytes]:
+    size = TOTAL // (FILES - 1)
+    files = {"SKILL.md": b"---\nname: bench\ndescription: Benchmark skill\n---\n\n# Bench\n"}
+    for index in range(FILES - 1):
+        files[f"dir{index % 10}/file{index:03d}.bin"] = os.urandom(size)
+    return files
+
+
+def _plain_hash(directory: Path) -> int:
+    total = 0
+    for path in sorted(directory.rglob("*")):
+        if path.is_file():
+            data = path.read_bytes()
+            hashlib.sha256(data).hexdigest()
+            total += len(data)
+    return total
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--dir", default="/dev/shm" if os.access("/dev/shm", os.W_OK) else None)
+    args = parser.parse_args()
+    scratch = Path(tempfile.mkdtemp(prefix="bench-viking-", dir=args.dir))
+    cold: list[float] = []
+    warm: list[float] = []
+    resolve: list[float] = []
+    verify: list[float] = []
+    plain: list[float] = []
+    try:
+        with VikingDouble() as viking:
+            files = _skill()
+            viking.add_skill(ROOT, files)
+            nbytes = sum(len(data) for data in files.values())
+            for run in range(args.runs):
+                cache = scratch / f"cache-{run}"
+                with VikingSkillStore(server_url=viking.url, cache_dir=cache) as store:
+                    started = time.perf_counter()
+                    with store.lease(ROOT):
+                        pass
+                    cold.append(time.perf_counter() - started)
+                    started = time.perf_counter()
+                    with store.lease(ROOT) as directory:
+                        pass
+                    warm.append(time.perf_counter() - started)
+                    started = time.perf_counter()
+                    manifest = store.resolve(ROOT)
+                    resolve.append(time.perf_counter() - started)
+                    started = time.perf_counter()
+                    verify_snapshot(directory, manifest)
+                    verify.append(time.perf_counter() - started)
+                    started = time.perf_counter()
+                    _plain_hash(directory)
+                    plain.append(time.perf_counter() - started)
+                shutil.rmtree(cache)
+            downloads = sum(viking.downloads.values())
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    def med(values: list[float]) -> float:
+        return statistics.median(values)
+
+    mib = nbytes / (1024 * 1024)
+    print(f"skill: {FILES} files, {mib:.1f} MiB; runs: {args.runs}; downloads: {downloads}")
+    print(f"[1] cold pull   {med(cold) * 1000:8.1f} ms  ({mib / med(cold):6.1f} MiB/s)")
+    print(
+        f"    warm hit    {med(warm) * 1000:8.1f} ms  -> cold/warm = {med(cold) / med(warm):.1f}x"
+    )
+    print(f"    manifest read alone {med(resolve) * 1000:.1f} ms")
+    print(
+        f"[2] verify_snapshot {mib / med(verify):7.1f} MiB/s vs plain hashlib "
+        f"{mib / med(plain):7.1f} MiB/s -> ratio {med(verify) / med(plain):.2f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
