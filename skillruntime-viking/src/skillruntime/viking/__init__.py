@@ -3,7 +3,8 @@
 :class:`VikingSkillStore` resolves ``viking://…/skills/<name>`` through the integrity API,
 downloads and verifies every file, and keeps revisions in a private host cache shared by
 threads and processes. :class:`VikingArtifactStore` offers it through the core
-``SkillArtifactStore`` SPI (read-only). See ``docs/viking.md``.
+``SkillArtifactStore`` SPI (read-only) and :class:`VikingSkillSource` to the skill tools.
+See ``docs/viking.md``.
 """
 
 from .artifacts import VikingArtifactStore, artifact_from_manifest
@@ -20,6 +21,7 @@ from .errors import (
 )
 from .models import VikingCacheEntry, VikingSkillFile, VikingSkillManifest, VikingSkillSummary
 from .options import VikingStoreOptions
+from .source import VikingSkillSource, viking_skill_sources
 from .store import Progress, VikingSkillStore
 from .uris import SkillUri, parse_skill_uri
 
@@ -38,10 +40,12 @@ __all__ = [
     "VikingCacheEntry",
     "VikingSkillFile",
     "VikingSkillManifest",
+    "VikingSkillSource",
     "VikingSkillStore",
     "VikingSkillSummary",
     "VikingStoreError",
     "VikingStoreOptions",
     "artifact_from_manifest",
     "parse_skill_uri",
+    "viking_skill_sources",
 ]

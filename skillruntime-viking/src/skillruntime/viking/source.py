@@ -1,0 +1,244 @@
+"""OpenViking remote skills as skill sources for ``SkillTools`` (``skillruntime.core.tools``).
+
+A :class:`VikingSkillSource` shows a remote skill in the ``skill`` tool's listing (name,
+description, canonical ``viking://`` URI) and materializes it only when the model first invokes
+it: :meth:`VikingSkillSource.load` takes a lease on the verified local copy from the store, loads
+its ``SKILL.md`` strictly and hands the skill to the runtime, which prepares it like a local skill
+(its ``allowed-tools`` and ``metadata.requires`` apply). The lease is held until
+:meth:`VikingSkillSource.close`, so the store never evicts a directory a runtime may be using.
+
+:func:`viking_skill_sources` builds sources from a list of URIs or by discovery through the
+store's listing API.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import ExitStack
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from skillruntime.core.closing import Closeable
+from skillruntime.core.models import Skill
+from skillruntime.core.skills import MAX_SKILL_MD_BYTES, SKILL_FILE_NAME, parse_skill_markdown
+
+from .uris import parse_skill_uri
+
+if TYPE_CHECKING:
+    from .store import VikingSkillStore
+
+__all__ = [
+    "ProgressCallback",
+    "VikingSkillSource",
+    "close_sources",
+    "skill_name_from_uri",
+    "viking_skill_sources",
+]
+
+logger = logging.getLogger(__name__)
+
+ProgressCallback = Callable[[int, int], None]
+"""``progress(bytes_done, bytes_total)`` while a skill's files are downloaded."""
+
+
+def skill_name_from_uri(uri: str) -> str:
+    """The skill name of a ``viking://…/skills/<name>`` URI.
+
+    Raises :class:`~skillruntime.viking.errors.VikingStoreError` (``SKILL_INVALID``) for anything
+    that is not a skill URI.
+    """
+    return parse_skill_uri(uri).name
+
+
+class VikingSkillSource(Closeable):
+    """A ``SkillSource`` (protocol of ``skillruntime.core.tools``) over one OpenViking skill.
+
+    ``uri`` is normalized (no trailing ``/`` or ``/SKILL.md``); an invalid URI raises
+    ``VikingStoreError`` (``SKILL_INVALID``). ``name`` defaults to the URI's skill name; the
+    skill's ``SKILL.md`` must declare that name.
+    ``description`` is the one given; when none is given it is fetched from the store
+    (:meth:`VikingSkillStore.resolve`) the first time it is read, and a placeholder is shown if
+    that fails (the failure is logged; :meth:`load` reports errors to the model).
+
+    :meth:`load` (called on the skill's first activation, and again after a failed one) leases the
+    verified directory — downloading it on a cache miss, with ``progress`` called as bytes arrive —
+    and parses ``SKILL.md`` strictly. The lease is kept until :meth:`close`; the source is also a
+    context manager. Thread-safe.
+    """
+
+    def __init__(
+        self,
+        store: VikingSkillStore,
+        uri: str,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> None:
+        self.store = store
+        parsed = parse_skill_uri(uri)
+        self.uri = parsed.root_uri
+        self._name = name or parsed.name
+        self._description = description or None
+        self._progress = progress
+        self._lock = threading.Lock()
+        self._stack: ExitStack | None = None
+        self._skill: Skill | None = None
+        self._directory: Path | None = None
+
+    @property
+    def name(self) -> str:
+        """The skill name the model invokes."""
+        return self._name
+
+    @property
+    def description(self) -> str:
+        """The given description, else the store's (resolved once), else a placeholder."""
+        with self._lock:
+            if self._description is None:
+                self._description = self._resolve_description()
+            return self._description
+
+    def _resolve_description(self) -> str:
+        try:
+            description = self.store.resolve(self.uri).description
+        except Exception as exc:
+            logger.warning("resolving the description of %s failed: %s", self.uri, exc)
+            description = ""
+        description = " ".join(str(description or "").split())
+        return description or f"Skill {self._name} (remote, from OpenViking)"
+
+    @property
+    def location(self) -> str:
+        """The skill's canonical ``viking://`` URI."""
+        return self.uri
+
+    @property
+    def directory(self) -> Path | None:
+        """The leased local directory once :meth:`load` succeeded, else ``None``."""
+        with self._lock:
+            return self._directory
+
+    def load(self) -> Skill:
+        """Lease the verified skill directory (once) and load its ``SKILL.md`` strictly.
+
+        Raises the store's errors (``VikingStoreError`` with a stable ``code``) or
+        ``InvalidSkillError``/``ValueError`` when ``SKILL.md`` is invalid or names another skill;
+        a failed load holds no lease.
+        """
+        with self._lock:
+            if self._skill is not None:
+                return self._skill
+            stack = ExitStack()
+            try:
+                directory = Path(
+                    stack.enter_context(self.store.lease(self.uri, progress=self._progress))
+                )
+                skill = _load_skill_md(directory)
+                if skill.name != self._name:
+                    raise ValueError(
+                        f"the skill at {self.uri} declares the name {skill.name!r}, "
+                        f"expected {self._name!r}"
+                    )
+            except BaseException:
+                stack.close()
+                raise
+            self._stack, self._skill, self._directory = stack, skill, directory
+            logger.debug("leased %s at %s", self.uri, directory)
+            return skill
+
+    def close(self) -> None:
+        """Release the lease (idempotent); a later :meth:`load` takes a new one."""
+        with self._lock:
+            stack, self._stack = self._stack, None
+            self._skill, self._directory = None, None
+        if stack is not None:
+            stack.close()
+
+
+def _load_skill_md(directory: Path) -> Skill:
+    """Parse ``directory/SKILL.md`` strictly (size-bounded, UTF-8)."""
+    path = directory / SKILL_FILE_NAME
+    with path.open("rb") as handle:
+        raw = handle.read(MAX_SKILL_MD_BYTES + 1)
+    if len(raw) > MAX_SKILL_MD_BYTES:
+        raise ValueError(f"{SKILL_FILE_NAME} is larger than {MAX_SKILL_MD_BYTES} bytes")
+    text = raw.decode("utf-8")
+    skill = parse_skill_markdown(text, str(directory.resolve()), strict=True)
+    if skill is None:  # strict parsing raises instead; kept for the type checker
+        raise ValueError(f"{path} holds no usable skill")
+    return skill
+
+
+def viking_skill_sources(
+    store: VikingSkillStore,
+    uris: Iterable[str] | None = None,
+    *,
+    discover: str | Sequence[str] | None = None,
+    resolve: bool = True,
+    progress: ProgressCallback | None = None,
+) -> list[VikingSkillSource]:
+    """Sources for ``SkillTools``: the skills at ``uris`` and/or those found by discovery.
+
+    * ``uris``: each is a skill URI. With ``resolve`` (default) each is resolved now, which checks
+      that the skill exists and fills in its name and description; without it the name comes from
+      the URI and the description is fetched lazily, on first display.
+    * ``discover``: a scope (or several) passed to :meth:`VikingSkillStore.list_skills`, e.g.
+      ``"viking://user/alice/skills"`` or ``"viking://agent/skills"``; every listed skill becomes
+      a source with the listed name and description. A skill already given in ``uris`` (same URI)
+      or a later duplicate name is skipped, so user-scope skills listed first win over agent-scope
+      ones of the same name.
+
+    Nothing is downloaded: each skill is materialized on its first use. Close the sources (or
+    :func:`close_sources`) when the tools are done.
+    """
+    sources: list[VikingSkillSource] = []
+    names: set[str] = set()
+    seen_uris: set[str] = set()
+
+    def add(source: VikingSkillSource) -> None:
+        if source.uri in seen_uris or source.name in names:
+            logger.info("skipping duplicate remote skill %s (%s)", source.name, source.uri)
+            return
+        seen_uris.add(source.uri)
+        names.add(source.name)
+        sources.append(source)
+
+    for uri in uris or ():
+        if resolve:
+            manifest = store.resolve(uri)
+            add(
+                VikingSkillSource(
+                    store,
+                    manifest.uri,
+                    name=manifest.name,
+                    description=manifest.description or None,
+                    progress=progress,
+                )
+            )
+        else:
+            add(VikingSkillSource(store, uri, progress=progress))
+    scopes = [discover] if isinstance(discover, str) else list(discover or ())
+    for scope in scopes:
+        for summary in store.list_skills(scope):
+            add(
+                VikingSkillSource(
+                    store,
+                    summary.uri,
+                    name=summary.name,
+                    description=summary.description or None,
+                    progress=progress,
+                )
+            )
+    return sources
+
+
+def close_sources(sources: Iterable[VikingSkillSource]) -> None:
+    """Close every source (releasing its lease); errors are logged, the rest still close."""
+    for source in sources:
+        try:
+            source.close()
+        except Exception as exc:
+            logger.warning("closing the source of %s failed: %s", source.uri, exc)

@@ -1,0 +1,582 @@
+"""A real ``openviking`` server for tests, run offline on 127.0.0.1 as a separate process.
+
+OpenViking is AGPL-3.0, so nothing here imports it: the server lives in its own virtual
+environment (:func:`ensure_openviking_venv`, created on first use and cached between runs) and the
+tests talk to it over HTTP only.
+
+The server is started with its models pointed at :class:`ModelStub`, a loopback stand-in for an
+OpenAI-compatible API (chat completions and embeddings), so adding skills through the real API
+works without network access. Tests reach the server through :class:`CountingProxy`, which
+forwards every request unchanged and records its method and path; that is how a test proves that
+a cache hit downloads nothing.
+
+:func:`shared_server` hands one server to every fixture of a pytest process (reference counted),
+so the suites that need it start it once.
+"""
+
+from __future__ import annotations
+
+import http.client
+import io
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import zipfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import requests
+from filelock import FileLock
+
+logger = logging.getLogger(__name__)
+
+OPENVIKING_VERSION = "0.5.2"
+"""The exact ``openviking`` release the tests run against (PyPI)."""
+
+VENV_ENV_VAR = "SKILLRUNTIME_OPENVIKING_VENV"
+"""Overrides where the server's virtual environment lives."""
+
+_MARKER = ".skillruntime-complete"
+_INSTALL_TIMEOUT = 1800.0
+_START_TIMEOUT = 180.0
+_STOP_TIMEOUT = 30.0
+_HTTP_TIMEOUT = 60.0
+
+
+def default_venv_dir() -> Path:
+    """``$SKILLRUNTIME_OPENVIKING_VENV`` or ``~/.cache/skillruntime/openviking-<version>-venv``."""
+    configured = os.environ.get(VENV_ENV_VAR)
+    if configured:
+        return Path(configured)
+    return Path.home() / ".cache" / "skillruntime" / f"openviking-{OPENVIKING_VERSION}-venv"
+
+
+def ensure_openviking_venv(venv: Path | None = None) -> Path:
+    """The virtual environment holding ``openviking==OPENVIKING_VERSION``; created if missing.
+
+    A marker file written after a successful install makes reruns instant; an interrupted install
+    leaves no marker and is redone from scratch. A file lock serializes concurrent creators.
+    """
+    venv = venv or default_venv_dir()
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(venv) + ".lock", timeout=_INSTALL_TIMEOUT):
+        marker = venv / _MARKER
+        if marker.is_file() and marker.read_text().strip() == OPENVIKING_VERSION:
+            return venv
+        logger.warning(
+            "installing openviking==%s into %s (a few minutes)", OPENVIKING_VERSION, venv
+        )
+        shutil.rmtree(venv, ignore_errors=True)
+        subprocess.run(
+            [sys.executable, "-m", "venv", str(venv)], check=True, timeout=_INSTALL_TIMEOUT
+        )
+        subprocess.run(
+            [
+                str(venv / "bin" / "python"),
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                f"openviking=={OPENVIKING_VERSION}",
+            ],
+            check=True,
+            timeout=_INSTALL_TIMEOUT,
+        )
+        marker.write_text(OPENVIKING_VERSION + "\n")
+        return venv
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+# ------------------------------------------------------------------------------ model stub
+
+
+class _ModelHandler(BaseHTTPRequestHandler):
+    dimension = 8
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def _reply(self, payload: Mapping[str, Any]) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = json.loads(self.rfile.read(length) or b"{}")
+        if self.path.endswith("/embeddings"):
+            items = body.get("input")
+            items = items if isinstance(items, list) else [items]
+            self._reply(
+                {
+                    "object": "list",
+                    "model": body.get("model"),
+                    "data": [
+                        {"object": "embedding", "index": i, "embedding": [0.1] * self.dimension}
+                        for i in range(len(items))
+                    ],
+                    "usage": {"prompt_tokens": 1, "total_tokens": 1},
+                }
+            )
+            return
+        if self.path.endswith("/chat/completions"):
+            prompt = json.dumps(body.get("messages")).lower()
+            # Privacy extraction expects a JSON object of values; everything else gets a summary.
+            wants_values = "privacy" in prompt or "configuration items" in prompt
+            text = '{"values": {}}' if wants_values else "# Summary\n\nA stub summary."
+            self._reply(
+                {
+                    "id": "stub",
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": body.get("model"),
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": text},
+                            "finish_reason": "stop",
+                        }
+                    ],
+                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                }
+            )
+            return
+        self.send_response(404)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+
+class ModelStub:
+    """A loopback OpenAI-compatible API: constant embeddings, canned chat answers."""
+
+    def __init__(self) -> None:
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _ModelHandler)
+        self._server.daemon_threads = True
+        self.port = int(self._server.server_address[1])
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+# ------------------------------------------------------------------------------ counting proxy
+
+_HOP_BY_HOP = {
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailers",
+    "transfer-encoding",
+    "upgrade",
+    "content-length",
+}
+
+
+@dataclass(frozen=True)
+class SeenRequest:
+    """One request that went through the proxy."""
+
+    method: str
+    path: str
+    headers: Mapping[str, str]
+    status: int
+
+
+class CountingProxy:
+    """Forwards HTTP requests to ``upstream_port`` and records each one (thread-safe)."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self._lock = threading.Lock()
+        self._seen: list[SeenRequest] = []
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+            def _forward(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                headers = {
+                    k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP | {"host"}
+                }
+                upstream = http.client.HTTPConnection(
+                    "127.0.0.1", proxy.upstream_port, timeout=_HTTP_TIMEOUT
+                )
+                try:
+                    upstream.request(self.command, self.path, body=body, headers=headers)
+                    response = upstream.getresponse()
+                    data = response.read()
+                    status = response.status
+                    reply_headers = [
+                        (k, v) for k, v in response.getheaders() if k.lower() not in _HOP_BY_HOP
+                    ]
+                finally:
+                    upstream.close()
+                proxy._record(SeenRequest(self.command, self.path, dict(self.headers), status))
+                self.send_response(status)
+                for key, value in reply_headers:
+                    self.send_header(key, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                self._forward()
+
+            def do_POST(self) -> None:
+                self._forward()
+
+            def do_PUT(self) -> None:
+                self._forward()
+
+            def do_DELETE(self) -> None:
+                self._forward()
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.port = int(self._server.server_address[1])
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _record(self, seen: SeenRequest) -> None:
+        with self._lock:
+            self._seen.append(seen)
+
+    def requests(self) -> list[SeenRequest]:
+        """Every request forwarded so far, in completion order."""
+        with self._lock:
+            return list(self._seen)
+
+    def mark(self) -> int:
+        """A position to pass to :meth:`since`."""
+        with self._lock:
+            return len(self._seen)
+
+    def since(self, mark: int) -> list[SeenRequest]:
+        """The requests forwarded after :meth:`mark` returned ``mark``."""
+        with self._lock:
+            return list(self._seen[mark:])
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def downloads(seen: list[SeenRequest]) -> list[SeenRequest]:
+    """The file downloads (``/api/v1/content/download``) among ``seen``."""
+    return [r for r in seen if r.path.startswith("/api/v1/content/download")]
+
+
+# ------------------------------------------------------------------------------ the server
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Dev-mode identity headers (no API key: the server runs in dev auth mode on loopback)."""
+
+    account: str = "default"
+    user: str = "default"
+
+    def headers(self) -> dict[str, str]:
+        return {"X-OpenViking-Account": self.account, "X-OpenViking-User": self.user}
+
+
+@dataclass
+class OpenVikingServer:
+    """A running server: its direct URL, a counting proxy in front, and its workspace."""
+
+    process: subprocess.Popen[bytes]
+    port: int
+    workspace: Path
+    log_path: Path
+    proxy: CountingProxy
+    models: ModelStub
+    _session: requests.Session = field(default_factory=requests.Session)
+
+    @property
+    def direct_url(self) -> str:
+        """The server itself (requests here are not counted)."""
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def url(self) -> str:
+        """The counting proxy in front of the server: give this URL to the code under test."""
+        return self.proxy.url
+
+    # ---- seeding through the real API (direct, so seeding is not counted)
+
+    def _call(self, method: str, path: str, identity: Identity, **kwargs: Any) -> dict[str, Any]:
+        response = self._session.request(
+            method,
+            self.direct_url + path,
+            headers=identity.headers(),
+            timeout=_HTTP_TIMEOUT,
+            **kwargs,
+        )
+        payload: dict[str, Any] = response.json()
+        if response.status_code >= 400 or payload.get("status") != "ok":
+            raise AssertionError(f"{method} {path} -> {response.status_code}: {payload}")
+        return payload
+
+    def upload_skill(
+        self,
+        name: str,
+        files: Mapping[str, str | bytes],
+        *,
+        identity: Identity = Identity(),
+        scope: str = "user",
+        replace: bool = False,
+    ) -> dict[str, Any]:
+        """Add (or with ``replace`` update) skill ``name`` from ``files`` (relative path → content,
+        ``SKILL.md`` included) through ``POST /api/v1/skills`` (``PUT`` to replace), waiting for
+        the server's processing to finish. ``scope`` is ``"user"`` or ``"agent"``."""
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w") as archive:
+            for relative, content in files.items():
+                archive.writestr(f"{name}/{relative}", content)
+        upload = self._call(
+            "POST",
+            "/api/v1/resources/temp_upload",
+            identity,
+            files={"file": (f"{name}.zip", buffer.getvalue(), "application/zip")},
+        )
+        body: dict[str, Any] = {
+            "temp_file_id": upload["result"]["temp_file_id"],
+            "wait": True,
+            "target_uri": self.scope_root(identity, scope),
+        }
+        if replace:
+            return self._call("PUT", f"/api/v1/skills/{name}", identity, json=body)["result"]  # type: ignore[no-any-return]
+        return self._call("POST", "/api/v1/skills", identity, json=body)["result"]  # type: ignore[no-any-return]
+
+    def delete_skill(
+        self, name: str, *, identity: Identity = Identity(), scope: str = "user"
+    ) -> None:
+        """Delete skill ``name`` from ``scope``."""
+        self._call(
+            "DELETE",
+            f"/api/v1/skills/{name}",
+            identity,
+            params={"target_uri": self.scope_root(identity, scope)},
+        )
+
+    def get_skill(
+        self, name: str, *, identity: Identity = Identity(), scope: str = "user"
+    ) -> dict[str, Any]:
+        """The integrity view of skill ``name`` (direct, not counted)."""
+        params = {
+            "include_integrity": "true",
+            "include_files": "true",
+            "include_content": "true",
+            "target_uri": self.scope_root(identity, scope),
+        }
+        return self._call("GET", f"/api/v1/skills/{name}", identity, params=params)["result"]  # type: ignore[no-any-return]
+
+    @staticmethod
+    def scope_root(identity: Identity, scope: str) -> str:
+        """``viking://user/<user>/skills`` or ``viking://agent/skills``."""
+        if scope == "agent":
+            return "viking://agent/skills"
+        return f"viking://user/{identity.user}/skills"
+
+    def skill_uri(self, name: str, *, identity: Identity = Identity(), scope: str = "user") -> str:
+        """The canonical URI of skill ``name`` in ``scope``."""
+        return f"{self.scope_root(identity, scope)}/{name}"
+
+    def stored_path(
+        self, name: str, relative: str, *, identity: Identity = Identity(), scope: str = "user"
+    ) -> Path:
+        """Where the server keeps ``relative`` of skill ``name`` on disk (edit it to change the
+        skill behind the API's back)."""
+        base = self.workspace / "viking" / identity.account
+        root = (
+            base / "agent" / "skills"
+            if scope == "agent"
+            else base / "user" / identity.user / "skills"
+        )
+        return root / name / relative
+
+    def log_tail(self, limit: int = 4000) -> str:
+        """The end of the server's log, for failure messages."""
+        try:
+            return self.log_path.read_text(errors="replace")[-limit:]
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL after a bounded wait; also stops the proxy and the model stub."""
+        self._session.close()
+        self.proxy.close()
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=_STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=_STOP_TIMEOUT)
+        self.models.close()
+
+
+def start_server(root: Path, venv: Path | None = None) -> OpenVikingServer:
+    """Start ``openviking-server`` on a free loopback port with its workspace under ``root``.
+
+    Waits (bounded) until ``/health`` answers; raises with the log tail if it never does.
+    """
+    venv = ensure_openviking_venv(venv)
+    root.mkdir(parents=True, exist_ok=True)
+    home = root / "home"
+    home.mkdir(exist_ok=True)
+    workspace = root / "data"
+    models = ModelStub()
+    port = free_port()
+    config = {
+        "storage": {"workspace": str(workspace)},
+        "server": {"host": "127.0.0.1", "port": port},
+        "vlm": {
+            "provider": "openai",
+            "model": "stub-chat",
+            "api_key": "stub",
+            "api_base": models.base_url,
+        },
+        "embedding": {
+            "dense": {
+                "provider": "openai",
+                "model": "stub-embed",
+                "api_key": "stub",
+                "api_base": models.base_url,
+                "dimension": _ModelHandler.dimension,
+            }
+        },
+    }
+    config_path = root / "ov.conf"
+    config_path.write_text(json.dumps(config))
+    log_path = root / "server.log"
+    env = {
+        "PATH": f"{venv / 'bin'}:/usr/bin:/bin",
+        "HOME": str(home),
+        "LANG": "C.UTF-8",
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "NO_PROXY": "127.0.0.1,localhost",
+        "OPENVIKING_CONFIG_FILE": str(config_path),
+        "TMPDIR": tempfile.gettempdir(),
+    }
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [str(venv / "bin" / "openviking-server"), "--config", str(config_path)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=str(root),
+            env=env,
+            start_new_session=True,
+        )
+    server = OpenVikingServer(
+        process=process,
+        port=port,
+        workspace=workspace,
+        log_path=log_path,
+        proxy=CountingProxy(port),
+        models=models,
+    )
+    deadline = time.monotonic() + _START_TIMEOUT
+    while True:
+        if process.poll() is not None:
+            server.stop()
+            raise RuntimeError(f"openviking-server exited early:\n{server.log_tail()}")
+        try:
+            health = requests.get(server.direct_url + "/health", timeout=2)
+            if health.status_code == 200 and health.json().get("healthy"):
+                break
+        except requests.RequestException:
+            pass
+        if time.monotonic() > deadline:
+            server.stop()
+            raise RuntimeError(f"openviking-server did not become healthy:\n{server.log_tail()}")
+        time.sleep(0.2)
+    return server
+
+
+# ------------------------------------------------------------------------------ sharing
+
+
+class _Shared:
+    """The process-wide server and how many fixtures hold it."""
+
+    lock = threading.Lock()
+    server: OpenVikingServer | None = None
+    root: Path | None = None
+    users = 0
+
+
+def acquire_shared_server() -> OpenVikingServer:
+    """The process-wide server (started on first use); pair with :func:`release_shared_server`."""
+    with _Shared.lock:
+        if _Shared.server is None:
+            _Shared.root = Path(tempfile.mkdtemp(prefix="openviking-test-"))
+            _Shared.server = start_server(_Shared.root)
+        _Shared.users += 1
+        return _Shared.server
+
+
+def release_shared_server() -> None:
+    """Stop the process-wide server once its last user releases it, and remove its files."""
+    with _Shared.lock:
+        _Shared.users -= 1
+        if _Shared.users > 0 or _Shared.server is None:
+            return
+        server, root = _Shared.server, _Shared.root
+        _Shared.server, _Shared.root = None, None
+    server.stop()
+    if root is not None:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def shared_server() -> Iterator[OpenVikingServer]:
+    """Generator body for a session fixture: ``yield from shared_server()``."""
+    server = acquire_shared_server()
+    try:
+        yield server
+    finally:
+        release_shared_server()
+
+
+if __name__ == "__main__":  # pragma: no cover - manual setup helper
+    logging.basicConfig(level=logging.INFO)
+    sys.stdout.write(f"{ensure_openviking_venv()}\n")
