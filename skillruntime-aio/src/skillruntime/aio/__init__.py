@@ -1,1 +1,33 @@
-"""AIO Sandbox runtime: skills in a running AIO Sandbox service over its HTTP API (to come)."""
+"""AIO Sandbox runtime: skills in a running AIO Sandbox service, over its HTTP API.
+
+The service is someone else's: the runtime never creates or stops it. See
+:class:`AioSandboxSkillRuntime` and ``docs/aio-runtime.md``.
+"""
+
+from .client import AioClient
+from .errors import (
+    AioAuthenticationError,
+    AioNotFoundError,
+    AioOperationError,
+    AioRequestError,
+    AioSandboxError,
+    AioServerError,
+    AioTransportError,
+)
+from .options import DEFAULT_CONVERSATIONS_ROOT, DEFAULT_REMOTE_ROOT, AioRuntimeOptions
+from .runtime import AioSandboxSkillRuntime
+
+__all__ = [
+    "DEFAULT_CONVERSATIONS_ROOT",
+    "DEFAULT_REMOTE_ROOT",
+    "AioAuthenticationError",
+    "AioClient",
+    "AioNotFoundError",
+    "AioOperationError",
+    "AioRequestError",
+    "AioRuntimeOptions",
+    "AioSandboxError",
+    "AioSandboxSkillRuntime",
+    "AioServerError",
+    "AioTransportError",
+]

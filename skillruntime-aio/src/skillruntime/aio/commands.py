@@ -1,0 +1,506 @@
+"""Running commands on the service: ``/v1/bash/exec``, or ``/v1/shell/exec`` on older images.
+
+:class:`CommandRunner` detects once which API the service has (``POST /v1/bash/sessions/create``
+answers 404 on images without ``/v1/bash``) and runs every command inside the wrapper of
+:mod:`.script`, so both paths give separate stdout/stderr, an exit code, a timeout that kills the
+process group and output bounded on the service.
+
+* **bash**: one ``/v1/bash/exec`` per command on a session of this runtime's pool; the command
+  environment travels in the request's ``env`` field, never in the command text.
+* **shell**: a pool of dedicated shell sessions (a session is never used by two commands at
+  once). The environment is written to a private file that the wrapper sources and deletes; the
+  command runs synchronously with a short soft timeout, then ``wait``/``view`` polling; the
+  result file is downloaded. Past the deadline the session is killed and retired. A session
+  the service reports ``terminated`` or unknown (HTTP 404) is replaced once; the command is
+  re-sent only when it provably never started.
+
+Commands are never retried otherwise. Internal read-only queries (stat, listings) may be marked
+``retry_safe`` and then go through the client's retry policy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import posixpath
+import re
+import shlex
+import threading
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import requests
+
+from skillruntime.core.errors import ExecutionTransportError
+
+from .client import AioClient
+from .errors import AioNotFoundError, AioOperationError, AioSandboxError
+from .script import (
+    RESULT_FILE,
+    STARTED_FILE,
+    WrapperOutcome,
+    build_wrapper,
+    parse_file_result,
+    parse_stream_result,
+    shell_line,
+)
+
+__all__ = ["CommandMode", "CommandRunner", "CommandSpec"]
+
+logger = logging.getLogger(__name__)
+
+CommandMode = Literal["auto", "bash", "shell"]
+
+_SOFT_TIMEOUT = 20.0
+"""Longest single ``/v1/shell/exec`` or ``/v1/shell/wait`` call before polling again."""
+
+_GRACE = 10.0
+"""Seconds past a command's own deadline before the client gives up on the service."""
+
+_SAFE_ROOT = re.compile(r"/[A-Za-z0-9._/-]*")
+
+_SHELL_RUNNING = ("running", "no_change_timeout")
+
+
+@dataclass(frozen=True)
+class CommandSpec:
+    """One command for the wrapper: text, working directory, environment, limits."""
+
+    command: str
+    cwd: str
+    environment: Mapping[str, str]
+    timeout: float
+    cap: int
+    make_dirs: Sequence[str] = ()
+
+
+class _Pool:
+    """Session ids of one API, each used by at most one command at a time."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: list[str] = []
+        self.all: set[str] = set()
+
+    def take(self) -> str | None:
+        with self._lock:
+            return self._idle.pop() if self._idle else None
+
+    def add(self, session_id: str) -> None:
+        with self._lock:
+            self.all.add(session_id)
+
+    def give_back(self, session_id: str) -> None:
+        with self._lock:
+            if session_id in self.all:
+                self._idle.append(session_id)
+
+    def retire(self, session_id: str) -> None:
+        with self._lock:
+            self.all.discard(session_id)
+            with contextlib.suppress(ValueError):
+                self._idle.remove(session_id)
+
+    def drain(self) -> list[str]:
+        with self._lock:
+            ids = sorted(self.all)
+            self.all.clear()
+            self._idle.clear()
+            return ids
+
+
+def _env_file_text(environment: Mapping[str, str]) -> str:
+    return "".join(f"{name}={shlex.quote(value)}\n" for name, value in environment.items())
+
+
+class CommandRunner:
+    """Runs wrapped commands through the service's bash or shell API (see the module docs).
+
+    ``mode`` forces an API (``bash``/``shell``) or detects it on first use (``auto``).
+    ``temp_root`` is a directory on the service for run directories and staged files.
+    """
+
+    def __init__(
+        self, client: AioClient, *, mode: CommandMode = "auto", temp_root: str = "/tmp"
+    ) -> None:
+        if not _SAFE_ROOT.fullmatch(temp_root) or temp_root.rstrip("/") == "":
+            raise ValueError(
+                "temp_root must be an absolute path other than / made of letters, digits, "
+                "'.', '_', '-' and '/'"
+            )
+        self._client = client
+        self._requested: CommandMode = mode
+        self._mode: Literal["bash", "shell"] | None = None if mode == "auto" else mode
+        self._mode_lock = threading.Lock()
+        self._temp_root = posixpath.join(temp_root, ".skillruntime-aio")
+        self._staging_root = temp_root.rstrip("/")
+        self._bash = _Pool()
+        self._shell = _Pool()
+        self._shell_used: set[str] = set()
+        self._closed = False
+
+    @property
+    def mode(self) -> Literal["bash", "shell"]:
+        """The API in use, detected on first call in ``auto`` mode."""
+        return self._detect()
+
+    def staging_path(self, suffix: str = "") -> str:
+        """A fresh path on the service for a staged upload."""
+        return posixpath.join(self._staging_root, f".skillruntime-aio-{uuid.uuid4().hex}{suffix}")
+
+    # --------------------------------------------------------------- running
+
+    def run(self, spec: CommandSpec, *, retry_safe: bool = False) -> WrapperOutcome:
+        """Run ``spec`` and return what the wrapper reported.
+
+        Raises :class:`ExecutionTransportError` when the result cannot be obtained. With
+        ``retry_safe`` (read-only queries) transient failures are retried.
+        """
+        try:
+            if retry_safe:
+                return self._client.retrying(lambda: self._run_once(spec), idempotent=True)
+            return self._run_once(spec)
+        except AioSandboxError as exc:
+            raise ExecutionTransportError(str(exc)) from exc
+
+    def _run_once(self, spec: CommandSpec) -> WrapperOutcome:
+        if self._detect() == "bash":
+            return self._run_bash(spec)
+        return self._run_shell(spec)
+
+    def _detect(self) -> Literal["bash", "shell"]:
+        if self._mode is not None:
+            return self._mode
+        with self._mode_lock:
+            if self._mode is None:
+                try:
+                    session_id = self._create_bash_session()
+                except AioNotFoundError:
+                    logger.info("the AIO Sandbox has no /v1/bash API; using /v1/shell sessions")
+                    self._mode = "shell"
+                else:
+                    self._bash.give_back(session_id)
+                    self._mode = "bash"
+            return self._mode
+
+    # ------------------------------------------------------------------ bash
+
+    def _create_bash_session(self) -> str:
+        session_id = f"skillruntime-{uuid.uuid4().hex[:16]}"
+        self._client.call(
+            "POST", "/v1/bash/sessions/create", json={"session_id": session_id}, idempotent=True
+        )
+        self._bash.add(session_id)
+        return session_id
+
+    def _run_bash(self, spec: CommandSpec) -> WrapperOutcome:
+        session_id = self._bash.take() or self._create_bash_session()
+        nonce = uuid.uuid4().hex
+        run_dir = posixpath.join(self._temp_root, uuid.uuid4().hex)
+        script = build_wrapper(
+            command=spec.command,
+            cwd=spec.cwd,
+            run_dir=run_dir,
+            nonce=nonce,
+            cap=spec.cap,
+            timeout=spec.timeout,
+            to_file=False,
+            make_dirs=spec.make_dirs,
+        )
+        body: dict[str, Any] = {
+            "command": script,
+            "session_id": session_id,
+            "hard_timeout": spec.timeout + _GRACE,
+            "max_output_length": 2 * spec.cap + 8192,
+        }
+        if spec.environment:
+            body["env"] = dict(spec.environment)
+        read_timeout = spec.timeout + 2 * _GRACE + self._client.read_timeout
+        healthy = False
+        try:
+            data = self._client.call("POST", "/v1/bash/exec", json=body, read_timeout=read_timeout)
+            stdout, stderr, status = self._bash_finish(session_id, data, spec.timeout + _GRACE)
+            healthy = True
+        finally:
+            if healthy:
+                self._bash.give_back(session_id)
+            else:
+                self._retire_bash(session_id)
+        outcome = parse_stream_result(nonce, stdout, stderr)
+        if outcome is not None:
+            return outcome
+        if status in ("timed_out", "killed"):
+            return WrapperOutcome(-1, True, False, b"", b"", 0, 0)
+        raise ExecutionTransportError(
+            f"The AIO Sandbox returned no result for the command (status {status!r}); "
+            "the command wrapper could not run"
+        )
+
+    def _retire_bash(self, session_id: str) -> None:
+        self._bash.retire(session_id)
+        with contextlib.suppress(AioSandboxError):
+            self._client.call("POST", f"/v1/bash/sessions/{session_id}/close")
+
+    def _bash_finish(
+        self, session_id: str, data: Any, budget: float
+    ) -> tuple[str, str, str | None]:
+        """Poll ``/v1/bash/output`` while the command is still ``running``."""
+        if not isinstance(data, Mapping):
+            raise ExecutionTransportError("The AIO Sandbox /v1/bash/exec answer has no data")
+        status = data.get("status")
+        stdout = str(data.get("stdout") or "")
+        stderr = str(data.get("stderr") or "")
+        if status not in ("running", "pending"):
+            return stdout, stderr, status
+        command_id = data.get("command_id")
+        offset = int(data.get("offset") or len(stdout.encode()))
+        err_offset = int(data.get("stderr_offset") or len(stderr.encode()))
+        out_parts, err_parts = [stdout], [stderr]
+        deadline = time.monotonic() + budget
+        while time.monotonic() < deadline:
+            wait = max(1.0, min(_SOFT_TIMEOUT, deadline - time.monotonic()))
+            result = self._client.call(
+                "POST",
+                "/v1/bash/output",
+                json={
+                    "session_id": session_id,
+                    "command_id": command_id,
+                    "offset": offset,
+                    "stderr_offset": err_offset,
+                    "wait": True,
+                    "wait_timeout": wait,
+                },
+                read_timeout=wait + self._client.read_timeout,
+            )
+            out_parts.append(str(result.get("stdout") or ""))
+            err_parts.append(str(result.get("stderr") or ""))
+            offset = int(result.get("offset") or offset)
+            err_offset = int(result.get("stderr_offset") or err_offset)
+            command = result.get("command") or {}
+            status = command.get("status")
+            if status not in ("running", "pending"):
+                return "".join(out_parts), "".join(err_parts), status
+        with contextlib.suppress(AioSandboxError):
+            self._client.call(
+                "POST", "/v1/bash/kill", json={"session_id": session_id, "signal": "SIGKILL"}
+            )
+        raise ExecutionTransportError(
+            "The AIO Sandbox did not finish the command within its deadline; it was killed"
+        )
+
+    # ----------------------------------------------------------------- shell
+
+    def _create_shell_session(self, no_change_timeout: int) -> str:
+        session_id = f"skillruntime-{uuid.uuid4().hex[:16]}"
+        self._client.call(
+            "POST",
+            "/v1/shell/sessions/create",
+            json={"id": session_id, "no_change_timeout": no_change_timeout},
+            idempotent=True,
+        )
+        self._shell.add(session_id)
+        self._shell_used.add(session_id)
+        return session_id
+
+    def _retire_shell(self, session_id: str) -> None:
+        self._shell.retire(session_id)
+        with contextlib.suppress(AioSandboxError):
+            self._client.call("DELETE", f"/v1/shell/sessions/{session_id}")
+
+    def _run_shell(self, spec: CommandSpec) -> WrapperOutcome:
+        no_change = math.ceil(spec.timeout + _GRACE) + 30
+        env_file: str | None = None
+        if spec.environment:
+            env_file = self.staging_path(".env")
+            self._client.call(
+                "POST",
+                "/v1/file/write",
+                json={"file": env_file, "content": _env_file_text(spec.environment)},
+            )
+        try:
+            session_id = self._shell.take() or self._create_shell_session(no_change)
+            return self._shell_attempt(spec, session_id, env_file, no_change, retried=False)
+        except BaseException:
+            if env_file is not None:
+                # The wrapper may not have run: blank the file so no value stays behind.
+                with contextlib.suppress(AioSandboxError):
+                    self._client.call(
+                        "POST", "/v1/file/write", json={"file": env_file, "content": ""}
+                    )
+            raise
+
+    def _shell_attempt(
+        self,
+        spec: CommandSpec,
+        session_id: str,
+        env_file: str | None,
+        no_change: int,
+        *,
+        retried: bool,
+    ) -> WrapperOutcome:
+        nonce = uuid.uuid4().hex
+        session_dir = posixpath.join(self._temp_root, session_id)
+        run_dir = posixpath.join(session_dir, uuid.uuid4().hex)
+        script = build_wrapper(
+            command=spec.command,
+            cwd=spec.cwd,
+            run_dir=run_dir,
+            nonce=nonce,
+            cap=spec.cap,
+            timeout=spec.timeout,
+            to_file=True,
+            env_file=env_file,
+            reset_dir=session_dir,
+            make_dirs=spec.make_dirs,
+        )
+        deadline = time.monotonic() + spec.timeout + _GRACE
+        soft = min(spec.timeout + _GRACE, _SOFT_TIMEOUT)
+        body = {
+            "id": session_id,
+            "command": shell_line(script),
+            "async_mode": False,
+            "timeout": soft,
+            "no_change_timeout": no_change,
+            "hard_timeout": spec.timeout + _GRACE,
+        }
+
+        def again() -> WrapperOutcome:
+            fresh = self._create_shell_session(no_change)
+            return self._shell_attempt(spec, fresh, env_file, no_change, retried=True)
+
+        try:
+            data = self._client.call(
+                "POST",
+                "/v1/shell/exec",
+                json=body,
+                read_timeout=soft + self._client.read_timeout,
+            )
+        except AioNotFoundError:
+            # The session expired or was evicted: the command cannot have run.
+            self._shell.retire(session_id)
+            if retried:
+                raise
+            logger.info("AIO shell session vanished; running the command on a new session")
+            return again()
+        except BaseException:
+            self._retire_shell(session_id)
+            raise
+        status = data.get("status") if isinstance(data, Mapping) else None
+        try:
+            status = self._shell_poll(session_id, status, deadline)
+        except BaseException:
+            self._retire_shell(session_id)
+            raise
+        if status == "terminated":
+            self._retire_shell(session_id)
+            outcome = self._shell_result(run_dir, nonce, spec.cap)
+            if outcome is not None:
+                return outcome
+            if not retried and not self._exists(posixpath.join(run_dir, STARTED_FILE)):
+                logger.info("AIO shell session was terminated; running the command on a new one")
+                return again()
+            raise ExecutionTransportError(
+                "The AIO Sandbox shell session was terminated while the command ran; "
+                "it was not run again"
+            )
+        if status in _SHELL_RUNNING:
+            # The client deadline passed although the wrapper enforces the timeout itself.
+            with contextlib.suppress(AioSandboxError):
+                self._client.call("POST", "/v1/shell/kill", json={"id": session_id})
+            self._retire_shell(session_id)
+            return self._shell_result(run_dir, nonce, spec.cap) or WrapperOutcome(
+                -1, True, False, b"", b"", 0, 0
+            )
+        outcome = self._shell_result(run_dir, nonce, spec.cap)
+        if status == "hard_timeout":
+            self._retire_shell(session_id)
+            return outcome or WrapperOutcome(-1, True, False, b"", b"", 0, 0)
+        self._shell.give_back(session_id)
+        if outcome is None:
+            raise ExecutionTransportError(
+                f"The AIO Sandbox shell session reported {status!r} but the command left no "
+                "result; the command wrapper could not run"
+            )
+        return outcome
+
+    def _shell_poll(self, session_id: str, status: Any, deadline: float) -> Any:
+        while status in _SHELL_RUNNING:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return status
+            seconds = max(1, min(int(_SOFT_TIMEOUT), math.ceil(remaining)))
+            self._client.call(
+                "POST",
+                "/v1/shell/wait",
+                json={"id": session_id, "seconds": seconds},
+                read_timeout=seconds + self._client.read_timeout,
+            )
+            view = self._client.call("POST", "/v1/shell/view", json={"id": session_id})
+            status = view.get("status") if isinstance(view, Mapping) else None
+        return status
+
+    def _shell_result(self, run_dir: str, nonce: str, cap: int) -> WrapperOutcome | None:
+        data = self._download_small(posixpath.join(run_dir, RESULT_FILE), 2 * cap + 8192)
+        return None if data is None else parse_file_result(nonce, data, cap)
+
+    def _exists(self, path: str) -> bool:
+        return self._download_small(path, 1024) is not None
+
+    def _download_small(self, path: str, limit: int) -> bytes | None:
+        try:
+            response = self._client.open_stream("/v1/file/download", params={"path": path})
+        except (AioNotFoundError, AioOperationError):
+            return None
+        except AioSandboxError as exc:
+            if exc.status == 400:
+                return None
+            raise
+        buffer = bytearray()
+        try:
+            for chunk in response.iter_content(64 * 1024):
+                buffer.extend(chunk)
+                if len(buffer) > limit:
+                    raise ExecutionTransportError("The command result file is larger than expected")
+        except requests.RequestException as exc:
+            raise ExecutionTransportError(
+                f"Reading a command result from the AIO Sandbox failed: {type(exc).__name__}"
+            ) from exc
+        finally:
+            response.close()
+        return bytes(buffer)
+
+    # ----------------------------------------------------------------- close
+
+    def close(self) -> None:
+        """Close the sessions this runner created (never the service's other sessions)."""
+        if self._closed:
+            return
+        self._closed = True
+        for session_id in self._bash.drain():
+            with contextlib.suppress(AioSandboxError):
+                self._client.call("POST", f"/v1/bash/sessions/{session_id}/close")
+        shell_ids = self._shell.drain()
+        if shell_ids:
+            self._cleanup_shell_dirs(shell_ids[0], sorted(self._shell_used))
+        for session_id in shell_ids:
+            with contextlib.suppress(AioSandboxError):
+                self._client.call("DELETE", f"/v1/shell/sessions/{session_id}")
+
+    def _cleanup_shell_dirs(self, session_id: str, all_ids: Sequence[str]) -> None:
+        dirs = " ".join(shlex.quote(posixpath.join(self._temp_root, s)) for s in all_ids)
+        with contextlib.suppress(AioSandboxError):
+            self._client.call(
+                "POST",
+                "/v1/shell/exec",
+                json={
+                    "id": session_id,
+                    "command": f"(rm -rf -- {dirs})",
+                    "async_mode": False,
+                    "timeout": 10,
+                },
+                read_timeout=10 + self._client.read_timeout,
+            )

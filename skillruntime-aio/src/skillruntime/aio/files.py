@@ -1,0 +1,247 @@
+"""``AioFileSystem``: the six file-system primitives over the AIO Sandbox file API and shell.
+
+* reads stream ``GET /v1/file/download`` (binary-safe, bounded memory; retried when idempotent);
+* writes spool the content on this host (memory up to 1 MiB, then a temporary file), upload it to
+  a fresh staging path with ``POST /v1/file/upload`` (multipart, streamed) and move it into place
+  with one command that also creates the parents and sets the mode (two requests per write);
+* ``stat``, listings, ``delete`` and ``make_directory`` are one small command each, because the
+  API has no endpoint for them; every path is shell-quoted.
+
+Listings use GNU ``find -printf``; a name containing a newline is skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+import shlex
+import tempfile
+from collections.abc import Generator, Iterable
+
+import requests
+
+from skillruntime.core.errors import (
+    ExecutionTransportError,
+    RuntimeFileError,
+    RuntimeFileNotFoundError,
+)
+from skillruntime.core.filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT, SkillRuntimeFileSystem
+from skillruntime.core.models import FileInfo
+
+from .client import AioClient
+from .commands import CommandRunner, CommandSpec
+from .errors import AioNotFoundError, AioSandboxError
+from .script import WrapperOutcome
+
+__all__ = ["AioFileSystem"]
+
+logger = logging.getLogger(__name__)
+
+_SPOOL_MEMORY = 1024 * 1024
+_MISSING = 44
+"""Exit code of the file commands for a missing path."""
+
+_NOT_FOUND_TYPES = frozenset({"not_found", "invalid_target", "is_directory", "not_a_file"})
+_FIELDS = "%y\\t%s\\t%T@\\t%m\\t%p\\n"
+
+
+def _parse_entry(line: str) -> FileInfo | None:
+    parts = line.split("\t", 4)
+    if len(parts) != 5:
+        return None
+    kind, size, mtime, mode, path = parts
+    try:
+        permissions = int(mode, 8)
+        size_value = max(int(size), 0)
+        modified = float(mtime)
+    except ValueError:
+        return None
+    is_directory = kind == "d"
+    return FileInfo(
+        path=path,
+        is_directory=is_directory,
+        size=0 if is_directory else size_value,
+        modified_time=modified,
+        is_executable=not is_directory and bool(permissions & 0o111),
+    )
+
+
+class AioFileSystem(SkillRuntimeFileSystem):
+    """Unscoped file access on the service (see the module docs); paths are absolute.
+
+    ``query_timeout`` bounds the file commands, ``transfer_timeout`` the read timeout of uploads.
+    """
+
+    def __init__(
+        self,
+        client: AioClient,
+        runner: CommandRunner,
+        *,
+        query_timeout: float = 60.0,
+        transfer_timeout: float = 600.0,
+    ) -> None:
+        self._client = client
+        self._runner = runner
+        self._query_timeout = query_timeout
+        self._transfer_timeout = transfer_timeout
+
+    # ---------------------------------------------------------------- helpers
+
+    def _command(
+        self, script: str, path: str, *, retry_safe: bool, cap: int = 1024 * 1024
+    ) -> WrapperOutcome:
+        try:
+            outcome = self._runner.run(
+                CommandSpec(
+                    command=script,
+                    cwd="/",
+                    environment={},
+                    timeout=self._query_timeout,
+                    cap=cap,
+                ),
+                retry_safe=retry_safe,
+            )
+        except ExecutionTransportError as exc:
+            raise RuntimeFileError(str(exc), path=path) from exc
+        if outcome.timed_out:
+            raise RuntimeFileError(
+                f"File operation on {path} timed out after {self._query_timeout:g}s", path=path
+            )
+        return outcome
+
+    @staticmethod
+    def _failure(outcome: WrapperOutcome, what: str, path: str) -> RuntimeFileError:
+        detail = outcome.stderr.decode("utf-8", "replace").strip()[-300:]
+        suffix = f": {detail}" if detail else ""
+        return RuntimeFileError(f"Cannot {what} {path}{suffix}", path=path)
+
+    # ------------------------------------------------------------------ reads
+
+    def read_stream(self, path: str, chunk_size: int = CHUNK_SIZE) -> Generator[bytes, None, None]:
+        try:
+            response = self._client.open_stream("/v1/file/download", params={"path": path})
+        except AioNotFoundError as exc:
+            raise RuntimeFileNotFoundError(f"File not found: {path}", path=path) from exc
+        except AioSandboxError as exc:
+            if exc.status == 400 or exc.error_type in _NOT_FOUND_TYPES:
+                raise RuntimeFileNotFoundError(
+                    f"Not a readable regular file: {path}", path=path
+                ) from exc
+            raise RuntimeFileError(f"Cannot read {path}: {exc}", path=path) from exc
+        try:
+            for chunk in response.iter_content(chunk_size):
+                if chunk:
+                    yield chunk
+        except requests.RequestException as exc:
+            raise RuntimeFileError(
+                f"Reading {path} from the AIO Sandbox failed: {type(exc).__name__}", path=path
+            ) from exc
+        finally:
+            response.close()
+
+    # ----------------------------------------------------------------- writes
+
+    def write_stream(self, path: str, chunks: Iterable[bytes], *, executable: bool = False) -> int:
+        with tempfile.SpooledTemporaryFile(max_size=_SPOOL_MEMORY) as spool:
+            size = 0
+            for chunk in chunks:
+                spool.write(chunk)
+                size += len(chunk)
+            spool.seek(0)
+            self.put_file(spool, size, path, mode=0o755 if executable else 0o644)
+        return size
+
+    def put_file(
+        self, source: tempfile.SpooledTemporaryFile[bytes], size: int, path: str, *, mode: int
+    ) -> None:
+        """Upload ``size`` bytes of ``source`` to ``path`` (parents created, ``mode`` set)."""
+        staging = self._runner.staging_path()
+        try:
+            self._client.upload(
+                staging, source, size, idempotent=True, read_timeout=self._transfer_timeout
+            )
+        except AioSandboxError as exc:
+            raise RuntimeFileError(f"Cannot upload {path}: {exc}", path=path) from exc
+        q = shlex.quote
+        script = (
+            f"s={q(staging)}; t={q(path)}; "
+            f'mkdir -p -- {q(posixpath.dirname(path) or "/")} && mv -fT -- "$s" "$t" '
+            f'&& chmod {mode:o} -- "$t" || {{ rm -f -- "$s"; exit 1; }}'
+        )
+        outcome = self._command(script, path, retry_safe=False)
+        if outcome.exit_code != 0:
+            raise self._failure(outcome, "write", path)
+
+    # --------------------------------------------------------------- metadata
+
+    def stat(self, path: str) -> FileInfo | None:
+        q = shlex.quote
+        script = (
+            f'p={q(path)}; if [ -e "$p" ]; then find -H "$p" -maxdepth 0 -printf \'{_FIELDS}\'; '
+            f'elif [ -L "$p" ]; then find "$p" -maxdepth 0 -printf \'{_FIELDS}\'; '
+            f"else exit {_MISSING}; fi"
+        )
+        outcome = self._command(script, path, retry_safe=True)
+        if outcome.exit_code == _MISSING:
+            return None
+        if outcome.exit_code != 0:
+            raise self._failure(outcome, "stat", path)
+        text = outcome.stdout.decode("utf-8", "replace").rstrip("\n")
+        info = _parse_entry(text)
+        if info is None:
+            raise RuntimeFileError(f"Unexpected stat answer for {path}", path=path)
+        return info.model_copy(update={"path": path})
+
+    def list_directory(
+        self, path: str, depth: int = 1, limit: int = DEFAULT_LIST_LIMIT
+    ) -> list[FileInfo]:
+        if limit <= 0:
+            return []
+        depth = max(depth, 1)
+        q = shlex.quote
+        script = (
+            f'p={q(path)}; if [ -d "$p" ]; then '
+            f"find -H \"$p\" -mindepth 1 -maxdepth {int(depth)} -printf '{_FIELDS}' "
+            f"| LC_ALL=C sort -t '\t' -k5 | head -n {int(limit)}; "
+            f'elif [ -e "$p" ] || [ -L "$p" ]; then find "$p" -maxdepth 0 -printf \'{_FIELDS}\'; '
+            f"else exit {_MISSING}; fi"
+        )
+        outcome = self._command(script, path, retry_safe=True, cap=64 * 1024 * 1024)
+        if outcome.exit_code == _MISSING:
+            raise RuntimeFileNotFoundError(f"Path does not exist: {path}", path=path)
+        if outcome.exit_code != 0:
+            raise self._failure(outcome, "list", path)
+        entries = []
+        for line in outcome.stdout.decode("utf-8", "replace").split("\n"):
+            if line:
+                info = _parse_entry(line)
+                if info is not None:
+                    entries.append(info)
+        if len(entries) == 1 and entries[0].path == path and not entries[0].is_directory:
+            return entries
+        entries.sort(key=lambda item: item.path)
+        return entries[:limit]
+
+    # ---------------------------------------------------------------- changes
+
+    def delete(self, path: str) -> None:
+        if path.rstrip("/") in ("", "/"):
+            raise RuntimeFileError("Refusing to delete the root directory", path=path)
+        outcome = self._command(f"rm -rf -- {shlex.quote(path)}", path, retry_safe=False)
+        if outcome.exit_code != 0:
+            raise self._failure(outcome, "delete", path)
+
+    def make_directory(self, path: str) -> None:
+        outcome = self._command(f"mkdir -p -- {shlex.quote(path)}", path, retry_safe=False)
+        if outcome.exit_code != 0:
+            raise self._failure(outcome, "create directory", path)
+
+    def write_marker(self, path: str, text: str) -> None:
+        """Write a small text file with one command (parents created)."""
+        q = shlex.quote
+        script = (
+            f"mkdir -p -- {q(posixpath.dirname(path) or '/')} && printf '%s' {q(text)} > {q(path)}"
+        )
+        outcome = self._command(script, path, retry_safe=False)
+        if outcome.exit_code != 0:
+            raise self._failure(outcome, "write", path)

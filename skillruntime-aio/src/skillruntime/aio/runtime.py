@@ -1,0 +1,252 @@
+"""``AioSandboxSkillRuntime``: skill commands and files in an AIO Sandbox service someone else runs.
+
+The runtime talks HTTP to the service (one ``requests.Session``); it never creates, stops or
+cleans up the service. Two modes:
+
+* **Conversation** (``conversation_id``): the workspace is ``<conversations_root>/<id>`` on the
+  service, created on first use; it is the default working directory and scopes every file
+  operation and working directory lexically (the service's shell can still reach any path the
+  ``gem`` user can). Skills are prepared under ``<workspace>/skills/<name>-<digest12>/``.
+* **Shared root** (no conversation): skills are prepared under ``remote_root``; commands run in
+  its parent by default. Paths are not confined.
+
+There is no conversation store: the service's disk is the state. A prepared copy is complete
+when its ready marker ``.<name>-<digest12>.ready`` exists next to it, so a new runtime object —
+in this process or on another node — checks that with one call and uploads nothing when it is
+there. Preparing uploads one archive and unpacks it with one command.
+
+:meth:`close` closes the command sessions this runtime opened and its HTTP connections; it
+deletes no workspace and no prepared copy.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+import threading
+import time
+from collections.abc import Mapping, Sequence
+
+from skillruntime.core.errors import ExecutionTransportError, SkillPrepareError
+from skillruntime.core.filesystem import SkillRuntimeFileSystem
+from skillruntime.core.models import (
+    Skill,
+    SkillExecutionRequest,
+    SkillExecutionResult,
+    SkillPreparationRequest,
+)
+from skillruntime.core.runtime import BaseSkillRuntime, ready_marker_path
+from skillruntime.core.skillfiles import DEFAULT_UPLOAD_POLICY, SkillFile, UploadPolicy
+from skillruntime.core.workspace import ConversationWorkspace
+
+from .archive import build_skill_archive, unpack_command
+from .client import DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT, AioClient
+from .commands import CommandMode, CommandRunner, CommandSpec
+from .errors import AioSandboxError
+from .files import AioFileSystem
+from .options import DEFAULT_CONVERSATIONS_ROOT, DEFAULT_REMOTE_ROOT, validate_base_url
+
+__all__ = ["AioSandboxSkillRuntime"]
+
+logger = logging.getLogger(__name__)
+
+_PREPARE_TIMEOUT = 600.0
+"""Seconds the unpack command of a skill archive may take."""
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", "replace")
+
+
+class AioSandboxSkillRuntime(BaseSkillRuntime):
+    """Runs skills in an existing AIO Sandbox service; see the module docs for the modes.
+
+    ``token`` is sent as ``Authorization: Bearer`` and ``api_key`` as ``X-AIO-API-Key``.
+    ``command_api`` forces ``bash`` (``/v1/bash/exec``) or ``shell`` (``/v1/shell/exec``);
+    ``auto`` detects it once. ``temp_root`` is a directory on the service for staged uploads and
+    per-command output files. ``client`` replaces the HTTP client (its owner closes it).
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        token: str | None = None,
+        api_key: str | None = None,
+        conversation_id: str | None = None,
+        conversations_root: str = DEFAULT_CONVERSATIONS_ROOT,
+        remote_root: str = DEFAULT_REMOTE_ROOT,
+        base_environment: Mapping[str, str] | None = None,
+        upload_policy: UploadPolicy = DEFAULT_UPLOAD_POLICY,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        read_timeout: float = DEFAULT_READ_TIMEOUT,
+        retry_attempts: int = 3,
+        command_api: CommandMode = "auto",
+        temp_root: str = "/tmp",
+        client: AioClient | None = None,
+    ) -> None:
+        workspace = (
+            ConversationWorkspace(conversations_root, conversation_id)
+            if conversation_id is not None
+            else None
+        )
+        super().__init__(
+            base_environment=base_environment, workspace=workspace, upload_policy=upload_policy
+        )
+        if not remote_root.startswith("/") or remote_root.rstrip("/") == "":
+            raise ValueError("remote_root must be an absolute path on the service other than /")
+        self._remote_root = posixpath.normpath(remote_root)
+        self._owns_client = client is None
+        self._client = client or AioClient(
+            validate_base_url(base_url),
+            token=token,
+            api_key=api_key,
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+            retry_attempts=retry_attempts,
+        )
+        self._runner = CommandRunner(self._client, mode=command_api, temp_root=temp_root)
+        self._files = AioFileSystem(self._client, self._runner)
+        self._default_directory = (
+            workspace.directory if workspace else posixpath.dirname(self._remote_root)
+        )
+        self._root_ready = False
+        self._root_lock = threading.Lock()
+
+    # ------------------------------------------------------------------- SPI
+
+    @property
+    def name(self) -> str:
+        return "aio"
+
+    @property
+    def default_working_directory(self) -> str:
+        return self._default_directory
+
+    @property
+    def client(self) -> AioClient:
+        """The HTTP client (its :attr:`~AioClient.request_count` counts requests)."""
+        return self._client
+
+    @property
+    def command_api(self) -> str:
+        """``bash`` or ``shell``: the command API in use (detected on first use)."""
+        return self._runner.mode
+
+    def prepare(self, request: SkillPreparationRequest) -> list[Skill]:
+        self._ensure_open()
+        if request.skills:
+            self._ensure_root()
+        return super().prepare(request)
+
+    def get_file_system(self) -> SkillRuntimeFileSystem:
+        self._ensure_open()
+        self._ensure_root()
+        return super().get_file_system()
+
+    # ----------------------------------------------------------------- hooks
+
+    def _run(
+        self, request: SkillExecutionRequest, working_directory: str, environment: dict[str, str]
+    ) -> SkillExecutionResult:
+        cwd = posixpath.normpath(posixpath.join(self._default_directory, working_directory))
+        make_dirs = () if self._root_ready else (self._default_directory,)
+        started = time.monotonic()
+        outcome = self._runner.run(
+            CommandSpec(
+                command=request.command,
+                cwd=cwd,
+                environment=environment,
+                timeout=request.timeout_seconds,
+                cap=request.max_output_bytes,
+                make_dirs=make_dirs,
+            )
+        )
+        if outcome.missing_cwd:
+            raise ExecutionTransportError(f"Working directory does not exist: {cwd}")
+        self._root_ready = True
+        cap = request.max_output_bytes
+        return SkillExecutionResult(
+            exit_code=outcome.exit_code,
+            stdout=_decode(outcome.stdout),
+            stderr=_decode(outcome.stderr),
+            timed_out=outcome.timed_out,
+            duration_seconds=time.monotonic() - started,
+            stdout_truncated=outcome.stdout_size > cap,
+            stderr_truncated=outcome.stderr_size > cap,
+        )
+
+    def _raw_file_system(self) -> SkillRuntimeFileSystem:
+        return self._files
+
+    def _close_resources(self) -> None:
+        try:
+            self._runner.close()
+        finally:
+            if self._owns_client:
+                self._client.close()
+
+    def _skills_root(self) -> str | None:
+        if self._workspace is not None:
+            return self._workspace.skills_directory
+        return self._remote_root
+
+    def _place_skill(self, skill: Skill, files: Sequence[SkillFile], target: str) -> None:
+        """Upload one ``.tar.gz`` of the skill and unpack it with one command."""
+        archive, size = build_skill_archive(files)
+        staging = self._runner.staging_path(".tar.gz")
+        try:
+            try:
+                self._client.upload(staging, archive, size, idempotent=True, read_timeout=600.0)
+            except AioSandboxError as exc:
+                raise SkillPrepareError(
+                    f"Uploading skill '{skill.name}' to the AIO Sandbox failed: {exc}",
+                    skill_name=skill.name,
+                ) from exc
+        finally:
+            archive.close()
+        try:
+            outcome = self._runner.run(
+                CommandSpec(
+                    command=unpack_command(staging, target),
+                    cwd="/",
+                    environment={},
+                    timeout=_PREPARE_TIMEOUT,
+                    cap=64 * 1024,
+                )
+            )
+        except ExecutionTransportError as exc:
+            raise SkillPrepareError(
+                f"Unpacking skill '{skill.name}' on the AIO Sandbox failed: {exc}",
+                skill_name=skill.name,
+            ) from exc
+        if outcome.exit_code != 0 or outcome.timed_out:
+            detail = _decode(outcome.stderr).strip()[-500:]
+            raise SkillPrepareError(
+                f"Unpacking skill '{skill.name}' on the AIO Sandbox failed "
+                f"(exit code {outcome.exit_code}): {detail}",
+                skill_name=skill.name,
+                exit_code=outcome.exit_code,
+                output_tail=detail,
+                timed_out=outcome.timed_out,
+            )
+        logger.debug("uploaded skill %s as one %d-byte archive", skill.name, size)
+
+    def _is_ready(self, target: str) -> bool:
+        return self._files.stat(ready_marker_path(target)) is not None
+
+    def _mark_ready(self, target: str) -> None:
+        self._files.write_marker(ready_marker_path(target), "ok\n")
+
+    # --------------------------------------------------------------- helpers
+
+    def _ensure_root(self) -> None:
+        """Create the workspace (or the shared skills root) on first use: one command."""
+        if self._root_ready:
+            return
+        with self._root_lock:
+            if self._root_ready:
+                return
+            root = self._workspace.directory if self._workspace else self._remote_root
+            self._files.make_directory(root)
+            self._root_ready = True

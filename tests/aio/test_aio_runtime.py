@@ -1,0 +1,413 @@
+"""The AIO runtime against the AIO Sandbox double: request counts, resume, auth, errors, retries."""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from doubles.aio import AioDouble
+from skillruntime.aio import (
+    AioAuthenticationError,
+    AioNotFoundError,
+    AioOperationError,
+    AioRequestError,
+    AioSandboxSkillRuntime,
+    AioServerError,
+)
+from skillruntime.core.errors import (
+    ExecutionTransportError,
+    RuntimeFileError,
+    RuntimeFileNotFoundError,
+    SkillRuntimeError,
+)
+from skillruntime.core.models import (
+    BootstrapCommand,
+    Skill,
+    SkillExecutionRequest,
+    SkillPreparationRequest,
+    SkillRuntimeConfig,
+)
+
+ROOT = "/home/gem/workspace/conversations"
+
+
+def _requests(double: AioDouble, route: str) -> int:
+    counts: dict[str, int] = double.stats()["requests"]
+    return counts.get(route, 0)
+
+
+def _total(double: AioDouble) -> int:
+    return sum(double.stats()["requests"].values())
+
+
+def _runtime(double: AioDouble, conversation: str | None = None, **kwargs: Any) -> Any:
+    return AioSandboxSkillRuntime(
+        base_url=double.url,
+        token=double.token,
+        conversation_id=conversation or f"c-{uuid.uuid4().hex[:10]}",
+        conversations_root=ROOT,
+        **kwargs,
+    )
+
+
+def _run(runtime: AioSandboxSkillRuntime, command: str, **fields: Any) -> Any:
+    return runtime.execute(SkillExecutionRequest(command=command, **fields))
+
+
+def _big_skill(root: Path, files: int) -> Skill:
+    skill_dir = root / f"big-{uuid.uuid4().hex[:6]}"
+    (skill_dir / "scripts").mkdir(parents=True)
+    (skill_dir / "SKILL.md").write_text("---\nname: big\ndescription: many files\n---\nbody\n")
+    run = skill_dir / "scripts" / "run.sh"
+    run.write_text("#!/bin/sh\necho big-ran\n")
+    run.chmod(0o755)
+    for index in range(files - 2):
+        sub = skill_dir / "data" / f"d{index % 20:02d}"
+        sub.mkdir(parents=True, exist_ok=True)
+        (sub / f"f{index:04d}.txt").write_text(f"file {index}\n")
+    return Skill(name="big", description="many files", base_path=str(skill_dir))
+
+
+@pytest.fixture(params=["aio_bash", "aio_shell"])
+def double(request: pytest.FixtureRequest) -> AioDouble:
+    """Each test runs against a current image and an image without ``/v1/bash``."""
+    value: AioDouble = request.getfixturevalue(request.param)
+    return value
+
+
+@pytest.fixture
+def runtime(double: AioDouble) -> Iterator[AioSandboxSkillRuntime]:
+    with _runtime(double) as rt:
+        yield rt
+
+
+# ------------------------------------------------------------------------- prepare
+
+
+def test_a_1000_file_skill_is_prepared_with_a_handful_of_requests(
+    double: AioDouble, runtime: AioSandboxSkillRuntime, tmp_path: Path
+) -> None:
+    skill = _big_skill(tmp_path, 1000)
+    _run(runtime, "true")  # detection and the workspace are not part of the count
+    double.reset_stats()
+    (prepared,) = runtime.prepare(SkillPreparationRequest(skills=(skill,)))
+    stats = double.stats()["requests"]
+    assert stats.get("POST /v1/file/upload", 0) == 1
+    assert sum(stats.values()) <= 8, stats
+    fs = runtime.get_file_system()
+    assert len(fs.list_files(prepared.base_path, limit=5000)) == 1000
+    assert fs.read_text(posixpath.join(prepared.base_path, "data/d07/f0507.txt")) == "file 507\n"
+    out = _run(runtime, "./scripts/run.sh", working_directory=prepared.base_path)
+    assert out.stdout == "big-ran\n"
+
+
+def test_a_second_runtime_object_on_the_conversation_uploads_nothing(
+    double: AioDouble, tmp_path: Path
+) -> None:
+    skill = _big_skill(tmp_path, 50)
+    conversation = f"resume-{uuid.uuid4().hex[:8]}"
+    log = posixpath.join(ROOT, conversation, "boot.log")
+    config = SkillRuntimeConfig(bootstrap=(BootstrapCommand(command=f"echo run >> '{log}'"),))
+    request = SkillPreparationRequest(skills=(skill,), configs={"big": config})
+    with _runtime(double, conversation) as first:
+        (one,) = first.prepare(request)
+    double.reset_stats()
+    with _runtime(double, conversation) as second:
+        (two,) = second.prepare(request)
+        stats = double.stats()["requests"]
+        assert two.base_path == one.base_path
+        assert stats.get("POST /v1/file/upload", 0) == 0
+        assert stats.get("POST /v1/file/write", 0) == 0
+        assert double.stats()["bytes_uploaded"] == 0
+        # One command creates the workspace, one checks the ready marker.
+        commands = stats.get("POST /v1/bash/exec", 0) + stats.get("POST /v1/shell/exec", 0)
+        assert commands == 2, stats
+        assert second.get_file_system().read_text(log) == "run\n"
+
+
+def test_shared_remote_root_is_reused_across_runtimes(double: AioDouble, tmp_path: Path) -> None:
+    skill = _big_skill(tmp_path, 10)
+    remote_root = f"/home/gem/workspace/shared-{uuid.uuid4().hex[:8]}/skills"
+    with AioSandboxSkillRuntime(
+        base_url=double.url, token=double.token, remote_root=remote_root
+    ) as first:
+        assert first.default_working_directory == posixpath.dirname(remote_root)
+        (one,) = first.prepare(SkillPreparationRequest(skills=(skill,)))
+        assert posixpath.dirname(one.base_path) == remote_root
+    double.reset_stats()
+    with AioSandboxSkillRuntime(
+        base_url=double.url, token=double.token, remote_root=remote_root
+    ) as second:
+        (two,) = second.prepare(SkillPreparationRequest(skills=(skill,)))
+    assert two.base_path == one.base_path
+    assert _requests(double, "POST /v1/file/upload") == 0
+
+
+def test_an_archive_that_fails_to_unpack_raises_prepare_error(
+    runtime: AioSandboxSkillRuntime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from skillruntime.aio import runtime as runtime_module
+    from skillruntime.core.errors import SkillPrepareError
+
+    def broken(archive: str, target: str) -> str:
+        return f"rm -f '{archive}'; echo 'the skill archive is unreadable' >&2; exit 1"
+
+    monkeypatch.setattr(runtime_module, "unpack_command", broken)
+    with pytest.raises(SkillPrepareError, match="unreadable") as caught:
+        runtime.prepare(SkillPreparationRequest(skills=(_big_skill(tmp_path, 3),)))
+    assert caught.value.skill_name == "big"
+
+
+# ------------------------------------------------------------------------- commands
+
+
+def test_command_api_is_detected_once(double: AioDouble) -> None:
+    double.reset_stats()
+    with _runtime(double) as rt:
+        for _ in range(3):
+            assert _run(rt, "echo hi").stdout == "hi\n"
+        expected = "bash" if double.bash_api else "shell"
+        assert rt.command_api == expected
+    assert _requests(double, "POST /v1/bash/sessions/create") == 1
+    if double.bash_api:
+        assert _requests(double, "POST /v1/bash/exec") == 3
+        assert _requests(double, "POST /v1/shell/exec") == 0
+    else:
+        assert _requests(double, "POST /v1/shell/sessions/create") == 1
+        assert _requests(double, "POST /v1/shell/exec") >= 3
+
+
+def test_top_level_exit_neither_ends_nor_poisons_the_session(
+    runtime: AioSandboxSkillRuntime,
+) -> None:
+    assert _run(runtime, "exit 3").exit_code == 3
+    assert _run(runtime, "cd /; export KIT_X=1; echo once").stdout == "once\n"
+    after = _run(runtime, 'pwd; printf "%s" "${KIT_X-unset}"')
+    assert after.stdout == f"{runtime.default_working_directory}\nunset"
+
+
+def test_missing_working_directory_is_a_transport_error(runtime: AioSandboxSkillRuntime) -> None:
+    with pytest.raises(ExecutionTransportError, match="does not exist"):
+        _run(runtime, "true", working_directory="no/such/dir")
+
+
+def test_environment_values_stay_out_of_the_command_text(
+    double: AioDouble, runtime: AioSandboxSkillRuntime
+) -> None:
+    secret = "kit-secret-" + uuid.uuid4().hex
+    assert _run(runtime, 'printf "%s" "$KIT_S"', environment={"KIT_S": secret}).stdout == secret
+    if double.bash_api:
+        listing = runtime.client.call("GET", "/v1/bash/sessions")
+        assert secret not in repr(listing)
+    else:
+        sessions = runtime.client.call("GET", "/v1/shell/sessions")
+        for session_id in sessions["sessions"]:
+            view = runtime.client.call("POST", "/v1/shell/view", json={"id": session_id})
+            assert secret not in repr(view)
+    # The environment file the shell path writes is gone.
+    leftovers = [p for p in Path("/tmp").glob(".skillruntime-aio-*.env")]
+    assert not any(secret in p.read_text() for p in leftovers if p.exists())
+
+
+def test_a_terminated_shell_session_is_replaced_once(aio_shell: AioDouble) -> None:
+    with _runtime(aio_shell) as rt:
+        assert _run(rt, "echo one").stdout == "one\n"
+        sessions = list(rt.client.call("GET", "/v1/shell/sessions")["sessions"])
+        ours = [s for s in sessions if s.startswith("skillruntime-")]
+        for session_id in ours:
+            aio_shell.terminate_shell_session(session_id)
+        aio_shell.reset_stats()
+        assert _run(rt, "echo two").stdout == "two\n"
+        assert _requests(aio_shell, "POST /v1/shell/sessions/create") == 1
+
+
+def test_an_evicted_shell_session_is_recreated(aio_shell: AioDouble) -> None:
+    with _runtime(aio_shell) as rt:
+        _run(rt, "true")
+        for session_id in rt.client.call("GET", "/v1/shell/sessions")["sessions"]:
+            if session_id.startswith("skillruntime-"):
+                aio_shell.evict_shell_session(session_id)
+        assert _run(rt, "echo back").stdout == "back\n"
+
+
+def test_close_releases_only_its_own_sessions(double: AioDouble) -> None:
+    rt = _runtime(double)
+    _run(rt, "true")
+    double.reset_stats()
+    rt.close()
+    rt.close()
+    requests = double.stats()["requests"]
+    assert requests.get("DELETE /v1/shell/sessions", 0) == 0
+    if double.bash_api:
+        assert requests.get("POST /v1/bash/sessions/{session_id}/close", 0) == 1
+    else:
+        assert requests.get("DELETE /v1/shell/sessions/{session_id}", 0) == 1
+    with _runtime(double) as other:
+        assert _run(other, "echo alive").stdout == "alive\n"
+
+
+# ---------------------------------------------------------------------------- auth
+
+
+@pytest.mark.parametrize("token", [None, "wrong-token"])
+def test_bad_or_missing_token_names_the_option(aio_bash: AioDouble, token: str | None) -> None:
+    with AioSandboxSkillRuntime(
+        base_url=aio_bash.url, token=token, conversation_id="auth-check", conversations_root=ROOT
+    ) as rt:
+        with pytest.raises(SkillRuntimeError) as caught:
+            _run(rt, "true")
+        message = str(caught.value)
+        assert "401" in message
+        assert "SKILLRUNTIME_AIO_TOKEN" in message
+        assert "api_key" in message
+        if token:
+            assert token not in message
+        with pytest.raises(RuntimeFileError, match="SKILLRUNTIME_AIO_TOKEN"):
+            rt.get_file_system()
+    assert isinstance(caught.value.__cause__, AioAuthenticationError)
+
+
+def test_api_key_mode_uses_the_api_key_header() -> None:
+    with AioDouble(auth="api_key") as double:
+        key = double.api_key
+        assert key
+        with AioSandboxSkillRuntime(
+            base_url=double.url, api_key=key, conversation_id="k", conversations_root=ROOT
+        ) as rt:
+            assert _run(rt, "echo keyed").stdout == "keyed\n"
+        with AioSandboxSkillRuntime(
+            base_url=double.url, api_key="nope", conversation_id="k", conversations_root=ROOT
+        ) as bad:
+            with pytest.raises(ExecutionTransportError, match="SKILLRUNTIME_AIO_API_KEY") as err:
+                _run(bad, "true")
+            assert "nope" not in str(err.value)
+
+
+# --------------------------------------------------------------- errors and retries
+
+
+def test_envelope_and_status_errors_are_mapped(aio_bash: AioDouble) -> None:
+    with _runtime(aio_bash) as rt:
+        client = rt.client
+        with pytest.raises(AioRequestError, match="422") as invalid:
+            client.call("POST", "/v1/shell/exec", json={"not_command": "x"})
+        assert "command" in str(invalid.value)
+        with pytest.raises(AioNotFoundError, match="404"):
+            client.call("GET", "/v1/no-such-endpoint")
+        with pytest.raises(AioOperationError) as failed:
+            client.call("POST", "/v1/file/read", json={"file": "/home/gem/missing-file"})
+        assert failed.value.error_type == "not_found"
+        aio_bash.inject_fault("GET /v1/sandbox", 200, body={"success": False, "message": "boom"})
+        with pytest.raises(AioOperationError, match="boom"):
+            client.call("GET", "/v1/sandbox")
+        aio_bash.inject_fault("GET /v1/sandbox", 500)
+        aio_bash.reset_stats()
+        with pytest.raises(AioServerError, match="500"):
+            client.call("GET", "/v1/sandbox", idempotent=True)
+        assert _requests(aio_bash, "GET /v1/sandbox") == 1  # 500 is not retried
+
+
+def test_idempotent_reads_are_retried_on_gateway_errors(aio_bash: AioDouble) -> None:
+    with _runtime(aio_bash) as rt:
+        fs = rt.get_file_system()
+        fs.write_bytes("blob.bin", bytes(range(256)))
+        aio_bash.reset_stats()
+        aio_bash.inject_fault("GET /v1/file/download", 503, count=2)
+        assert fs.read_bytes("blob.bin") == bytes(range(256))
+        assert _requests(aio_bash, "GET /v1/file/download") == 3
+        aio_bash.inject_fault("GET /v1/file/download", 0, count=1)  # dropped connection
+        assert fs.read_bytes("blob.bin") == bytes(range(256))
+        aio_bash.inject_fault("/v1/file/upload", 502, count=1)
+        fs.write_text("again.txt", "uploaded after a retry")
+        assert fs.read_text("again.txt") == "uploaded after a retry"
+
+
+def test_commands_are_never_retried(aio_bash: AioDouble) -> None:
+    with _runtime(aio_bash) as rt:
+        _run(rt, "true")
+        aio_bash.reset_stats()
+        aio_bash.inject_fault("POST /v1/bash/exec", 503, count=1)
+        with pytest.raises(ExecutionTransportError, match="503"):
+            _run(rt, "echo x >> attempts.txt")
+        assert _requests(aio_bash, "POST /v1/bash/exec") == 1
+        assert rt.get_file_system().stat("attempts.txt") is None
+
+
+def test_missing_file_and_directory_reads_are_not_found(runtime: AioSandboxSkillRuntime) -> None:
+    fs = runtime.get_file_system()
+    fs.make_directory("adir")
+    for path in ("missing.txt", "adir"):
+        with pytest.raises(RuntimeFileNotFoundError):
+            fs.read_bytes(path)
+
+
+def test_unreachable_service_is_a_clear_transport_error() -> None:
+    with (
+        AioSandboxSkillRuntime(
+            base_url="http://127.0.0.1:9",
+            conversation_id="x",
+            conversations_root=ROOT,
+            connect_timeout=1,
+            retry_attempts=1,
+        ) as rt,
+        pytest.raises(ExecutionTransportError, match="Cannot reach"),
+    ):
+        _run(rt, "true")
+
+
+def test_host_sees_what_the_runtime_wrote(double: AioDouble) -> None:
+    conversation = f"host-{uuid.uuid4().hex[:8]}"
+    with _runtime(double, conversation) as rt:
+        rt.get_file_system().write_bytes("bin/tool", b"#!/bin/sh\necho t\n", executable=True)
+    host = double.host_path(posixpath.join(ROOT, conversation, "bin/tool"))
+    assert host.read_bytes() == b"#!/bin/sh\necho t\n"
+    assert os.stat(host).st_mode & 0o777 == 0o755
+
+
+def test_long_shell_commands_are_followed_with_wait_and_view(
+    aio_shell: AioDouble, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from skillruntime.aio import commands
+
+    monkeypatch.setattr(commands, "_SOFT_TIMEOUT", 1.0)
+    with _runtime(aio_shell) as rt:
+        _run(rt, "true")
+        aio_shell.reset_stats()
+        result = _run(rt, "sleep 2.5; echo late; echo err >&2; exit 4", timeout_seconds=30)
+        assert (result.exit_code, result.stdout, result.stderr) == (4, "late\n", "err\n")
+        assert _requests(aio_shell, "POST /v1/shell/wait") >= 1
+        assert _requests(aio_shell, "POST /v1/shell/view") >= 1
+        timed = _run(rt, "echo partial; sleep 30", timeout_seconds=2.5)
+        assert timed.timed_out
+        assert timed.stdout == "partial\n"
+
+
+def test_an_older_image_with_legacy_file_errors() -> None:
+    with AioDouble(bash_api=False, file_errors="legacy") as double, _runtime(double) as rt:
+        fs = rt.get_file_system()
+        fs.write_bytes("data/raw.bin", b"\xff\xfe\x00binary")
+        assert fs.read_bytes("data/raw.bin") == b"\xff\xfe\x00binary"
+        with pytest.raises(RuntimeFileNotFoundError):
+            fs.read_text("data/missing.txt")
+        with pytest.raises(RuntimeFileError, match="not valid utf-8"):
+            fs.read_text("data/raw.bin")
+        assert [e.name for e in fs.list_directory("data")] == ["raw.bin"]
+        assert _run(rt, "cat data/raw.bin | wc -c").stdout.strip() == "9"
+
+
+def test_a_failed_shell_command_leaves_no_environment_value_behind(aio_shell: AioDouble) -> None:
+    secret = "kit-secret-" + uuid.uuid4().hex
+    with _runtime(aio_shell) as rt:
+        _run(rt, "true")
+        aio_shell.inject_fault("POST /v1/shell/exec", 503, count=1)
+        with pytest.raises(ExecutionTransportError, match="503"):
+            _run(rt, "echo never", environment={"KIT_S": secret})
+        assert _run(rt, 'printf "%s" "${KIT_S-unset}"').stdout == "unset"
+    for leftover in Path("/tmp").glob(".skillruntime-aio-*.env"):
+        assert secret not in leftover.read_text(errors="replace")

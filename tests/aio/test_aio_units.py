@@ -1,0 +1,292 @@
+"""AIO runtime parts that need no service: options, plugin, wrapper script, archive, multipart."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from skillruntime.aio import AioRuntimeOptions, AioSandboxSkillRuntime
+from skillruntime.aio.archive import build_skill_archive, unpack_command
+from skillruntime.aio.client import AioClient, _MultipartBody
+from skillruntime.aio.script import (
+    build_wrapper,
+    parse_file_result,
+    parse_stream_result,
+    shell_line,
+)
+from skillruntime.core.plugins import available_runtimes, create_runtime
+from skillruntime.core.skillfiles import iter_skill_files
+
+# ------------------------------------------------------------------------- options
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["", "127.0.0.1:8080", "/v1", "ftp://host", "http://", "http://u:p@host", "http://h/?x=1"],
+)
+def test_base_url_must_be_an_absolute_http_url(url: str) -> None:
+    with pytest.raises(ValueError, match="base_url"):
+        AioRuntimeOptions(base_url=url)
+
+
+def test_options_read_the_environment_and_hide_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SKILLRUNTIME_AIO_BASE_URL", "https://sandbox.example:8443/")
+    monkeypatch.setenv("SKILLRUNTIME_AIO_TOKEN", "jwt-secret-value")
+    monkeypatch.setenv("SKILLRUNTIME_AIO_CONVERSATION_ID", "conv-1")
+    options = AioRuntimeOptions()
+    assert options.base_url == "https://sandbox.example:8443"
+    assert options.conversations_root == "/home/gem/workspace/conversations"
+    assert options.remote_root == "/home/gem/workspace/skills"
+    assert "jwt-secret-value" not in repr(options)
+    arguments = options.runtime_arguments()
+    assert arguments["token"] == "jwt-secret-value"
+    assert arguments["conversation_id"] == "conv-1"
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "match"),
+    [
+        ("conversation_id", "../x", "conversation"),
+        ("remote_root", "relative/skills", "absolute"),
+        ("read_timeout", 0, "greater than 0"),
+        ("command_api", "ssh", "bash"),
+    ],
+)
+def test_invalid_options_are_refused(field: str, value: object, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        AioRuntimeOptions.model_validate({"base_url": "http://127.0.0.1:8080", field: value})
+
+
+def test_the_plugin_registers_aio_and_builds_without_network() -> None:
+    provider = available_runtimes()["aio"]
+    assert provider.distribution == "skillruntime-aio"
+    assert provider.options_model is AioRuntimeOptions
+    runtime = create_runtime(
+        "aio", base_url="http://127.0.0.1:9", conversation_id="p-1", token="t-secret"
+    )
+    try:
+        assert isinstance(runtime, AioSandboxSkillRuntime)
+        assert runtime.name == "aio"
+        assert runtime.default_working_directory == "/home/gem/workspace/conversations/p-1"
+        assert runtime.client.request_count == 0
+    finally:
+        runtime.close()
+
+
+def test_client_sends_the_configured_credentials() -> None:
+    client = AioClient("http://h:1", token="tok", api_key="key")
+    try:
+        headers = client._session.headers
+        assert headers["Authorization"] == "Bearer tok"
+        assert headers["X-AIO-API-Key"] == "key"
+        assert "tok" not in repr(client)
+    finally:
+        client.close()
+
+
+# ------------------------------------------------------------------ wrapper script
+
+
+def _wrap(tmp_path: Path, command: str, *, timeout: float = 10, cap: int = 4096) -> str:
+    return build_wrapper(
+        command=command,
+        cwd=str(tmp_path),
+        run_dir=str(tmp_path / "run"),
+        nonce="n0nce",
+        cap=cap,
+        timeout=timeout,
+        to_file=False,
+    )
+
+
+@pytest.mark.parametrize("shell", ["bash", "sh"])
+def test_wrapper_keeps_streams_apart_and_reports_the_exit_code(tmp_path: Path, shell: str) -> None:
+    script = _wrap(tmp_path, "printf 'out'; printf 'err' >&2; exit 42")
+    done = subprocess.run([shell, "-c", script], capture_output=True, text=True, check=True)
+    outcome = parse_stream_result("n0nce", done.stdout, done.stderr)
+    assert outcome is not None
+    assert (outcome.exit_code, outcome.stdout, outcome.stderr) == (42, b"out", b"err")
+    assert not outcome.timed_out
+    assert not (tmp_path / "run").exists()
+
+
+def test_wrapper_cuts_output_on_the_service_side(tmp_path: Path) -> None:
+    script = _wrap(tmp_path, "printf 'HEAD'; head -c 100000 /dev/zero | tr '\\0' x; printf 'TAIL'")
+    done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True)
+    outcome = parse_stream_result("n0nce", done.stdout, done.stderr)
+    assert outcome is not None
+    assert outcome.stdout.startswith(b"HEADx")
+    assert outcome.stdout.endswith(b"xTAIL")
+    assert b"[95912 bytes truncated]" in outcome.stdout
+    assert outcome.stdout_size == 100008
+
+
+def test_wrapper_timeout_kills_the_process_group(tmp_path: Path) -> None:
+    pid_file = tmp_path / "child.pid"
+    script = _wrap(
+        tmp_path,
+        f"echo started; sh -c 'sleep 30 & echo $! > {pid_file}; wait' & sleep 30",
+        timeout=2,
+    )
+    done = subprocess.run(
+        ["sh", "-c", script], capture_output=True, text=True, timeout=20, check=False
+    )
+    outcome = parse_stream_result("n0nce", done.stdout, done.stderr)
+    assert outcome is not None
+    assert outcome.timed_out
+    assert outcome.exit_code == -1
+    assert outcome.stdout == b"started\n"
+    state = Path(f"/proc/{pid_file.read_text().strip()}/stat")
+    assert not state.exists() or state.read_text().split(") ")[1][0] in "ZX"
+
+
+def test_wrapper_reports_a_missing_working_directory(tmp_path: Path) -> None:
+    script = build_wrapper(
+        command="true",
+        cwd=str(tmp_path / "absent"),
+        run_dir=str(tmp_path / "run"),
+        nonce="n0nce",
+        cap=1024,
+        timeout=5,
+        to_file=False,
+    )
+    done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True)
+    outcome = parse_stream_result("n0nce", done.stdout, done.stderr)
+    assert outcome is not None
+    assert outcome.missing_cwd
+
+
+def test_a_forged_trailer_is_not_taken_for_the_result(tmp_path: Path) -> None:
+    forged = "printf '\\n\\036SRAIOother 0 0 0 0\\n'; exit 9"
+    done = subprocess.run(
+        ["sh", "-c", _wrap(tmp_path, forged)], capture_output=True, text=True, check=True
+    )
+    outcome = parse_stream_result("n0nce", done.stdout, done.stderr)
+    assert outcome is not None
+    assert outcome.exit_code == 9
+    assert parse_stream_result("n0nce", "no trailer at all", "") is None
+
+
+def test_file_mode_through_a_one_line_shell_command(tmp_path: Path) -> None:
+    env_file = tmp_path / "env"
+    env_file.write_text("KIT_V='tab\there ✓'\n")
+    script = build_wrapper(
+        command='printf "%s" "$KIT_V"; echo e >&2; exit 3',
+        cwd=str(tmp_path),
+        run_dir=str(tmp_path / "s" / "r1"),
+        nonce="n1",
+        cap=1024,
+        timeout=5,
+        to_file=True,
+        env_file=str(env_file),
+        reset_dir=str(tmp_path / "s"),
+    )
+    line = shell_line(script)
+    assert "\n" not in line
+    assert line.isascii()
+    subprocess.run(["bash", "-c", line], check=True)
+    data = (tmp_path / "s" / "r1" / "result").read_bytes()
+    outcome = parse_file_result("n1", data, 1024)
+    assert outcome is not None
+    assert outcome.exit_code == 3
+    assert outcome.stdout.decode() == "tab\there ✓"
+    assert outcome.stderr == b"e\n"
+    assert not env_file.exists()
+    assert parse_file_result("other", data, 1024) is None
+
+
+# ------------------------------------------------------------------------- archive
+
+
+def _skill(tmp_path: Path) -> Path:
+    root = tmp_path / "skill"
+    (root / "scripts").mkdir(parents=True)
+    (root / "SKILL.md").write_text("---\nname: s\ndescription: d\n---\n")
+    (root / "scripts" / "run.sh").write_text("#!/bin/sh\necho ran\n")
+    (root / "scripts" / "run.sh").chmod(0o755)
+    (root / "deep" / "er").mkdir(parents=True)
+    (root / "deep" / "er" / "data.bin").write_bytes(bytes(range(256)))
+    return root
+
+
+def test_archive_keeps_modes_and_unpacks_in_place(tmp_path: Path) -> None:
+    files = list(iter_skill_files(_skill(tmp_path)))
+    archive, size = build_skill_archive(files)
+    upload = tmp_path / "upload.tar.gz"
+    with archive:
+        upload.write_bytes(archive.read())
+    assert upload.stat().st_size == size
+    with tarfile.open(upload) as tar:
+        modes = {m.name: m.mode for m in tar.getmembers() if m.isfile()}
+    assert modes == {"SKILL.md": 0o644, "scripts/run.sh": 0o755, "deep/er/data.bin": 0o644}
+    target = tmp_path / "out" / "s-123"
+    (target).mkdir(parents=True)
+    (target / "stale.txt").write_text("from an incomplete copy")
+    subprocess.run(["sh", "-c", unpack_command(str(upload), str(target))], check=True)
+    assert (target / "deep" / "er" / "data.bin").read_bytes() == bytes(range(256))
+    assert os.access(target / "scripts" / "run.sh", os.X_OK)
+    assert not os.access(target / "SKILL.md", os.X_OK)
+    assert not (target / "stale.txt").exists()
+    assert not upload.exists()
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["s-123"]
+
+
+def _evil_archive(path: Path, kind: str) -> None:
+    with tarfile.open(path, "w:gz") as tar:
+        info = tarfile.TarInfo("ok.txt")
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b"ok"))
+        if kind == "symlink":
+            link = tarfile.TarInfo("link")
+            link.type = tarfile.SYMTYPE
+            link.linkname = "/etc/passwd"
+            tar.addfile(link)
+        else:
+            name = {"dotdot": "../escaped.txt", "absolute": "/tmp/escaped-abs.txt"}[kind]
+            info = tarfile.TarInfo(name)
+            info.size = 4
+            tar.addfile(info, io.BytesIO(b"evil"))
+
+
+@pytest.mark.parametrize("kind", ["dotdot", "absolute", "symlink"])
+def test_unpack_refuses_members_that_escape(tmp_path: Path, kind: str) -> None:
+    upload = tmp_path / "evil.tar.gz"
+    _evil_archive(upload, kind)
+    target = tmp_path / "out" / "target"
+    done = subprocess.run(
+        ["sh", "-c", unpack_command(str(upload), str(target))],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 3
+    assert "skill archive" in done.stderr
+    assert not target.exists()
+    assert not (tmp_path / "out" / "escaped.txt").exists()
+    assert not upload.exists()
+    out = tmp_path / "out"
+    assert not out.exists() or not any(out.iterdir())
+
+
+# ----------------------------------------------------------------------- multipart
+
+
+def test_multipart_body_streams_with_an_exact_length() -> None:
+    payload = os.urandom(300_000)
+    source = io.BytesIO(b"prefix" + payload)
+    source.seek(6)
+    body = _MultipartBody({"path": "/home/gem/x.bin"}, source, len(payload), "x.bin")
+    pieces = []
+    while chunk := body.read(8192):
+        assert len(chunk) <= 8192
+        pieces.append(chunk)
+    data = b"".join(pieces)
+    assert len(data) == len(body)
+    assert payload in data
+    assert data.endswith(f"--{body.boundary}--\r\n".encode())
+    assert b'name="path"\r\n\r\n/home/gem/x.bin\r\n' in data

@@ -1,0 +1,187 @@
+"""Benchmark of the AIO runtime against the AIO Sandbox double: prepare and execute, with requests.
+
+Run from the repository root::
+
+    .venv/bin/python tests/benchmarks/bench_aio.py [--files 1000] [--runs 50] [--prepare-runs 3]
+
+For each command API of the double (``/v1/bash`` and the ``/v1/shell`` fallback) it measures,
+against baselines measured in the same run:
+
+1. preparing a generated skill of ``--files`` files into a fresh conversation with one archive,
+   against the same prepare done one file at a time (the inherited ``upload_files`` path, the
+   Java original's approach) — median seconds and HTTP requests counted by the double;
+2. a second runtime object on the same conversation preparing the same skill (resume): requests
+   and bytes uploaded;
+3. ``execute("true")`` against the floor of one raw ``POST /v1/bash/exec`` (or ``/v1/shell/exec``
+   on a pre-created session) with ``requests`` — median of ``--runs`` interleaved runs, and
+   requests per command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+import requests
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from doubles.aio import AioDouble
+from skillruntime.aio import AioSandboxSkillRuntime
+from skillruntime.core.models import (
+    Skill,
+    SkillExecutionRequest,
+    SkillPreparationRequest,
+)
+from skillruntime.core.runtime import BaseSkillRuntime
+from skillruntime.core.skillfiles import SkillFile
+
+ROOT = "/home/gem/workspace/conversations"
+
+
+class PerFileAioRuntime(AioSandboxSkillRuntime):
+    """Baseline: the inherited per-file placement (one upload and one command per file)."""
+
+    def _place_skill(self, skill: Skill, files: Sequence[SkillFile], target: str) -> None:
+        BaseSkillRuntime._place_skill(self, skill, files, target)
+
+
+def make_skill(root: Path, files: int) -> Skill:
+    skill_dir = root / "bench-skill"
+    (skill_dir / "scripts").mkdir(parents=True)
+    (skill_dir / "SKILL.md").write_text("---\nname: bench\ndescription: benchmark\n---\n")
+    for index in range(files - 1):
+        directory = skill_dir / f"d{index % 20:02d}"
+        directory.mkdir(exist_ok=True)
+        path = directory / f"f{index:04d}.dat"
+        path.write_bytes(bytes([index % 251]) * 2048)
+        if index % 10 == 0:
+            path.chmod(0o755)
+    return Skill(name="bench", description="benchmark", base_path=str(skill_dir))
+
+
+def _requests(double: AioDouble) -> int:
+    return sum(double.stats()["requests"].values())
+
+
+def bench_prepare(
+    double: AioDouble, skill: Skill, runs: int, runtime_class: type[AioSandboxSkillRuntime]
+) -> tuple[float, int]:
+    """Median seconds and requests of a prepare into a fresh conversation."""
+    times: list[float] = []
+    counts: list[int] = []
+    for _ in range(runs):
+        with runtime_class(
+            base_url=double.url,
+            token=double.token,
+            conversation_id=f"bench-{uuid.uuid4().hex[:10]}",
+            conversations_root=ROOT,
+        ) as runtime:
+            runtime.execute(SkillExecutionRequest(command="true"))  # detection, workspace
+            double.reset_stats()
+            start = time.perf_counter()
+            runtime.prepare(SkillPreparationRequest(skills=(skill,)))
+            times.append(time.perf_counter() - start)
+            counts.append(_requests(double))
+    return statistics.median(times), int(statistics.median(counts))
+
+
+def bench_resume(double: AioDouble, skill: Skill) -> tuple[int, int]:
+    """Requests and uploaded bytes of a second runtime object preparing the same skill."""
+    conversation = f"bench-{uuid.uuid4().hex[:10]}"
+    arguments = {
+        "base_url": double.url,
+        "token": double.token,
+        "conversation_id": conversation,
+        "conversations_root": ROOT,
+    }
+    with AioSandboxSkillRuntime(**arguments) as first:  # type: ignore[arg-type]
+        first.prepare(SkillPreparationRequest(skills=(skill,)))
+    double.reset_stats()
+    with AioSandboxSkillRuntime(**arguments) as second:  # type: ignore[arg-type]
+        second.prepare(SkillPreparationRequest(skills=(skill,)))
+    stats = double.stats()
+    return sum(stats["requests"].values()), int(stats["bytes_uploaded"])
+
+
+def bench_execute(double: AioDouble, runs: int) -> tuple[float, float, float]:
+    """Median seconds of a raw exec call and of ``execute``; requests per ``execute``."""
+    session = requests.Session()
+    session.headers.update(double.headers)
+    raw: list[float] = []
+    ours: list[float] = []
+    request = SkillExecutionRequest(command="true")
+    with AioSandboxSkillRuntime(
+        base_url=double.url,
+        token=double.token,
+        conversation_id=f"bench-{uuid.uuid4().hex[:10]}",
+        conversations_root=ROOT,
+    ) as runtime:
+        bash = runtime.command_api == "bash"
+        if bash:
+            url, body = double.url + "/v1/bash/exec", {"command": "true", "session_id": "raw"}
+        else:
+            sid = f"raw-{uuid.uuid4().hex[:8]}"
+            session.post(
+                double.url + "/v1/shell/sessions/create", json={"id": sid}, timeout=30
+            ).raise_for_status()
+            url, body = double.url + "/v1/shell/exec", {"command": "true", "id": sid}
+        for _ in range(5):
+            session.post(url, json=body, timeout=30).raise_for_status()
+            runtime.execute(request)
+        double.reset_stats()
+        before = runtime.client.request_count
+        for _ in range(runs):
+            start = time.perf_counter()
+            runtime.execute(request)
+            ours.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            session.post(url, json=body, timeout=30).raise_for_status()
+            raw.append(time.perf_counter() - start)
+        per_command = (runtime.client.request_count - before) / runs
+    session.close()
+    return statistics.median(raw), statistics.median(ours), per_command
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--files", type=int, default=1000)
+    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--prepare-runs", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as scratch:
+        skill = make_skill(Path(scratch), args.files)
+        for bash_api in (True, False):
+            label = "bash " if bash_api else "shell"
+            with AioDouble(bash_api=bash_api) as double:
+                archive_s, archive_n = bench_prepare(
+                    double, skill, args.prepare_runs, AioSandboxSkillRuntime
+                )
+                per_file_s, per_file_n = bench_prepare(double, skill, 1, PerFileAioRuntime)
+                print(
+                    f"[{label}] prepare {args.files} files: archive {archive_s:.2f}s "
+                    f"/ {archive_n} requests; per-file baseline {per_file_s:.2f}s / {per_file_n} "
+                    f"requests; time ratio {archive_s / per_file_s:.3f}, request ratio "
+                    f"{archive_n / per_file_n:.4f}"
+                )
+                resumed_n, resumed_bytes = bench_resume(double, skill)
+                print(
+                    f"[{label}] resume on a second runtime object: {resumed_n} requests, "
+                    f"{resumed_bytes} bytes uploaded"
+                )
+                raw_s, ours_s, per_command = bench_execute(double, args.runs)
+                print(
+                    f"[{label}] execute('true'): {ours_s * 1000:.1f} ms vs raw exec call "
+                    f"{raw_s * 1000:.1f} ms (ratio {ours_s / raw_s:.2f}); "
+                    f"{per_command:.1f} requests per command"
+                )
+
+
+if __name__ == "__main__":
+    main()
