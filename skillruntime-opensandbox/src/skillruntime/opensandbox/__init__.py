@@ -1,1 +1,28 @@
-"""OpenSandbox runtime: per-conversation sandboxes on the official ``opensandbox`` SDK (to come)."""
+"""OpenSandbox runtime: skills in per-conversation OpenSandbox sandboxes, on the official SDK.
+
+Install ``skillruntime-opensandbox`` and build it with
+``create_runtime("opensandbox", domain=…, conversation_id=…)`` or directly as
+:class:`OpenSandboxSkillRuntime`. See ``docs/opensandbox-runtime.md``.
+"""
+
+from .errors import (
+    OpenSandboxError,
+    OpenSandboxExecutionError,
+    OpenSandboxFileError,
+    OpenSandboxFileNotFoundError,
+    SandboxUnavailableError,
+)
+from .options import EgressRule, NetworkPolicyOptions, OpenSandboxRuntimeOptions
+from .runtime import OpenSandboxSkillRuntime
+
+__all__ = [
+    "EgressRule",
+    "NetworkPolicyOptions",
+    "OpenSandboxError",
+    "OpenSandboxExecutionError",
+    "OpenSandboxFileError",
+    "OpenSandboxFileNotFoundError",
+    "OpenSandboxRuntimeOptions",
+    "OpenSandboxSkillRuntime",
+    "SandboxUnavailableError",
+]

@@ -1,0 +1,215 @@
+"""Mapping of OpenSandbox SDK exceptions onto the skillruntime error hierarchy.
+
+Every error raised by this distribution derives from
+:class:`~skillruntime.core.errors.SkillRuntimeError` and carries what the SDK knew: the error
+``code`` reported by the server (``FILE_NOT_FOUND``, ``DOCKER::SANDBOX_NOT_FOUND``…), the HTTP
+``status_code`` and the server's ``request_id``. Messages never contain API keys, environment
+values or file bodies.
+"""
+
+from __future__ import annotations
+
+from opensandbox.exceptions import (
+    SandboxApiException,
+    SandboxConnectionException,
+    SandboxException,
+    SandboxRateLimitException,
+    SandboxReadyTimeoutException,
+    SandboxTimeoutException,
+)
+from skillruntime.core.errors import (
+    ExecutionTransportError,
+    RuntimeFileError,
+    RuntimeFileNotFoundError,
+    SkillRuntimeError,
+)
+
+__all__ = [
+    "TRANSIENT_STATUS_CODES",
+    "OpenSandboxError",
+    "OpenSandboxExecutionError",
+    "OpenSandboxFileError",
+    "OpenSandboxFileNotFoundError",
+    "SandboxUnavailableError",
+    "SdkErrorDetails",
+    "describe",
+    "execution_error",
+    "file_error",
+    "is_not_found",
+    "is_transient",
+    "sandbox_error",
+]
+
+TRANSIENT_STATUS_CODES = frozenset({429, 502, 503})
+"""HTTP statuses after which an idempotent call is retried."""
+
+
+class SdkErrorDetails:
+    """``code``, ``status_code`` and ``request_id`` of the SDK error behind an exception."""
+
+    code: str | None
+    status_code: int | None
+    request_id: str | None
+
+    def _set_details(
+        self, code: str | None, status_code: int | None, request_id: str | None
+    ) -> None:
+        self.code = code
+        self.status_code = status_code
+        self.request_id = request_id
+
+
+class OpenSandboxError(SkillRuntimeError, SdkErrorDetails):
+    """A lifecycle call to the OpenSandbox server failed (create, connect, renew, kill…)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        status_code: int | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self._set_details(code, status_code, request_id)
+
+
+class SandboxUnavailableError(OpenSandboxError):
+    """The conversation's stored sandbox exists but cannot be reached; the record is untouched."""
+
+
+class OpenSandboxExecutionError(ExecutionTransportError, SdkErrorDetails):
+    """A command could not be started or its result could not be obtained."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        status_code: int | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self._set_details(code, status_code, request_id)
+
+
+class OpenSandboxFileError(RuntimeFileError, SdkErrorDetails):
+    """A file operation in the sandbox failed."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        code: str | None = None,
+        status_code: int | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        super().__init__(message, path=path)
+        self._set_details(code, status_code, request_id)
+
+
+class OpenSandboxFileNotFoundError(RuntimeFileNotFoundError, SdkErrorDetails):
+    """The sandbox path does not exist (HTTP 404 / ``FILE_NOT_FOUND``)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        code: str | None = None,
+        status_code: int | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        super().__init__(message, path=path)
+        self._set_details(code, status_code, request_id)
+
+
+def _status(exc: BaseException) -> int | None:
+    if isinstance(exc, SandboxApiException):
+        return exc.status_code
+    return None
+
+
+def _code(exc: BaseException) -> str | None:
+    if isinstance(exc, SandboxException) and exc.error is not None:
+        code = exc.error.code
+        return str(code) if code else None
+    return None
+
+
+def describe(exc: BaseException) -> tuple[str | None, int | None, str | None, str]:
+    """``(code, status, request_id, text)`` of an SDK exception; ``text`` is one short line."""
+    request_id = exc.request_id if isinstance(exc, SandboxException) else None
+    code = _code(exc)
+    status = _status(exc)
+    parts = [type(exc).__name__]
+    if status is not None:
+        parts.append(f"HTTP {status}")
+    if code:
+        parts.append(code)
+    if request_id:
+        parts.append(f"request id {request_id}")
+    detail = str(exc).splitlines()[0][:300] if str(exc) else ""
+    text = ", ".join(parts) + (f": {detail}" if detail else "")
+    return code, status, request_id, text
+
+
+def is_not_found(exc: BaseException) -> bool:
+    """True for a 404 or a ``*NOT_FOUND`` error code."""
+    code = _code(exc) or ""
+    return _status(exc) == 404 or code.endswith("NOT_FOUND")
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True for failures worth retrying on an idempotent call: connection errors, timeouts of a
+    single request, 429, 502 and 503."""
+    if isinstance(exc, SandboxRateLimitException | SandboxConnectionException):
+        return True
+    if isinstance(exc, SandboxTimeoutException):
+        return True
+    if isinstance(exc, SandboxReadyTimeoutException):
+        return False
+    return _status(exc) in TRANSIENT_STATUS_CODES
+
+
+def sandbox_error(what: str, exc: BaseException) -> OpenSandboxError:
+    """A lifecycle error for ``what`` (a phrase such as ``"creating a sandbox"``)."""
+    code, status, request_id, text = describe(exc)
+    return OpenSandboxError(
+        f"OpenSandbox failed while {what} ({text})",
+        code=code,
+        status_code=status,
+        request_id=request_id,
+    )
+
+
+def execution_error(what: str, exc: BaseException) -> OpenSandboxExecutionError:
+    """An execution transport error for ``what``."""
+    code, status, request_id, text = describe(exc)
+    return OpenSandboxExecutionError(
+        f"OpenSandbox failed while {what} ({text}); the command was not retried",
+        code=code,
+        status_code=status,
+        request_id=request_id,
+    )
+
+
+def file_error(what: str, path: str, exc: BaseException) -> RuntimeFileError:
+    """A file error for ``what`` on ``path``; a 404 becomes a not-found error."""
+    code, status, request_id, text = describe(exc)
+    if is_not_found(exc):
+        return OpenSandboxFileNotFoundError(
+            f"Path does not exist in the sandbox: {path}",
+            path=path,
+            code=code,
+            status_code=status,
+            request_id=request_id,
+        )
+    return OpenSandboxFileError(
+        f"OpenSandbox failed while {what} {path} ({text})",
+        path=path,
+        code=code,
+        status_code=status,
+        request_id=request_id,
+    )

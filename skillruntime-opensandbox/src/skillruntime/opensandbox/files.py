@@ -1,0 +1,337 @@
+"""The sandbox file system over the SDK's file API (execd ``/files`` and ``/directories``).
+
+Reads stream (``read_bytes_stream``); writes and uploads are multipart requests whose file parts
+are streamed from their source, so memory stays bounded. Many files go up in batches: one request
+per :data:`UPLOAD_BATCH_FILES` files (or :data:`UPLOAD_BATCH_BYTES` bytes), not one per file.
+Modes use the SDK's decimal-digit convention (``644``, ``755`` for executables). Idempotent calls
+(stat, reads, listings) retry transient failures; writes and deletes are sent once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import posixpath
+import threading
+from collections.abc import Callable, Generator, Iterable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+from opensandbox.models.filesystem import DirectoryListEntry, EntryInfo, WriteEntry
+from opensandbox.sync.sandbox import SandboxSync
+from skillruntime.core.errors import RuntimeFileError, RuntimeFileNotFoundError
+from skillruntime.core.filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT, SkillRuntimeFileSystem
+from skillruntime.core.models import FileInfo
+
+from .errors import file_error, is_not_found
+from .retry import call_idempotent
+
+__all__ = [
+    "EXECUTABLE_MODE",
+    "FILE_MODE",
+    "UPLOAD_BATCH_BYTES",
+    "UPLOAD_BATCH_FILES",
+    "IterableReader",
+    "OpenSandboxFileSystem",
+    "Recover",
+    "entry_to_file_info",
+]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+FILE_MODE = 644
+"""Mode of a plain file, in the SDK's decimal-digit convention (read as octal by execd)."""
+
+EXECUTABLE_MODE = 755
+"""Mode of an executable file or a directory (decimal digits)."""
+
+UPLOAD_BATCH_FILES = 200
+"""Files per multipart upload request."""
+
+UPLOAD_BATCH_BYTES = 64 * 1024 * 1024
+"""Bytes after which an upload batch is closed even with fewer files."""
+
+
+class IterableReader(io.RawIOBase):
+    """A binary, non-seekable reader over an iterable of byte chunks (counts what it handed out)."""
+
+    def __init__(self, chunks: Iterable[bytes]) -> None:
+        super().__init__()
+        self._chunks: Iterator[bytes] = iter(chunks)
+        self._pending = b""
+        self.count = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1) -> bytes:
+        if size is None or size < 0:
+            data = self._pending + b"".join(bytes(chunk) for chunk in self._chunks)
+            self._pending = b""
+            self.count += len(data)
+            return data
+        while not self._pending:
+            try:
+                self._pending = bytes(next(self._chunks))
+            except StopIteration:
+                return b""
+        data, self._pending = self._pending[:size], self._pending[size:]
+        self.count += len(data)
+        return data
+
+
+def _mode_is_executable(mode: int) -> bool:
+    """True when the owner digit of a decimal-digit mode (``755``) has the execute bit."""
+    return bool((mode // 100) % 10 & 1)
+
+
+def entry_to_file_info(path: str, entry: EntryInfo) -> FileInfo:
+    """A :class:`FileInfo` for the SDK entry of ``path``."""
+    is_directory = (entry.entry_type or "").lower() in {"directory", "dir"}
+    modified = entry.modified_at.timestamp() if entry.modified_at is not None else None
+    return FileInfo(
+        path=path,
+        is_directory=is_directory,
+        size=0 if is_directory else max(0, int(entry.size or 0)),
+        modified_time=modified,
+        is_executable=not is_directory and _mode_is_executable(int(entry.mode or 0)),
+    )
+
+
+Recover = Callable[[SandboxSync, BaseException], bool]
+"""Called with the sandbox and the SDK error of a failed call; ``True`` when the sandbox had
+vanished and a new handle should be used for one more attempt."""
+
+
+class OpenSandboxFileSystem(SkillRuntimeFileSystem):
+    """File access inside one sandbox; ``sandbox`` returns the live handle (creating it lazily).
+
+    ``retry_seconds`` bounds the retries of idempotent calls. ``recover`` (optional) lets the
+    runtime replace a sandbox that vanished; a call that failed on it is then sent once more to the
+    new one (never a streaming write whose source was already partly consumed). ``owner`` and
+    ``group`` (user/group names or numeric ids) own every file and directory written, so files
+    belong to the user commands run as.
+    """
+
+    def __init__(
+        self,
+        sandbox: Callable[[], SandboxSync],
+        *,
+        retry_seconds: float,
+        recover: Recover | None = None,
+        owner: str | None = None,
+        group: str | None = None,
+    ) -> None:
+        self._sandbox = sandbox
+        self._owner = owner
+        self._group = group
+        self._retry_seconds = retry_seconds
+        self._recover = recover
+        self._counter_lock = threading.Lock()
+        self._requests = 0
+
+    def _entry(self, path: str, data: io.IOBase | None, mode: int) -> WriteEntry:
+        return WriteEntry(path=path, data=data, mode=mode, owner=self._owner, group=self._group)
+
+    def directory_entry(self, path: str) -> WriteEntry:
+        """The entry that creates directory ``path`` with this file system's owner."""
+        return self._entry(path, None, EXECUTABLE_MODE)
+
+    @property
+    def requests(self) -> int:
+        """Requests sent so far (diagnostics and benchmarks)."""
+        return self._requests
+
+    def count_request(self) -> None:
+        """Count one request sent on behalf of this file system."""
+        with self._counter_lock:
+            self._requests += 1
+
+    def _call(
+        self,
+        operation: Callable[[SandboxSync], T],
+        *,
+        idempotent: bool,
+        resend: Callable[[], bool] = lambda: True,
+    ) -> T:
+        """Run ``operation`` on the live sandbox (retried when idempotent); once more on a new
+        sandbox when the first one vanished and ``resend()`` allows it."""
+        sandbox = self._sandbox()
+
+        def attempt(target: SandboxSync) -> T:
+            def once() -> T:
+                self.count_request()
+                return operation(target)
+
+            if idempotent:
+                return call_idempotent(once, budget_seconds=self._retry_seconds)
+            return once()
+
+        try:
+            return attempt(sandbox)
+        except Exception as exc:
+            if self._recover is None or not resend() or not self._recover(sandbox, exc):
+                raise
+        return attempt(self._sandbox())
+
+    # ----------------------------------------------------------------- primitives
+
+    def read_stream(self, path: str, chunk_size: int = CHUNK_SIZE) -> Generator[bytes, None, None]:
+        def generate() -> Generator[bytes, None, None]:
+            try:
+                stream = self._call(
+                    lambda sandbox: sandbox.files.read_bytes_stream(path, chunk_size=chunk_size),
+                    idempotent=True,
+                )
+            except Exception as exc:
+                raise self._read_error(path, exc) from exc
+            try:
+                yield from stream
+            except Exception as exc:
+                raise file_error("reading", path, exc) from exc
+            finally:
+                close = getattr(stream, "close", None)
+                if close is not None:
+                    close()
+
+        return generate()
+
+    def _read_error(self, path: str, exc: Exception) -> RuntimeFileError:
+        if is_not_found(exc):
+            return file_error("reading", path, exc)
+        info = self._stat_quietly(path)
+        if info is not None and info.is_directory:
+            return RuntimeFileNotFoundError(f"Path is a directory, not a file: {path}", path=path)
+        return file_error("reading", path, exc)
+
+    def _stat_quietly(self, path: str) -> FileInfo | None:
+        try:
+            return self.stat(path)
+        except RuntimeFileError:
+            return None
+
+    def write_stream(self, path: str, chunks: Iterable[bytes], *, executable: bool = False) -> int:
+        reader = IterableReader(chunks)
+        mode = EXECUTABLE_MODE if executable else FILE_MODE
+        try:
+            self._call(
+                lambda sandbox: sandbox.files.write_files([self._entry(path, reader, mode)]),
+                idempotent=False,
+                resend=lambda: reader.count == 0,
+            )
+        except Exception as exc:
+            raise file_error("writing", path, exc) from exc
+        return reader.count
+
+    def stat(self, path: str) -> FileInfo | None:
+        try:
+            found = self._call(lambda sandbox: sandbox.files.get_file_info([path]), idempotent=True)
+        except Exception as exc:
+            if is_not_found(exc):
+                return None
+            raise file_error("inspecting", path, exc) from exc
+        entry = found.get(path)
+        if entry is None and len(found) == 1:
+            entry = next(iter(found.values()))
+        return None if entry is None else entry_to_file_info(path, entry)
+
+    def list_directory(
+        self, path: str, depth: int = 1, limit: int = DEFAULT_LIST_LIMIT
+    ) -> list[FileInfo]:
+        root = self.stat(path)
+        if root is None:
+            raise RuntimeFileNotFoundError(f"Path does not exist: {path}", path=path)
+        if not root.is_directory:
+            return [root]
+        if limit <= 0:
+            return []
+        try:
+            entries = self._call(
+                lambda sandbox: sandbox.files.list_directory(
+                    DirectoryListEntry(path=path, depth=depth)
+                ),
+                idempotent=True,
+            )
+        except Exception as exc:
+            raise file_error("listing", path, exc) from exc
+        prefix = path.rstrip("/") + "/"
+        infos = []
+        for entry in entries:
+            entry_path = posixpath.normpath(entry.path)
+            if entry_path.startswith(prefix):
+                infos.append(entry_to_file_info(entry_path, entry))
+        infos.sort(key=lambda info: info.path)
+        return infos[:limit]
+
+    def delete(self, path: str) -> None:
+        info = self.stat(path)
+        if info is None:
+            return
+        try:
+            if info.is_directory:
+                self._call(
+                    lambda sandbox: sandbox.files.delete_directories([path]), idempotent=False
+                )
+            else:
+                self._call(lambda sandbox: sandbox.files.delete_files([path]), idempotent=False)
+        except Exception as exc:
+            if is_not_found(exc):
+                return
+            raise file_error("deleting", path, exc) from exc
+
+    def make_directory(self, path: str) -> None:
+        self.make_directories([path])
+
+    # ------------------------------------------------------------------ batches
+
+    def make_directories(self, paths: Iterable[str]) -> None:
+        """Create every directory in ``paths`` (and parents) in one request."""
+        entries = [self._entry(p, None, EXECUTABLE_MODE) for p in paths]
+        if not entries:
+            return
+        try:
+            self._call(lambda sandbox: sandbox.files.create_directories(entries), idempotent=True)
+        except Exception as exc:
+            raise file_error("creating directory", entries[0].path, exc) from exc
+
+    def upload_files(self, files: Iterable[tuple[Path, str, bool]]) -> int:
+        """Upload host files in batched multipart requests, each file streamed from disk."""
+        count = 0
+        batch: list[tuple[Path, str, bool]] = []
+        batch_bytes = 0
+        for item in files:
+            batch.append(item)
+            with contextlib.suppress(OSError):
+                batch_bytes += item[0].stat().st_size
+            if len(batch) >= UPLOAD_BATCH_FILES or batch_bytes >= UPLOAD_BATCH_BYTES:
+                count += self._upload_batch(batch)
+                batch, batch_bytes = [], 0
+        if batch:
+            count += self._upload_batch(batch)
+        return count
+
+    def _upload_batch(self, batch: list[tuple[Path, str, bool]]) -> int:
+        def send(sandbox: SandboxSync) -> None:
+            with contextlib.ExitStack() as stack:
+                entries = []
+                for local_path, remote_path, executable in batch:
+                    try:
+                        handle = stack.enter_context(local_path.open("rb"))
+                    except FileNotFoundError as exc:
+                        raise RuntimeFileNotFoundError(
+                            f"Local file not found: {local_path}", path=remote_path
+                        ) from exc
+                    mode = EXECUTABLE_MODE if executable else FILE_MODE
+                    entries.append(self._entry(remote_path, handle, mode))
+                sandbox.files.write_files(entries)
+
+        try:
+            self._call(send, idempotent=False)
+        except RuntimeFileError:
+            raise
+        except Exception as exc:
+            raise file_error("uploading", batch[0][1], exc) from exc
+        return len(batch)

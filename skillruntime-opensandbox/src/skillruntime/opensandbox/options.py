@@ -1,0 +1,161 @@
+"""Options of the ``opensandbox`` runtime (``SKILLRUNTIME_OPENSANDBOX_*`` variables)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic_settings import SettingsConfigDict
+
+from skillruntime.core.conversations import ConversationStore
+from skillruntime.core.models import validate_environment
+from skillruntime.core.plugins import RuntimeOptions
+from skillruntime.core.skillfiles import DEFAULT_UPLOAD_POLICY, UploadPolicy
+from skillruntime.core.workspace import validate_conversation_id, validate_conversations_root
+
+__all__ = [
+    "DEFAULT_CONVERSATIONS_ROOT",
+    "DEFAULT_IMAGE",
+    "DEFAULT_REMOTE_ROOT",
+    "EgressRule",
+    "NetworkPolicyOptions",
+    "OpenSandboxRuntimeOptions",
+]
+
+DEFAULT_IMAGE = "python:3.11"
+DEFAULT_REMOTE_ROOT = "/workspace/skills"
+DEFAULT_CONVERSATIONS_ROOT = "/workspace/conversations"
+
+
+class EgressRule(BaseModel):
+    """One egress rule: ``allow`` or ``deny`` a domain (``example.com``, ``*.example.com``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    action: Literal["allow", "deny"]
+    target: str = Field(min_length=1)
+
+
+class NetworkPolicyOptions(BaseModel):
+    """The sandbox's egress policy: a default action and rules evaluated in order."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    default_action: Literal["allow", "deny"] = "deny"
+    egress: tuple[EgressRule, ...] = ()
+
+
+class OpenSandboxRuntimeOptions(RuntimeOptions):
+    """Options of :class:`~skillruntime.opensandbox.OpenSandboxSkillRuntime`.
+
+    Each option can also be set as ``SKILLRUNTIME_OPENSANDBOX_<OPTION>`` (mappings and lists as
+    JSON). ``domain`` and ``api_key`` fall back to the SDK's own ``OPEN_SANDBOX_DOMAIN`` and
+    ``OPEN_SANDBOX_API_KEY`` when unset.
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix="SKILLRUNTIME_OPENSANDBOX_",
+        extra="forbid",
+        frozen=True,
+        arbitrary_types_allowed=True,
+    )
+
+    domain: str | None = Field(
+        default=None, description="Server address, e.g. 'sandbox.example:8080' or a full URL."
+    )
+    api_key: SecretStr | None = Field(default=None, description="OPEN-SANDBOX-API-KEY value.")
+    protocol: Literal["http", "https"] = Field(default="http", description="http or https.")
+    request_timeout_seconds: float = Field(
+        default=30.0, gt=0, description="Timeout of one HTTP request (not of a command)."
+    )
+    use_server_proxy: bool = Field(
+        default=False, description="Reach execd through the server's proxy route."
+    )
+    image: str = Field(default="python:3.11", min_length=1, description="Sandbox image.")
+    entrypoint: tuple[str, ...] | None = Field(
+        default=None, description="Sandbox entrypoint (SDK default: tail -f /dev/null)."
+    )
+    sandbox_timeout_seconds: float = Field(
+        default=600.0, ge=60, description="Sandbox lifetime; renewed on every resume."
+    )
+    ready_timeout_seconds: float = Field(
+        default=30.0, gt=0, description="Budget for a new or resumed sandbox to become ready."
+    )
+    resources: dict[str, str] = Field(
+        default_factory=dict, description="Resource limits, e.g. {'cpu': '1', 'memory': '2Gi'}."
+    )
+    base_environment: dict[str, str] = Field(
+        default_factory=dict, repr=False, description="Lowest layer of the command environment."
+    )
+    network_policy: NetworkPolicyOptions | None = Field(
+        default=None, description="Egress policy (default action and rules)."
+    )
+    metadata: dict[str, str] = Field(
+        default_factory=dict, description="Extra sandbox metadata (values up to 63 chars)."
+    )
+    remote_root: str = Field(
+        default=DEFAULT_REMOTE_ROOT, description="Prepared skills without a conversation."
+    )
+    conversations_root: str = Field(
+        default=DEFAULT_CONVERSATIONS_ROOT, description="Parent of conversation workspaces."
+    )
+    conversation_id: str | None = Field(
+        default=None, description="Conversation whose sandbox and workspace to use."
+    )
+    conversation_store: ConversationStore | str | None = Field(
+        default=None,
+        description="A ConversationStore or a URL (sqlite:///…, postgresql+psycopg://…).",
+    )
+    uid: int | None = Field(default=None, ge=0, description="Run commands as this user id.")
+    gid: int | None = Field(default=None, ge=0, description="Group id (needs uid).")
+    upload_policy: UploadPolicy = Field(
+        default=DEFAULT_UPLOAD_POLICY, description="Names skipped when skills are uploaded."
+    )
+
+    @field_validator("base_environment")
+    @classmethod
+    def _valid_environment(cls, value: dict[str, str]) -> dict[str, str]:
+        return validate_environment(value)
+
+    @field_validator("remote_root", "conversations_root")
+    @classmethod
+    def _valid_root(cls, value: str) -> str:
+        return validate_conversations_root(value)
+
+    @field_validator("conversation_id")
+    @classmethod
+    def _valid_conversation(cls, value: str | None) -> str | None:
+        return None if value is None else validate_conversation_id(value)
+
+    @model_validator(mode="after")
+    def _check_combinations(self) -> OpenSandboxRuntimeOptions:
+        if self.gid is not None and self.uid is None:
+            raise ValueError("gid needs uid")
+        if self.conversation_store is not None and self.conversation_id is None:
+            raise ValueError("conversation_store needs a conversation_id")
+        return self
+
+    def runtime_arguments(self) -> dict[str, Any]:
+        """Keyword arguments for :class:`~skillruntime.opensandbox.OpenSandboxSkillRuntime`."""
+        return {
+            "domain": self.domain,
+            "api_key": self.api_key.get_secret_value() if self.api_key else None,
+            "protocol": self.protocol,
+            "request_timeout_seconds": self.request_timeout_seconds,
+            "use_server_proxy": self.use_server_proxy,
+            "image": self.image,
+            "entrypoint": list(self.entrypoint) if self.entrypoint else None,
+            "sandbox_timeout_seconds": self.sandbox_timeout_seconds,
+            "ready_timeout_seconds": self.ready_timeout_seconds,
+            "resources": dict(self.resources),
+            "base_environment": dict(self.base_environment),
+            "network_policy": self.network_policy,
+            "metadata": dict(self.metadata),
+            "remote_root": self.remote_root,
+            "conversations_root": self.conversations_root,
+            "conversation_id": self.conversation_id,
+            "conversation_store": self.conversation_store,
+            "uid": self.uid,
+            "gid": self.gid,
+            "upload_policy": self.upload_policy,
+        }

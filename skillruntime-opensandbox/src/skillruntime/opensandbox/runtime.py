@@ -1,0 +1,531 @@
+"""``OpenSandboxSkillRuntime``: skill commands and files in an OpenSandbox sandbox.
+
+Building the runtime contacts nothing; the sandbox is created (or, for a conversation, found) on
+the first prepare, execute or file call.
+
+* **Without a conversation** the runtime owns a private sandbox: skills go to ``remote_root``
+  (the default working directory) and :meth:`close` kills the sandbox.
+* **With a conversation** (``conversation_id``) the sandbox belongs to the conversation and is
+  recorded in a :class:`~skillruntime.core.conversations.ConversationStore` shared by every
+  process that serves it. The workspace ``<conversations_root>/<id>`` scopes files and working
+  directories. The record is read on first use: a stored sandbox is connected, health-checked and
+  renewed, and the skills it already holds are known, so nothing is uploaded twice across nodes or
+  restarts. Without a stored sandbox a candidate is created and the record inserted; a node that
+  loses that race kills its candidate and joins the winner's. A stored sandbox that no longer
+  exists is replaced and the record updated; one that exists but cannot be reached raises
+  :class:`~.errors.SandboxUnavailableError` and leaves the record alone. :meth:`close` only
+  releases the local handle; :meth:`destroy_conversation_sandbox` ends the conversation's sandbox
+  (record deleted first, then the kill).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import posixpath
+import threading
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import Any
+
+from opensandbox.config.connection_sync import ConnectionConfigSync
+from opensandbox.exceptions import (
+    SandboxApiException,
+    SandboxConnectionException,
+    SandboxTimeoutException,
+)
+from opensandbox.models.sandboxes import NetworkPolicy, NetworkRule
+from opensandbox.sync.sandbox import SandboxSync
+from opensandbox.transport import RetryPolicy
+from skillruntime.core.conversations import (
+    ConversationRecord,
+    ConversationStore,
+    InMemoryConversationStore,
+    open_conversation_store,
+    service_key_for_url,
+)
+from skillruntime.core.filesystem import SkillRuntimeFileSystem
+from skillruntime.core.models import Skill, SkillExecutionRequest, SkillExecutionResult
+from skillruntime.core.runtime import BaseSkillRuntime
+from skillruntime.core.skillfiles import (
+    DEFAULT_UPLOAD_POLICY,
+    SkillFile,
+    UploadPolicy,
+    skill_digest,
+)
+from skillruntime.core.workspace import ConversationWorkspace, validate_conversations_root
+
+from .commands import DEFAULT_DEADLINE_GRACE_SECONDS, CommandNotStartedError, CommandRunner
+from .conversation import ConversationBinding
+from .errors import OpenSandboxError, OpenSandboxExecutionError, file_error
+from .files import OpenSandboxFileSystem
+from .options import (
+    DEFAULT_CONVERSATIONS_ROOT,
+    DEFAULT_IMAGE,
+    DEFAULT_REMOTE_ROOT,
+    NetworkPolicyOptions,
+)
+from .retry import DEFAULT_RETRY_SECONDS
+from .sandbox import ENDED_STATES, SandboxClient, SandboxGoneError, SandboxSettings
+
+__all__ = ["OpenSandboxSkillRuntime", "shared_memory_store"]
+
+logger = logging.getLogger(__name__)
+
+_SHARED_STORE = InMemoryConversationStore()
+_ACQUIRE_ATTEMPTS = 8
+_FILE_NOT_FOUND = "FILE_NOT_FOUND"
+
+
+def shared_memory_store() -> InMemoryConversationStore:
+    """The process-wide in-memory store used when a conversation names no store."""
+    return _SHARED_STORE
+
+
+def _network_policy(
+    policy: NetworkPolicyOptions | NetworkPolicy | Mapping[str, Any] | None,
+) -> NetworkPolicy | None:
+    if policy is None or isinstance(policy, NetworkPolicy):
+        return policy
+    options = (
+        policy
+        if isinstance(policy, NetworkPolicyOptions)
+        else NetworkPolicyOptions.model_validate(policy)
+    )
+    return NetworkPolicy(
+        defaultAction=options.default_action,
+        egress=[NetworkRule(action=rule.action, target=rule.target) for rule in options.egress],
+    )
+
+
+def _may_mean_sandbox_gone(exc: BaseException) -> bool:
+    """True for failures a vanished sandbox produces (not a missing file)."""
+    if isinstance(exc, SandboxConnectionException | SandboxTimeoutException):
+        return True
+    if isinstance(exc, SandboxApiException):
+        code = exc.error.code if exc.error is not None else None
+        if code == _FILE_NOT_FOUND:
+            return False
+        return exc.status_code in {404, 410, 502, 503}
+    return False
+
+
+class OpenSandboxSkillRuntime(BaseSkillRuntime):
+    """Runs skills in an OpenSandbox sandbox; see the module docs for the two modes.
+
+    ``domain``/``api_key`` fall back to ``OPEN_SANDBOX_DOMAIN``/``OPEN_SANDBOX_API_KEY``.
+    ``conversation_store`` is a store or a URL (``sqlite:///…``, ``postgresql+psycopg://…``,
+    ``mysql+pymysql://…``); a store built from a URL is closed with the runtime. Without one a
+    process-wide in-memory store is used. ``uid``/``gid`` run commands as a non-root user.
+    ``connection_config`` replaces the SDK connection settings entirely (advanced).
+    """
+
+    def __init__(
+        self,
+        *,
+        domain: str | None = None,
+        api_key: str | None = None,
+        protocol: str = "http",
+        request_timeout_seconds: float = 30.0,
+        use_server_proxy: bool = False,
+        image: str = DEFAULT_IMAGE,
+        entrypoint: Sequence[str] | None = None,
+        sandbox_timeout_seconds: float = 600.0,
+        ready_timeout_seconds: float = 30.0,
+        resources: Mapping[str, str] | None = None,
+        base_environment: Mapping[str, str] | None = None,
+        network_policy: NetworkPolicyOptions | NetworkPolicy | Mapping[str, Any] | None = None,
+        metadata: Mapping[str, str] | None = None,
+        remote_root: str = DEFAULT_REMOTE_ROOT,
+        conversations_root: str = DEFAULT_CONVERSATIONS_ROOT,
+        conversation_id: str | None = None,
+        conversation_store: ConversationStore | str | None = None,
+        uid: int | None = None,
+        gid: int | None = None,
+        upload_policy: UploadPolicy = DEFAULT_UPLOAD_POLICY,
+        retry_seconds: float = DEFAULT_RETRY_SECONDS,
+        deadline_grace_seconds: float = DEFAULT_DEADLINE_GRACE_SECONDS,
+        connection_config: ConnectionConfigSync | None = None,
+    ) -> None:
+        workspace = (
+            ConversationWorkspace(conversations_root, conversation_id)
+            if conversation_id is not None
+            else None
+        )
+        super().__init__(
+            base_environment=base_environment, workspace=workspace, upload_policy=upload_policy
+        )
+        if not image.strip():
+            raise ValueError("image must not be empty")
+        if gid is not None and uid is None:
+            raise ValueError("gid needs uid")
+        try:
+            self._remote_root = validate_conversations_root(remote_root)
+        except ValueError as exc:
+            raise ValueError(f"remote_root must be an absolute path other than '/': {exc}") from exc
+        if conversation_store is not None and workspace is None:
+            raise ValueError("conversation_store needs a conversation_id")
+        self._config = connection_config or ConnectionConfigSync(
+            domain=domain,
+            api_key=api_key,
+            protocol=protocol,
+            request_timeout=timedelta(seconds=request_timeout_seconds),
+            use_server_proxy=use_server_proxy,
+            retry_policy=RetryPolicy.disabled(),
+            disable_metrics=True,
+        )
+        self._client = SandboxClient(
+            self._config,
+            SandboxSettings(
+                image=image,
+                entrypoint=list(entrypoint) if entrypoint else None,
+                sandbox_timeout_seconds=sandbox_timeout_seconds,
+                ready_timeout_seconds=ready_timeout_seconds,
+                resources=dict(resources or {}),
+                environment=dict(self._base_environment),
+                network_policy=_network_policy(network_policy),
+                metadata=dict(metadata or {}),
+                retry_seconds=retry_seconds,
+            ),
+        )
+        self._runner = CommandRunner(
+            uid=uid, gid=gid, deadline_grace_seconds=deadline_grace_seconds
+        )
+        self._files = OpenSandboxFileSystem(
+            self._handle,
+            retry_seconds=retry_seconds,
+            recover=self._recover,
+            owner=str(uid) if uid is not None else None,
+            group=str(gid) if gid is not None else None,
+        )
+        self._sandbox: SandboxSync | None = None
+        self._last_sandbox_id: str | None = None
+        self._sandbox_lock = threading.RLock()
+        self._record: ConversationRecord | None = None
+        self._ready_targets: set[str] = set()
+        self._pending_digests: dict[str, str] = {}
+        self._owns_store = isinstance(conversation_store, str)
+        self._binding: ConversationBinding | None = None
+        if workspace is not None:
+            store: ConversationStore
+            if conversation_store is None:
+                store = _SHARED_STORE
+            elif isinstance(conversation_store, str):
+                store = open_conversation_store(conversation_store)
+            else:
+                store = conversation_store
+            self._binding = ConversationBinding(
+                store,
+                service_key=service_key_for_url(self._config.get_base_url()),
+                conversation_id=workspace.conversation_id,
+                runtime_name=self.name,
+                workspace_root=workspace.conversations_root,
+            )
+
+    # ------------------------------------------------------------------- SPI
+
+    @property
+    def name(self) -> str:
+        return "opensandbox"
+
+    @property
+    def default_working_directory(self) -> str:
+        return self._workspace.directory if self._workspace else self._remote_root
+
+    @property
+    def sandbox_id(self) -> str | None:
+        """Id of the sandbox this runtime is attached to (``None`` before first use)."""
+        with self._sandbox_lock:
+            return self._sandbox.id if self._sandbox is not None else None
+
+    @property
+    def conversation_record(self) -> ConversationRecord | None:
+        """The conversation record as last read or written by this runtime."""
+        return self._record
+
+    @property
+    def conversation_record_key(self) -> str | None:
+        """Storage key of the conversation record (``None`` without a conversation)."""
+        return self._binding.storage_key if self._binding is not None else None
+
+    @property
+    def file_requests(self) -> int:
+        """File-API requests sent so far (diagnostics, benchmarks)."""
+        return self._files.requests
+
+    def destroy_conversation_sandbox(self) -> None:
+        """End the conversation's sandbox: delete its record first, then kill it.
+
+        Call it when the conversation is over, not after each turn. Without a record and without
+        a local sandbox nothing is killed and no record is created.
+        """
+        if self._binding is None:
+            raise OpenSandboxError("destroy_conversation_sandbox() needs a conversation_id")
+        removed = self._binding.delete()
+        with self._sandbox_lock:
+            local, self._sandbox = self._sandbox, None
+            self._record = None
+        with self._lock:
+            self._prepared.clear()
+        target = removed.sandbox_id if removed is not None and removed.sandbox_id else None
+        if target is None and local is not None:
+            target = local.id
+        try:
+            if target is not None:
+                self._client.kill(target)
+        finally:
+            self._client.release(local)
+            if self.closed:
+                self._client.close()
+
+    # ----------------------------------------------------------------- hooks
+
+    def _run(
+        self, request: SkillExecutionRequest, working_directory: str, environment: dict[str, str]
+    ) -> SkillExecutionResult:
+        sandbox = self._handle()
+        try:
+            return self._run_in(sandbox, request, working_directory, environment)
+        except CommandNotStartedError as exc:
+            if exc.__cause__ is None or not self._recover(sandbox, exc.__cause__):
+                raise
+            logger.warning("sandbox %s vanished before a command started; re-attaching", sandbox.id)
+            return self._run_in(self._handle(), request, working_directory, environment)
+        except OpenSandboxExecutionError as exc:
+            if exc.__cause__ is not None:
+                self._recover(sandbox, exc.__cause__)
+            raise
+
+    def _run_in(
+        self,
+        sandbox: SandboxSync,
+        request: SkillExecutionRequest,
+        working_directory: str,
+        environment: dict[str, str],
+    ) -> SkillExecutionResult:
+        return self._runner.run(
+            sandbox,
+            request.command,
+            working_directory=working_directory,
+            environment=environment,
+            timeout_seconds=request.timeout_seconds,
+            max_output_bytes=request.max_output_bytes,
+        )
+
+    def _raw_file_system(self) -> SkillRuntimeFileSystem:
+        return self._files
+
+    def _skills_root(self) -> str | None:
+        return self._workspace.skills_directory if self._workspace else self._remote_root
+
+    def _place_skill(self, skill: Skill, files: Sequence[SkillFile], target: str) -> None:
+        """Upload into ``target``: one directory request plus one request per batch of files.
+
+        Same digest means same bytes, so an earlier incomplete copy is simply overwritten.
+        """
+        with self._lock:
+            self._pending_digests[target] = skill_digest(files)
+        self._files.make_directories([target])
+        self._files.upload_files(
+            (item.local_path, posixpath.join(target, item.relative_path), item.executable)
+            for item in files
+        )
+
+    def _is_ready(self, target: str) -> bool:
+        if self._binding is None:
+            with self._lock:
+                return target in self._ready_targets
+        sandbox = self._handle()
+        record = self._record
+        if (
+            record is not None
+            and record.sandbox_id == sandbox.id
+            and target in record.prepared_skills.values()
+        ):
+            return True
+        fresh = self._binding.load()
+        if fresh is None or fresh.sandbox_id != sandbox.id:
+            return False
+        self._record = fresh
+        return target in fresh.prepared_skills.values()
+
+    def _mark_ready(self, target: str) -> None:
+        with self._lock:
+            digest = self._pending_digests.pop(target, None)
+            if self._binding is None or digest is None:
+                self._ready_targets.add(target)
+                return
+        sandbox = self._handle()
+        updated = self._binding.add_prepared(sandbox.id, digest, target)
+        if updated is not None:
+            self._record = updated
+
+    def _close_resources(self) -> None:
+        with self._sandbox_lock:
+            sandbox, self._sandbox = self._sandbox, None
+        try:
+            if sandbox is not None and self._binding is None:
+                try:
+                    self._client.kill(sandbox.id)
+                except OpenSandboxError:
+                    logger.warning("killing sandbox %s at close failed", sandbox.id, exc_info=True)
+        finally:
+            self._client.release(sandbox)
+            self._client.close()
+            if self._owns_store and self._binding is not None:
+                self._binding.store.close()
+
+    # ------------------------------------------------------------- sandbox
+
+    def _handle(self) -> SandboxSync:
+        """The live sandbox, created or attached on first use."""
+        with self._sandbox_lock:
+            self._ensure_open()
+            if self._sandbox is None:
+                sandbox = self._acquire()
+                try:
+                    self._ensure_workspace(sandbox)
+                except BaseException:
+                    self._client.release(sandbox)
+                    raise
+                if self._last_sandbox_id is not None and self._last_sandbox_id != sandbox.id:
+                    with self._lock:  # a new sandbox holds none of the earlier copies
+                        self._prepared.clear()
+                        self._ready_targets.clear()
+                self._last_sandbox_id = sandbox.id
+                self._sandbox = sandbox
+            return self._sandbox
+
+    def _metadata(self) -> dict[str, str]:
+        data = {"skillruntime-runtime": self.name}
+        if self._binding is not None:
+            data["skillruntime-conversation-id"] = self._binding.conversation_id
+            data["skillruntime-conversation-key"] = self._binding.storage_key
+        return data
+
+    def _acquire(self) -> SandboxSync:
+        binding = self._binding
+        if binding is None:
+            return self._client.create(self._metadata())
+        for _ in range(_ACQUIRE_ATTEMPTS):
+            record = binding.load()
+            if record is None:
+                candidate = self._client.create(self._metadata())
+                try:
+                    won = binding.create(candidate.id)
+                except BaseException:
+                    self._discard(candidate)
+                    raise
+                if won:
+                    self._record = binding.load()
+                    logger.info(
+                        "conversation %s now uses sandbox %s", binding.conversation_id, candidate.id
+                    )
+                    return candidate
+                self._discard(candidate)
+                continue
+            if record.sandbox_id is None:
+                replaced = self._replace(None)
+                if replaced is not None:
+                    return replaced
+                continue
+            try:
+                sandbox = self._client.connect(record.sandbox_id)
+            except SandboxGoneError:
+                logger.warning(
+                    "sandbox %s of conversation %s is gone; replacing it",
+                    record.sandbox_id,
+                    binding.conversation_id,
+                )
+                replaced = self._replace(record.sandbox_id)
+                if replaced is not None:
+                    return replaced
+                continue
+            try:
+                self._client.renew(sandbox)
+            except SandboxGoneError:
+                self._client.release(sandbox)
+                replaced = self._replace(record.sandbox_id)
+                if replaced is not None:
+                    return replaced
+                continue
+            except BaseException:
+                self._client.release(sandbox)
+                raise
+            self._record = record
+            return sandbox
+        raise OpenSandboxError(
+            f"the record of conversation {binding.conversation_id} kept changing while attaching "
+            f"to its sandbox ({_ACQUIRE_ATTEMPTS} attempts)"
+        )
+
+    def _replace(self, old_id: str | None) -> SandboxSync | None:
+        """Create a sandbox and swap it into the record; ``None`` when another node won."""
+        assert self._binding is not None
+        candidate = self._client.create(self._metadata())
+        try:
+            updated = self._binding.replace_sandbox(old_id, candidate.id)
+            if updated is None:
+                if self._binding.create(candidate.id):
+                    self._record = self._binding.load()
+                    return candidate
+            elif updated.sandbox_id == candidate.id:
+                self._record = updated
+                return candidate
+        except BaseException:
+            self._discard(candidate)
+            raise
+        self._discard(candidate)
+        return None
+
+    def _discard(self, candidate: SandboxSync) -> None:
+        """Kill a losing candidate sandbox and close its handle."""
+        try:
+            self._client.kill(candidate.id)
+        except OpenSandboxError:
+            logger.warning(
+                "killing losing candidate sandbox %s failed", candidate.id, exc_info=True
+            )
+        finally:
+            self._client.release(candidate)
+
+    def _ensure_workspace(self, sandbox: SandboxSync) -> None:
+        """Create the workspace (or remote root) once per sandbox."""
+        if self._binding is None:
+            directory = self._remote_root
+        else:
+            record = self._record
+            if record is not None and record.sandbox_id == sandbox.id and record.workspace_ready:
+                return
+            assert self._workspace is not None
+            directory = self._workspace.directory
+        try:
+            self._files.count_request()
+            sandbox.files.create_directories([self._files.directory_entry(directory)])
+        except Exception as exc:
+            raise file_error("creating the workspace", directory, exc) from exc
+        if self._binding is not None:
+            updated = self._binding.mark_workspace_ready(sandbox.id)
+            if updated is not None:
+                self._record = updated
+
+    def _recover(self, sandbox: SandboxSync, exc: BaseException) -> bool:
+        """After a failure: if ``sandbox`` has vanished, drop the handle and return ``True``.
+
+        The next use then re-attaches through the record, which replaces the sandbox.
+        """
+        if not _may_mean_sandbox_gone(exc):
+            return False
+        try:
+            state = self._client.state(sandbox.id)
+        except OpenSandboxError:
+            return False
+        if state is not None and state.lower() not in ENDED_STATES:
+            return False
+        logger.warning("sandbox %s has vanished (state %s)", sandbox.id, state or "unknown")
+        with self._sandbox_lock:
+            if self._sandbox is sandbox:
+                self._sandbox = None
+        with contextlib.suppress(Exception):
+            sandbox.close()
+        return True

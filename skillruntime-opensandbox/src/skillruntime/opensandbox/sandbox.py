@@ -1,0 +1,206 @@
+"""Sandbox lifecycle on the SDK: create, connect (health-checked), renew, inspect and kill.
+
+:class:`SandboxClient` wraps ``SandboxSync`` and ``SandboxManagerSync`` with the runtime's
+settings. Idempotent calls (connect = endpoint lookup + health check, renew, info) retry transient
+failures for a bounded time; creating a sandbox is a POST and is sent once. Connecting classifies
+failures: a sandbox the server no longer knows (404) or reports as ended raises
+:class:`SandboxGoneError`; one that exists but does not answer raises
+:class:`~.errors.SandboxUnavailableError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from opensandbox.config.connection_sync import ConnectionConfigSync
+from opensandbox.models.sandboxes import NetworkPolicy
+from opensandbox.sync.manager import SandboxManagerSync
+from opensandbox.sync.sandbox import SandboxSync
+
+from .errors import SandboxUnavailableError, describe, is_not_found, sandbox_error
+from .retry import call_idempotent
+
+__all__ = [
+    "ENDED_STATES",
+    "METADATA_VALUE_LIMIT",
+    "SandboxClient",
+    "SandboxGoneError",
+    "SandboxSettings",
+    "clip_metadata",
+]
+
+logger = logging.getLogger(__name__)
+
+METADATA_VALUE_LIMIT = 63
+"""Longest metadata value servers accept (label-value rules); longer values are cut."""
+
+ENDED_STATES = frozenset({"terminated", "failed", "stopping"})
+"""Sandbox states (lower-cased) after which a sandbox cannot be used again."""
+
+
+def clip_metadata(metadata: Mapping[str, str]) -> dict[str, str]:
+    """``metadata`` with every value cut to :data:`METADATA_VALUE_LIMIT` characters."""
+    return {str(key): str(value)[:METADATA_VALUE_LIMIT] for key, value in metadata.items()}
+
+
+class SandboxGoneError(Exception):
+    """The sandbox no longer exists (404) or has ended; it must be replaced."""
+
+    def __init__(self, sandbox_id: str, reason: str) -> None:
+        super().__init__(f"sandbox {sandbox_id} is gone ({reason})")
+        self.sandbox_id = sandbox_id
+
+
+@dataclass(frozen=True)
+class SandboxSettings:
+    """What a new sandbox is created with and how long calls may take."""
+
+    image: str
+    entrypoint: list[str] | None = None
+    sandbox_timeout_seconds: float = 600.0
+    ready_timeout_seconds: float = 30.0
+    resources: Mapping[str, str] = field(default_factory=dict)
+    environment: Mapping[str, str] = field(default_factory=dict, repr=False)
+    network_policy: NetworkPolicy | None = None
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    retry_seconds: float = 20.0
+
+
+class SandboxClient:
+    """Creates and attaches sandboxes; every returned handle owns its own HTTP transport."""
+
+    def __init__(self, config: ConnectionConfigSync, settings: SandboxSettings) -> None:
+        self._config = config
+        self._settings = settings
+        self._manager: SandboxManagerSync | None = None
+        self._lock = threading.Lock()
+
+    def _manager_handle(self) -> SandboxManagerSync:
+        with self._lock:
+            if self._manager is None:
+                self._manager = SandboxManagerSync.create(connection_config=self._config)
+            return self._manager
+
+    def create(self, metadata: Mapping[str, str]) -> SandboxSync:
+        """Create a sandbox and wait until it is ready (not retried: it is a POST)."""
+        settings = self._settings
+        merged = {**settings.metadata, **metadata}
+        try:
+            sandbox = SandboxSync.create(
+                settings.image,
+                timeout=timedelta(seconds=settings.sandbox_timeout_seconds),
+                ready_timeout=timedelta(seconds=settings.ready_timeout_seconds),
+                env=dict(settings.environment),
+                metadata=clip_metadata(merged),
+                resource=dict(settings.resources) or None,
+                network_policy=settings.network_policy,
+                entrypoint=list(settings.entrypoint) if settings.entrypoint else None,
+                connection_config=self._config,
+            )
+        except Exception as exc:
+            raise sandbox_error("creating a sandbox", exc) from exc
+        logger.info("created OpenSandbox sandbox %s", sandbox.id)
+        return sandbox
+
+    def connect(self, sandbox_id: str) -> SandboxSync:
+        """Attach to ``sandbox_id`` and check it answers.
+
+        Raises :class:`SandboxGoneError` when it no longer exists and
+        :class:`~.errors.SandboxUnavailableError` when it exists but cannot be reached.
+        """
+        ready = timedelta(seconds=self._settings.ready_timeout_seconds)
+
+        def attach() -> SandboxSync:
+            return SandboxSync.connect(
+                sandbox_id, connection_config=self._config, connect_timeout=ready
+            )
+
+        try:
+            return call_idempotent(attach, budget_seconds=self._settings.retry_seconds)
+        except Exception as exc:
+            if is_not_found(exc):
+                raise SandboxGoneError(sandbox_id, "not found") from exc
+            state = self.state(sandbox_id)
+            if state is None:
+                raise SandboxGoneError(sandbox_id, "not found") from exc
+            if state.lower() in ENDED_STATES:
+                raise SandboxGoneError(sandbox_id, state) from exc
+            if state.lower() == "paused":
+                return self._resume(sandbox_id, ready)
+            _, _, _, text = describe(exc)
+            raise SandboxUnavailableError(
+                f"The conversation's sandbox {sandbox_id} exists (state {state}) but cannot be "
+                f"reached ({text}); its record was left unchanged — retry later, or call "
+                "destroy_conversation_sandbox() to start over"
+            ) from exc
+
+    def _resume(self, sandbox_id: str, ready: timedelta) -> SandboxSync:
+        try:
+            return SandboxSync.resume(
+                sandbox_id, connection_config=self._config, resume_timeout=ready
+            )
+        except Exception as exc:
+            raise sandbox_error(f"resuming paused sandbox {sandbox_id}", exc) from exc
+
+    def state(self, sandbox_id: str) -> str | None:
+        """The server's state of ``sandbox_id`` (``Running``…), or ``None`` when unknown to it.
+
+        Raises :class:`~.errors.SandboxUnavailableError` when the server cannot be asked.
+        """
+        manager = self._manager_handle()
+        try:
+            info = call_idempotent(
+                lambda: manager.get_sandbox_info(sandbox_id),
+                budget_seconds=self._settings.retry_seconds,
+            )
+        except Exception as exc:
+            if is_not_found(exc):
+                return None
+            _, _, _, text = describe(exc)
+            raise SandboxUnavailableError(
+                f"The OpenSandbox server cannot be reached to check sandbox {sandbox_id} ({text})"
+            ) from exc
+        return str(info.status.state)
+
+    def renew(self, sandbox: SandboxSync) -> None:
+        """Extend ``sandbox``'s life to now + the sandbox timeout (retried when transient)."""
+        timeout = timedelta(seconds=self._settings.sandbox_timeout_seconds)
+        try:
+            call_idempotent(
+                lambda: sandbox.renew(timeout), budget_seconds=self._settings.retry_seconds
+            )
+        except Exception as exc:
+            if is_not_found(exc):
+                raise SandboxGoneError(sandbox.id, "not found at renewal") from exc
+            raise sandbox_error(f"renewing sandbox {sandbox.id}", exc) from exc
+
+    def kill(self, sandbox_id: str) -> None:
+        """Terminate ``sandbox_id``; a sandbox that is already gone counts as killed."""
+        manager = self._manager_handle()
+        try:
+            manager.kill_sandbox(sandbox_id)
+        except Exception as exc:
+            if is_not_found(exc):
+                return
+            raise sandbox_error(f"killing sandbox {sandbox_id}", exc) from exc
+        logger.info("killed OpenSandbox sandbox %s", sandbox_id)
+
+    @staticmethod
+    def release(sandbox: SandboxSync | None) -> None:
+        """Close the local handle only (the remote sandbox keeps running)."""
+        if sandbox is not None:
+            with contextlib.suppress(Exception):
+                sandbox.close()
+
+    def close(self) -> None:
+        """Close the manager's HTTP resources (idempotent)."""
+        with self._lock:
+            manager, self._manager = self._manager, None
+        if manager is not None:
+            with contextlib.suppress(Exception):
+                manager.close()

@@ -1,0 +1,176 @@
+"""Benchmark of the OpenSandbox runtime against the OpenSandbox double: preparing a large skill.
+
+Run from the repository root::
+
+    .venv/bin/python tests/benchmarks/bench_opensandbox.py [--files 1000] [--runs 3]
+
+Measured in one run, through the real SDK against the protocol double, each figure also given as
+a ratio against a baseline measured in the same run:
+
+1. **first prepare** of a generated ``--files``-file skill into a fresh conversation whose sandbox
+   already exists (batched multipart uploads) — median seconds and HTTP requests counted by the
+   double — against the **per-file baseline**, the same prepare through the file system's
+   inherited one-request-per-file ``upload_files``;
+2. **resumed prepare**: a new runtime object (another process would behave the same) opening the
+   same conversation and preparing the same skill, attach included — seconds, requests and files
+   uploaded — against the first prepare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from doubles.opensandbox import OpenSandboxDouble
+from skillruntime.core.conversations import InMemoryConversationStore
+from skillruntime.core.filesystem import SkillRuntimeFileSystem
+from skillruntime.core.models import (
+    Skill,
+    SkillExecutionRequest,
+    SkillPreparationRequest,
+)
+from skillruntime.core.skillfiles import SkillFile, skill_digest
+from skillruntime.opensandbox import OpenSandboxSkillRuntime
+
+
+class PerFileRuntime(OpenSandboxSkillRuntime):
+    """Baseline: one upload request per file (the file system's inherited ``upload_files``)."""
+
+    def _place_skill(self, skill: Skill, files: Sequence[SkillFile], target: str) -> None:
+        with self._lock:
+            self._pending_digests[target] = skill_digest(files)
+        fs = self._raw_file_system()
+        fs.make_directory(target)
+        SkillRuntimeFileSystem.upload_files(
+            fs,
+            (
+                (item.local_path, f"{target}/{item.relative_path}", item.executable)
+                for item in files
+            ),
+        )
+
+
+def make_skill(root: Path, files: int) -> Skill:
+    skill_dir = root / "bench-skill"
+    skill_dir.mkdir(parents=True)
+    (skill_dir / "SKILL.md").write_text("---\nname: bench\ndescription: benchmark\n---\n")
+    for index in range(files - 1):
+        directory = skill_dir / f"d{index % 20:02d}"
+        directory.mkdir(exist_ok=True)
+        path = directory / f"f{index:04d}.dat"
+        path.write_bytes(bytes([index % 251]) * 2048)
+        if index % 10 == 0:
+            path.chmod(0o755)
+    return Skill(name="bench", description="benchmark", base_path=str(skill_dir))
+
+
+def _requests(double: OpenSandboxDouble) -> int:
+    return int(sum(double.stats()["requests"].values()))
+
+
+def _options(
+    double: OpenSandboxDouble, store: InMemoryConversationStore, conversation: str
+) -> dict[str, Any]:
+    return {
+        "domain": double.domain,
+        "api_key": double.api_key,
+        "conversation_id": conversation,
+        "conversation_store": store,
+    }
+
+
+def bench_first(
+    double: OpenSandboxDouble, skill: Skill, runs: int, runtime_class: type[OpenSandboxSkillRuntime]
+) -> tuple[float, int, list[str]]:
+    """Median seconds and requests of a prepare into a fresh conversation; its conversations."""
+    times: list[float] = []
+    counts: list[int] = []
+    conversations: list[str] = []
+    store = InMemoryConversationStore()
+    for _ in range(runs):
+        conversation = f"bench-{uuid.uuid4().hex[:10]}"
+        conversations.append(conversation)
+        runtime = runtime_class(**_options(double, store, conversation))
+        try:
+            runtime.execute(SkillExecutionRequest(command="true"))  # sandbox and workspace exist
+            double.reset_stats()
+            start = time.perf_counter()
+            runtime.prepare(SkillPreparationRequest(skills=(skill,)))
+            times.append(time.perf_counter() - start)
+            counts.append(_requests(double))
+        finally:
+            runtime.destroy_conversation_sandbox()
+            runtime.close()
+    return statistics.median(times), int(statistics.median(counts)), conversations
+
+
+def bench_resume(
+    double: OpenSandboxDouble, skill: Skill, runs: int
+) -> tuple[float, int, int, float]:
+    """Median seconds, requests and files uploaded of a resumed prepare (attach included), and
+    the median first prepare measured on the same conversations."""
+    first_times: list[float] = []
+    times: list[float] = []
+    counts: list[int] = []
+    uploaded: list[int] = []
+    store = InMemoryConversationStore()
+    for _ in range(runs):
+        options = _options(double, store, f"bench-{uuid.uuid4().hex[:10]}")
+        first = OpenSandboxSkillRuntime(**options)
+        first.execute(SkillExecutionRequest(command="true"))
+        start = time.perf_counter()
+        first.prepare(SkillPreparationRequest(skills=(skill,)))
+        first_times.append(time.perf_counter() - start)
+        first.close()
+        double.reset_stats()
+        start = time.perf_counter()
+        second = OpenSandboxSkillRuntime(**options)
+        second.prepare(SkillPreparationRequest(skills=(skill,)))
+        times.append(time.perf_counter() - start)
+        stats = double.stats()
+        counts.append(int(sum(stats["requests"].values())))
+        uploaded.append(int(stats["uploaded_files"]))
+        second.destroy_conversation_sandbox()
+        second.close()
+    return (
+        statistics.median(times),
+        int(statistics.median(counts)),
+        int(statistics.median(uploaded)),
+        statistics.median(first_times),
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--files", type=int, default=1000)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as scratch, OpenSandboxDouble() as double:
+        skill = make_skill(Path(scratch), args.files)
+        batched_s, batched_n, _ = bench_first(double, skill, args.runs, OpenSandboxSkillRuntime)
+        per_file_s, per_file_n, _ = bench_first(double, skill, 1, PerFileRuntime)
+        print(
+            f"[1] first prepare of {args.files} files: batched {batched_s:.3f}s / {batched_n} "
+            f"requests; per-file baseline {per_file_s:.3f}s / {per_file_n} requests; "
+            f"time ratio {batched_s / per_file_s:.3f}, request ratio {batched_n / per_file_n:.4f}"
+        )
+        resumed_s, resumed_n, resumed_files, first_s = bench_resume(double, skill, args.runs)
+        print(
+            f"[2] resumed prepare (new runtime object, attach included): {resumed_s:.3f}s / "
+            f"{resumed_n} requests / {resumed_files} files uploaded; first prepare on the same "
+            f"conversations {first_s:.3f}s; time ratio resumed/first {resumed_s / first_s:.3f}, "
+            f"request ratio resumed/first {resumed_n / batched_n:.3f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
