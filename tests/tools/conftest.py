@@ -1,19 +1,40 @@
 """Fixtures of the tool suite.
 
-The tools are tested against every runtime in :data:`RUNTIME_FACTORIES`; a new runtime joins the
-suite by adding a factory there (it gets a fresh temporary directory and returns an open runtime).
+The tools are tested against every runtime in :data:`RUNTIME_FACTORIES`. A factory gets the test's
+``request`` and a fresh temporary host directory and returns an open runtime. Runtimes that talk to
+a service use a session-scoped protocol double (fetched lazily with ``request.getfixturevalue``, so
+deselecting a runtime never starts its double) and isolate tests by a unique conversation id.
+
+A new runtime joins the suite with one entry, e.g. for OpenSandbox::
+
+    @pytest.fixture(scope="session")
+    def opensandbox_double() -> Iterator[OpenSandboxDouble]:
+        with OpenSandboxDouble() as double:
+            yield double
+
+    def _opensandbox(request: pytest.FixtureRequest, tmp: Path) -> SkillRuntime:
+        double = request.getfixturevalue("opensandbox_double")
+        return OpenSandboxSkillRuntime(..., conversation_id=_unique_conversation())
+
+    RUNTIME_FACTORIES["opensandbox"] = _opensandbox
+
+Tests must reach runtime files only through the runtime (its file system and ``execute``), never
+through host paths, and name the runtime in expected messages as ``runtime.name``.
 """
 
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 import yaml
 
+from doubles.aio import AioDouble
+from skillruntime.aio import AioSandboxSkillRuntime
 from skillruntime.core.filesystem import SkillRuntimeFileSystem
 from skillruntime.core.models import (
     Skill,
@@ -24,12 +45,19 @@ from skillruntime.core.models import (
 from skillruntime.core.runtime import SkillRuntime
 from skillruntime.local import LocalSkillRuntime
 
+RuntimeFactory = Callable[[pytest.FixtureRequest, Path], SkillRuntime]
+"""Builds an open runtime for one test from its ``request`` and a fresh host directory."""
 
-def _local_work_root(tmp: Path) -> SkillRuntime:
+
+def _unique_conversation() -> str:
+    return f"tools-{uuid.uuid4().hex[:16]}"
+
+
+def _local_work_root(request: pytest.FixtureRequest, tmp: Path) -> SkillRuntime:
     return LocalSkillRuntime(work_root=tmp / "work", kill_grace_seconds=0.2, drain_seconds=0.2)
 
 
-def _local_conversation(tmp: Path) -> SkillRuntime:
+def _local_conversation(request: pytest.FixtureRequest, tmp: Path) -> SkillRuntime:
     return LocalSkillRuntime(
         conversation_id="conv-1",
         conversations_root=tmp / "conversations",
@@ -38,16 +66,58 @@ def _local_conversation(tmp: Path) -> SkillRuntime:
     )
 
 
-RUNTIME_FACTORIES: dict[str, Callable[[Path], SkillRuntime]] = {
+@pytest.fixture(scope="session")
+def tools_aio_bash() -> Iterator[AioDouble]:
+    """An AIO Sandbox double of a current image (``/v1/bash``), shared by the whole session."""
+    with AioDouble(bash_api=True) as double:
+        yield double
+
+
+@pytest.fixture(scope="session")
+def tools_aio_shell() -> Iterator[AioDouble]:
+    """An AIO Sandbox double of an older image (``/v1/shell`` only), shared by the session."""
+    with AioDouble(bash_api=False) as double:
+        yield double
+
+
+def _aio(
+    fixture: str, command_api: Literal["bash", "shell"], *, conversation: bool = True
+) -> RuntimeFactory:
+    """An AIO runtime on the shared double ``fixture``: in a unique conversation, or (without
+    ``conversation``) in the shared-root mode with a unique ``remote_root``."""
+
+    def make(request: pytest.FixtureRequest, tmp: Path) -> SkillRuntime:
+        double: AioDouble = request.getfixturevalue(fixture)
+        if conversation:
+            return AioSandboxSkillRuntime(
+                base_url=double.url,
+                token=double.token,
+                conversation_id=_unique_conversation(),
+                command_api=command_api,
+            )
+        return AioSandboxSkillRuntime(
+            base_url=double.url,
+            token=double.token,
+            remote_root=f"/home/gem/{_unique_conversation()}/skills",
+            command_api=command_api,
+        )
+
+    return make
+
+
+RUNTIME_FACTORIES: dict[str, RuntimeFactory] = {
     "local-work-root": _local_work_root,
     "local-conversation": _local_conversation,
+    "aio-bash": _aio("tools_aio_bash", "bash"),
+    "aio-bash-shared-root": _aio("tools_aio_bash", "bash", conversation=False),
+    "aio-shell": _aio("tools_aio_shell", "shell"),
 }
 
 
 @pytest.fixture(params=sorted(RUNTIME_FACTORIES))
 def runtime(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SkillRuntime]:
     """An open runtime of each kind in :data:`RUNTIME_FACTORIES`; closed after the test."""
-    rt = RUNTIME_FACTORIES[request.param](tmp_path / "runtime")
+    rt = RUNTIME_FACTORIES[request.param](request, tmp_path / "runtime")
     try:
         yield rt
     finally:

@@ -57,7 +57,7 @@ def test_read_errors(runtime: SkillRuntime, tools: SkillTools) -> None:
     assert tools.dispatch("read", {"file_path": empty}) == f"File is empty: {empty}"
     missing = path_in(runtime, "missing.txt")
     assert tools.dispatch("read", {"file_path": missing}) == (
-        f"Error: File does not exist in local runtime: {missing}"
+        f"Error: File does not exist in {runtime.name} runtime: {missing}"
     )
     directory = runtime.default_working_directory
     fs.make_directory(directory)
@@ -72,17 +72,17 @@ def test_read_errors(runtime: SkillRuntime, tools: SkillTools) -> None:
     binary = path_in(runtime, "bin.dat")
     fs.write_bytes(binary, b"\xff\xfe\x00")
     assert tools.dispatch("read", {"file_path": binary}).startswith(
-        "Error: reading the file from the local runtime failed: File is not valid utf-8"
+        f"Error: reading the file from the {runtime.name} runtime failed: File is not valid utf-8"
     )
 
 
 def test_write_creates_then_overwrites(runtime: SkillRuntime, tools: SkillTools) -> None:
     path = path_in(runtime, "deep/dir/w.txt")
     assert tools.dispatch("write", {"file_path": path, "content": "héllo"}) == (
-        f"Successfully created file in local runtime: {path} (6 bytes)"
+        f"Successfully created file in {runtime.name} runtime: {path} (6 bytes)"
     )
     assert tools.dispatch("write", {"file_path": path, "content": ""}) == (
-        f"Successfully overwrote file in local runtime: {path} (0 bytes)"
+        f"Successfully overwrote file in {runtime.name} runtime: {path} (0 bytes)"
     )
     assert runtime.get_file_system().read_text(path) == ""
 
@@ -97,7 +97,7 @@ def test_edit_replaces_a_unique_match_and_shows_a_snippet(
         "edit", {"file_path": path, "old_string": "line 5\n", "new_string": "five\nFIVE\n"}
     )
     assert result == (
-        f"The file {path} was updated in local runtime (1 occurrence replaced).\n"
+        f"The file {path} was updated in {runtime.name} runtime (1 occurrence replaced).\n"
         "     2\tline 2\n     3\tline 3\n     4\tline 4\n     5\tfive\n     6\tFIVE\n"
         "     7\tline 6\n     8\tline 7\n     9\tline 8\n"
     )
@@ -140,4 +140,4 @@ def test_edit_refusals(
 def test_edit_missing_file(runtime: SkillRuntime, tools: SkillTools) -> None:
     path = path_in(runtime, "nope.txt")
     result = tools.dispatch("edit", {"file_path": path, "old_string": "a", "new_string": "b"})
-    assert result == f"Error: File does not exist in local runtime: {path}"
+    assert result == f"Error: File does not exist in {runtime.name} runtime: {path}"

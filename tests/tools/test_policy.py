@@ -215,7 +215,7 @@ def test_missing_bin_blocks_activation_and_is_named(
     tools = SkillTools(wrapped, [skill], configs={})
     result = tools.dispatch("skill", {"command": "needs"})
     assert result == (
-        "Error: skill 'needs' cannot be used: missing in the local runtime: "
+        f"Error: skill 'needs' cannot be used: missing in the {runtime.name} runtime: "
         "bin surely-missing-tool-4711"
     )
     assert tools.active_skills == []
@@ -238,7 +238,7 @@ def test_missing_env_is_named_and_present_env_value_is_never_shown(
     tools = SkillTools(wrapped, [skill], configs={"envy": config})
     result = tools.dispatch("skill", {"command": "envy"})
     assert result == (
-        "Error: skill 'envy' cannot be used: missing in the local runtime: "
+        f"Error: skill 'envy' cannot be used: missing in the {runtime.name} runtime: "
         "env SR_TOOLS_ABSENT_TOKEN"
     )
     check = next(r for r in wrapped.executed if "SR_TOOLS_ABSENT_TOKEN" in r.command)
@@ -255,6 +255,6 @@ def test_requirements_are_checked_once_when_met(
     )
     config = SkillRuntimeConfig(environment={"SR_TOOLS_SET": ""})
     tools = SkillTools(wrapped, [skill], configs={"ok": config})
-    assert tools.dispatch("skill", {"command": "ok"}).startswith("Runtime: local")
-    assert tools.dispatch("skill", {"command": "ok"}).startswith("Runtime: local")
+    assert tools.dispatch("skill", {"command": "ok"}).startswith(f"Runtime: {runtime.name}")
+    assert tools.dispatch("skill", {"command": "ok"}).startswith(f"Runtime: {runtime.name}")
     assert len([r for r in wrapped.executed if "command -v" in r.command]) == 1

@@ -92,7 +92,7 @@ def test_publish_file_errors(runtime: SkillRuntime, tmp_path: Path) -> None:
     base = runtime.default_working_directory
     runtime.get_file_system().make_directory(base + "/dir")
     assert tools.dispatch("publish_file", {"file_path": base + "/none"}) == (
-        f"Error: File does not exist in local runtime: {base}/none"
+        f"Error: File does not exist in {runtime.name} runtime: {base}/none"
     )
     assert tools.dispatch("publish_file", {"file_path": base + "/dir"}) == (
         f"Error: Only regular files can be published: {base}/dir"
@@ -121,7 +121,7 @@ def test_publisher_exception_is_an_error_string(runtime: SkillRuntime) -> None:
     path = runtime.default_working_directory + "/f.txt"
     runtime.get_file_system().write_text(path, "x")
     assert tools.dispatch("publish_file", {"file_path": path}) == (
-        "Error: publishing the file from the local runtime failed: bucket unavailable"
+        f"Error: publishing the file from the {runtime.name} runtime failed: bucket unavailable"
     )
 
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
+from skillruntime.core.models import SkillExecutionRequest
 from skillruntime.core.runtime import SkillRuntime
 from skillruntime.core.tools import SkillTools
 from skillruntime.core.tools.globbing import GlobMatcher
@@ -110,8 +109,13 @@ def test_glob_semantics(pattern: str, path: str, expected: bool) -> None:
 
 def test_glob_returns_absolute_paths_newest_first(runtime: SkillRuntime, tree: str) -> None:
     tools = SkillTools(runtime)
-    os.utime(tree + "/main.py", (1_000_000, 1_000_000))
-    os.utime(tree + "/nested/deeper/mod.py", (2_000_000, 2_000_000))
+    touched = runtime.execute(
+        SkillExecutionRequest(
+            command="touch -d @1000000 main.py && touch -d @2000000 nested/deeper/mod.py",
+            working_directory=tree,
+        )
+    )
+    assert touched.exit_code == 0, touched.stderr
     assert tools.dispatch("glob", {"pattern": "*.py", "path": tree}) == (
         f"{tree}/nested/deeper/mod.py\n{tree}/main.py"
     )
@@ -238,5 +242,5 @@ def test_grep_invalid_regex_and_missing_path(runtime: SkillRuntime) -> None:
     assert tools.dispatch("grep", {"pattern": "("}).startswith("Error: Invalid regex pattern: ")
     missing = runtime.default_working_directory + "/no/such/dir"
     assert tools.dispatch("grep", {"pattern": "x", "path": missing}) == (
-        f"Error: Path does not exist in local runtime: {missing}"
+        f"Error: Path does not exist in {runtime.name} runtime: {missing}"
     )

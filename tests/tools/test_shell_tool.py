@@ -57,4 +57,4 @@ def test_working_directory_relative_to_the_default(runtime: SkillRuntime) -> Non
 def test_bad_working_directory_is_an_error_string(runtime: SkillRuntime) -> None:
     tools = SkillTools(runtime)
     result = tools.dispatch("bash", {"command": "pwd", "working_directory": "/no/such/dir/x"})
-    assert result.startswith("Error: running the command in the local runtime failed: ")
+    assert result.startswith(f"Error: running the command in the {runtime.name} runtime failed: ")

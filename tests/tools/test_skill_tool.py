@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 from typing import Any
 
 from skillruntime.core.models import Skill, SkillRuntimeConfig
@@ -20,7 +19,8 @@ def test_activation_prepares_and_returns_base_directory_and_instructions(
     prepared = tools.prepared_skill("demo")
     assert prepared is not None
     assert result == (
-        f"Runtime: local\nBase directory for this skill: {prepared.base_path}\n\nDo the thing.\n"
+        f"Runtime: {runtime.name}\nBase directory for this skill: {prepared.base_path}\n\n"
+        "Do the thing.\n"
     )
     assert runtime.get_file_system().exists(prepared.base_path + "/SKILL.md")
     assert tools.active_skills == ["demo"]
@@ -61,7 +61,7 @@ def test_eight_threads_cause_one_prepare(
     assert wrapped.prepare_calls == 1
     assert len(results) == 8
     assert len(set(results)) == 1
-    assert results[0].startswith("Runtime: local\nBase directory for this skill: ")
+    assert results[0].startswith(f"Runtime: {runtime.name}\nBase directory for this skill: ")
 
 
 def test_failing_prepare_is_reported_and_retried(
@@ -71,28 +71,27 @@ def test_failing_prepare_is_reported_and_retried(
     tools = SkillTools(wrapped, [make_skill("demo")])
     first = tools.dispatch("skill", {"command": "demo"})
     assert first == (
-        "Error: preparing skill 'demo' in the local runtime failed: prepare failure number 1"
+        f"Error: preparing skill 'demo' in the {runtime.name} runtime failed: "
+        "prepare failure number 1"
     )
     assert tools.active_skills == []
     second = tools.dispatch("skill", {"command": "demo"})
-    assert second.startswith("Runtime: local")
+    assert second.startswith(f"Runtime: {runtime.name}")
     assert wrapped.prepare_calls == 2
     assert tools.active_skills == ["demo"]
 
 
-def test_failing_bootstrap_is_an_error_and_retried(
-    runtime: SkillRuntime, make_skill: Any, tmp_path: Path
-) -> None:
-    flag = tmp_path / "bootstrap-ok"
+def test_failing_bootstrap_is_an_error_and_retried(runtime: SkillRuntime, make_skill: Any) -> None:
+    flag = runtime.default_working_directory + "/bootstrap-ok"
     config = SkillRuntimeConfig.model_validate(
         {"bootstrap": [{"command": f"test -e {flag} || {{ echo not yet >&2; exit 7; }}"}]}
     )
     tools = SkillTools(runtime, [make_skill("demo")], configs={"demo": config})
     first = tools.dispatch("skill", {"command": "demo"})
-    assert first.startswith("Error: preparing skill 'demo' in the local runtime failed")
+    assert first.startswith(f"Error: preparing skill 'demo' in the {runtime.name} runtime failed")
     assert "exit code 7" in first
-    flag.write_text("")
-    assert tools.dispatch("skill", {"command": "demo"}).startswith("Runtime: local")
+    runtime.get_file_system().write_text(flag, "")
+    assert tools.dispatch("skill", {"command": "demo"}).startswith(f"Runtime: {runtime.name}")
 
 
 def test_config_is_passed_only_for_its_skill(
@@ -141,7 +140,7 @@ def test_skill_sources_load_lazily_on_first_activation(
     tools = SkillTools(runtime, [source])
     assert source.loads == 0
     assert "<location>store://demo</location>" in tools.get("skill").description  # type: ignore[union-attr]
-    assert tools.dispatch("skill", {"command": "demo"}).startswith("Runtime: local")
+    assert tools.dispatch("skill", {"command": "demo"}).startswith(f"Runtime: {runtime.name}")
     tools.dispatch("skill", {"command": "demo"})
     assert source.loads == 1
 
