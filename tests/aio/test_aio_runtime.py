@@ -215,6 +215,38 @@ def test_environment_values_stay_out_of_the_command_text(
     assert not any(secret in p.read_text() for p in leftovers if p.exists())
 
 
+def test_environment_variables_of_any_name_reach_the_command(
+    runtime: AioSandboxSkillRuntime,
+) -> None:
+    names = ["C", "D", "P", "W", "B", "F", "R", "K", "G", "L", "RC", "TO", "NO", "NE", "T"]
+    command = "".join(f'printf "%s;" "${name}";' for name in names)
+    result = _run(runtime, command, environment={name: f"v-{name}" for name in names})
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert result.stdout == "".join(f"v-{name};" for name in names)
+
+
+def _run_files(double: AioDouble) -> set[Path]:
+    base = double.tmp / ".skillruntime-aio"
+    return {path for path in base.rglob("*") if path.is_file()} if base.exists() else set()
+
+
+def test_runs_leave_only_the_last_shell_result_behind(
+    double: AioDouble, runtime: AioSandboxSkillRuntime
+) -> None:
+    _run(runtime, "true")  # the runtime's first command creates the workspace
+    before = _run_files(double)
+    assert _run(runtime, "echo out; echo err >&2").stdout == "out\n"
+    assert _run(runtime, "exit 3", environment={"KIT_E": "x"}).exit_code == 3
+    assert _run(runtime, "true").exit_code == 0
+    left = _run_files(double) - before
+    if double.bash_api:
+        assert left == set()
+    else:
+        # One session ran them in turn: only its last result and started marker remain.
+        assert sorted(path.suffix for path in left) == [".r", ".s"]
+        assert len({path.parent for path in left}) == 1
+
+
 def test_a_terminated_shell_session_is_replaced_once(aio_shell: AioDouble) -> None:
     with _runtime(aio_shell) as rt:
         assert _run(rt, "echo one").stdout == "one\n"

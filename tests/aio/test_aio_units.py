@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import shlex
 import subprocess
 import tarfile
 from pathlib import Path
@@ -17,6 +18,7 @@ from skillruntime.aio.script import (
     build_wrapper,
     parse_file_result,
     parse_stream_result,
+    result_path,
     shell_line,
 )
 from skillruntime.core.plugins import available_runtimes, create_runtime
@@ -97,6 +99,7 @@ def _wrap(tmp_path: Path, command: str, *, timeout: float = 10, cap: int = 4096)
         command=command,
         cwd=str(tmp_path),
         run_dir=str(tmp_path / "run"),
+        run_id="r1",
         nonce="n0nce",
         cap=cap,
         timeout=timeout,
@@ -112,7 +115,7 @@ def test_wrapper_keeps_streams_apart_and_reports_the_exit_code(tmp_path: Path, s
     assert outcome is not None
     assert (outcome.exit_code, outcome.stdout, outcome.stderr) == (42, b"out", b"err")
     assert not outcome.timed_out
-    assert not (tmp_path / "run").exists()
+    assert list((tmp_path / "run").iterdir()) == []
 
 
 def test_wrapper_cuts_output_on_the_service_side(tmp_path: Path) -> None:
@@ -150,6 +153,7 @@ def test_wrapper_reports_a_missing_working_directory(tmp_path: Path) -> None:
         command="true",
         cwd=str(tmp_path / "absent"),
         run_dir=str(tmp_path / "run"),
+        run_id="r1",
         nonce="n0nce",
         cap=1024,
         timeout=5,
@@ -178,26 +182,60 @@ def test_file_mode_through_a_one_line_shell_command(tmp_path: Path) -> None:
     script = build_wrapper(
         command='printf "%s" "$KIT_V"; echo e >&2; exit 3',
         cwd=str(tmp_path),
-        run_dir=str(tmp_path / "s" / "r1"),
+        run_dir=str(tmp_path / "s"),
+        run_id="r1",
         nonce="n1",
         cap=1024,
         timeout=5,
         to_file=True,
         env_file=str(env_file),
-        reset_dir=str(tmp_path / "s"),
+        reset=True,
     )
+    (tmp_path / "s").mkdir(mode=0o700)
+    (tmp_path / "s" / "r0.r").write_text("an earlier run's result")
     line = shell_line(script)
     assert "\n" not in line
     assert line.isascii()
     subprocess.run(["bash", "-c", line], check=True)
-    data = (tmp_path / "s" / "r1" / "result").read_bytes()
+    data = Path(result_path(str(tmp_path / "s"), "r1")).read_bytes()
     outcome = parse_file_result("n1", data, 1024)
     assert outcome is not None
     assert outcome.exit_code == 3
     assert outcome.stdout.decode() == "tab\there ✓"
     assert outcome.stderr == b"e\n"
     assert not env_file.exists()
+    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == ["r1.r", "r1.s"]
     assert parse_file_result("other", data, 1024) is None
+    assert parse_file_result("n1", data[:-1], 1024) is None  # a partly written result
+
+
+@pytest.mark.parametrize("shell", ["bash", "sh"])
+def test_wrapper_variables_do_not_meet_the_command_environment(tmp_path: Path, shell: str) -> None:
+    names = ["C", "D", "P", "W", "B", "RC", "TO", "NO", "NE", "IFS", "e"]
+    script = _wrap(tmp_path, " ".join(f'printf "%s;" "${{{n}-unset}}";' for n in names[:-2]))
+    env = {"PATH": "/nonexistent", **{n: f"v{n}" for n in names[:-1]}}
+    done = subprocess.run(
+        [f"/bin/{shell}", "-c", script], capture_output=True, text=True, check=True, env=env
+    )
+    outcome = parse_stream_result("n0nce", done.stdout, done.stderr)
+    assert outcome is not None, done.stderr
+    assert outcome.exit_code == 0
+    assert outcome.stdout.decode() == "".join(f"v{n};" for n in names[:-2])
+    assert list((tmp_path / "run").iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "as_base64"),
+    [("mostly ascii: a!b \\ c 'd' \"e\" $HOME `x` \t tab ✓", False), ("✓ non-ascii " * 40, True)],
+)
+def test_shell_line_carries_any_text_as_one_printable_line(text: str, as_base64: bool) -> None:
+    line = shell_line(f"printf '%s' {shlex.quote(text)}\nexit 5\n")
+    assert line.isascii()
+    assert line.isprintable()
+    assert "!" not in line
+    assert ("base64 -d" in line) is as_base64
+    done = subprocess.run(["bash", "-c", line + '; echo " rc=$?"'], capture_output=True, check=True)
+    assert done.stdout.decode() == text + " rc=5\n"
 
 
 # ------------------------------------------------------------------------- archive

@@ -12,9 +12,10 @@ against baselines measured in the same run:
    Java original's approach) — median seconds and HTTP requests counted by the double;
 2. a second runtime object on the same conversation preparing the same skill (resume): requests
    and bytes uploaded;
-3. ``execute("true")`` against the floor of one raw ``POST /v1/bash/exec`` (or ``/v1/shell/exec``
-   on a pre-created session) with ``requests`` — median of ``--runs`` interleaved runs, and
-   requests per command.
+3. ``execute("true")`` against one raw ``POST /v1/bash/exec`` (or ``/v1/shell/exec`` on a
+   pre-created session) of ``true`` and of ``(setsid bash -c true)`` (the least a command in its
+   own session costs) with ``requests`` — medians of ``--runs`` interleaved runs, and requests per
+   command.
 """
 
 from __future__ import annotations
@@ -110,12 +111,15 @@ def bench_resume(double: AioDouble, skill: Skill) -> tuple[int, int]:
     return sum(stats["requests"].values()), int(stats["bytes_uploaded"])
 
 
-def bench_execute(double: AioDouble, runs: int) -> tuple[float, float, float]:
-    """Median seconds of a raw exec call and of ``execute``; requests per ``execute``."""
+def bench_execute(double: AioDouble, runs: int) -> tuple[float, float, float, float]:
+    """Median seconds of a raw exec call of ``true``, of ``execute``, and of a raw exec call of
+    ``setsid bash -c true`` (the floor for a command in its own session); requests per
+    ``execute``."""
     session = requests.Session()
     session.headers.update(double.headers)
     raw: list[float] = []
     ours: list[float] = []
+    floor: list[float] = []
     request = SkillExecutionRequest(command="true")
     with AioSandboxSkillRuntime(
         base_url=double.url,
@@ -132,8 +136,10 @@ def bench_execute(double: AioDouble, runs: int) -> tuple[float, float, float]:
                 double.url + "/v1/shell/sessions/create", json={"id": sid}, timeout=30
             ).raise_for_status()
             url, body = double.url + "/v1/shell/exec", {"command": "true", "id": sid}
+        floor_body = {**body, "command": "(setsid bash -c true)"}
         for _ in range(5):
             session.post(url, json=body, timeout=30).raise_for_status()
+            session.post(url, json=floor_body, timeout=30).raise_for_status()
             runtime.execute(request)
         double.reset_stats()
         before = runtime.client.request_count
@@ -144,9 +150,12 @@ def bench_execute(double: AioDouble, runs: int) -> tuple[float, float, float]:
             start = time.perf_counter()
             session.post(url, json=body, timeout=30).raise_for_status()
             raw.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            session.post(url, json=floor_body, timeout=30).raise_for_status()
+            floor.append(time.perf_counter() - start)
         per_command = (runtime.client.request_count - before) / runs
     session.close()
-    return statistics.median(raw), statistics.median(ours), per_command
+    return statistics.median(raw), statistics.median(ours), statistics.median(floor), per_command
 
 
 def main() -> None:
@@ -175,11 +184,12 @@ def main() -> None:
                     f"[{label}] resume on a second runtime object: {resumed_n} requests, "
                     f"{resumed_bytes} bytes uploaded"
                 )
-                raw_s, ours_s, per_command = bench_execute(double, args.runs)
+                raw_s, ours_s, floor_s, per_command = bench_execute(double, args.runs)
                 print(
                     f"[{label}] execute('true'): {ours_s * 1000:.1f} ms vs raw exec call "
-                    f"{raw_s * 1000:.1f} ms (ratio {ours_s / raw_s:.2f}); "
-                    f"{per_command:.1f} requests per command"
+                    f"{raw_s * 1000:.1f} ms (ratio {ours_s / raw_s:.2f}); raw exec of "
+                    f"'setsid bash -c true' {floor_s * 1000:.1f} ms (ratio "
+                    f"{ours_s / floor_s:.2f}); {per_command:.1f} requests per command"
                 )
 
 

@@ -40,13 +40,13 @@ from skillruntime.core.errors import ExecutionTransportError
 from .client import AioClient
 from .errors import AioNotFoundError, AioOperationError, AioSandboxError
 from .script import (
-    RESULT_FILE,
-    STARTED_FILE,
     WrapperOutcome,
     build_wrapper,
     parse_file_result,
     parse_stream_result,
+    result_path,
     shell_line,
+    started_path,
 )
 
 __all__ = ["CommandMode", "CommandRunner", "CommandSpec"]
@@ -200,11 +200,11 @@ class CommandRunner:
     def _run_bash(self, spec: CommandSpec) -> WrapperOutcome:
         session_id = self._bash.take() or self._create_bash_session()
         nonce = uuid.uuid4().hex
-        run_dir = posixpath.join(self._temp_root, uuid.uuid4().hex)
         script = build_wrapper(
             command=spec.command,
             cwd=spec.cwd,
-            run_dir=run_dir,
+            run_dir=posixpath.join(self._temp_root, "runs"),
+            run_id=uuid.uuid4().hex,
             nonce=nonce,
             cap=spec.cap,
             timeout=spec.timeout,
@@ -343,20 +343,22 @@ class CommandRunner:
         retried: bool,
     ) -> WrapperOutcome:
         nonce = uuid.uuid4().hex
-        session_dir = posixpath.join(self._temp_root, session_id)
-        run_dir = posixpath.join(session_dir, uuid.uuid4().hex)
+        run_dir = posixpath.join(self._temp_root, session_id)
+        run_id = uuid.uuid4().hex
         script = build_wrapper(
             command=spec.command,
             cwd=spec.cwd,
             run_dir=run_dir,
+            run_id=run_id,
             nonce=nonce,
             cap=spec.cap,
             timeout=spec.timeout,
             to_file=True,
             env_file=env_file,
-            reset_dir=session_dir,
+            reset=True,
             make_dirs=spec.make_dirs,
         )
+        result = result_path(run_dir, run_id)
         deadline = time.monotonic() + spec.timeout + _GRACE
         soft = min(spec.timeout + _GRACE, _SOFT_TIMEOUT)
         body = {
@@ -397,10 +399,10 @@ class CommandRunner:
             raise
         if status == "terminated":
             self._retire_shell(session_id)
-            outcome = self._shell_result(run_dir, nonce, spec.cap)
+            outcome = self._shell_result(result, nonce, spec.cap)
             if outcome is not None:
                 return outcome
-            if not retried and not self._exists(posixpath.join(run_dir, STARTED_FILE)):
+            if not retried and not self._exists(started_path(run_dir, run_id)):
                 logger.info("AIO shell session was terminated; running the command on a new one")
                 return again()
             raise ExecutionTransportError(
@@ -412,10 +414,10 @@ class CommandRunner:
             with contextlib.suppress(AioSandboxError):
                 self._client.call("POST", "/v1/shell/kill", json={"id": session_id})
             self._retire_shell(session_id)
-            return self._shell_result(run_dir, nonce, spec.cap) or WrapperOutcome(
+            return self._shell_result(result, nonce, spec.cap) or WrapperOutcome(
                 -1, True, False, b"", b"", 0, 0
             )
-        outcome = self._shell_result(run_dir, nonce, spec.cap)
+        outcome = self._shell_result(result, nonce, spec.cap)
         if status == "hard_timeout":
             self._retire_shell(session_id)
             return outcome or WrapperOutcome(-1, True, False, b"", b"", 0, 0)
@@ -443,8 +445,8 @@ class CommandRunner:
             status = view.get("status") if isinstance(view, Mapping) else None
         return status
 
-    def _shell_result(self, run_dir: str, nonce: str, cap: int) -> WrapperOutcome | None:
-        data = self._download_small(posixpath.join(run_dir, RESULT_FILE), 2 * cap + 8192)
+    def _shell_result(self, path: str, nonce: str, cap: int) -> WrapperOutcome | None:
+        data = self._download_small(path, 2 * cap + 8192)
         return None if data is None else parse_file_result(nonce, data, cap)
 
     def _exists(self, path: str) -> bool:

@@ -2,48 +2,71 @@
 
 The wrapper makes both command APIs of the service behave the same way:
 
-* the command runs with ``bash -c`` (``sh -c`` where bash is missing) in its own session and
-  process group, stdin from ``/dev/null``, stdout and stderr into two files of a private run
-  directory, so the streams stay separate even on the PTY-based ``/v1/shell`` API;
-* a watchdog kills the whole process group at the deadline and records that it did;
+* the command runs with ``bash -c`` (``bash`` from ``/bin``, ``/usr/bin`` or ``/usr/local/bin``;
+  ``/bin/sh`` where there is none) in its own session and process group (``setsid``), stdin
+  from ``/dev/null``, stdout and stderr into two files of a private run directory, so the
+  streams stay separate even on the PTY-based ``/v1/shell`` API;
+* a watchdog kills the whole process group at the deadline and reports that it did;
 * each stream is cut to ``cap`` bytes on the service (head and tail around a marker giving the
   dropped byte count), so no more than that ever crosses the network or sits in memory here;
 * the exit code, the timeout flag and the stream sizes are reported in a trailer tagged with a
   random nonce that the command cannot forge.
 
+It is kept light, because it runs around every command: besides the command's ``setsid`` and
+shell, the wrapper starts one ``sleep`` (in the watchdog, a forked subshell stopped with a signal
+when the command ends), ``wc`` only when there is output, ``cat``/``head``/``tail`` only for a
+stream that is not empty, and one ``rm`` (two in file mode with an environment file); the rest
+is shell builtins. The run directory is created once and shared by runs (files are named by run
+id). Its variables carry a per-run prefix, so
+a command environment variable of any name neither changes the wrapper nor is changed by it, and
+its helper programs are looked up on the standard ``PATH`` (``command -p``), whatever ``PATH``
+the command gets.
+
 In *stream* mode (``/v1/bash``) the kept stdout, then the trailer, go to the wrapper's stdout and
-the kept stderr to its stderr. In *file* mode (``/v1/shell``) everything goes into
-``<run_dir>/result`` — a header line, then stdout bytes, then stderr bytes — which the client
-downloads.
+the kept stderr to its stderr. In *file* mode (``/v1/shell``) everything goes into the run's
+result file (:func:`result_path`) — a header line, then stdout bytes, then stderr bytes — which the
+client downloads; its length is checked against the header, so a partly written result is never
+taken for a complete one.
 """
 
 from __future__ import annotations
 
 import base64
-import math
+import posixpath
+import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = [
-    "RESULT_FILE",
     "WrapperOutcome",
     "build_wrapper",
     "parse_file_result",
     "parse_stream_result",
+    "result_path",
     "shell_line",
+    "started_path",
 ]
-
-RESULT_FILE = "result"
-"""Name of the result file of a file-mode run inside its run directory."""
-
-STARTED_FILE = "started"
-"""Name of the file a run creates first: its presence proves the command may have started."""
 
 _TAG = "SRAIO"
 
 _MARKER = "\\n... [%s bytes truncated] ...\\n"
 """``printf`` format of the marker put between the kept head and tail of a cut stream."""
+
+_TIMED_OUT = 3
+"""Exit status of a watchdog that fired."""
+
+_RUN_ID = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def result_path(run_dir: str, run_id: str) -> str:
+    """Where a file-mode run leaves its result."""
+    return posixpath.join(run_dir, f"{run_id}.r")
+
+
+def started_path(run_dir: str, run_id: str) -> str:
+    """The file a file-mode run creates first: its presence proves the command may have started."""
+    return posixpath.join(run_dir, f"{run_id}.s")
 
 
 def kept_size(size: int, cap: int) -> int:
@@ -76,93 +99,128 @@ def build_wrapper(
     command: str,
     cwd: str,
     run_dir: str,
+    run_id: str,
     nonce: str,
     cap: int,
     timeout: float,
     to_file: bool,
     env_file: str | None = None,
-    reset_dir: str | None = None,
+    reset: bool = False,
     make_dirs: Sequence[str] = (),
 ) -> str:
     """The wrapper script for one command (see the module docs).
 
-    ``env_file`` is a file of ``export NAME='value'`` lines sourced for the command and deleted;
-    ``reset_dir`` a directory removed first (older run directories of the same shell session);
-    ``make_dirs`` directories created before changing into ``cwd``.
+    ``run_dir`` is a private directory (created with mode ``0700`` when missing) that may be
+    shared by runs; the run's files there start with ``run_id``. ``env_file`` is a file of
+    ``NAME='value'`` lines sourced (exported) for the command and deleted before it starts;
+    ``reset`` deletes the files of earlier runs in ``run_dir`` first (a shell session's previous
+    results); ``make_dirs`` are directories created before changing into ``cwd``.
     """
+    if not _RUN_ID.fullmatch(run_id) or not re.fullmatch(r"[A-Za-z0-9]+", nonce):
+        raise ValueError("run_id and nonce must be made of letters and digits")
     q = shlex.quote
+    v = f"_sr{nonce[:6]}"  # prefix of every wrapper variable
     head = cap // 2
     tail = cap - head
-    interval = 0.1 if timeout <= 10 else 0.5
-    ticks = max(1, math.ceil(timeout / interval))
-    lines = ["set +m 2>/dev/null", f"D={q(run_dir)}", f"C={q(command)}"]
-    if reset_dir:
-        lines.append(f"rm -rf -- {q(reset_dir)} 2>/dev/null")
+    base = f"${v}F"
+    out, err = f'"{base}.o"', f'"{base}.e"'
+    lines = [
+        "set +m 2>/dev/null",
+        f'{v}R={q(run_dir)}; {v}F="${v}R"/{run_id}',
+        f"{v}C={q(command)}",
+        f'{{ [ -d "${v}R" ] || command -p mkdir -p -m 700 -- "${v}R"; }} 2>/dev/null',
+    ]
+    if reset:
+        # The files of earlier runs of this shell session (listed before this run's own).
+        lines.append(f'set -- "${v}R"/*; [ -e "$1" ] || shift')
+    else:
+        lines.append("set --")
+    first = f'"{base}.s"' if to_file else out
     lines.append(
-        'mkdir -p -m 700 -- "$D" 2>/dev/null && : > "$D/started" '
+        f": > {first} 2>/dev/null "
         '|| { echo "skillruntime: cannot create the run directory" >&2; exit 125; }'
     )
     if env_file:
         lines.append(
             f"if [ -f {q(env_file)} ]; then set -a; . {q(env_file)}; set +a; "
-            f"rm -f -- {q(env_file)}; fi"
+            f"command -p rm -f -- {q(env_file)}; fi"
         )
     if make_dirs:
-        lines.append("mkdir -p -- " + " ".join(q(d) for d in make_dirs) + " 2>/dev/null")
+        lines.append("command -p mkdir -p -- " + " ".join(q(d) for d in make_dirs) + " 2>/dev/null")
     lines += [
-        f'e() {{ if [ "$2" -le {cap} ]; then [ "$2" -gt 0 ] && cat "$1"; '
-        f'else head -c {head} "$1"; '
+        f'{v}e() {{ if [ "$2" -le {cap} ]; then [ "$2" -eq 0 ] || command -p cat -- "$1"; '
+        f'else command -p head -c {head} -- "$1"; '
         f'printf "{_MARKER}" $(($2 - {cap})); '
-        f'tail -c {tail} "$1"; fi; :; }}',
-        "TO=0; NO=0; NE=0; RC=0",
+        f'command -p tail -c {tail} -- "$1"; fi; }}',
+        f"{v}n() {{ {v}NO=$1; {v}NE=$3; }}",
+        f"{v}TO=0; {v}NO=0; {v}NE=0; {v}RC=0",
         f"if cd -- {q(cwd)} 2>/dev/null; then",
-        "if command -v bash >/dev/null 2>&1; then B=bash; else B=sh; fi",
-        "L=''; command -v setsid >/dev/null 2>&1 && L='setsid -w'",
-        '$L sh -c \'echo $$ > "$1/pid"; shift; exec "$@"\' sh "$D" "$B" -c "$C" '
-        '</dev/null >"$D/o" 2>"$D/e" &',
-        "P=$!",
-        # The watchdog: with setsid, one ``sleep`` in its own process group, killed as a whole
-        # the moment the command ends; without setsid, a short polling loop.
-        'K=\'G=$(cat "$1/pid" 2>/dev/null); : > "$1/t"; if [ -n "$G" ]; then '
-        'kill -KILL -"$G" 2>/dev/null || kill -KILL "$G" 2>/dev/null; fi\'',
-        'if [ -n "$L" ]; then',
-        f'setsid sh -c \'sleep {timeout:g}; eval "$2"\' sh "$D" "$K" </dev/null >/dev/null 2>&1 &',
+        # The command's shell does not depend on the PATH the command is given.
+        f"{v}B=/bin/sh; for {v}x in /bin/bash /usr/bin/bash /usr/local/bin/bash; do "
+        f'if [ -x "${v}x" ]; then {v}B=${v}x; break; fi; done',
+        # A background job of a shell without job control is never a process group leader, so
+        # setsid does not fork: the job's pid is the id of the new session and process group.
+        "if command -p -v setsid >/dev/null 2>&1; then",
+        f'command -p setsid "${v}B" -c "${v}C" </dev/null >{out} 2>{err} &',
         "else",
-        f"( i=0; while [ $i -lt {ticks} ]; do sleep {interval}; "
-        'kill -0 $P 2>/dev/null || exit 0; i=$((i+1)); done; set -- "$D"; eval "$K" ) '
-        "</dev/null >/dev/null 2>&1 &",
+        f'"${v}B" -c "${v}C" </dev/null >{out} 2>{err} &',
         "fi",
-        "W=$!",
-        "{ wait $P; } 2>/dev/null; RC=$?",
-        '{ kill -KILL -"$W" || kill -KILL "$W"; wait "$W"; } 2>/dev/null',
-        '[ -f "$D/t" ] && TO=1',
-        'set -- $(wc -c "$D/o" "$D/e"); NO=$1; NE=$3',
-        'else TO=2; : > "$D/o"; : > "$D/e"; fi',
+        f"{v}P=$!",
+        "unset IFS",
+        # The watchdog: a subshell with one sleep; USR1 (sent when the command ends) stops both.
+        f'( {v}T=0; trap \'[ "$!" = "${v}P" ] || kill $! 2>/dev/null; exit ${v}T\' USR1',
+        f"command -p sleep {timeout:g} & wait $! || exit 0",
+        f'{v}T={_TIMED_OUT}; kill -KILL -"${v}P" 2>/dev/null || kill -KILL "${v}P" 2>/dev/null',
+        f"exit {_TIMED_OUT} ) </dev/null >/dev/null 2>&1 &",
+        f"{v}W=$!",
+        f'{{ wait "${v}P"; }} 2>/dev/null; {v}RC=$?',
+        f'{{ kill -USR1 "${v}W"; wait "${v}W"; }} 2>/dev/null; [ $? -ne {_TIMED_OUT} ] || {v}TO=1',
+        f"if [ -s {out} ] || [ -s {err} ]; then",
+        f"{v}n $(command -p wc -c -- {out} {err})",
+        "fi",
+        f"else {v}TO=2; fi",
     ]
+    fields = f'"${v}RC" "${v}TO" "${v}NO" "${v}NE"'
     trailer = f"{_TAG}{nonce} %s %s %s %s"
     if to_file:
         lines += [
-            f'{{ printf "{trailer}\\n" "$RC" "$TO" "$NO" "$NE"; e "$D/o" "$NO"; e "$D/e" "$NE"; }} '
-            f'> "$D/result.part" && mv "$D/result.part" "$D/{RESULT_FILE}"',
-            'rm -f "$D/o" "$D/e" "$D/pid" "$D/t"',
+            f'{{ printf "{trailer}\\n" {fields}; {v}e {out} "${v}NO"; {v}e {err} "${v}NE"; }} '
+            f'> "{base}.r"',
         ]
     else:
         lines += [
-            'e "$D/o" "$NO"',
-            f'printf "\\n\\036{trailer}\\n" "$RC" "$TO" "$NO" "$NE"',
-            'e "$D/e" "$NE" >&2',
-            'rm -rf -- "$D"',
+            f'{v}e {out} "${v}NO"',
+            f'printf "\\n\\036{trailer}\\n" {fields}',
+            f'{v}e {err} "${v}NE" >&2',
         ]
+    # With ``reset``, "$@" still lists the files of earlier runs. The last step replaces the
+    # wrapper's shell instead of forking (the result is already out).
+    rm = f'rm -f -- {out} {err} "$@"'
+    lines.append(f"[ -x /bin/rm ] && exec /bin/{rm}; command -p {rm}")
     return "\n".join(lines) + "\n"
 
 
-def shell_line(script: str) -> str:
-    """``script`` as one ASCII line for a PTY: base64, decoded and run in a subshell.
+_PLAIN = frozenset(range(0x20, 0x7F)) - {ord("\\"), ord("'"), ord("!")}
 
-    A PTY sees neither newlines, tabs nor non-ASCII text of the script, and ``exit`` or
-    ``cd`` inside it cannot end or change the persistent shell.
+
+def shell_line(script: str) -> str:
+    """``script`` as one printable-ASCII line for a PTY, run with ``eval`` in a subshell.
+
+    The script is written as a bash ``$'...'`` string (every byte outside printable ASCII, and
+    ``\\``, ``'`` and ``!`` — which an interactive shell would take for history expansion — as
+    ``\\xHH``), which costs the shell nothing to decode; when that is longer than base64 (text
+    that is mostly non-ASCII), as base64 decoded by ``base64 -d``. A PTY sees neither newlines,
+    tabs nor non-ASCII text, and ``exit`` or ``cd`` inside the script cannot end or change the
+    persistent shell.
     """
-    encoded = base64.b64encode(script.encode("utf-8")).decode("ascii")
+    data = script.encode("utf-8")
+    quoted = "".join(
+        chr(byte) if byte in _PLAIN else ("\\n" if byte == 10 else f"\\x{byte:02x}")
+        for byte in data
+    )
+    encoded = base64.b64encode(data).decode("ascii")
+    if len(quoted) <= len(encoded) + 24:
+        return f"(eval $'{quoted}')"
     return f"(eval \"$(printf '%s' '{encoded}' | base64 -d)\")"
 
 
@@ -194,7 +252,7 @@ def parse_stream_result(nonce: str, stdout: str, stderr: str) -> WrapperOutcome 
 
 
 def parse_file_result(nonce: str, data: bytes, cap: int) -> WrapperOutcome | None:
-    """Parse a file-mode result file; ``None`` when it is not a result of this run."""
+    """Parse a file-mode result file; ``None`` when it is not a complete result of this run."""
     line, sep, rest = data.partition(b"\n")
     prefix = f"{_TAG}{nonce} ".encode()
     if not sep or not line.startswith(prefix):
@@ -205,6 +263,8 @@ def parse_file_result(nonce: str, data: bytes, cap: int) -> WrapperOutcome | Non
     except (ValueError, IndexError):
         return None
     kept_out = kept_size(out_size, cap)
+    if len(rest) != kept_out + kept_size(err_size, cap):
+        return None  # written only in part (the wrapper was killed while writing it)
     return WrapperOutcome(
         exit_code=-1 if flag == 1 else rc,
         timed_out=flag == 1,
