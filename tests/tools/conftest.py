@@ -5,18 +5,22 @@ The tools are tested against every runtime in :data:`RUNTIME_FACTORIES`. A facto
 a service use a session-scoped protocol double (fetched lazily with ``request.getfixturevalue``, so
 deselecting a runtime never starts its double) and isolate tests by a unique conversation id.
 
-A new runtime joins the suite with one entry, e.g. for OpenSandbox::
+A new runtime joins the suite with one entry, e.g.::
 
     @pytest.fixture(scope="session")
-    def opensandbox_double() -> Iterator[OpenSandboxDouble]:
-        with OpenSandboxDouble() as double:
+    def tools_example_double() -> Iterator[ExampleDouble]:
+        with ExampleDouble() as double:
             yield double
 
-    def _opensandbox(request: pytest.FixtureRequest, tmp: Path) -> SkillRuntime:
-        double = request.getfixturevalue("opensandbox_double")
-        return OpenSandboxSkillRuntime(..., conversation_id=_unique_conversation())
+    def _example(request: pytest.FixtureRequest, tmp: Path) -> SkillRuntime:
+        double = request.getfixturevalue("tools_example_double")
+        return ExampleSkillRuntime(url=double.url, conversation_id=_unique_conversation())
 
-    RUNTIME_FACTORIES["opensandbox"] = _opensandbox
+    RUNTIME_FACTORIES["example"] = _example
+
+A factory may register clean-up with ``request.addfinalizer``; it runs after the runtime is
+closed (the OpenSandbox factory destroys the conversation's sandbox that way, and the session
+double checks at the end that no sandbox outlived its test).
 
 Tests must reach runtime files only through the runtime (its file system and ``execute``), never
 through host paths, and name the runtime in expected messages as ``runtime.name``.
@@ -34,7 +38,9 @@ import pytest
 import yaml
 
 from doubles.aio import AioDouble
+from doubles.opensandbox import OpenSandboxDouble
 from skillruntime.aio import AioSandboxSkillRuntime
+from skillruntime.core.conversations import InMemoryConversationStore
 from skillruntime.core.filesystem import SkillRuntimeFileSystem
 from skillruntime.core.models import (
     Skill,
@@ -44,6 +50,7 @@ from skillruntime.core.models import (
 )
 from skillruntime.core.runtime import SkillRuntime
 from skillruntime.local import LocalSkillRuntime
+from skillruntime.opensandbox import OpenSandboxSkillRuntime
 
 RuntimeFactory = Callable[[pytest.FixtureRequest, Path], SkillRuntime]
 """Builds an open runtime for one test from its ``request`` and a fresh host directory."""
@@ -105,12 +112,47 @@ def _aio(
     return make
 
 
+@pytest.fixture(scope="session")
+def tools_opensandbox() -> Iterator[OpenSandboxDouble]:
+    """An OpenSandbox double shared by the session; at the end, every sandbox it created must
+    have been deleted (conversation sandboxes by their test's teardown, private ones by
+    ``close``)."""
+    with OpenSandboxDouble() as double:
+        yield double
+        stats = double.stats()
+        assert stats["live_sandbox_ids"] == [], f"sandboxes outlived their tests: {stats}"
+        assert stats["deletes"] == stats["creates"], f"sandboxes not deleted by a client: {stats}"
+
+
+def _opensandbox(*, conversation: bool = True) -> RuntimeFactory:
+    """An OpenSandbox runtime on the shared double: in a unique conversation of a fresh
+    in-memory store (its sandbox destroyed after the test), or (without ``conversation``) with
+    a private sandbox that ``close`` kills."""
+
+    def make(request: pytest.FixtureRequest, tmp: Path) -> SkillRuntime:
+        double: OpenSandboxDouble = request.getfixturevalue("tools_opensandbox")
+        if not conversation:
+            return OpenSandboxSkillRuntime(domain=double.domain, api_key=double.api_key)
+        runtime = OpenSandboxSkillRuntime(
+            domain=double.domain,
+            api_key=double.api_key,
+            conversation_id=_unique_conversation(),
+            conversation_store=InMemoryConversationStore(),
+        )
+        request.addfinalizer(runtime.destroy_conversation_sandbox)
+        return runtime
+
+    return make
+
+
 RUNTIME_FACTORIES: dict[str, RuntimeFactory] = {
     "local-work-root": _local_work_root,
     "local-conversation": _local_conversation,
     "aio-bash": _aio("tools_aio_bash", "bash"),
     "aio-bash-shared-root": _aio("tools_aio_bash", "bash", conversation=False),
     "aio-shell": _aio("tools_aio_shell", "shell"),
+    "opensandbox": _opensandbox(),
+    "opensandbox-private": _opensandbox(conversation=False),
 }
 
 
