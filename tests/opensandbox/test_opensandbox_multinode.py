@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,11 @@ from skillruntime.core.sql import SqlConversationStore
 from sql_databases import temporary_database
 
 NODES = 8
+NODES_TIMEOUT_SECONDS = 120.0
+"""Bound on one group of nodes, from launch to exit (imports included). A group takes a few
+seconds on an idle machine and well under a minute on a 2-core host loaded far beyond a test
+run; the test runs two groups, so a hung node is reported with its log before the suite's
+300 s per-test timeout would kill the test without it."""
 WORKER = Path(__file__).with_name("opensandbox_node.py")
 
 
@@ -38,20 +44,75 @@ def _skill(root: Path, name: str) -> str:
     return str(directory)
 
 
-def _launch(arguments: dict[str, Any]) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, str(WORKER), json.dumps(arguments)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+class Node:
+    """One worker process with its own diagnostic log file."""
+
+    def __init__(self, name: str, arguments: dict[str, Any], log_dir: Path) -> None:
+        self.name = name
+        self.log_file = log_dir / f"{name}.log"
+        self.ready_file = log_dir / f"{name}.ready"
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                str(WORKER),
+                json.dumps(
+                    {
+                        **arguments,
+                        "log_file": str(self.log_file),
+                        "ready_file": str(self.ready_file),
+                        "start_timeout": NODES_TIMEOUT_SECONDS,
+                    }
+                ),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def finish(self, deadline: float) -> tuple[dict[str, Any] | None, str | None]:
+        """Wait for the node until ``deadline`` (monotonic): its JSON result, or ``None`` and a
+        description of the failure (a node still running at the deadline is killed)."""
+        try:
+            out, err = self.process.communicate(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            out, err = self.process.communicate()
+            stage = "racing" if self.ready_file.exists() else "starting up (never ready)"
+            return (
+                None,
+                f"{self.name} was still {stage} after {NODES_TIMEOUT_SECONDS} s; stderr:\n{err}",
+            )
+        if self.process.returncode != 0:
+            return None, f"{self.name} exited with {self.process.returncode}; stderr:\n{err}"
+        result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+        return result, None
+
+    def log(self) -> str:
+        """The node's diagnostic log (runtime, SDK and store records, and any traceback)."""
+        try:
+            return self.log_file.read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            return f"(no log: {exc})"
 
 
-def _result(process: subprocess.Popen[str]) -> dict[str, Any]:
-    out, err = process.communicate(timeout=180)
-    assert process.returncode == 0, err[-2000:]
-    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
-    return result
+def _start_together(nodes: list[Node], start: Path, deadline: float) -> None:
+    """Touch ``start`` once every node is up (polling until ``deadline`` at most), so the nodes
+    race for the conversation for real instead of being spread out by their start-up."""
+    while not all(node.ready_file.exists() or node.process.poll() is not None for node in nodes):
+        if time.monotonic() > deadline:
+            break  # _results reports the nodes that never came up
+        time.sleep(0.01)
+    start.touch()
+
+
+def _results(nodes: list[Node], deadline: float) -> list[dict[str, Any]]:
+    """Every node's result; if any failed, fail with each failure and every node's log."""
+    outcomes = [node.finish(deadline) for node in nodes]
+    failures = [failure for _, failure in outcomes if failure is not None]
+    if failures:
+        logs = "\n".join(f"--- log of {node.name} ---\n{node.log()}" for node in nodes)
+        pytest.fail("\n\n".join(failures) + "\n\n" + logs, pytrace=False)
+    return [result for result, _ in outcomes if result is not None]
 
 
 def test_eight_processes_share_one_sandbox_and_keep_every_skill(
@@ -68,18 +129,23 @@ def test_eight_processes_share_one_sandbox_and_keep_every_skill(
     }
     skills = [(f"skill-{index}", _skill(tmp_path, f"skill-{index}")) for index in range(NODES)]
     before = opensandbox_double.stats()
-    processes = [
-        _launch(
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    deadline = time.monotonic() + NODES_TIMEOUT_SECONDS
+    nodes = [
+        Node(
+            f"node-{index}",
             {
                 **common,
                 "skills": [skills[index]],
                 "write": {f"node-{index}.txt": f"written by node {index}"},
-            }
+            },
+            logs,
         )
         for index in range(NODES)
     ]
-    start.touch()
-    results = [_result(process) for process in processes]
+    _start_together(nodes, start, deadline)
+    results = _results(nodes, deadline)
 
     sandbox_ids = {result["sandbox_id"] for result in results}
     assert len(sandbox_ids) == 1, f"nodes used several sandboxes: {sandbox_ids}"
@@ -107,8 +173,9 @@ def test_eight_processes_share_one_sandbox_and_keep_every_skill(
     assert len(record.prepared_skills) == NODES
 
     uploads = opensandbox_double.stats()["upload_requests"]
-    fresh = _launch({**common, "skills": skills, "read": ["node-3.txt"]})
-    resumed = _result(fresh)
+    deadline = time.monotonic() + NODES_TIMEOUT_SECONDS
+    fresh = Node("resumed", {**common, "skills": skills, "read": ["node-3.txt"]}, logs)
+    (resumed,) = _results([fresh], deadline)
     assert resumed["sandbox_id"] == winner
     assert resumed["read"] == {"node-3.txt": "written by node 3"}
     assert sorted(resumed["base_paths"]) == sorted(expected)

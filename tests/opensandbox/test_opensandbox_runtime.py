@@ -11,10 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opensandbox.exceptions import SandboxConnectionException
+from opensandbox.sync.adapters.filesystem_adapter import FilesystemAdapterSync
 
 import skillruntime.opensandbox.commands as commands_module
 from doubles.opensandbox import OpenSandboxDouble
-from skillruntime.core.conversations import ConversationRecord, InMemoryConversationStore
+from skillruntime.core.conversations import (
+    ConversationRecord,
+    ConversationStoreError,
+    InMemoryConversationStore,
+)
 from skillruntime.core.errors import RuntimeClosedError, RuntimeFileNotFoundError, SkillRuntimeError
 from skillruntime.core.models import (
     Skill,
@@ -195,6 +201,99 @@ def test_a_stored_sandbox_that_vanished_is_replaced_by_a_new_runtime(
     record = _record(store, second)
     assert record is not None
     assert record.sandbox_id == second.sandbox_id
+
+
+def test_a_transient_failure_creating_the_workspace_on_attach_is_retried(
+    make: RuntimeFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = FilesystemAdapterSync.create_directories
+    failures: list[str] = []
+
+    def flaky(self: FilesystemAdapterSync, entries: list[Any]) -> None:
+        if not failures:
+            failures.append(entries[0].path)
+            raise SandboxConnectionException("Server disconnected without sending a response")
+        real(self, entries)
+
+    monkeypatch.setattr(FilesystemAdapterSync, "create_directories", flaky)
+    runtime = make(conversation_id=_conversation())
+    fs = runtime.get_file_system()
+    fs.write_text("new.txt", "new")
+    assert failures == [runtime.default_working_directory]
+    assert fs.read_text("new.txt") == "new"
+
+
+class _LostAcknowledgementStore(InMemoryConversationStore):
+    """Stores the first new record but reports that write as failed: ``"false"`` answers
+    ``False``, ``"raise"`` raises, like a commit whose acknowledgement was lost."""
+
+    def __init__(self, outcome: str) -> None:
+        super().__init__()
+        self.outcome = outcome
+        self.misreported = 0
+
+    def create(self, record: ConversationRecord) -> bool:
+        inserted = super().create(record)
+        if not inserted or self.misreported:
+            return inserted
+        self.misreported += 1
+        if self.outcome == "raise":
+            raise ConversationStoreError("the connection was lost while committing")
+        return False
+
+
+def test_a_record_insert_reported_as_lost_that_landed_keeps_its_sandbox(
+    make: RuntimeFactory, opensandbox_double: OpenSandboxDouble
+) -> None:
+    store = _LostAcknowledgementStore("false")
+    before = opensandbox_double.stats()
+    runtime = make(conversation_id=_conversation(), conversation_store=store)
+    assert _run(runtime, "true").ok
+    after = opensandbox_double.stats()
+    assert store.misreported == 1
+    assert after["creates"] - before["creates"] == 1
+    assert after["deletes"] == before["deletes"], "the recorded sandbox was killed"
+    record = _record(store, runtime)
+    assert record is not None
+    assert record.sandbox_id == runtime.sandbox_id
+    assert runtime.sandbox_id in _live(opensandbox_double)
+
+
+def test_a_failed_record_insert_that_landed_does_not_kill_the_recorded_sandbox(
+    make: RuntimeFactory, opensandbox_double: OpenSandboxDouble
+) -> None:
+    store = _LostAcknowledgementStore("raise")
+    conversation = _conversation()
+    before = opensandbox_double.stats()
+    first = make(conversation_id=conversation, conversation_store=store)
+    with pytest.raises(ConversationStoreError, match="lost while committing"):
+        _run(first, "true")
+    record = _record(store, first)
+    assert record is not None
+    assert record.sandbox_id in _live(opensandbox_double), "the recorded sandbox was killed"
+    assert opensandbox_double.stats()["deletes"] == before["deletes"]
+    second = make(conversation_id=conversation, conversation_store=store)
+    assert _run(second, "true").ok
+    assert second.sandbox_id == record.sandbox_id
+    assert opensandbox_double.stats()["creates"] - before["creates"] == 1
+
+
+def test_a_failed_record_insert_that_did_not_land_kills_the_candidate(
+    make: RuntimeFactory, opensandbox_double: OpenSandboxDouble
+) -> None:
+    class FailingStore(InMemoryConversationStore):
+        def create(self, record: ConversationRecord) -> bool:
+            raise ConversationStoreError("the database is unreachable")
+
+    store = FailingStore()
+    before = opensandbox_double.stats()
+    runtime = make(conversation_id=_conversation(), conversation_store=store)
+    with pytest.raises(ConversationStoreError, match="unreachable"):
+        _run(runtime, "true")
+    after = opensandbox_double.stats()
+    assert after["creates"] - before["creates"] == 1
+    assert after["deletes"] - before["deletes"] == 1, "the unrecorded candidate was left running"
+    assert _record(store, runtime) is None
 
 
 def test_an_unreachable_stored_sandbox_raises_and_leaves_the_record(

@@ -37,6 +37,7 @@ MAX_LINE = 1024 * 1024
 POLL_INTERVAL = 0.02
 
 FREEZER_ROOT = Path("/sys/fs/cgroup/freezer")
+_CGROUP_CREATE_ATTEMPTS = 5
 
 # Runs as PID-group leader in a fresh mount namespace: join the sandbox's cgroup (when there
 # is one), mount the sandbox's private trees (/tmp last, since the sources usually live under
@@ -70,12 +71,18 @@ class SandboxCgroup:
     @classmethod
     def create(cls, sandbox_id: str) -> SandboxCgroup | None:
         path = FREEZER_ROOT / f"opensandbox-double-{os.getpid()}" / sandbox_id
-        try:
-            path.mkdir(parents=True)
-        except OSError:
-            log.info("freezer cgroup unavailable; falling back to process groups")
-            return None
-        return cls(path)
+        for _ in range(_CGROUP_CREATE_ATTEMPTS):
+            try:
+                path.mkdir(parents=True)
+            except FileNotFoundError:
+                # Deleting the last other sandbox removes the shared parent group; if that
+                # happened between creating the parent and the leaf, create both again.
+                continue
+            except OSError:
+                break
+            return cls(path)
+        log.info("freezer cgroup unavailable; falling back to process groups")
+        return None
 
     @property
     def procs_file(self) -> str:

@@ -11,11 +11,12 @@ the first prepare, execute or file call.
   directories. The record is read on first use: a stored sandbox is connected, health-checked and
   renewed, and the skills it already holds are known, so nothing is uploaded twice across nodes or
   restarts. Without a stored sandbox a candidate is created and the record inserted; a node that
-  loses that race kills its candidate and joins the winner's. A stored sandbox that no longer
-  exists is replaced and the record updated; one that exists but cannot be reached raises
-  :class:`~.errors.SandboxUnavailableError` and leaves the record alone. :meth:`close` only
-  releases the local handle; :meth:`destroy_conversation_sandbox` ends the conversation's sandbox
-  (record deleted first, then the kill).
+  loses that race kills its candidate and joins the winner's (a candidate the record names after
+  all, because the store reported a write as failed that did land, is kept, never killed). A
+  stored sandbox that no longer exists is replaced and the record updated; one that exists but
+  cannot be reached raises :class:`~.errors.SandboxUnavailableError` and leaves the record
+  alone. :meth:`close` only releases the local handle; :meth:`destroy_conversation_sandbox` ends
+  the conversation's sandbox (record deleted first, then the kill).
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ from .options import (
     DEFAULT_REMOTE_ROOT,
     NetworkPolicyOptions,
 )
-from .retry import DEFAULT_RETRY_SECONDS
+from .retry import DEFAULT_RETRY_SECONDS, call_idempotent
 from .sandbox import ENDED_STATES, SandboxClient, SandboxGoneError, SandboxSettings
 
 __all__ = ["OpenSandboxSkillRuntime", "shared_memory_store"]
@@ -188,6 +189,7 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
                 retry_seconds=retry_seconds,
             ),
         )
+        self._retry_seconds = retry_seconds
         self._runner = CommandRunner(
             uid=uid, gid=gid, deadline_grace_seconds=deadline_grace_seconds
         )
@@ -412,12 +414,16 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
             if record is None:
                 candidate = self._client.create(self._metadata())
                 try:
-                    won = binding.create(candidate.id)
+                    won = binding.create(candidate.id) or self._recorded(candidate)
                 except BaseException:
-                    self._discard(candidate)
+                    self._discard_unless_recorded(candidate)
                     raise
                 if won:
-                    self._record = binding.load()
+                    try:
+                        self._record = binding.load()
+                    except BaseException:
+                        self._client.release(candidate)  # recorded: the sandbox stays
+                        raise
                     logger.info(
                         "conversation %s now uses sandbox %s", binding.conversation_id, candidate.id
                     )
@@ -466,17 +472,49 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
         try:
             updated = self._binding.replace_sandbox(old_id, candidate.id)
             if updated is None:
-                if self._binding.create(candidate.id):
+                if self._binding.create(candidate.id) or self._recorded(candidate):
                     self._record = self._binding.load()
                     return candidate
             elif updated.sandbox_id == candidate.id:
                 self._record = updated
                 return candidate
         except BaseException:
-            self._discard(candidate)
+            self._discard_unless_recorded(candidate)
             raise
         self._discard(candidate)
         return None
+
+    def _recorded(self, candidate: SandboxSync) -> bool:
+        """Whether the stored record names ``candidate`` (a store may report a write as failed
+        or lost although it landed, e.g. when the acknowledgement of a commit is lost)."""
+        assert self._binding is not None
+        record = self._binding.load()
+        return record is not None and record.sandbox_id == candidate.id
+
+    def _discard_unless_recorded(self, candidate: SandboxSync) -> None:
+        """After a failed record write: kill ``candidate`` unless the record names it after all.
+
+        Killing a candidate the record does name would leave the conversation on a dead sandbox
+        (every node would then replace it). When the record cannot be read either, the
+        candidate is killed: an unrecorded sandbox would otherwise run until it expires.
+        """
+        try:
+            kept = self._recorded(candidate)
+        except Exception:
+            logger.warning(
+                "cannot tell whether candidate sandbox %s was recorded; killing it",
+                candidate.id,
+                exc_info=True,
+            )
+            kept = False
+        if kept:
+            logger.warning(
+                "the record names sandbox %s although writing it failed; keeping the sandbox",
+                candidate.id,
+            )
+            self._client.release(candidate)
+            return
+        self._discard(candidate)
 
     def _discard(self, candidate: SandboxSync) -> None:
         """Kill a losing candidate sandbox and close its handle."""
@@ -490,7 +528,11 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
             self._client.release(candidate)
 
     def _ensure_workspace(self, sandbox: SandboxSync) -> None:
-        """Create the workspace (or remote root) once per sandbox."""
+        """Create the workspace (or remote root) once per sandbox.
+
+        It is the first execd request on a freshly attached sandbox, and creating directories
+        is idempotent, so transient failures are retried like every other file call.
+        """
         if self._binding is None:
             directory = self._remote_root
         else:
@@ -499,9 +541,14 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
                 return
             assert self._workspace is not None
             directory = self._workspace.directory
-        try:
+        entry = self._files.directory_entry(directory)
+
+        def create() -> None:
             self._files.count_request()
-            sandbox.files.create_directories([self._files.directory_entry(directory)])
+            sandbox.files.create_directories([entry])
+
+        try:
+            call_idempotent(create, budget_seconds=self._retry_seconds)
         except Exception as exc:
             raise file_error("creating the workspace", directory, exc) from exc
         if self._binding is not None:
