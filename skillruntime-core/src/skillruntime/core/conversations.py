@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import random
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -222,15 +224,21 @@ def modify_record(
     storage_key: str,
     change: Callable[[ConversationRecord], ConversationRecord | None],
     *,
-    attempts: int = 16,
+    attempts: int = 32,
+    max_backoff_seconds: float = 0.05,
 ) -> ConversationRecord | None:
     """Apply ``change`` to the stored record with compare-and-set, re-reading on conflict.
 
     ``change`` gets the current record and returns the wanted one (or ``None`` to leave it).
-    Returns the record as stored afterwards, or ``None`` if there is no record. Raises
+    Returns the record as stored afterwards, or ``None`` if there is no record. After a lost
+    race it waits a random time (full jitter, doubling from 1 ms up to ``max_backoff_seconds``)
+    so that many nodes writing one conversation spread out instead of colliding again. Raises
     :class:`~skillruntime.core.errors.StoreConflictError` after ``attempts`` lost races.
     """
-    for _ in range(attempts):
+    for attempt in range(attempts):
+        if attempt:
+            jitter = random.uniform(0.0, min(max_backoff_seconds, 0.001 * 2**attempt))  # noqa: S311
+            time.sleep(jitter)
         current = store.get(storage_key)
         if current is None:
             return None
