@@ -17,3 +17,6 @@ test: setup
 
 bench: setup
 	.venv/bin/python tests/benchmarks/bench_local.py
+	.venv/bin/python tests/benchmarks/bench_opensandbox.py
+	.venv/bin/python tests/benchmarks/bench_aio.py
+	.venv/bin/python tests/benchmarks/bench_viking.py
