@@ -22,7 +22,7 @@ from skillruntime.opensandbox.commands import wrap_command
 from skillruntime.opensandbox.conversation import ConversationBinding
 from skillruntime.opensandbox.errors import execution_error, file_error, is_transient
 from skillruntime.opensandbox.files import IterableReader, entry_to_file_info
-from skillruntime.opensandbox.output import HeadTail, LineOutput
+from skillruntime.opensandbox.output import LineOutput
 from skillruntime.opensandbox.retry import call_idempotent
 from skillruntime.opensandbox.sandbox import clip_metadata
 
@@ -93,27 +93,6 @@ def test_unfinished_output_keeps_a_newline_after_every_line() -> None:
     for event in ("a", "\n", "b"):
         output.add_line(event)
     assert output.finish(drop_final_newline=False) == ("a\n\nb\n", False)
-
-
-def test_head_tail_keeps_both_ends_and_counts_the_dropped_bytes() -> None:
-    buffer = HeadTail(100)
-    buffer.feed(b"H" * 50)
-    for _ in range(1000):
-        buffer.feed(b"m" * 100)
-    buffer.feed(b"T" * 50)
-    text, truncated = buffer.text()
-    assert truncated
-    assert text.startswith("H" * 50)
-    assert text.endswith("T" * 50)
-    assert "[100000 bytes truncated]" in text
-
-
-def test_head_tail_does_not_cut_a_multibyte_character() -> None:
-    buffer = HeadTail(10)
-    buffer.feed("ééééééééééééééé".encode())
-    text, truncated = buffer.text()
-    assert truncated
-    assert "\ufffd" not in text
 
 
 def test_line_output_memory_is_bounded_by_its_limit() -> None:

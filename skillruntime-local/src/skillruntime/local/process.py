@@ -2,7 +2,7 @@
 
 The command runs as ``<shell> -c <command>`` in a new session (so it leads its own process group),
 with stdin from ``/dev/null``. Both pipes are read concurrently with :mod:`selectors` into
-:class:`~skillruntime.local.output.HeadTailBuffer` objects. The exit of the shell is learnt through
+:class:`~skillruntime.core.output.HeadTailBuffer` objects. The exit of the shell is learnt through
 a pidfd (``os.pidfd_open``) or, where that is unavailable, a waiter thread using
 ``waitid(WNOWAIT)``. Neither reaps the shell, so its process-group id cannot be reused while the
 group is being signalled; the shell is reaped last.
@@ -38,8 +38,7 @@ from collections.abc import Mapping, Sequence
 
 from skillruntime.core.errors import ExecutionTransportError, RuntimeClosedError
 from skillruntime.core.models import SkillExecutionResult
-
-from .output import HeadTailBuffer
+from skillruntime.core.output import HeadTailBuffer
 
 __all__ = ["DEFAULT_DRAIN_SECONDS", "DEFAULT_KILL_GRACE_SECONDS", "ProcessRegistry", "run_command"]
 

@@ -1,5 +1,8 @@
 """Bounded capture of one output stream: keep the head and the tail, count what is dropped.
 
+Shared by runtimes that collect command output in this process (the local runtime reads pipes
+into it, the OpenSandbox runtime rebuilds line events into it).
+
 Memory stays bounded whatever a command prints: at most ``limit`` bytes of head and tail plus
 one tail's worth of slack and the chunk being fed. Decoding is UTF-8 with ``errors="replace"``;
 a multibyte character cut by the head/tail boundary is dropped whole (and counted) rather than
