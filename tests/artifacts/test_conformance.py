@@ -16,6 +16,7 @@ from skillruntime.core.artifacts import (
     ArtifactIntegrityError,
     ArtifactInUseError,
     ArtifactNotFoundError,
+    ArtifactStoreError,
     SkillArtifact,
     SkillArtifactStore,
     SkillPackage,
@@ -118,6 +119,21 @@ def test_materialize_refuses_a_digest_other_than_installed(store: SkillArtifactS
     other = installed.model_copy(update={"digest": "sha256:" + "c" * 64, "storage_key": None})
     with pytest.raises((ArtifactIntegrityError, ArtifactNotFoundError)):
         store.materialize(other)
+
+
+def test_a_storage_key_the_store_does_not_use_is_refused(cheap_store: SkillArtifactStore) -> None:
+    foreign = SkillArtifact(name="pdf", version="1.0.0", storage_key="elsewhere/pdf.zip")
+    with pytest.raises(ArtifactStoreError, match=r"'elsewhere/pdf\.zip' of pdf@1\.0\.0 is not"):
+        cheap_store.install(foreign, SkillPackage.from_bytes(good_zip()))
+    assert cheap_store.list_artifacts() == []
+    assert leftovers(cheap_store) == []
+    installed = _install(cheap_store)
+    moved = installed.model_copy(update={"storage_key": "elsewhere/pdf.zip"})
+    with pytest.raises(ArtifactStoreError, match="the key this store uses"):
+        cheap_store.materialize(moved)
+    with pytest.raises(ArtifactStoreError, match="the key this store uses"):
+        cheap_store.delete(moved)
+    assert cheap_store.list_artifacts() == [installed]
 
 
 def test_several_versions_and_skills_are_listed_in_order(store: SkillArtifactStore) -> None:

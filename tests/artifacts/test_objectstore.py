@@ -177,10 +177,12 @@ def test_two_processes_materializing_one_digest_download_it_once(
                 text=True,
             )
         )
+    deadline = time.monotonic() + 60
     for index in range(2):
         ready = tmp_path / f"ready-{index}"
         while not ready.exists():
             assert workers[index].poll() is None, workers[index].communicate()
+            assert time.monotonic() < deadline, f"worker {index} never got ready"
             time.sleep(0.01)
     (tmp_path / "go").touch()
     outputs = [worker.communicate(timeout=120) for worker in workers]

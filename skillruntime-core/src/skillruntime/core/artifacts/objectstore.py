@@ -139,12 +139,7 @@ class ObjectSkillArtifactStore(SkillArtifactStore):
             raise ArtifactStoreError(
                 f"skill artifact {artifact.label} has no digest; use the artifact install returned"
             )
-        expected = self.storage_key_for(artifact, digest_hex)
-        if artifact.storage_key is not None and artifact.storage_key != expected:
-            raise ArtifactStoreError(
-                f"storage key {artifact.storage_key[:200]!r} of {artifact.label} is not "
-                f"{expected!r}, the key this store uses"
-            )
+        self._check_storage_key(artifact, self.storage_key_for(artifact, digest_hex))
         return digest_hex
 
     # -- SPI --------------------------------------------------------------------------------------
@@ -157,23 +152,20 @@ class ObjectSkillArtifactStore(SkillArtifactStore):
             with package.open() as stream:
                 spooled = spool_package(stream, download, self.limits.max_package_bytes)
             check_declared(artifact, spooled, what="skill package")
+            storage_key = self.storage_key_for(artifact, spooled.sha256)
+            self._check_storage_key(artifact, storage_key)
             completed = artifact.model_copy(
                 update={
                     "digest": f"sha256:{spooled.sha256}",
                     "size": spooled.size,
-                    "storage_key": self.storage_key_for(artifact, spooled.sha256),
+                    "storage_key": storage_key,
                 }
             )
-            if artifact.storage_key not in (None, completed.storage_key):
-                raise ArtifactStoreError(
-                    f"storage key {str(artifact.storage_key)[:200]!r} of {artifact.label} is not "
-                    f"{completed.storage_key!r}, the key this store uses"
-                )
             partial.mkdir(mode=0o700)
             extract_package(spooled.path, partial / artifact.name, artifact.name, self.limits)
             (partial / ".name").write_text(artifact.name, encoding="utf-8")
             self._refuse_existing(artifact)
-            self._upload(spooled, self._object_path(str(completed.storage_key)))
+            self._upload(spooled, self._object_path(storage_key))
             with self._digest_lock(spooled.sha256):
                 self._publish_cache(partial, spooled.sha256)
         finally:

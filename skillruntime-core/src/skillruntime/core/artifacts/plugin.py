@@ -18,7 +18,7 @@ _DISTRIBUTION = "skillruntime-core"
 
 
 def _zip_store(url: str, **options: Any) -> ZipSkillArtifactStore:
-    path = url.removeprefix("file://") if url.startswith("file://") else url
+    path = url.removeprefix("file://")
     if url.startswith("file://") and not path.startswith("/"):
         raise ValueError(f"a file URL must hold an absolute path: {url}")
     return ZipSkillArtifactStore(Path(path), **options)

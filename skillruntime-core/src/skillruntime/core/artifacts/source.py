@@ -61,13 +61,12 @@ class ArtifactSkillSource(Closeable):
         with self._lock:
             if self._skill is not None:
                 return self._skill
-            stack = self._stack or ExitStack()
+            stack = ExitStack()  # no skill loaded means no lease held
             try:
                 directory = stack.enter_context(self.store.lease(self.artifact))
                 skill = load_skill(directory, strict=True)
             except BaseException:
                 stack.close()
-                self._stack = None
                 raise
             if skill is None or skill.name != self.artifact.name:
                 stack.close()

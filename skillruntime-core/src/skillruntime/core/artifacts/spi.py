@@ -266,6 +266,15 @@ class SkillArtifactStore(Closeable, ABC):
                 if self._leases[key] <= 0:
                     del self._leases[key]
 
+    @staticmethod
+    def _check_storage_key(artifact: SkillArtifact, expected: str) -> None:
+        """Refuse an artifact whose ``storage_key`` is set and is not ``expected``."""
+        if artifact.storage_key is not None and artifact.storage_key != expected:
+            raise ArtifactStoreError(
+                f"storage key {artifact.storage_key[:200]!r} of {artifact.label} is not "
+                f"{expected!r}, the key this store uses"
+            )
+
     def _check_not_leased(self, artifact: SkillArtifact) -> None:
         with self._lease_lock:
             if self._leases.get(self.lease_key(artifact)):

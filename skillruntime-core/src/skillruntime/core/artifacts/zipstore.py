@@ -79,12 +79,7 @@ class ZipSkillArtifactStore(SkillArtifactStore):
         return f"{artifact.name}/{artifact.version}"
 
     def _version_dir(self, artifact: SkillArtifact) -> Path:
-        expected = self.storage_key_for(artifact)
-        if artifact.storage_key is not None and artifact.storage_key != expected:
-            raise ArtifactStoreError(
-                f"storage key {artifact.storage_key[:200]!r} of {artifact.label} is not "
-                f"{expected!r}, the only key this store uses"
-            )
+        self._check_storage_key(artifact, self.storage_key_for(artifact))
         return self.root / artifact.name / artifact.version
 
     def _lock(self, artifact: SkillArtifact) -> FileLock:

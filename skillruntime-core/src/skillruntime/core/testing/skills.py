@@ -15,6 +15,7 @@ from ..models import BootstrapCommand, Skill
 
 __all__ = [
     "ALL_BYTES",
+    "DEFAULT_BODY",
     "POLICY_EXCLUDED_PATHS",
     "STANDARD_FILES",
     "SkillFactory",
@@ -23,6 +24,9 @@ __all__ = [
 
 ALL_BYTES = bytes(range(256)) * 4
 """Content of ``assets/all-bytes.bin``: every byte value, four times."""
+
+DEFAULT_BODY = "Use the hello script."
+"""Instructions of a kit skill unless :meth:`SkillFactory.create` is given others."""
 
 HELLO_SCRIPT = '#!/bin/sh\nprintf "hello from %s\\n" "$(basename "$0")"\n'
 
@@ -40,6 +44,10 @@ POLICY_EXCLUDED_PATHS = (
     "linked-dir",
 )
 """Paths the upload policy must keep out of every prepared copy."""
+
+
+def _description(name: str) -> str:
+    return f"Conformance-kit skill {name}."
 
 
 def append_line_command(file_path: str, line: str = "run") -> str:
@@ -65,12 +73,11 @@ class SkillFactory:
         name: str,
         *,
         extra_files: Mapping[str, bytes | str] | None = None,
-        body: str = "Use the hello script.",
+        body: str = DEFAULT_BODY,
     ) -> Skill:
         """A skill named ``name`` with the :data:`STANDARD_FILES` plus ``extra_files``."""
         directory = self._directory(name)
-        description = f"Conformance-kit skill {name}."
-        skill_md = f"---\nname: {name}\ndescription: {description}\n---\n\n{body}\n"
+        skill_md = f"---\nname: {name}\ndescription: {_description(name)}\n---\n\n{body}\n"
         files: dict[str, bytes | str] = {
             "SKILL.md": skill_md,
             "assets/all-bytes.bin": ALL_BYTES,
@@ -88,7 +95,7 @@ class SkillFactory:
         script.parent.mkdir(parents=True, exist_ok=True)
         script.write_text(HELLO_SCRIPT, encoding="utf-8")
         script.chmod(0o755)
-        return self.skill_at(directory, name)
+        return self.skill_at(directory, name, body=body)
 
     def create_with_policy_files(self, name: str) -> Skill:
         """A skill that also holds everything in :data:`POLICY_EXCLUDED_PATHS`."""
@@ -114,15 +121,15 @@ class SkillFactory:
         return skill
 
     @staticmethod
-    def skill_at(directory: Path, name: str) -> Skill:
+    def skill_at(directory: Path, name: str, *, body: str = DEFAULT_BODY) -> Skill:
         """A :class:`Skill` for an existing directory (metadata kept minimal)."""
-        description = f"Conformance-kit skill {name}."
+        description = _description(name)
         return Skill(
             name=name,
             description=description,
             base_path=str(directory),
             frontmatter={"name": name, "description": description},
-            body="Use the hello script.",
+            body=body,
         )
 
     @staticmethod

@@ -24,10 +24,6 @@ __all__ = [
 ]
 
 
-def _alias(*names: str) -> AliasChoices:
-    return AliasChoices(*names)
-
-
 class _Arguments(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
 
@@ -35,7 +31,7 @@ class _Arguments(BaseModel):
 class SkillArguments(_Arguments):
     command: str = Field(
         min_length=1,
-        validation_alias=_alias("command", "name", "skill"),
+        validation_alias=AliasChoices("command", "name", "skill"),
         description='The skill name (no arguments), e.g. "pdf" or "csv-report".',
     )
 
@@ -45,12 +41,12 @@ class BashArguments(_Arguments):
     timeout_seconds: float | None = Field(
         default=None,
         gt=0,
-        validation_alias=_alias("timeout_seconds", "timeout"),
+        validation_alias=AliasChoices("timeout_seconds", "timeout"),
         description="Timeout in seconds (default 120, at most 600; larger values are lowered).",
     )
     working_directory: str | None = Field(
         default=None,
-        validation_alias=_alias("working_directory", "workingDirectory", "cwd"),
+        validation_alias=AliasChoices("working_directory", "workingDirectory", "cwd"),
         description="Runtime directory to run in (default: the runtime's working directory).",
     )
 
@@ -58,7 +54,7 @@ class BashArguments(_Arguments):
 class ReadArguments(_Arguments):
     file_path: str = Field(
         min_length=1,
-        validation_alias=_alias("file_path", "filePath", "path"),
+        validation_alias=AliasChoices("file_path", "filePath", "path"),
         description="Runtime path of the file (absolute, or relative to the working directory).",
     )
     offset: int | None = Field(
@@ -72,7 +68,7 @@ class ReadArguments(_Arguments):
 class WriteArguments(_Arguments):
     file_path: str = Field(
         min_length=1,
-        validation_alias=_alias("file_path", "filePath", "path"),
+        validation_alias=AliasChoices("file_path", "filePath", "path"),
         description="Runtime path of the file to create or overwrite.",
     )
     content: str = Field(description="The complete new content of the file (UTF-8 text).")
@@ -81,20 +77,20 @@ class WriteArguments(_Arguments):
 class EditArguments(_Arguments):
     file_path: str = Field(
         min_length=1,
-        validation_alias=_alias("file_path", "filePath", "path"),
+        validation_alias=AliasChoices("file_path", "filePath", "path"),
         description="Runtime path of the file to edit.",
     )
     old_string: str = Field(
-        validation_alias=_alias("old_string", "oldString"),
+        validation_alias=AliasChoices("old_string", "oldString"),
         description="Exact text to replace; must occur exactly once unless replace_all is true.",
     )
     new_string: str = Field(
-        validation_alias=_alias("new_string", "newString"),
+        validation_alias=AliasChoices("new_string", "newString"),
         description="Replacement text (empty string deletes old_string).",
     )
     replace_all: bool = Field(
         default=False,
-        validation_alias=_alias("replace_all", "replaceAll"),
+        validation_alias=AliasChoices("replace_all", "replaceAll"),
         description="Replace every occurrence instead of requiring a unique one.",
     )
 
@@ -109,7 +105,7 @@ class LsArguments(_Arguments):
     max_results: int | None = Field(
         default=None,
         ge=1,
-        validation_alias=_alias("max_results", "maxResult", "maxResults"),
+        validation_alias=AliasChoices("max_results", "maxResult", "maxResults"),
         description="Maximum entries shown (default 1000, at most 5000).",
     )
 
@@ -145,36 +141,36 @@ class GrepArguments(_Arguments):
     )
     output_mode: Literal["content", "files_with_matches", "count"] = Field(
         default="files_with_matches",
-        validation_alias=_alias("output_mode", "outputMode"),
+        validation_alias=AliasChoices("output_mode", "outputMode"),
         description="content: matching lines; files_with_matches: paths (default); count: "
         "matches per file.",
     )
     context_before: int | None = Field(
         default=None,
         ge=0,
-        validation_alias=_alias("context_before", "contextBefore", "-B"),
+        validation_alias=AliasChoices("context_before", "contextBefore", "-B"),
         description="Lines of context before each match (content mode).",
     )
     context_after: int | None = Field(
         default=None,
         ge=0,
-        validation_alias=_alias("context_after", "contextAfter", "-A"),
+        validation_alias=AliasChoices("context_after", "contextAfter", "-A"),
         description="Lines of context after each match (content mode).",
     )
     context: int | None = Field(
         default=None,
         ge=0,
-        validation_alias=_alias("context", "-C"),
+        validation_alias=AliasChoices("context", "-C"),
         description="Lines of context before and after (overrides the other two).",
     )
     show_line_numbers: bool = Field(
         default=True,
-        validation_alias=_alias("show_line_numbers", "showLineNumbers", "-n"),
+        validation_alias=AliasChoices("show_line_numbers", "showLineNumbers", "-n"),
         description="Show line numbers in content mode (default true).",
     )
     case_insensitive: bool = Field(
         default=False,
-        validation_alias=_alias("case_insensitive", "caseInsensitive", "-i"),
+        validation_alias=AliasChoices("case_insensitive", "caseInsensitive", "-i"),
         description="Match case-insensitively.",
     )
     multiline: bool = Field(
@@ -185,7 +181,7 @@ class GrepArguments(_Arguments):
     head_limit: int | None = Field(
         default=None,
         ge=1,
-        validation_alias=_alias("head_limit", "headLimit"),
+        validation_alias=AliasChoices("head_limit", "headLimit"),
         description="Return at most this many result entries (lines, paths or counts).",
     )
     offset: int = Field(
@@ -196,16 +192,16 @@ class GrepArguments(_Arguments):
 class PublishFileArguments(_Arguments):
     file_path: str = Field(
         min_length=1,
-        validation_alias=_alias("file_path", "filePath", "path"),
+        validation_alias=AliasChoices("file_path", "filePath", "path"),
         description="Exact runtime path of an existing regular file; do not invent a host path.",
     )
     file_name: str | None = Field(
         default=None,
-        validation_alias=_alias("file_name", "fileName"),
+        validation_alias=AliasChoices("file_name", "fileName"),
         description="Name to publish under (default: the file's own name).",
     )
     content_type: str | None = Field(
         default=None,
-        validation_alias=_alias("content_type", "contentType"),
+        validation_alias=AliasChoices("content_type", "contentType"),
         description="MIME type (default: guessed from the name).",
     )

@@ -26,7 +26,7 @@ from __future__ import annotations
 import fnmatch
 import re
 import shlex
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -314,15 +314,14 @@ class SkillPolicy:
 
 
 def effective_allowed_tools(
-    tool_names: Sequence[str], policies: Iterable[SkillPolicy], always_allowed: Iterable[str]
+    tool_names: Sequence[str], policies: Iterable[SkillPolicy], always_allowed: Collection[str]
 ) -> list[str]:
     """The tools of ``tool_names`` every policy allows (``always_allowed`` ones are kept)."""
-    keep = set(always_allowed)
     policies = list(policies)
     return [
         name
         for name in tool_names
-        if name in keep or all(policy.allows_tool(name) for policy in policies)
+        if name in always_allowed or all(policy.allows_tool(name) for policy in policies)
     ]
 
 
@@ -330,10 +329,10 @@ def refusal_reason(
     tool: str,
     arguments: Mapping[str, Any],
     policies: Iterable[SkillPolicy],
-    always_allowed: Iterable[str],
+    always_allowed: Collection[str],
 ) -> str | None:
     """Why the active ``policies`` refuse this call (``None`` when every skill admits it)."""
-    if tool in set(always_allowed):
+    if tool in always_allowed:
         return None
     for policy in policies:
         if not policy.allows_tool(tool):
