@@ -33,6 +33,8 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench_common import make_skill, request_count
+
 from doubles.aio import AioDouble
 from skillruntime.aio import AioSandboxSkillRuntime
 from skillruntime.core.models import (
@@ -53,24 +55,6 @@ class PerFileAioRuntime(AioSandboxSkillRuntime):
         BaseSkillRuntime._place_skill(self, skill, files, target)
 
 
-def make_skill(root: Path, files: int) -> Skill:
-    skill_dir = root / "bench-skill"
-    (skill_dir / "scripts").mkdir(parents=True)
-    (skill_dir / "SKILL.md").write_text("---\nname: bench\ndescription: benchmark\n---\n")
-    for index in range(files - 1):
-        directory = skill_dir / f"d{index % 20:02d}"
-        directory.mkdir(exist_ok=True)
-        path = directory / f"f{index:04d}.dat"
-        path.write_bytes(bytes([index % 251]) * 2048)
-        if index % 10 == 0:
-            path.chmod(0o755)
-    return Skill(name="bench", description="benchmark", base_path=str(skill_dir))
-
-
-def _requests(double: AioDouble) -> int:
-    return sum(double.stats()["requests"].values())
-
-
 def bench_prepare(
     double: AioDouble, skill: Skill, runs: int, runtime_class: type[AioSandboxSkillRuntime]
 ) -> tuple[float, int]:
@@ -89,7 +73,7 @@ def bench_prepare(
             start = time.perf_counter()
             runtime.prepare(SkillPreparationRequest(skills=(skill,)))
             times.append(time.perf_counter() - start)
-            counts.append(_requests(double))
+            counts.append(request_count(double))
     return statistics.median(times), int(statistics.median(counts))
 
 
@@ -165,7 +149,7 @@ def main() -> None:
     parser.add_argument("--prepare-runs", type=int, default=3)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
-        skill = make_skill(Path(scratch), args.files)
+        skill = make_skill(Path(scratch) / "bench-skill", args.files, 2048)
         for bash_api in (True, False):
             label = "bash " if bash_api else "shell"
             with AioDouble(bash_api=bash_api) as double:

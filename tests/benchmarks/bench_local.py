@@ -30,6 +30,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from bench_common import default_scratch, make_skill
+
 from skillruntime.core.models import Skill, SkillExecutionRequest, SkillPreparationRequest
 from skillruntime.core.skillfiles import (
     clear_hash_memo,
@@ -40,10 +42,7 @@ from skillruntime.core.skillfiles import (
 from skillruntime.local import LocalSkillRuntime
 
 MIB = 1024 * 1024
-
-
-def _median_ms(samples: list[float]) -> float:
-    return statistics.median(samples) * 1000
+FILES = 1000
 
 
 def bench_execute(runs: int, work: Path) -> tuple[float, float]:
@@ -65,21 +64,6 @@ def bench_execute(runs: int, work: Path) -> tuple[float, float]:
             if result.exit_code != 0:
                 raise SystemExit(f"execute failed: {result}")
     return statistics.median(raw), statistics.median(ours)
-
-
-def make_skill(root: Path, files: int = 1000, total_bytes: int = 50 * MIB) -> Skill:
-    """A skill of ``files`` files (in 20 directories) totalling ``total_bytes`` random bytes."""
-    root.mkdir(parents=True)
-    (root / "SKILL.md").write_text("---\nname: bench-skill\ndescription: benchmark\n---\n")
-    size = total_bytes // (files - 1)
-    for index in range(files - 1):
-        directory = root / f"dir{index % 20:02d}"
-        directory.mkdir(exist_ok=True)
-        path = directory / f"file{index:04d}.bin"
-        path.write_bytes(os.urandom(size))
-        if index % 10 == 0:
-            path.chmod(0o755)
-    return Skill(name="bench-skill", description="benchmark", base_path=str(root))
 
 
 def _timed(action: Callable[[], object]) -> float:
@@ -159,18 +143,12 @@ def bench_memory(work: Path) -> tuple[float, float, float, int]:
     return int(baseline) / 1024, int(peak) / 1024, float(elapsed), int(kept)
 
 
-def _default_scratch() -> str | None:
-    """tmpfs (``/dev/shm``) when writable, so disk write-back does not blur the figures."""
-    shm = Path("/dev/shm")
-    return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=500, help="execute runs (>= 200)")
     parser.add_argument("--prepare-runs", type=int, default=7, help="prepare runs")
     parser.add_argument(
-        "--dir", default=_default_scratch(), help="scratch directory (default: /dev/shm or temp)"
+        "--dir", default=default_scratch(), help="scratch directory (default: /dev/shm or temp)"
     )
     args = parser.parse_args()
     started = time.perf_counter()
@@ -187,7 +165,13 @@ def main() -> None:
             f"(target <= 1.10; median of {args.runs})"
         )
 
-        skill = make_skill(base / "skill-source" / "bench-skill")
+        skill = make_skill(
+            base / "skill-source" / "bench-skill",
+            FILES,
+            50 * MIB // (FILES - 1),
+            name="bench-skill",
+            random=True,
+        )
         # The hash memo trusts only files unchanged for two seconds; let the new tree age.
         time.sleep(2.1)
         timings = bench_prepare(args.prepare_runs, base, skill)

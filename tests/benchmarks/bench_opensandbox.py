@@ -30,6 +30,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench_common import make_skill, request_count
+
 from doubles.opensandbox import OpenSandboxDouble
 from skillruntime.core.conversations import InMemoryConversationStore
 from skillruntime.core.filesystem import SkillRuntimeFileSystem
@@ -59,24 +61,6 @@ class PerFileRuntime(OpenSandboxSkillRuntime):
         )
 
 
-def make_skill(root: Path, files: int) -> Skill:
-    skill_dir = root / "bench-skill"
-    skill_dir.mkdir(parents=True)
-    (skill_dir / "SKILL.md").write_text("---\nname: bench\ndescription: benchmark\n---\n")
-    for index in range(files - 1):
-        directory = skill_dir / f"d{index % 20:02d}"
-        directory.mkdir(exist_ok=True)
-        path = directory / f"f{index:04d}.dat"
-        path.write_bytes(bytes([index % 251]) * 2048)
-        if index % 10 == 0:
-            path.chmod(0o755)
-    return Skill(name="bench", description="benchmark", base_path=str(skill_dir))
-
-
-def _requests(double: OpenSandboxDouble) -> int:
-    return int(sum(double.stats()["requests"].values()))
-
-
 def _options(
     double: OpenSandboxDouble, store: InMemoryConversationStore, conversation: str
 ) -> dict[str, Any]:
@@ -90,15 +74,13 @@ def _options(
 
 def bench_first(
     double: OpenSandboxDouble, skill: Skill, runs: int, runtime_class: type[OpenSandboxSkillRuntime]
-) -> tuple[float, int, list[str]]:
-    """Median seconds and requests of a prepare into a fresh conversation; its conversations."""
+) -> tuple[float, int]:
+    """Median seconds and requests of a prepare into a fresh conversation."""
     times: list[float] = []
     counts: list[int] = []
-    conversations: list[str] = []
     store = InMemoryConversationStore()
     for _ in range(runs):
         conversation = f"bench-{uuid.uuid4().hex[:10]}"
-        conversations.append(conversation)
         runtime = runtime_class(**_options(double, store, conversation))
         try:
             runtime.execute(SkillExecutionRequest(command="true"))  # sandbox and workspace exist
@@ -106,11 +88,11 @@ def bench_first(
             start = time.perf_counter()
             runtime.prepare(SkillPreparationRequest(skills=(skill,)))
             times.append(time.perf_counter() - start)
-            counts.append(_requests(double))
+            counts.append(request_count(double))
         finally:
             runtime.destroy_conversation_sandbox()
             runtime.close()
-    return statistics.median(times), int(statistics.median(counts)), conversations
+    return statistics.median(times), int(statistics.median(counts))
 
 
 def bench_resume(
@@ -155,9 +137,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch, OpenSandboxDouble() as double:
-        skill = make_skill(Path(scratch), args.files)
-        batched_s, batched_n, _ = bench_first(double, skill, args.runs, OpenSandboxSkillRuntime)
-        per_file_s, per_file_n, _ = bench_first(double, skill, 1, PerFileRuntime)
+        skill = make_skill(Path(scratch) / "bench-skill", args.files, 2048)
+        batched_s, batched_n = bench_first(double, skill, args.runs, OpenSandboxSkillRuntime)
+        per_file_s, per_file_n = bench_first(double, skill, 1, PerFileRuntime)
         print(
             f"[1] first prepare of {args.files} files: batched {batched_s:.3f}s / {batched_n} "
             f"requests; per-file baseline {per_file_s:.3f}s / {per_file_n} requests; "

@@ -23,6 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench_common import default_scratch
+
 from doubles.viking import VikingDouble
 from skillruntime.viking import VikingSkillStore
 from skillruntime.viking.cache import verify_snapshot
@@ -53,7 +55,7 @@ def _plain_hash(directory: Path) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--dir", default="/dev/shm" if os.access("/dev/shm", os.W_OK) else None)
+    parser.add_argument("--dir", default=default_scratch())
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="bench-viking-", dir=args.dir))
     cold: list[float] = []

@@ -6,20 +6,13 @@ gets its own table in them; SQLite stores live in the test's temporary directory
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
-# The test modules and the subprocess worker import ``conversation_backends`` from this folder.
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
-
-from conversation_backends import Backend, SqlBackend, sqlite_url  # noqa: E402
-
-from sql_databases import temporary_database  # noqa: E402
+from conversations.conversation_backends import Backend, SqlBackend, sqlite_url
+from sql_databases import temporary_database
 
 STORE_KINDS = ["memory", "sqlite", "postgresql", "mariadb"]
 SQL_KINDS = ["sqlite", "postgresql", "mariadb"]

@@ -7,7 +7,6 @@ same table behave like several nodes; the in-memory backend hands out its single
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -74,8 +73,3 @@ def new_record(conversation_id: str = "conv-1", **fields: Any) -> ConversationRe
         sandbox_id=fields.pop("sandbox_id", "sandbox-1"),
     )
     return record.with_changes(**fields) if fields else record
-
-
-def iter_stores(backend: Backend, count: int) -> Iterator[ConversationStore]:
-    for _ in range(count):
-        yield backend.open()

@@ -15,10 +15,9 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, as pytest's pythonpath
 
-from conversation_backends import new_record
-
+from conversations.conversation_backends import new_record
 from skillruntime.core.conversations import (
     ConversationStore,
     modify_record,

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conversation_backends import new_record
 
+from conversations.conversation_backends import new_record
 from skillruntime.core.cli import build_cli
 from skillruntime.core.sql import SqlConversationStore
 

@@ -15,11 +15,12 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from conversation_backends import SqlBackend, new_record, unique_table
 from sqlalchemy import create_engine, insert, inspect, select
 from sqlalchemy.engine import make_url
 
+from conversations.conversation_backends import SqlBackend, new_record, unique_table
 from skillruntime.core.conversations import (
+    ConversationRecord,
     ConversationStoreError,
     InMemoryConversationStore,
     open_conversation_store,
@@ -46,6 +47,25 @@ def _closed_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def _insert_row(backend: SqlBackend, record: ConversationRecord, **columns: object) -> None:
+    """Write a row for ``record`` straight into the backend's table, bypassing the store;
+    ``columns`` gives the columns the record does not fix (and may override the others)."""
+    values = {
+        "storage_key": record.storage_key,
+        "service_key": record.service_key,
+        "conversation_id": record.conversation_id,
+        "runtime": record.runtime,
+        "workspace_root": record.workspace_root,
+        **columns,
+    }
+    engine = create_engine(backend.url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(insert(conversation_table(backend.table_name)).values(**values))
+    finally:
+        engine.dispose()
 
 
 def _assert_no_password(error: BaseException) -> None:
@@ -150,6 +170,7 @@ def test_nodes_creating_the_schema_together_all_succeed(sql_url: str) -> None:
     for thread in threads:
         thread.join(timeout=120)
     try:
+        assert not any(thread.is_alive() for thread in threads)
         assert failures == []
         assert all(store.schema_exists() for store in stores)
         assert stores[0].create(new_record())
@@ -246,25 +267,15 @@ def test_unsupported_urls_are_refused(url: str, message: str) -> None:
 
 def test_a_corrupt_row_is_reported(sql_backend: SqlBackend) -> None:
     record = new_record()
-    engine = create_engine(sql_backend.url)
-    try:
-        with engine.begin() as connection:
-            connection.execute(
-                insert(conversation_table(sql_backend.table_name)).values(
-                    storage_key=record.storage_key,
-                    service_key=record.service_key,
-                    conversation_id=record.conversation_id,
-                    runtime=record.runtime,
-                    workspace_root=record.workspace_root,
-                    sandbox_id=None,
-                    workspace_ready=False,
-                    prepared_skills="{not json",
-                    version=1,
-                    updated_at=datetime.now(UTC),
-                )
-            )
-    finally:
-        engine.dispose()
+    _insert_row(
+        sql_backend,
+        record,
+        sandbox_id=None,
+        workspace_ready=False,
+        prepared_skills="{not json",
+        version=1,
+        updated_at=datetime.now(UTC),
+    )
     with pytest.raises(ConversationStoreError, match="not a valid conversation record"):
         sql_backend.open().get(record.storage_key)
 
@@ -313,25 +324,15 @@ def test_a_closed_store_refuses_calls(sql_backend: SqlBackend) -> None:
 def test_timestamps_keep_their_instant_and_come_back_in_utc(sql_backend: SqlBackend) -> None:
     record = new_record()
     written = datetime(2026, 3, 29, 1, 30, 15, 123456, tzinfo=timezone(timedelta(hours=5)))
-    engine = create_engine(sql_backend.url)
-    try:
-        with engine.begin() as connection:
-            connection.execute(
-                insert(conversation_table(sql_backend.table_name)).values(
-                    storage_key=record.storage_key,
-                    service_key=record.service_key,
-                    conversation_id=record.conversation_id,
-                    runtime=record.runtime,
-                    workspace_root=record.workspace_root,
-                    sandbox_id=record.sandbox_id,
-                    workspace_ready=True,
-                    prepared_skills='{"d":"/p"}',
-                    version=3,
-                    updated_at=written,
-                )
-            )
-    finally:
-        engine.dispose()
+    _insert_row(
+        sql_backend,
+        record,
+        sandbox_id=record.sandbox_id,
+        workspace_ready=True,
+        prepared_skills='{"d":"/p"}',
+        version=3,
+        updated_at=written,
+    )
     stored = sql_backend.open().get(record.storage_key)
     assert stored is not None
     assert stored.updated_at == written

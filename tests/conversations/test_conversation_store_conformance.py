@@ -8,8 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 import pytest
-from conversation_backends import SERVICE, Backend, new_record
 
+from conversations.conversation_backends import SERVICE, Backend, new_record
 from skillruntime.core.conversations import ConversationRecord, modify_record, storage_key_for
 from skillruntime.core.errors import StoreConflictError
 
