@@ -156,6 +156,10 @@ def test_upload_keeps_executable_bit_and_replaces(fs: LocalFileSystem, tmp_path:
     count = fs.upload_files([(source, "dest/copy.sh", False)])
     assert count == 1
     assert stat.S_IMODE((tmp_path / "dest" / "copy.sh").stat().st_mode) == 0o644
+    source.write_text("#!/bin/sh\necho replaced\n")
+    fs.upload(source, "dest/copy.sh")
+    assert (tmp_path / "dest" / "copy.sh").read_text() == "#!/bin/sh\necho replaced\n"
+    assert stat.S_IMODE((tmp_path / "dest" / "copy.sh").stat().st_mode) == 0o755
     with pytest.raises(RuntimeFileNotFoundError):
         fs.upload(tmp_path / "absent", "dest/x")
     assert sorted(os.listdir(tmp_path / "dest")) == ["copy.sh", "run.sh"]

@@ -28,7 +28,6 @@ class TestOpenSandboxConformance(RuntimeConformance):
     def _double(self, opensandbox_double: OpenSandboxDouble) -> None:
         self.double = opensandbox_double
         self.store = InMemoryConversationStore()
-        return
 
     def make_runtime(
         self,

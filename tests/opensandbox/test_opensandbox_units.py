@@ -12,6 +12,8 @@ from opensandbox.exceptions import (
     SandboxConnectionException,
     SandboxError,
     SandboxRateLimitException,
+    SandboxReadyTimeoutException,
+    SandboxTimeoutException,
 )
 
 from skillruntime.core.conversations import ConversationRecord, InMemoryConversationStore
@@ -141,6 +143,8 @@ def test_transient_failures_are_classified() -> None:
     assert is_transient(SandboxRateLimitException("slow down"))
     assert is_transient(_api_error(502))
     assert is_transient(_api_error(503))
+    assert is_transient(SandboxTimeoutException("one request timed out"))
+    assert not is_transient(SandboxReadyTimeoutException("the sandbox never became ready"))
     assert not is_transient(_api_error(404))
     assert not is_transient(_api_error(400))
     assert not is_transient(ValueError("x"))

@@ -28,7 +28,7 @@ import posixpath
 import shutil
 import stat as stat_module
 import tempfile
-from collections.abc import Generator, Iterable
+from collections.abc import Generator, Iterable, Iterator
 from pathlib import Path
 
 from skillruntime.core.errors import RuntimeFileError, RuntimeFileNotFoundError
@@ -59,27 +59,43 @@ def _info(path: str, result: os.stat_result) -> FileInfo:
     )
 
 
+@contextlib.contextmanager
+def _replaced_atomically(path: str, *, executable: bool) -> Iterator[str]:
+    """Yield a new temporary sibling of ``path``; once the block filled it, rename it over ``path``.
+
+    Parent directories are created and the mode is set to ``0o755`` or ``0o644`` before the
+    rename. A failure (in the block or after it) leaves neither a partial ``path`` nor the
+    temporary file.
+    """
+    parent, name = posixpath.split(path)
+    parent = parent or "."
+    os.makedirs(parent, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=parent)
+    os.close(fd)
+    try:
+        yield temporary
+        os.chmod(temporary, 0o755 if executable else 0o644)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
 def write_file_atomically(path: str, chunks: Iterable[bytes], *, executable: bool) -> int:
     """Write ``chunks`` to a temporary sibling of ``path`` and rename it into place.
 
     Parent directories are created; the file mode is ``0o755`` or ``0o644``. A failure leaves
     neither a partial ``path`` nor the temporary file. Returns the bytes written.
     """
-    parent, name = posixpath.split(path)
-    os.makedirs(parent or ".", exist_ok=True)
-    fd, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=parent or ".")
     written = 0
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            for chunk in chunks:
-                handle.write(chunk)
-                written += len(chunk)
-            os.fchmod(handle.fileno(), 0o755 if executable else 0o644)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
+    with (
+        _replaced_atomically(path, executable=executable) as temporary,
+        open(temporary, "wb") as handle,
+    ):
+        for chunk in chunks:
+            handle.write(chunk)
+            written += len(chunk)
     return written
 
 
@@ -217,7 +233,7 @@ class LocalFileSystem(SkillRuntimeFileSystem):
         *,
         executable: bool | None = None,
     ) -> int:
-        """Copy a host file with the kernel's copy (``copy_file_range``), atomically."""
+        """Copy a host file atomically with :func:`shutil.copyfile` (kernel-side on Linux)."""
         source = Path(local_path)
         target = self._abs(path)
         try:
@@ -228,23 +244,9 @@ class LocalFileSystem(SkillRuntimeFileSystem):
             raise RuntimeFileError(f"Local path is not a regular file: {source}", path=target)
         if executable is None:
             executable = bool(source_stat.st_mode & 0o111)
-        parent, name = posixpath.split(target)
         try:
-            os.makedirs(parent, exist_ok=True)
-            fd, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=parent)
-            os.close(fd)
+            with _replaced_atomically(target, executable=executable) as temporary:
+                shutil.copyfile(source, temporary)
         except OSError as exc:
             raise _error(exc, "write", target) from exc
-        try:
-            shutil.copyfile(source, temporary)
-            os.chmod(temporary, 0o755 if executable else 0o644)
-            os.replace(temporary, target)
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-            raise _error(exc, "write", target) from exc
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-            raise
         return source_stat.st_size

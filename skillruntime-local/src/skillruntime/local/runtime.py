@@ -176,11 +176,9 @@ class LocalSkillRuntime(BaseSkillRuntime):
             logger.info("killed %d running command(s) of the closed local runtime", stopped)
 
     def _skills_root(self) -> str | None:
-        if self._workspace is not None:
-            return self._workspace.skills_directory
-        if self._work_root is not None:
+        if self._work_root is not None:  # never combined with a workspace
             return os.path.join(self._work_root, "skills")
-        return None
+        return super()._skills_root()
 
     def _check_real_path(self, path: str) -> str:
         if self._workspace is None:

@@ -14,7 +14,6 @@ from opensandbox.exceptions import (
     SandboxConnectionException,
     SandboxException,
     SandboxRateLimitException,
-    SandboxReadyTimeoutException,
     SandboxTimeoutException,
 )
 from skillruntime.core.errors import (
@@ -164,12 +163,11 @@ def is_not_found(exc: BaseException) -> bool:
 def is_transient(exc: BaseException) -> bool:
     """True for failures worth retrying on an idempotent call: connection errors, timeouts of a
     single request, 429, 502 and 503."""
-    if isinstance(exc, SandboxRateLimitException | SandboxConnectionException):
+    # A sandbox that never became ready (SandboxReadyTimeoutException) is not transient.
+    if isinstance(
+        exc, SandboxRateLimitException | SandboxConnectionException | SandboxTimeoutException
+    ):
         return True
-    if isinstance(exc, SandboxTimeoutException):
-        return True
-    if isinstance(exc, SandboxReadyTimeoutException):
-        return False
     return _status(exc) in TRANSIENT_STATUS_CODES
 
 

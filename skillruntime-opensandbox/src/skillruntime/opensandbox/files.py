@@ -136,10 +136,6 @@ class OpenSandboxFileSystem(SkillRuntimeFileSystem):
     def _entry(self, path: str, data: io.IOBase | None, mode: int) -> WriteEntry:
         return WriteEntry(path=path, data=data, mode=mode, owner=self._owner, group=self._group)
 
-    def directory_entry(self, path: str) -> WriteEntry:
-        """The entry that creates directory ``path`` with this file system's owner."""
-        return self._entry(path, None, EXECUTABLE_MODE)
-
     @property
     def requests(self) -> int:
         """Requests sent so far (diagnostics and benchmarks)."""
@@ -160,22 +156,25 @@ class OpenSandboxFileSystem(SkillRuntimeFileSystem):
         """Run ``operation`` on the live sandbox (retried when idempotent); once more on a new
         sandbox when the first one vanished and ``resend()`` allows it."""
         sandbox = self._sandbox()
-
-        def attempt(target: SandboxSync) -> T:
-            def once() -> T:
-                self.count_request()
-                return operation(target)
-
-            if idempotent:
-                return call_idempotent(once, budget_seconds=self._retry_seconds)
-            return once()
-
         try:
-            return attempt(sandbox)
+            return self._call_on(sandbox, operation, idempotent=idempotent)
         except Exception as exc:
             if self._recover is None or not resend() or not self._recover(sandbox, exc):
                 raise
-        return attempt(self._sandbox())
+        return self._call_on(self._sandbox(), operation, idempotent=idempotent)
+
+    def _call_on(
+        self, sandbox: SandboxSync, operation: Callable[[SandboxSync], T], *, idempotent: bool
+    ) -> T:
+        """Run ``operation`` on ``sandbox``, counted, and retried when idempotent."""
+
+        def once() -> T:
+            self.count_request()
+            return operation(sandbox)
+
+        if idempotent:
+            return call_idempotent(once, budget_seconds=self._retry_seconds)
+        return once()
 
     # ----------------------------------------------------------------- primitives
 
@@ -287,13 +286,24 @@ class OpenSandboxFileSystem(SkillRuntimeFileSystem):
 
     # ------------------------------------------------------------------ batches
 
-    def make_directories(self, paths: Iterable[str]) -> None:
-        """Create every directory in ``paths`` (and parents) in one request."""
+    def make_directories(self, paths: Iterable[str], *, sandbox: SandboxSync | None = None) -> None:
+        """Create every directory in ``paths`` (and parents) in one request (retried: idempotent).
+
+        With ``sandbox`` the request goes to that handle, without recovery, instead of the live
+        sandbox; the runtime uses it to create the workspace while it attaches a sandbox.
+        """
         entries = [self._entry(p, None, EXECUTABLE_MODE) for p in paths]
         if not entries:
             return
+
+        def create(target: SandboxSync) -> None:
+            target.files.create_directories(entries)
+
         try:
-            self._call(lambda sandbox: sandbox.files.create_directories(entries), idempotent=True)
+            if sandbox is None:
+                self._call(create, idempotent=True)
+            else:
+                self._call_on(sandbox, create, idempotent=True)
         except Exception as exc:
             raise file_error("creating directory", entries[0].path, exc) from exc
 

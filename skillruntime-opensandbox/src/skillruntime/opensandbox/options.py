@@ -71,7 +71,7 @@ class OpenSandboxRuntimeOptions(RuntimeOptions):
     use_server_proxy: bool = Field(
         default=False, description="Reach execd through the server's proxy route."
     )
-    image: str = Field(default="python:3.11", min_length=1, description="Sandbox image.")
+    image: str = Field(default=DEFAULT_IMAGE, min_length=1, description="Sandbox image.")
     entrypoint: tuple[str, ...] | None = Field(
         default=None, description="Sandbox entrypoint (SDK default: tail -f /dev/null)."
     )

@@ -21,7 +21,6 @@ the first prepare, execute or file call.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import posixpath
 import threading
@@ -58,7 +57,7 @@ from skillruntime.core.workspace import ConversationWorkspace, validate_conversa
 
 from .commands import DEFAULT_DEADLINE_GRACE_SECONDS, CommandNotStartedError, CommandRunner
 from .conversation import ConversationBinding
-from .errors import OpenSandboxError, OpenSandboxExecutionError, file_error
+from .errors import OpenSandboxError, OpenSandboxExecutionError
 from .files import OpenSandboxFileSystem
 from .options import (
     DEFAULT_CONVERSATIONS_ROOT,
@@ -66,7 +65,7 @@ from .options import (
     DEFAULT_REMOTE_ROOT,
     NetworkPolicyOptions,
 )
-from .retry import DEFAULT_RETRY_SECONDS, call_idempotent
+from .retry import DEFAULT_RETRY_SECONDS
 from .sandbox import ENDED_STATES, SandboxClient, SandboxGoneError, SandboxSettings
 
 __all__ = ["OpenSandboxSkillRuntime", "shared_memory_store"]
@@ -189,7 +188,6 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
                 retry_seconds=retry_seconds,
             ),
         )
-        self._retry_seconds = retry_seconds
         self._runner = CommandRunner(
             uid=uid, gid=gid, deadline_grace_seconds=deadline_grace_seconds
         )
@@ -541,16 +539,7 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
                 return
             assert self._workspace is not None
             directory = self._workspace.directory
-        entry = self._files.directory_entry(directory)
-
-        def create() -> None:
-            self._files.count_request()
-            sandbox.files.create_directories([entry])
-
-        try:
-            call_idempotent(create, budget_seconds=self._retry_seconds)
-        except Exception as exc:
-            raise file_error("creating the workspace", directory, exc) from exc
+        self._files.make_directories([directory], sandbox=sandbox)
         if self._binding is not None:
             updated = self._binding.mark_workspace_ready(sandbox.id)
             if updated is not None:
@@ -573,6 +562,5 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
         with self._sandbox_lock:
             if self._sandbox is sandbox:
                 self._sandbox = None
-        with contextlib.suppress(Exception):
-            sandbox.close()
+        self._client.release(sandbox)
         return True
