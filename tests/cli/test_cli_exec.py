@@ -270,7 +270,7 @@ def test_no_skillruntime_metadata_means_empty_config() -> None:
     ],
 )
 def test_malformed_bootstrap_is_rejected_naming_the_skill(section: object) -> None:
-    with pytest.raises(ValueError, match="skill 's'"):
+    with pytest.raises(ValueError, match="Skill 's'"):
         skill_runtime_config(_skill({"skillruntime": section}))
 
 

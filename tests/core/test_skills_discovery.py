@@ -307,6 +307,7 @@ def test_no_bootstrap_section_gives_no_commands() -> None:
     ("section", "expected"),
     [
         ("    bootstrap: sh setup.sh\n", "must be a list of commands, not a string"),
+        ("    bootstrap:\n", "must be a list of commands, not null"),
         ("    bootstrap: ['']\n", "entry 1 is an empty command"),
         ("    bootstrap: [{command: x, timeout_seconds: 0}]\n", "must be a number > 0"),
         ("    bootstrap: [{cmd: x}]\n", "needs a non-empty 'command' string"),

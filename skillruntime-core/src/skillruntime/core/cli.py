@@ -7,6 +7,7 @@ Installed plugins may add commands through the ``skillruntime_cli`` hook.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Sequence
@@ -77,17 +78,7 @@ def _provider_json(provider: RuntimeProvider[Any]) -> dict[str, Any]:
         "name": provider.name,
         "description": provider.description,
         "distribution": provider.distribution,
-        "options": [
-            {
-                "name": info.name,
-                "type": info.type,
-                "required": info.required,
-                "default": info.default,
-                "env_var": info.env_var,
-                "description": info.description,
-            }
-            for info in describe_options(provider)
-        ],
+        "options": [dataclasses.asdict(info) for info in describe_options(provider)],
     }
 
 

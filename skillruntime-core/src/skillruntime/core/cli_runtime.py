@@ -22,8 +22,6 @@ from pydantic import ValidationError
 
 from .cli_errors import CliError, CliUsageError, validation_message
 from .models import (
-    BootstrapCommand,
-    FileInfo,
     Skill,
     SkillExecutionRequest,
     SkillPreparationRequest,
@@ -127,34 +125,14 @@ def open_runtime(
 def skill_runtime_config(skill: Skill) -> SkillRuntimeConfig:
     """The runtime config declared in a skill's frontmatter.
 
-    Reads ``metadata.skillruntime.bootstrap``: a list whose items are command strings or
-    mappings ``{command, timeout_seconds}``. Raises :class:`ValueError` naming the skill when it
-    is malformed.
+    Reads ``metadata.skillruntime.bootstrap`` with
+    :func:`~skillruntime.core.skills.skill_bootstrap_commands` (the rules ``skillruntime skills
+    validate`` checks). Raises :class:`~skillruntime.core.errors.SkillValidationError` (a
+    :class:`ValueError`) naming the skill when the section is malformed.
     """
-    section = skill.metadata.get("skillruntime")
-    if section is None:
-        return SkillRuntimeConfig()
-    if not isinstance(section, Mapping):
-        raise ValueError(f"skill {skill.name!r}: metadata.skillruntime must be a mapping")
-    raw = section.get("bootstrap", [])
-    if isinstance(raw, str) or not isinstance(raw, list):
-        raise ValueError(f"skill {skill.name!r}: metadata.skillruntime.bootstrap must be a list")
-    commands: list[BootstrapCommand] = []
-    for index, item in enumerate(raw):
-        try:
-            if isinstance(item, str):
-                commands.append(BootstrapCommand(command=item))
-            elif isinstance(item, Mapping):
-                commands.append(BootstrapCommand.model_validate(dict(item)))
-            else:
-                raise TypeError("expected a string or a mapping")
-        except (ValueError, TypeError) as error:
-            reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-            raise ValueError(
-                f"skill {skill.name!r}: bootstrap item {index + 1} is invalid ({reason}); "
-                "use a command string or {command: ..., timeout_seconds: ...}"
-            ) from None
-    return SkillRuntimeConfig(bootstrap=tuple(commands))
+    from .skills import skill_bootstrap_commands
+
+    return SkillRuntimeConfig(bootstrap=skill_bootstrap_commands(skill))
 
 
 def _load_skills(skills_root: Path | None, names: Sequence[str]) -> list[Skill]:
@@ -310,10 +288,6 @@ def files_group() -> None:
     """
 
 
-def _entry_json(info: FileInfo) -> dict[str, Any]:
-    return info.model_dump(mode="json")
-
-
 @files_group.command("ls")
 @runtime_options
 @click.argument("path", required=False)
@@ -347,7 +321,7 @@ def files_ls(
         target = _runtime_path(runtime, path or ".")
         entries = runtime.get_file_system().list_directory(target, depth, limit)
     if as_json:
-        click.echo(json.dumps([_entry_json(entry) for entry in entries], indent=2))
+        click.echo(json.dumps([entry.model_dump(mode="json") for entry in entries], indent=2))
         return
     for entry in entries:
         kind = "d" if entry.is_directory else ("x" if entry.is_executable else "-")

@@ -60,8 +60,14 @@ def _memory_store(url: str, **options: Any) -> InMemoryConversationStore:
     return InMemoryConversationStore()
 
 
+def _base_scheme(url: str) -> str:
+    """The URL scheme before any ``+driver``, lower-cased: ``postgresql+psycopg://`` gives
+    ``postgresql``."""
+    return url.partition("://")[0].partition("+")[0].lower()
+
+
 def _sql_store(url: str, **options: Any) -> SqlConversationStore:
-    scheme = url.partition("://")[0].partition("+")[0].lower()
+    scheme = _base_scheme(url)
     try:
         from .sql import SqlConversationStore
     except ImportError as error:
@@ -123,7 +129,7 @@ def create_schema_command(url: str, table_name: str | None) -> None:
     """Create the conversation table if it is absent (safe to run on every deployment)."""
     from .cli_errors import as_cli_error
 
-    scheme = url.partition("://")[0].partition("+")[0].lower()
+    scheme = _base_scheme(url)
     if scheme not in SQL_SCHEMES:
         raise click.BadParameter(
             f"expected a {', '.join(SQL_SCHEMES)} URL, got scheme {scheme!r}", param_hint="--url"

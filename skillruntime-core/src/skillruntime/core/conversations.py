@@ -64,10 +64,11 @@ def service_key_for_url(url: str) -> str:
     if not host:
         raise ValueError("a service URL must name a host")
     port = parts.port
-    default_port = {"http": 80, "https": 443}.get(scheme)
-    netloc = host if port is None or port == default_port else f"{host}:{port}"
-    if ":" in host:
-        netloc = f"[{host}]" if port is None or port == default_port else f"[{host}]:{port}"
+    shown_host = f"[{host}]" if ":" in host else host  # IPv6 literals keep their brackets
+    if port is None or port == {"http": 80, "https": 443}.get(scheme):
+        netloc = shown_host
+    else:
+        netloc = f"{shown_host}:{port}"
     path = parts.path.rstrip("/")
     return f"{scheme}://{netloc}{path}"
 
@@ -143,11 +144,7 @@ class ConversationRecord(BaseModel):
 
     def with_changes(self, **changes: Any) -> ConversationRecord:
         """A validated copy with ``changes`` applied and ``updated_at`` refreshed."""
-        data = self.model_dump()
-        data.update(changes)
-        data.setdefault("updated_at", _now())
-        if "updated_at" not in changes:
-            data["updated_at"] = _now()
+        data = {**self.model_dump(), "updated_at": _now(), **changes}
         return ConversationRecord.model_validate(data)
 
     def with_prepared_skill(self, digest: str, base_path: str) -> ConversationRecord:

@@ -419,29 +419,25 @@ def skill_bootstrap_commands(skill: Skill) -> tuple[BootstrapCommand, ...]:
     :class:`SkillValidationError` when the section is malformed.
     """
     section = skill.metadata.get("skillruntime")
-    if not isinstance(section, Mapping) or section.get("bootstrap") is None:
-        if section is not None and not isinstance(section, Mapping):
-            raise SkillValidationError(
-                f"Skill '{skill.name}': 'metadata.skillruntime' must be a mapping"
-            )
+    if section is None:
+        return ()
+    if not isinstance(section, Mapping):
+        raise SkillValidationError(
+            f"Skill '{skill.name}': 'metadata.skillruntime' must be a mapping"
+        )
+    if "bootstrap" not in section:
         return ()
     raw = section["bootstrap"]
     messages = _bootstrap_problems(raw)
     if messages:
         raise SkillValidationError(f"Skill '{skill.name}': " + "; ".join(messages))
-    commands: list[BootstrapCommand] = []
-    for item in raw:
-        if isinstance(item, str):
-            commands.append(BootstrapCommand(command=item))
-        else:
-            timeout = item.get("timeout_seconds")
-            if timeout is None:
-                commands.append(BootstrapCommand(command=item["command"]))
-            else:
-                commands.append(
-                    BootstrapCommand(command=item["command"], timeout_seconds=float(timeout))
-                )
-    return tuple(commands)
+    # Checked above: each item is a command string or a {command[, timeout_seconds]} mapping.
+    return tuple(
+        BootstrapCommand(command=item)
+        if isinstance(item, str)
+        else BootstrapCommand.model_validate(dict(item))
+        for item in raw
+    )
 
 
 # ---------------------------------------------------------------------- files on disk
