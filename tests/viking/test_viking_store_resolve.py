@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import io
+import json
 import logging
 from typing import Any
 
 import pytest
+import requests
 
 from doubles.viking import VikingDouble
 from doubles.viking.samples import DEMO_ROOT, SKILL_MD
@@ -20,6 +23,7 @@ from skillruntime.viking import (
     VikingSkillStore,
     VikingStoreError,
 )
+from skillruntime.viking.client import _envelope_error
 
 
 def test_resolve_returns_verified_manifest_without_downloading(
@@ -247,6 +251,26 @@ def test_retries_are_bounded(viking: VikingDouble, make_store: Any) -> None:
         store.resolve(DEMO_ROOT)
     assert caught.value.code == SKILL_UNAVAILABLE
     assert viking.skill_reads == 3
+
+
+def _error_response(message: str) -> tuple[requests.Response, io.BytesIO]:
+    body = {
+        "status": "error",
+        "error": {"code": "CONFLICT", "message": message, "details": {"retryable": True}},
+    }
+    raw = io.BytesIO(json.dumps(body).encode())
+    response = requests.Response()
+    response.status_code = 409
+    response.raw = raw
+    return response, raw
+
+
+def test_error_envelopes_are_read_within_a_bound() -> None:
+    small, _ = _error_response("busy")
+    assert _envelope_error(small) == ("CONFLICT", "busy", {"retryable": True})
+    huge, raw = _error_response("x" * (1024 * 1024))
+    assert _envelope_error(huge) == ("", "", {})
+    assert raw.tell() < 256 * 1024  # the rest of the body was never read
 
 
 def test_server_integrity_limit_is_package_too_large(

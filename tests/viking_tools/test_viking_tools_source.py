@@ -54,7 +54,7 @@ class ScriptedStore:
 
     def add(self, uri: str, name: str, description: str, skill_md: str | None = None) -> None:
         self.skills[uri] = (name, description)
-        directory = self.root / uri.replace("viking://", "").replace("/", "_") / "snapshot"
+        directory = self._directory(uri)
         (directory / "scripts").mkdir(parents=True, exist_ok=True)
         (directory / "SKILL.md").write_text(
             skill_md or f"---\nname: {name}\ndescription: {description}\n---\n\nBody of {name}.\n"
@@ -62,7 +62,8 @@ class ScriptedStore:
         (directory / "scripts" / "run.sh").write_text("echo ran\n")
 
     def _directory(self, uri: str) -> Path:
-        return self.root / uri.replace("viking://", "").replace("/", "_") / "snapshot"
+        """Named after the skill, like the directories the real store hands out."""
+        return self.root / uri.replace("viking://", "").replace("/", "_") / self.skills[uri][0]
 
     def resolve(self, uri: str) -> _Manifest:
         self.resolved.append(uri)

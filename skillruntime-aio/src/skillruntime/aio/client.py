@@ -122,7 +122,6 @@ class _MultipartBody:
         self._tail = f"\r\n--{self.boundary}--\r\n".encode()
         self._source = source
         self._size = size
-        self._start = source.tell()
         self._stage = 0
         self._offset = 0
 
@@ -240,7 +239,7 @@ class AioClient:
             finally:
                 response.close()
 
-        return self._with_retries(attempt, idempotent)
+        return self.retrying(attempt, idempotent=idempotent)
 
     def open_stream(
         self, endpoint: str, *, params: Mapping[str, str], idempotent: bool = True
@@ -268,7 +267,7 @@ class AioClient:
                 )
             return response
 
-        return self._with_retries(attempt, idempotent)
+        return self.retrying(attempt, idempotent=idempotent)
 
     def upload(
         self,
@@ -299,19 +298,16 @@ class AioClient:
             finally:
                 response.close()
 
-        return self._with_retries(attempt, idempotent)
+        return self.retrying(attempt, idempotent=idempotent)
 
     # -------------------------------------------------------------- plumbing
 
     def retrying(self, attempt: Callable[[], T], *, idempotent: bool) -> T:
         """Run ``attempt``; when ``idempotent``, retry it on transient failures (connection
         errors, timeouts, HTTP 502/503/504) with exponential back-off."""
-        return self._with_retries(attempt, idempotent)
-
-    def _with_retries(self, attempt: Callable[[], T], idempotent: bool) -> T:
         if not idempotent or self._retry_attempts == 1:
             return attempt()
-        retrying = Retrying(
+        policy = Retrying(
             stop=stop_after_attempt(self._retry_attempts),
             wait=wait_exponential(multiplier=0.2, max=2.0),
             retry=retry_if_exception(_is_retryable),
@@ -321,7 +317,7 @@ class AioClient:
                 state.outcome.exception() if state.outcome else "?",
             ),
         )
-        return retrying(attempt)
+        return policy(attempt)
 
     def _send(
         self,

@@ -49,7 +49,7 @@ from .script import (
     started_path,
 )
 
-__all__ = ["CommandMode", "CommandRunner", "CommandSpec"]
+__all__ = ["TEMP_ROOT_PATTERN", "CommandMode", "CommandRunner", "CommandSpec"]
 
 logger = logging.getLogger(__name__)
 
@@ -61,9 +61,13 @@ _SOFT_TIMEOUT = 20.0
 _GRACE = 10.0
 """Seconds past a command's own deadline before the client gives up on the service."""
 
-_SAFE_ROOT = re.compile(r"/[A-Za-z0-9._/-]*")
+TEMP_ROOT_PATTERN = re.compile(r"/[A-Za-z0-9._/-]*")
+"""What ``temp_root`` may look like: it is put into wrapper scripts, so only plain characters."""
 
 _SHELL_RUNNING = ("running", "no_change_timeout")
+
+_KILLED = WrapperOutcome(-1, True, False, b"", b"", 0, 0)
+"""The outcome of a command the service stopped at its deadline before the wrapper reported."""
 
 
 @dataclass(frozen=True)
@@ -127,13 +131,12 @@ class CommandRunner:
     def __init__(
         self, client: AioClient, *, mode: CommandMode = "auto", temp_root: str = "/tmp"
     ) -> None:
-        if not _SAFE_ROOT.fullmatch(temp_root) or temp_root.rstrip("/") == "":
+        if not TEMP_ROOT_PATTERN.fullmatch(temp_root) or temp_root.rstrip("/") == "":
             raise ValueError(
                 "temp_root must be an absolute path other than / made of letters, digits, "
                 "'.', '_', '-' and '/'"
             )
         self._client = client
-        self._requested: CommandMode = mode
         self._mode: Literal["bash", "shell"] | None = None if mode == "auto" else mode
         self._mode_lock = threading.Lock()
         self._temp_root = posixpath.join(temp_root, ".skillruntime-aio")
@@ -234,7 +237,7 @@ class CommandRunner:
         if outcome is not None:
             return outcome
         if status in ("timed_out", "killed"):
-            return WrapperOutcome(-1, True, False, b"", b"", 0, 0)
+            return _KILLED
         raise ExecutionTransportError(
             f"The AIO Sandbox returned no result for the command (status {status!r}); "
             "the command wrapper could not run"
@@ -414,13 +417,11 @@ class CommandRunner:
             with contextlib.suppress(AioSandboxError):
                 self._client.call("POST", "/v1/shell/kill", json={"id": session_id})
             self._retire_shell(session_id)
-            return self._shell_result(result, nonce, spec.cap) or WrapperOutcome(
-                -1, True, False, b"", b"", 0, 0
-            )
+            return self._shell_result(result, nonce, spec.cap) or _KILLED
         outcome = self._shell_result(result, nonce, spec.cap)
         if status == "hard_timeout":
             self._retire_shell(session_id)
-            return outcome or WrapperOutcome(-1, True, False, b"", b"", 0, 0)
+            return outcome or _KILLED
         self._shell.give_back(session_id)
         if outcome is None:
             raise ExecutionTransportError(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -14,6 +13,7 @@ from skillruntime.core.skillfiles import DEFAULT_UPLOAD_POLICY, UploadPolicy
 from skillruntime.core.workspace import validate_conversation_id, validate_conversations_root
 
 from .client import DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT
+from .commands import TEMP_ROOT_PATTERN
 
 __all__ = [
     "DEFAULT_CONVERSATIONS_ROOT",
@@ -109,7 +109,7 @@ class AioRuntimeOptions(RuntimeOptions):
     @field_validator("temp_root")
     @classmethod
     def _check_plain(cls, value: str) -> str:
-        if not re.fullmatch(r"/[A-Za-z0-9._/-]*", value):
+        if not TEMP_ROOT_PATTERN.fullmatch(value):
             raise ValueError("temp_root may contain only letters, digits, '.', '_', '-' and '/'")
         return value
 

@@ -232,9 +232,6 @@ class AioSandboxSkillRuntime(BaseSkillRuntime):
             )
         logger.debug("uploaded skill %s as one %d-byte archive", skill.name, size)
 
-    def _is_ready(self, target: str) -> bool:
-        return self._files.stat(ready_marker_path(target)) is not None
-
     def _mark_ready(self, target: str) -> None:
         self._files.write_marker(ready_marker_path(target), "ok\n")
 

@@ -224,12 +224,11 @@ class SnapshotCache:
         return "hit"
 
     def new_staging(self, key: CacheKey) -> Path:
-        """A fresh private staging directory for ``key`` (its ``snapshot/`` is created)."""
+        """A fresh private staging directory for ``key`` (its skill directory is created)."""
         staging = self.root / f".partial-{key.ident}-{uuid.uuid4().hex[:12]}"
-        staging.mkdir(mode=0o700)
-        os.chmod(staging, 0o700)
-        (staging / key.name).mkdir(mode=0o700)
-        os.chmod(staging / key.name, 0o700)
+        for folder in (staging, self.staging_snapshot(staging, key)):
+            folder.mkdir(mode=0o700)
+            os.chmod(folder, 0o700)
         return staging
 
     @staticmethod

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from skillruntime.core.cli_errors import CliError, CliUsageError
+from skillruntime.core.cli_errors import CliUsageError, as_cli_error
 
 if TYPE_CHECKING:
     from .store import VikingSkillStore
@@ -62,14 +62,6 @@ class _Settings:
         return {key: value for key, value in values.items() if value is not None}
 
 
-def _error_text(error: BaseException) -> str:
-    code = getattr(error, "code", None)
-    message = str(error) or type(error).__name__
-    if code and not message.startswith(f"[{code}]") and not message.startswith(str(code)):
-        return f"[{code}] {message}"
-    return message
-
-
 @contextmanager
 def _open_store(ctx: click.Context) -> Iterator[VikingSkillStore]:
     """Build the store from the group's settings; translate its errors for the command line."""
@@ -88,13 +80,13 @@ def _open_store(ctx: click.Context) -> Iterator[VikingSkillStore]:
     except ValidationError as error:
         raise CliUsageError(f"invalid viking store options: {validation_message(error)}") from None
     except VikingStoreError as error:
-        raise CliError(_error_text(error)) from None
+        raise as_cli_error(error) from None
     except (TypeError, ValueError) as error:
         raise CliUsageError(f"invalid viking store options: {error}") from None
     try:
         yield store
     except VikingStoreError as error:
-        raise CliError(_error_text(error)) from None
+        raise as_cli_error(error) from None
     finally:
         store.close()
 

@@ -8,6 +8,7 @@ are retried with exponential backoff, a bounded number of times. The API key goe
 
 from __future__ import annotations
 
+import json
 import logging
 import queue
 import threading
@@ -49,10 +50,24 @@ class _RetryableError(Exception):
         self.error = error
 
 
+def _error_body(response: requests.Response) -> bytes | None:
+    """The error body when it has at most ``_MAX_ERROR_BODY`` bytes (never more is held)."""
+    body = bytearray()
+    try:
+        for chunk in response.iter_content(64 * 1024):
+            body += chunk
+            if len(body) > _MAX_ERROR_BODY:
+                return None
+    except requests.RequestException:
+        return None
+    return bytes(body)
+
+
 def _envelope_error(response: requests.Response) -> tuple[str, str, dict[str, Any]]:
     """``(code, message, details)`` from an OpenViking error envelope (best effort)."""
+    raw = _error_body(response)
     try:
-        body = response.json() if len(response.content) <= _MAX_ERROR_BODY else None
+        body = json.loads(raw) if raw else None
     except ValueError:
         body = None
     error = body.get("error") if isinstance(body, dict) else None

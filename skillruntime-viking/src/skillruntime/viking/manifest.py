@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from skillruntime.core.skills import SKILL_FILE_NAME
+
 from .errors import (
     SKILL_INTEGRITY_UNAVAILABLE,
     SKILL_INVALID,
@@ -36,7 +38,6 @@ __all__ = [
 SERVER_SIDECARS = frozenset({".abstract.md", ".overview.md", ".relations.json", ".source.json"})
 """Basenames the server writes itself; they are in the revision but not in the package."""
 
-SKILL_MD = "SKILL.md"
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _USER_ROOT = re.compile(r"viking://user/([^/]+)/skills/([A-Za-z0-9_-]{1,64})")
 
@@ -174,7 +175,7 @@ def _check_entries(
             if above is not None and not above["is_dir"]:
                 raise _fail(f"{path!r} lies under the file {parent!r}", SKILL_INVALID, uri)
             parent = parent.rpartition("/")[0]
-        if entry["is_dir"] and path == SKILL_MD:
+        if entry["is_dir"] and path == SKILL_FILE_NAME:
             raise _fail("SKILL.md is listed as a directory", SKILL_INVALID, uri)
     return entries, by_path
 
@@ -235,7 +236,7 @@ def verify_manifest(
     if hashlib.sha256(content_bytes).hexdigest() != content_sha:
         raise _fail("content_sha256 does not match the SKILL.md content", SKILL_INVALID, uri)
     entries, by_path = _check_entries(result.get("files"), root_uri, uri)
-    skill_md = by_path.get(SKILL_MD)
+    skill_md = by_path.get(SKILL_FILE_NAME)
     if skill_md is None or skill_md["is_dir"]:
         raise _fail("the manifest has no SKILL.md file", SKILL_INVALID, uri)
     if skill_md["sha256"] != content_sha or skill_md["size"] != len(content_bytes):

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from skillruntime.core.closing import Closeable
 from skillruntime.core.models import Skill
-from skillruntime.core.skills import MAX_SKILL_MD_BYTES, SKILL_FILE_NAME, parse_skill_markdown
+from skillruntime.core.skills import load_skill
 
 from .uris import parse_skill_uri
 
@@ -136,7 +136,9 @@ class VikingSkillSource(Closeable):
                 directory = Path(
                     stack.enter_context(self.store.lease(self.uri, progress=self._progress))
                 )
-                skill = _load_skill_md(directory)
+                skill = load_skill(directory, strict=True)
+                if skill is None:  # strict loading raises instead; kept for the type checker
+                    raise ValueError(f"{directory} holds no usable skill")
                 if skill.name != self._name:
                     raise ValueError(
                         f"the skill at {self.uri} declares the name {skill.name!r}, "
@@ -156,20 +158,6 @@ class VikingSkillSource(Closeable):
             self._skill, self._directory = None, None
         if stack is not None:
             stack.close()
-
-
-def _load_skill_md(directory: Path) -> Skill:
-    """Parse ``directory/SKILL.md`` strictly (size-bounded, UTF-8)."""
-    path = directory / SKILL_FILE_NAME
-    with path.open("rb") as handle:
-        raw = handle.read(MAX_SKILL_MD_BYTES + 1)
-    if len(raw) > MAX_SKILL_MD_BYTES:
-        raise ValueError(f"{SKILL_FILE_NAME} is larger than {MAX_SKILL_MD_BYTES} bytes")
-    text = raw.decode("utf-8")
-    skill = parse_skill_markdown(text, str(directory.resolve()), strict=True)
-    if skill is None:  # strict parsing raises instead; kept for the type checker
-        raise ValueError(f"{path} holds no usable skill")
-    return skill
 
 
 def viking_skill_sources(
