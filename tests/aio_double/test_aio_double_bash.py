@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from doubles._polling import process_gone, wait_until
 from doubles.aio import AioDouble
 from doubles.aio.rawclient import RawClient as Client
 
@@ -102,15 +102,7 @@ def test_hard_timeout_kills_the_whole_process_group(client: Client, aio: AioDoub
     assert data["exit_code"] is None
     assert data["stdout"] == "started\n"
     pid = int(aio.host_path("/home/gem/bg.pid").read_text())
-    deadline = time.monotonic() + 5
-    while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
-        with open(f"/proc/{pid}/stat") as fh:
-            if fh.read().split()[2] == "Z":
-                break
-        time.sleep(0.05)
-    if os.path.exists(f"/proc/{pid}"):
-        with open(f"/proc/{pid}/stat") as fh:
-            assert fh.read().split()[2] == "Z"
+    assert wait_until(lambda: process_gone(pid), timeout=5)
 
 
 def test_kill_marks_command_killed(client: Client) -> None:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 
 import pytest
 import requests
 
+from doubles._polling import process_gone, wait_until
 from doubles.aio import AioDouble
 from doubles.aio.rawclient import RawClient as Client
 
@@ -127,29 +127,18 @@ def test_chunked_request_bodies(client: Client, aio: AioDouble) -> None:
     assert read.json()["data"]["error_type"] == "not_found"
 
 
-def _gone(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
-
-
 def test_stop_kills_background_processes_and_leaves_host_home_alone() -> None:
     with AioDouble(auth="none") as aio:
         client = Client(aio)
         data = client.ok("/v1/bash/exec", {"command": "setsid sleep 300 >/dev/null 2>&1 & echo $!"})
         pid = int(data["stdout"])
-        assert not _gone(pid)
+        assert not process_gone(pid)
         client.ok("/v1/file/write", {"file": "/home/gem/marker", "content": "x"})
         root = aio.root
         client.close()
     assert not os.path.exists("/home/gem/marker")
     assert not root.exists()
-    deadline = time.monotonic() + 10
-    while not _gone(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert _gone(pid)
+    assert wait_until(lambda: process_gone(pid), timeout=10)
 
 
 def test_request_journal(client: Client, aio: AioDouble) -> None:

@@ -6,6 +6,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from doubles._polling import wait_until
 from doubles.aio import AioDouble
 from doubles.aio.rawclient import RawClient as Client
 
@@ -230,10 +231,10 @@ def test_idle_sessions_expire() -> None:
             seen_running += 1
             time.sleep(0.1)
         assert seen_running > 0
-        status = 200
-        while status != 404 and time.monotonic() < deadline:
-            status = client.post("/v1/shell/view", {"id": "idle"}).status_code
-            time.sleep(0.05)
-        assert status == 404
+        assert wait_until(
+            lambda: client.post("/v1/shell/view", {"id": "idle"}).status_code == 404,
+            timeout=deadline - time.monotonic(),
+            interval=0.05,
+        )
         assert client.get("/v1/shell/sessions/stats").json()["data"]["session_timeout"] == 1
         client.close()

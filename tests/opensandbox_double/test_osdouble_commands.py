@@ -5,27 +5,18 @@ from __future__ import annotations
 import json
 import os
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
 import requests
 
+from doubles._polling import proc_state, process_gone, wait_until
 from doubles.opensandbox import OpenSandboxDouble
 from doubles.opensandbox.rawclient import RawSandbox, create_raw
 
 
 def _texts(events: list[dict[str, Any]], kind: str) -> list[str]:
     return [e["text"] for e in events if e["type"] == kind]
-
-
-def _wait_for(predicate: Any, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return bool(predicate())
 
 
 def test_line_events_blank_lines_and_nonzero_exit(sandbox: RawSandbox) -> None:
@@ -61,14 +52,7 @@ def test_timeout_kills_the_whole_process_group_with_minus_one(sandbox: RawSandbo
     assert events[-1]["error"]["evalue"] == "-1"
     assert events[-1]["error"]["traceback"] == ["signal: killed"]
     pid = int((sandbox.double.workspace_of(sandbox.id) / "child.pid").read_text())
-    assert _wait_for(lambda: not Path(f"/proc/{pid}").exists() or _is_zombie(pid))
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
-    except OSError:
-        return True
+    assert wait_until(lambda: process_gone(pid))
 
 
 def test_commands_and_files_share_workspace_and_tmp_per_sandbox(
@@ -152,12 +136,14 @@ def test_background_command_status_and_logs(sandbox: RawSandbox) -> None:
     assert [e["type"] for e in events] == ["init", "execution_complete"]
     command_id = events[0]["text"]
     assert sandbox.call("GET", f"/command/status/{command_id}").json()["running"] is True
-    assert _wait_for(lambda: sandbox.call("GET", f"/command/{command_id}/logs").content == b"one\n")
+    assert wait_until(
+        lambda: sandbox.call("GET", f"/command/{command_id}/logs").content == b"one\n"
+    )
     first = sandbox.call("GET", f"/command/{command_id}/logs")
     cursor = int(first.headers["EXECD-COMMANDS-TAIL-CURSOR"])
     assert cursor == 4
     (sandbox.double.workspace_of(sandbox.id) / "flags" / "go").write_text("")
-    assert _wait_for(
+    assert wait_until(
         lambda: not sandbox.call("GET", f"/command/status/{command_id}").json()["running"]
     )
     rest = sandbox.call("GET", f"/command/{command_id}/logs", params={"cursor": cursor})
@@ -215,7 +201,7 @@ def test_interrupt_kills_a_running_command(sandbox: RawSandbox) -> None:
     worker = threading.Thread(target=consume)
     worker.start()
     assert started.wait(10)
-    assert _wait_for(
+    assert wait_until(
         lambda: sandbox.call("GET", f"/command/status/{result['id']}").json()["running"]
     )
     with requests.Session() as other:
@@ -235,10 +221,10 @@ def test_deleting_the_sandbox_kills_its_commands(
     events = raw.run({"command": "sleep 300 & echo $! > /workspace/pid", "background": True})
     assert events[-1]["type"] == "execution_complete"
     pid_file = opensandbox_double.workspace_of(raw.id) / "pid"
-    assert _wait_for(lambda: pid_file.exists() and pid_file.read_text().strip() != "")
+    assert wait_until(lambda: pid_file.exists() and pid_file.read_text().strip() != "")
     pid = int(pid_file.read_text())
     assert raw.lifecycle("DELETE", f"/sandboxes/{raw.id}").status_code == 204
-    assert _wait_for(lambda: not Path(f"/proc/{pid}").exists() or _is_zombie(pid))
+    assert wait_until(lambda: process_gone(pid))
 
 
 def test_large_output_streams_with_bounded_server_memory(sandbox: RawSandbox) -> None:
@@ -294,26 +280,19 @@ def test_uid_and_gid_drop_privileges(sandbox: RawSandbox) -> None:
     assert rejected.status_code == 400
 
 
-def _proc_state(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].split()[0]
-    except OSError:
-        return "gone"
-
-
 def test_pause_freezes_the_sandbox_processes(sandbox: RawSandbox) -> None:
     events = sandbox.run(
         {"command": "sleep 300 & echo $! > /workspace/pid; wait", "background": True}
     )
     assert events[-1]["type"] == "execution_complete"
     pid_file = sandbox.double.workspace_of(sandbox.id) / "pid"
-    assert _wait_for(lambda: pid_file.exists() and pid_file.read_text().strip() != "")
+    assert wait_until(lambda: pid_file.exists() and pid_file.read_text().strip() != "")
     pid = int(pid_file.read_text())
-    assert _proc_state(pid) == "S"
+    assert proc_state(pid) == "S"
     assert sandbox.lifecycle("POST", f"/sandboxes/{sandbox.id}/pause").status_code == 202
-    assert _wait_for(lambda: _proc_state(pid) in ("D", "T"))
+    assert wait_until(lambda: proc_state(pid) in ("D", "T"))
     assert sandbox.lifecycle("POST", f"/sandboxes/{sandbox.id}/resume").status_code == 202
-    assert _wait_for(lambda: _proc_state(pid) == "S")
+    assert wait_until(lambda: proc_state(pid) == "S")
 
 
 def test_only_workspace_tmp_and_home_are_writable(sandbox: RawSandbox) -> None:

@@ -32,12 +32,14 @@ import time
 import zipfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import requests
 from filelock import FileLock
+
+from doubles._http import BackgroundHTTPServer
 
 logger = logging.getLogger(__name__)
 
@@ -171,19 +173,14 @@ class ModelStub:
     """A loopback OpenAI-compatible API: constant embeddings, canned chat answers."""
 
     def __init__(self) -> None:
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _ModelHandler)
-        self._server.daemon_threads = True
-        self.port = int(self._server.server_address[1])
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
+        self._server = BackgroundHTTPServer(_ModelHandler)
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        return f"{self._server.url}/v1"
 
     def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._server.close()
 
 
 # ------------------------------------------------------------------------------ counting proxy
@@ -265,24 +262,15 @@ class CountingProxy:
             def do_DELETE(self) -> None:
                 self._forward()
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.port = int(self._server.server_address[1])
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
+        self._server = BackgroundHTTPServer(Handler)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return self._server.url
 
     def _record(self, seen: SeenRequest) -> None:
         with self._lock:
             self._seen.append(seen)
-
-    def requests(self) -> list[SeenRequest]:
-        """Every request forwarded so far, in completion order."""
-        with self._lock:
-            return list(self._seen)
 
     def mark(self) -> int:
         """A position to pass to :meth:`since`."""
@@ -295,8 +283,7 @@ class CountingProxy:
             return list(self._seen[mark:])
 
     def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._server.close()
 
 
 def downloads(seen: list[SeenRequest]) -> list[SeenRequest]:
@@ -385,17 +372,6 @@ class OpenVikingServer:
         if replace:
             return self._call("PUT", f"/api/v1/skills/{name}", identity, json=body)["result"]  # type: ignore[no-any-return]
         return self._call("POST", "/api/v1/skills", identity, json=body)["result"]  # type: ignore[no-any-return]
-
-    def delete_skill(
-        self, name: str, *, identity: Identity = Identity(), scope: str = "user"
-    ) -> None:
-        """Delete skill ``name`` from ``scope``."""
-        self._call(
-            "DELETE",
-            f"/api/v1/skills/{name}",
-            identity,
-            params={"target_uri": self.scope_root(identity, scope)},
-        )
 
     def get_skill(
         self, name: str, *, identity: Identity = Identity(), scope: str = "user"

@@ -28,6 +28,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
+from doubles._multipart import ByteSource
+
 from .multipart import MultipartError, boundary_of, read_form
 from .procs import HOME
 from .protocol import Field, HttpError, envelope, file_error, validate, validation_error
@@ -438,7 +440,7 @@ class FileService:
             }
         )
 
-    def upload(self, stream: IO[bytes], length: int, content_type: str | None) -> dict[str, Any]:
+    def upload(self, stream: ByteSource, length: int, content_type: str | None) -> dict[str, Any]:
         """``POST /v1/file/upload``: multipart ``file`` (required) and ``path`` (destination).
 
         ``path`` is the destination file path; an existing directory receives the file under

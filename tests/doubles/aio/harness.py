@@ -5,20 +5,18 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import select
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
-AuthMode = Literal["none", "bearer", "api_key"]
+from doubles._process import double_env, read_ready_line, stop_process
 
-_TESTS_DIR = Path(__file__).resolve().parents[2]
+AuthMode = Literal["none", "bearer", "api_key"]
 
 
 class AioDoubleError(RuntimeError):
@@ -128,10 +126,7 @@ class AioDouble:
         ]
         if not self.bash_api:
             cmd.append("--no-bash-api")
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(_TESTS_DIR), env.get("PYTHONPATH", "")) if p
-        )
+        env = double_env()
         env["AIO_DOUBLE_HOST_MNTNS"] = os.readlink("/proc/self/ns/mnt")
         if self._secret is not None and self.auth != "none":
             env["AIO_DOUBLE_SECRET"] = self._secret
@@ -139,21 +134,11 @@ class AioDouble:
             self._proc = subprocess.Popen(
                 cmd, stdout=subprocess.PIPE, stderr=log, env=env, stdin=subprocess.DEVNULL
             )
-        assert self._proc.stdout is not None
-        deadline = time.monotonic() + self._startup_timeout
-        line = b""
-        while not line.endswith(b"\n"):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or self._proc.poll() is not None:
-                tail = self.log_path.read_text(errors="replace")[-2000:]
-                self.stop()
-                raise AioDoubleError(f"AIO double did not start:\n{tail}")
-            ready, _, _ = select.select([self._proc.stdout], [], [], remaining)
-            if ready:
-                byte = os.read(self._proc.stdout.fileno(), 1)
-                if not byte:
-                    continue
-                line += byte
+        line = read_ready_line(self._proc, self._startup_timeout)
+        if line is None:
+            tail = self.log_path.read_text(errors="replace")[-2000:]
+            self.stop()
+            raise AioDoubleError(f"AIO double did not start:\n{tail}")
         self.port = int(json.loads(line)["port"])
         self.url = f"http://127.0.0.1:{self.port}"
 
@@ -161,15 +146,7 @@ class AioDouble:
         """Stop the server (SIGTERM, then SIGKILL) and remove the directories it created."""
         proc, self._proc = self._proc, None
         if proc is not None:
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(timeout=10)
-            if proc.stdout is not None:
-                proc.stdout.close()
+            stop_process(proc, grace=10)
         if self._state_dir is not None:
             shutil.rmtree(self._state_dir, ignore_errors=True)
             self._state_dir = None

@@ -1,4 +1,8 @@
-"""A small streaming ``multipart/form-data`` reader (bounded memory, file parts go to disk)."""
+"""The upload form of ``POST /v1/file/upload``: text fields in memory, file parts on disk.
+
+Parsing is :func:`doubles._multipart.parse_multipart` (streaming, bounded memory); this module
+collects its parts into a :class:`FormData`.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +10,13 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import IO
 
+from doubles._multipart import ByteSource, MultipartError, disposition_params, parse_multipart
+from doubles._multipart import boundary_of as _strict_boundary_of
+
+__all__ = ["FilePart", "FormData", "MultipartError", "boundary_of", "read_form"]
+
 _CHUNK = 65536
 _MAX_FIELD = 64 * 1024
-_MAX_HEADERS = 16 * 1024
-
-
-class MultipartError(ValueError):
-    """The body is not well-formed multipart data."""
 
 
 @dataclass
@@ -41,124 +45,88 @@ def boundary_of(content_type: str | None) -> str | None:
     """The boundary parameter of a ``multipart/form-data`` content type, or None."""
     if not content_type:
         return None
-    kind, _, rest = content_type.partition(";")
-    if kind.strip().lower() != "multipart/form-data":
+    try:
+        return _strict_boundary_of(content_type)
+    except MultipartError:
         return None
-    for param in rest.split(";"):
-        key, _, value = param.strip().partition("=")
-        if key.strip().lower() == "boundary" and value:
-            return value.strip().strip('"')
-    return None
 
 
-def _disposition(headers: bytes) -> tuple[str | None, str | None]:
-    name = filename = None
-    for line in headers.decode("utf-8", "replace").split("\r\n"):
-        key, _, value = line.partition(":")
-        if key.strip().lower() != "content-disposition":
-            continue
-        for param in value.split(";")[1:]:
-            pkey, _, pval = param.strip().partition("=")
-            pval = pval.strip()
-            if len(pval) >= 2 and pval[0] == pval[-1] == '"':
-                pval = pval[1:-1]
-            if pkey.strip().lower() == "name":
-                name = pval
-            elif pkey.strip().lower() == "filename":
-                filename = pval
-    return name, filename
+class _Bounded:
+    """``read(n)`` over the first ``length`` bytes of a stream."""
 
-
-class _Reader:
-    def __init__(self, stream: IO[bytes], length: int) -> None:
+    def __init__(self, stream: ByteSource, length: int) -> None:
         self.stream = stream
         self.remaining = length
-        self.buf = b"\r\n"  # lets the first boundary match the same delimiter as the others
 
-    def fill(self) -> bool:
+    def read(self, size: int) -> bytes:
         if self.remaining <= 0:
-            return False
-        chunk = self.stream.read(min(_CHUNK, self.remaining))
-        if not chunk:
-            self.remaining = 0
-            return False
-        self.remaining -= len(chunk)
-        self.buf += chunk
-        return True
-
-    def read_exact(self, n: int) -> bytes:
-        while len(self.buf) < n:
-            if not self.fill():
-                raise MultipartError("truncated multipart body")
-        out, self.buf = self.buf[:n], self.buf[n:]
-        return out
-
-    def read_until(self, marker: bytes, limit: int) -> bytes:
-        while True:
-            idx = self.buf.find(marker)
-            if idx >= 0:
-                out, self.buf = self.buf[:idx], self.buf[idx + len(marker) :]
-                return out
-            if len(self.buf) > limit:
-                raise MultipartError("multipart section too large")
-            if not self.fill():
-                raise MultipartError("truncated multipart body")
-
-    def copy_until(self, marker: bytes, sink: IO[bytes]) -> int:
-        total = 0
-        while True:
-            idx = self.buf.find(marker)
-            if idx >= 0:
-                sink.write(self.buf[:idx])
-                total += idx
-                self.buf = self.buf[idx + len(marker) :]
-                return total
-            keep = len(marker)
-            if len(self.buf) > keep:
-                sink.write(self.buf[:-keep])
-                total += len(self.buf) - keep
-                self.buf = self.buf[-keep:]
-            if not self.fill():
-                raise MultipartError("truncated multipart body")
-
-    def drain(self) -> None:
-        while self.fill():
-            self.buf = b""
+            return b""
+        chunk = self.stream.read(min(size, self.remaining))
+        self.remaining = self.remaining - len(chunk) if chunk else 0
+        return chunk
 
 
-def read_form(stream: IO[bytes], length: int, boundary: str, spool_dir: str) -> FormData:
+class _FileSink:
+    """Spools a file part to a temporary file; registers it in the form when closed."""
+
+    def __init__(self, form: FormData, name: str, filename: str, spool_dir: str) -> None:
+        self.form = form
+        spool = tempfile.TemporaryFile(dir=spool_dir)  # noqa: SIM115 - owned by the form
+        self.part = FilePart(name, filename, spool, 0)
+
+    def write(self, data: bytes) -> None:
+        self.part.file.write(data)
+        self.part.size += len(data)
+
+    def close(self) -> None:
+        self.part.file.seek(0)
+        old = self.form.files.pop(self.part.name, None)
+        if old is not None:
+            old.file.close()
+        self.form.files[self.part.name] = self.part
+
+
+class _FieldSink:
+    """Collects a text field (at most 64 KiB); stores it in the form when closed."""
+
+    def __init__(self, form: FormData, name: str) -> None:
+        self.form = form
+        self.name = name
+        self.value = bytearray()
+
+    def write(self, data: bytes) -> None:
+        self.value += data
+        if len(self.value) > _MAX_FIELD:
+            raise MultipartError("multipart section too large")
+
+    def close(self) -> None:
+        self.form.fields[self.name] = self.value.decode("utf-8", "replace")
+
+
+def read_form(stream: ByteSource, length: int, boundary: str, spool_dir: str) -> FormData:
     """Read a whole multipart body of ``length`` bytes from ``stream``.
 
     File parts (those with a ``filename``) are copied to temporary files in ``spool_dir``;
-    other parts must stay under 64 KiB.
+    other parts must stay under 64 KiB. Raises :class:`MultipartError` on a malformed body.
     """
-    delim = b"\r\n--" + boundary.encode("latin-1")
-    reader = _Reader(stream, length)
+    source = _Bounded(stream, length)
     form = FormData()
+
+    def open_part(headers: dict[str, str]) -> _FileSink | _FieldSink:
+        params = disposition_params(headers.get("content-disposition", ""))
+        name = params.get("name")
+        if name is None:
+            raise MultipartError("part without a name")
+        filename = params.get("filename")
+        if filename is not None:
+            return _FileSink(form, name, filename, spool_dir)
+        return _FieldSink(form, name)
+
     try:
-        reader.read_until(delim, _MAX_HEADERS)  # preamble
-        while True:
-            tail = reader.read_exact(2)
-            if tail == b"--":
-                reader.drain()
-                return form
-            if tail != b"\r\n":
-                raise MultipartError("malformed boundary line")
-            headers = reader.read_until(b"\r\n\r\n", _MAX_HEADERS)
-            name, filename = _disposition(headers)
-            if name is None:
-                raise MultipartError("part without a name")
-            if filename is not None:
-                sink = tempfile.TemporaryFile(dir=spool_dir)  # noqa: SIM115 - owned by form
-                size = reader.copy_until(delim, sink)
-                sink.seek(0)
-                old = form.files.pop(name, None)
-                if old is not None:
-                    old.file.close()
-                form.files[name] = FilePart(name, filename, sink, size)
-            else:
-                value = reader.read_until(delim, _MAX_FIELD)
-                form.fields[name] = value.decode("utf-8", "replace")
+        parse_multipart(source, boundary, open_part)
+        while source.read(_CHUNK):  # the epilogue
+            pass
     except BaseException:
         form.close()
         raise
+    return form

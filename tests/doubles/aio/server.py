@@ -29,8 +29,11 @@ from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import IO, Any
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from doubles._http import BodyReader
+from doubles._multipart import ByteSource
 
 from .bash_api import BashService
 from .editor import Editor
@@ -162,14 +165,21 @@ class Request:
     params: dict[str, str]
     query: dict[str, list[str]]
     headers: Any
-    stream: IO[bytes]
+    stream: ByteSource
     length: int
 
     body: Any = None
 
     def json(self) -> Any:
-        raw = self.stream.read(self.length) if self.length > 0 else b""
+        parts: list[bytes] = []
+        while self.length > 0:
+            block = self.stream.read(min(self.length, 65536))
+            if not block:
+                break
+            parts.append(block)
+            self.length -= len(block)
         self.length = 0
+        raw = b"".join(parts)
         self.body = parse_json_body(raw, self.headers.get("Content-Type"))
         return self.body
 
@@ -296,38 +306,6 @@ def _sandbox_context() -> dict[str, Any]:
     }
 
 
-class _Chunked:
-    """A ``read(n)`` view of a chunked transfer-encoded request body."""
-
-    def __init__(self, raw: IO[bytes]) -> None:
-        self.raw = raw
-        self.left = 0
-        self.done = False
-
-    def read(self, n: int = -1) -> bytes:
-        out = bytearray()
-        while not self.done and (n < 0 or len(out) < n):
-            if self.left == 0:
-                line = self.raw.readline(1024).strip()
-                size = int(line.split(b";")[0] or b"0", 16)
-                if size == 0:
-                    while self.raw.readline(1024).strip():
-                        pass
-                    self.done = True
-                    break
-                self.left = size
-            want = self.left if n < 0 else min(self.left, n - len(out))
-            chunk = self.raw.read(want)
-            if not chunk:
-                self.done = True
-                break
-            out += chunk
-            self.left -= len(chunk)
-            if self.left == 0:
-                self.raw.readline(16)
-        return bytes(out)
-
-
 class AioHandler(BaseHTTPRequestHandler):
     """Dispatches one HTTP request: admin, faults, auth, routing, envelope errors."""
 
@@ -357,10 +335,11 @@ class AioHandler(BaseHTTPRequestHandler):
 
     # -- plumbing ----------------------------------------------------------------------------
 
-    def _body_stream(self) -> tuple[IO[bytes], int]:
-        rfile: IO[bytes] = self.rfile  # type: ignore[assignment]
+    def _body_stream(self) -> tuple[ByteSource, int]:
+        """The body and its length; a chunked body's length is unknown (``1 << 62``)."""
         if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
-            return _Chunked(rfile), 1 << 62  # type: ignore[return-value]
+            return BodyReader(self.rfile, None, chunked=True), 1 << 62
+        rfile: ByteSource = self.rfile
         try:
             length = int(self.headers.get("Content-Length") or 0)
         except ValueError:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from doubles.opensandbox.httpio import BodyReader, ChunkedWriter
+from doubles._http import BodyReader, ChunkedWriter
 
 
 @dataclass

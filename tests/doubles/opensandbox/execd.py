@@ -17,16 +17,16 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from doubles.opensandbox import sandboxfs as sfs
-from doubles.opensandbox.commands import CommandRecord, CommandTable, SpawnError, now_ms
-from doubles.opensandbox.exchange import Exchange
-from doubles.opensandbox.httpio import BodyError
-from doubles.opensandbox.multipart import (
+from doubles._http import BodyError
+from doubles._multipart import (
     MultipartError,
     boundary_of,
     disposition_params,
     parse_multipart,
 )
+from doubles.opensandbox import sandboxfs as sfs
+from doubles.opensandbox.commands import CommandRecord, CommandTable, SpawnError, now_ms
+from doubles.opensandbox.exchange import Exchange
 from doubles.opensandbox.registry import Registry, Sandbox
 from doubles.opensandbox.sandboxfs import ApiError
 

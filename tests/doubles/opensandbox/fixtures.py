@@ -29,6 +29,3 @@ def opensandbox_double_fixture(scope: str = "session", **options: Any) -> Callab
 
     fixture: Callable[..., Any] = pytest.fixture(scope=scope)(opensandbox_double)  # type: ignore[call-overload]
     return fixture
-
-
-opensandbox_double = opensandbox_double_fixture()

@@ -7,23 +7,20 @@ multi-node test), so statistics and faults are shared by every client of one dou
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import secrets
-import select
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-_TESTS_DIR = Path(__file__).resolve().parents[2]
+from doubles._process import double_env, read_ready_line, stop_process
+
 _READY_PREFIX = "OPENSANDBOX_DOUBLE_LISTENING "
 ADMIN_TIMEOUT = 10.0
 
@@ -160,10 +157,7 @@ class OpenSandboxDouble(DoubleAdmin):
 
     def start(self) -> OpenSandboxDouble:
         """Start the server and wait until it listens."""
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            [str(_TESTS_DIR), *filter(None, [env.get("PYTHONPATH")])]
-        )
+        env = double_env()
         env.pop("OPEN_SANDBOX_API_KEY", None)
         self._process = subprocess.Popen(
             [
@@ -184,16 +178,7 @@ class OpenSandboxDouble(DoubleAdmin):
             stdout=subprocess.PIPE,
             env=env,
         )
-        assert self._process.stdout is not None
-        deadline = time.monotonic() + self._startup_timeout
-        line = b""
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([self._process.stdout], [], [], 0.1)
-            if ready:
-                line = self._process.stdout.readline()
-                break
-            if self._process.poll() is not None:
-                break
+        line = read_ready_line(self._process, self._startup_timeout) or b""
         text = line.decode().strip()
         if not text.startswith(_READY_PREFIX):
             self.stop()
@@ -207,18 +192,7 @@ class OpenSandboxDouble(DoubleAdmin):
         """Stop the server (it destroys every sandbox) and remove its data directory."""
         process, self._process = self._process, None
         if process is not None:
-            if process.stdin is not None:
-                with contextlib.suppress(OSError):
-                    process.stdin.close()
-            if process.poll() is None:
-                process.terminate()
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=5)
-            if process.stdout is not None:
-                process.stdout.close()
+            stop_process(process, grace=15)
         if self._own_data_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 

@@ -21,15 +21,14 @@ import logging
 import signal
 import sys
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from doubles._http import BodyError, BodyReader
 from doubles.opensandbox import execd, lifecycle
 from doubles.opensandbox.exchange import Exchange
-from doubles.opensandbox.httpio import BodyError, BodyReader
 from doubles.opensandbox.registry import STATE_PAUSED, Fault, Registry
 from doubles.opensandbox.sandboxfs import ApiError
 
@@ -440,7 +439,6 @@ def main(argv: list[str] | None = None) -> int:
         stop.set()
         registry.shutdown()
         server.server_close()
-        time.sleep(0)
     return 0
 
 

@@ -25,6 +25,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from doubles._http import BackgroundHTTPServer
+
 __all__ = ["Faults", "VikingDouble"]
 
 AGENT_ROOT = "viking://agent/skills"
@@ -96,8 +98,7 @@ class VikingDouble:
         self.skill_reads = 0
         self.requests: list[tuple[str, dict[str, str]]] = []
         self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._server: BackgroundHTTPServer | None = None
 
     # -- content ---------------------------------------------------------------------------
     def add_skill(
@@ -138,8 +139,7 @@ class VikingDouble:
         """``http://127.0.0.1:<port>``."""
         if self._server is None:
             raise RuntimeError("the double is not running")
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return self._server.url
 
     def start(self) -> VikingDouble:
         """Serve on an ephemeral loopback port in a daemon thread."""
@@ -148,20 +148,14 @@ class VikingDouble:
         class Handler(_Handler):
             owner = double
 
-        server = _QuietServer(("127.0.0.1", 0), Handler)
-        self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-        self._thread.start()
+        self._server = BackgroundHTTPServer(Handler, server_class=_QuietServer)
         return self
 
     def stop(self) -> None:
         """Stop serving (idempotent)."""
         server, self._server = self._server, None
         if server is not None:
-            server.shutdown()
-            server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+            server.close()
 
     def __enter__(self) -> VikingDouble:
         return self.start()
@@ -235,8 +229,6 @@ def _envelope_error(code: str, message: str, details: dict[str, Any] | None) -> 
 
 
 class _QuietServer(ThreadingHTTPServer):
-    daemon_threads = True
-
     def handle_error(self, request: Any, client_address: Any) -> None:
         """Clients that hang up early (refused downloads) are expected; stay quiet."""
 

@@ -1,9 +1,18 @@
-"""HTTP/1.1 body plumbing for the double: request-body readers and a chunked response writer."""
+"""HTTP plumbing shared by the doubles.
+
+* :class:`BodyReader`: a request body framed by ``Content-Length`` or chunked transfer
+  encoding, read in bounded blocks.
+* :class:`ChunkedWriter`: a chunked response body, flushed chunk by chunk.
+* :class:`BackgroundHTTPServer`: an HTTP server on a loopback port, served from a daemon
+  thread (the in-process test servers).
+"""
 
 from __future__ import annotations
 
 import io
 import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 
@@ -108,3 +117,39 @@ class ChunkedWriter:
         """The zero-length terminating chunk."""
         self._stream.write(b"0\r\n\r\n")
         self._stream.flush()
+
+
+class BackgroundHTTPServer:
+    """Serves ``handler`` on ``127.0.0.1`` (an ephemeral port) until :meth:`close`.
+
+    One thread per connection (daemon threads, so a hung client never blocks exit);
+    ``server_class`` may be a :class:`~http.server.ThreadingHTTPServer` subclass, for example
+    one that silences ``handle_error``. ``poll_interval`` bounds how long :meth:`close` waits
+    for the serving loop to notice the shutdown.
+    """
+
+    def __init__(
+        self,
+        handler: type[BaseHTTPRequestHandler],
+        *,
+        server_class: type[ThreadingHTTPServer] = ThreadingHTTPServer,
+        poll_interval: float = 0.05,
+    ) -> None:
+        self._server = server_class(("127.0.0.1", 0), handler)
+        self._server.daemon_threads = True
+        self.port = int(self._server.server_address[1])
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(poll_interval,), daemon=True
+        )
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:<port>``."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def close(self) -> None:
+        """Stop serving, close the listening socket and wait (bounded) for the serving thread."""
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=10)

@@ -1,8 +1,8 @@
-"""Streaming ``multipart/form-data`` parser with bounded memory.
+"""Streaming ``multipart/form-data`` parser with bounded memory, shared by the doubles.
 
-The execd upload endpoint receives any number of ``metadata``/``file`` part pairs, in direct
-mode as a chunked body of unknown length. This parser reads the body in blocks and hands each
-part's bytes to a sink as they arrive, so a multi-gigabyte upload never sits in memory.
+Upload endpoints receive bodies of any size (OpenSandbox execd, in direct mode, as a chunked
+body of unknown length). This parser reads the body in blocks and hands each part's bytes to
+a sink as they arrive, so a multi-gigabyte upload never sits in memory.
 """
 
 from __future__ import annotations
