@@ -185,7 +185,7 @@ class CachesFailedBootstrap(ReferenceRuntime):
     """Marks a copy ready before its bootstrap ran, so a failure is never retried."""
 
     def _bootstrap(self, prepared: Skill, config: SkillRuntimeConfig) -> None:
-        self._mark_ready(prepared.base_path)
+        self._mark_ready(prepared.base_path, digest="")  # the reference runtime keeps no digest
         super()._bootstrap(prepared, config)
 
 

@@ -232,7 +232,7 @@ class AioSandboxSkillRuntime(BaseSkillRuntime):
             )
         logger.debug("uploaded skill %s as one %d-byte archive", skill.name, size)
 
-    def _mark_ready(self, target: str) -> None:
+    def _mark_ready(self, target: str, *, digest: str) -> None:
         self._files.write_marker(ready_marker_path(target), "ok\n")
 
     # --------------------------------------------------------------- helpers

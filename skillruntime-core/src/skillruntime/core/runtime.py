@@ -211,7 +211,9 @@ class BaseSkillRuntime(SkillRuntime):
         runtime object on the same workspace)."""
         return self._raw_file_system().exists(ready_marker_path(target))
 
-    def _mark_ready(self, target: str) -> None:
+    def _mark_ready(self, target: str, *, digest: str) -> None:
+        """Record that the copy at ``target`` (content ``digest``) is complete and bootstrapped;
+        called once per prepared copy, after its upload and bootstrap succeeded."""
         self._raw_file_system().write_text(ready_marker_path(target), "ok\n")
 
     # ------------------------------------------------------------------- state
@@ -304,7 +306,7 @@ class BaseSkillRuntime(SkillRuntime):
                 if not self._is_ready(base_path):
                     self._place(skill, files, base_path)
                     self._bootstrap(prepared, config)
-                    self._mark_ready(base_path)
+                    self._mark_ready(base_path, digest=digest)
             self._activate(skill.name, config)
             with self._lock:
                 self._prepared[key] = PreparedSkill(base_path, digest, config)

@@ -51,7 +51,6 @@ from skillruntime.core.skillfiles import (
     DEFAULT_UPLOAD_POLICY,
     SkillFile,
     UploadPolicy,
-    skill_digest,
 )
 from skillruntime.core.workspace import ConversationWorkspace, validate_conversations_root
 
@@ -203,7 +202,6 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
         self._sandbox_lock = threading.RLock()
         self._record: ConversationRecord | None = None
         self._ready_targets: set[str] = set()
-        self._pending_digests: dict[str, str] = {}
         self._owns_store = isinstance(conversation_store, str)
         self._binding: ConversationBinding | None = None
         if workspace is not None:
@@ -323,8 +321,6 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
 
         Same digest means same bytes, so an earlier incomplete copy is simply overwritten.
         """
-        with self._lock:
-            self._pending_digests[target] = skill_digest(files)
         self._files.make_directories([target])
         self._files.upload_files(
             (item.local_path, posixpath.join(target, item.relative_path), item.executable)
@@ -349,12 +345,11 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
         self._record = fresh
         return target in fresh.prepared_skills.values()
 
-    def _mark_ready(self, target: str) -> None:
-        with self._lock:
-            digest = self._pending_digests.pop(target, None)
-            if self._binding is None or digest is None:
+    def _mark_ready(self, target: str, *, digest: str) -> None:
+        if self._binding is None:
+            with self._lock:
                 self._ready_targets.add(target)
-                return
+            return
         sandbox = self._handle()
         updated = self._binding.add_prepared(sandbox.id, digest, target)
         if updated is not None:
