@@ -19,7 +19,7 @@ from collections.abc import Generator, Iterable, Mapping
 from pathlib import Path
 from typing import IO
 
-from skillruntime.core.errors import RuntimeFileNotFoundError
+from skillruntime.core.errors import ExecutionTransportError, RuntimeFileNotFoundError
 from skillruntime.core.filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT, SkillRuntimeFileSystem
 from skillruntime.core.models import FileInfo, SkillExecutionRequest, SkillExecutionResult
 from skillruntime.core.runtime import BaseSkillRuntime
@@ -206,7 +206,10 @@ class ReferenceRuntime(BaseSkillRuntime):
         self, request: SkillExecutionRequest, working_directory: str, environment: dict[str, str]
     ) -> SkillExecutionResult:
         started = time.monotonic()
-        process = self._popen(request.command, working_directory, {**os.environ, **environment})
+        try:
+            process = self._popen(request.command, working_directory, {**os.environ, **environment})
+        except OSError as exc:
+            raise ExecutionTransportError(f"cannot start the command: {exc.strerror}") from exc
         out = BoundedBuffer(request.max_output_bytes)
         err = BoundedBuffer(request.max_output_bytes)
         assert process.stdout is not None

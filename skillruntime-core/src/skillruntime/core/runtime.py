@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from .closing import Closeable
-from .errors import RuntimeClosedError, SkillPrepareError
+from .errors import RuntimeClosedError, SkillPrepareError, SkillRuntimeError
 from .filesystem import SkillRuntimeFileSystem
 from .models import (
     Skill,
@@ -339,4 +339,13 @@ class BaseSkillRuntime(SkillRuntime):
             ) from exc
 
     def _bootstrap(self, prepared: Skill, config: SkillRuntimeConfig) -> None:
-        run_bootstrap(self, prepared, config)
+        try:
+            run_bootstrap(self, prepared, config)
+        except (SkillPrepareError, RuntimeClosedError):
+            raise
+        except SkillRuntimeError as exc:
+            raise SkillPrepareError(
+                f"Bootstrap of skill '{prepared.name}' could not run in the {self.name} runtime: "
+                f"{exc}",
+                skill_name=prepared.name,
+            ) from exc
