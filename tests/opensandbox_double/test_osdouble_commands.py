@@ -288,7 +288,8 @@ def test_pause_freezes_the_sandbox_processes(sandbox: RawSandbox) -> None:
     pid_file = sandbox.double.workspace_of(sandbox.id) / "pid"
     assert wait_until(lambda: pid_file.exists() and pid_file.read_text().strip() != "")
     pid = int(pid_file.read_text())
-    assert proc_state(pid) == "S"
+    # The pid is written as soon as the shell forks; the child may still be running into exec.
+    assert wait_until(lambda: proc_state(pid) == "S")
     assert sandbox.lifecycle("POST", f"/sandboxes/{sandbox.id}/pause").status_code == 202
     assert wait_until(lambda: proc_state(pid) in ("D", "T"))
     assert sandbox.lifecycle("POST", f"/sandboxes/{sandbox.id}/resume").status_code == 202
