@@ -6,19 +6,27 @@ they never contain environment values, API keys, tokens or file bodies.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 __all__ = [
     "ArtifactIntegrityError",
     "ExecutionTransportError",
     "FileTooLargeError",
+    "InvalidPathError",
+    "NotADirectoryFileError",
+    "NotRegularFileError",
     "PluginNotFoundError",
     "RuntimeClosedError",
     "RuntimeFileError",
     "RuntimeFileNotFoundError",
+    "RuntimeIsADirectoryError",
+    "RuntimePermissionError",
     "SkillPrepareError",
     "SkillRuntimeError",
     "SkillValidationError",
     "StoreConflictError",
     "WorkspaceEscapeError",
+    "file_error_code",
 ]
 
 
@@ -58,7 +66,13 @@ class ExecutionTransportError(SkillRuntimeError):
 
 
 class RuntimeFileError(SkillRuntimeError):
-    """A file operation in a runtime failed; ``path`` is the runtime path involved."""
+    """A file operation in a runtime failed; ``path`` is the runtime path involved.
+
+    ``code`` is a stable, framework-neutral name of the failure kind, fixed per class (see
+    :func:`file_error_code`), so adapters map errors from the type alone.
+    """
+
+    code: ClassVar[str] = "file_error"
 
     def __init__(self, message: str, *, path: str | None = None) -> None:
         super().__init__(message)
@@ -68,9 +82,43 @@ class RuntimeFileError(SkillRuntimeError):
 class RuntimeFileNotFoundError(RuntimeFileError, FileNotFoundError):
     """The runtime path does not exist (or is not the kind of entry the operation needs)."""
 
+    code: ClassVar[str] = "file_not_found"
+
+
+class RuntimeIsADirectoryError(RuntimeFileNotFoundError, IsADirectoryError):
+    """The operation needs a file but the path is a directory (a read, a download, an edit)."""
+
+    code: ClassVar[str] = "is_directory"
+
+
+class NotRegularFileError(RuntimeFileNotFoundError):
+    """The path is a FIFO, socket or device: refused without opening it for reading or writing."""
+
+    code: ClassVar[str] = "invalid_path"
+
+
+class NotADirectoryFileError(RuntimeFileError, NotADirectoryError):
+    """A component of the path that must be a directory (a parent, a listed path) is not one."""
+
+    code: ClassVar[str] = "invalid_path"
+
+
+class RuntimePermissionError(RuntimeFileError, PermissionError):
+    """The runtime's user may not read, write or delete the path."""
+
+    code: ClassVar[str] = "permission_denied"
+
+
+class InvalidPathError(RuntimeFileError, ValueError):
+    """The path cannot be resolved: a symlink loop, too long, too deep, or a NUL byte."""
+
+    code: ClassVar[str] = "invalid_path"
+
 
 class FileTooLargeError(RuntimeFileError):
     """A read went over its ``max_bytes`` limit; nothing beyond the limit was kept."""
+
+    code: ClassVar[str] = "file_too_large"
 
     def __init__(self, message: str, *, path: str | None = None, limit: int = 0) -> None:
         super().__init__(message, path=path)
@@ -79,6 +127,8 @@ class FileTooLargeError(RuntimeFileError):
 
 class WorkspaceEscapeError(SkillRuntimeError, ValueError):
     """A path leaves the conversation workspace; raised before any backend call is made."""
+
+    code: ClassVar[str] = "invalid_path"
 
 
 class RuntimeClosedError(SkillRuntimeError):
@@ -99,3 +149,12 @@ class ArtifactIntegrityError(SkillRuntimeError):
     def __init__(self, message: str, *, code: str) -> None:
         super().__init__(f"[{code}] {message}")
         self.code = code
+
+
+def file_error_code(error: BaseException) -> str | None:
+    """The stable code of a file-related error (``file_not_found``, ``is_directory``,
+    ``permission_denied``, ``invalid_path``, ``file_too_large``, ``file_error``), or ``None`` when
+    ``error`` is not one. Derived from the type alone, never from message text."""
+    if isinstance(error, RuntimeFileError | WorkspaceEscapeError):
+        return error.code
+    return None
