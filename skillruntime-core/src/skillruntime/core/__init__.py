@@ -19,6 +19,7 @@ from .errors import (
     StoreConflictError,
     WorkspaceEscapeError,
     file_error_code,
+    file_error_from_os_error,
 )
 from .filesystem import SkillRuntimeFileSystem
 from .models import (
@@ -64,4 +65,5 @@ __all__ = [
     "StoreConflictError",
     "WorkspaceEscapeError",
     "file_error_code",
+    "file_error_from_os_error",
 ]

@@ -6,6 +6,7 @@ they never contain environment values, API keys, tokens or file bodies.
 
 from __future__ import annotations
 
+import errno
 from typing import ClassVar
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "StoreConflictError",
     "WorkspaceEscapeError",
     "file_error_code",
+    "file_error_from_os_error",
 ]
 
 
@@ -158,3 +160,31 @@ def file_error_code(error: BaseException) -> str | None:
     if isinstance(error, RuntimeFileError | WorkspaceEscapeError):
         return error.code
     return None
+
+
+_ERRNO_CLASSES: dict[int, type[RuntimeFileError]] = {
+    errno.ENOENT: RuntimeFileNotFoundError,
+    errno.EISDIR: RuntimeIsADirectoryError,
+    errno.ENOTDIR: NotADirectoryFileError,
+    errno.EACCES: RuntimePermissionError,
+    errno.EPERM: RuntimePermissionError,
+    errno.EROFS: RuntimePermissionError,
+    errno.ELOOP: InvalidPathError,
+    errno.ENAMETOOLONG: InvalidPathError,
+}
+
+
+def file_error_from_os_error(
+    error: OSError, path: str, *, operation: str = "access"
+) -> RuntimeFileError:
+    """The typed :class:`RuntimeFileError` for an ``OSError`` raised while working on ``path``.
+
+    The class follows ``error.errno`` (``ENOENT`` → not found, ``EISDIR`` → is a directory,
+    ``ENOTDIR`` → not a directory, ``EACCES``/``EPERM``/``EROFS`` → permission denied,
+    ``ELOOP``/``ENAMETOOLONG`` → invalid path; anything else the base class). The message names
+    the operation, the runtime path and the system's reason, never file content. Callers raise it
+    ``from error``.
+    """
+    cls = _ERRNO_CLASSES.get(error.errno or 0, RuntimeFileError)
+    reason = error.strerror or type(error).__name__
+    return cls(f"Cannot {operation} {path}: {reason}", path=path)

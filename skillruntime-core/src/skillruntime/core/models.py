@@ -204,7 +204,9 @@ class FileInfo(_Frozen):
     """Metadata of one runtime path.
 
     ``path`` is the full runtime path. ``size`` is in bytes (0 for directories or when unknown),
-    ``modified_time`` seconds since the epoch (``None`` when unknown).
+    ``modified_time`` seconds since the epoch (``None`` when unknown). ``is_special`` is true for
+    an entry that is neither a regular file nor a directory (FIFO, socket, device): reads refuse
+    it with :class:`~skillruntime.core.errors.NotRegularFileError` and walks skip it.
     """
 
     path: str
@@ -212,6 +214,7 @@ class FileInfo(_Frozen):
     size: int = Field(default=0, ge=0)
     modified_time: float | None = None
     is_executable: bool = False
+    is_special: bool = False
 
     @property
     def name(self) -> str:
