@@ -258,7 +258,7 @@ def test_discover_with_names_ignores_problems_of_unselected_skills(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     make_skill(tmp_path, "good")
-    make_skill(tmp_path, "bad", extra="license: 5\n")
+    make_skill(tmp_path, "bad", extra="license: [MIT]\n")
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         assert [s.name for s in discover_skills(tmp_path, names=["good"], strict=True)] == ["good"]
     assert caplog.text == ""
