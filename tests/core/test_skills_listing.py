@@ -123,3 +123,15 @@ def test_the_budget_keeps_every_name_and_says_how_many_descriptions_were_cut(
     empty = skills_xml([LoadedSkillSource(_skill(n, "")) for n in seen], None)
     if len(empty) + 200 <= budget:  # room for the names, locations and the closing note
         assert len(listing) <= budget
+
+
+def test_skill_tools_apply_their_listing_budget(tmp_path: Path) -> None:
+    runtime = ReferenceRuntime(conversation_id="c1", conversations_root=str(tmp_path / "ws"))
+    skills = [_skill(f"s{index}", "x" * 200) for index in range(10)]
+    bounded = SkillTools(runtime, skills, listing_budget=1_500).get("skill")
+    unbounded = SkillTools(runtime, skills, listing_budget=None).get("skill")
+    assert bounded is not None
+    assert unbounded is not None
+    assert "(The descriptions of 10 of 10 skills were shortened" in bounded.description
+    assert "x" * 200 in unbounded.description
+    assert "shortened" not in unbounded.description
