@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import logging
+import tempfile
+import zipfile
 from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from skillruntime.core.artifacts.zipcheck import read_package_skill_name
 from skillruntime.core.models import BootstrapCommand
 from skillruntime.core.skills import (
     KNOWN_FRONTMATTER_KEYS,
@@ -18,6 +21,7 @@ from skillruntime.core.skills import (
     load_skill,
     parse_skill_markdown,
     skill_bootstrap_commands,
+    skill_frontmatter,
     validate_skill_directory,
 )
 
@@ -67,6 +71,7 @@ def doc(frontmatter: str, body: str = "Body.\n") -> str:
     return f"---\n{frontmatter}---\n{body}"
 
 
+@settings(deadline=None)
 @given(NAME_SCALARS)
 def test_a_name_that_yaml_1_1_would_type_keeps_its_text(text: str) -> None:
     assert _pyyaml_types_it(text)
@@ -81,6 +86,7 @@ def test_a_name_that_yaml_1_1_would_type_keeps_its_text(text: str) -> None:
     assert skill.frontmatter["name"] == text
 
 
+@settings(deadline=None)
 @given(IMPLICIT_SCALARS)
 def test_every_scalar_field_keeps_its_exact_source_text(text: str) -> None:
     assert _pyyaml_types_it(text)
@@ -100,6 +106,7 @@ def test_every_scalar_field_keeps_its_exact_source_text(text: str) -> None:
     assert skill.frontmatter["allowed-tools"] == [text]
 
 
+@settings(deadline=None)
 @given(IMPLICIT_SCALARS)
 def test_an_unknown_key_keeps_its_text_too(text: str) -> None:
     skill = parse_skill_markdown(doc(f"name: demo\ndescription: d\nuser-invocable: {text}\n"), BASE)
@@ -172,6 +179,7 @@ def test_the_known_keys_are_exactly_the_specification_fields() -> None:
     } == KNOWN_FRONTMATTER_KEYS
 
 
+@settings(deadline=None)
 @given(UNKNOWN_KEYS)
 def test_strict_rejects_any_top_level_key_the_spec_does_not_define(key: str) -> None:
     text = doc(f"name: demo\ndescription: d\n{key}: value\n")
@@ -208,3 +216,21 @@ def test_every_spec_field_passes_strict_mode() -> None:
         "metadata: {author: me}\nallowed-tools: Read\n"
     )
     assert parse_skill_markdown(text, BASE, strict=True) is not None
+
+
+@settings(max_examples=40, deadline=None)
+@given(NAME_SCALARS)
+def test_skill_packages_read_the_name_the_same_way(text: str) -> None:
+    source = doc(f"name: {text}\ndescription: d\n")
+    assert skill_frontmatter(source) == {"name": text, "description": "d"}
+    with tempfile.TemporaryDirectory() as scratch:
+        package = Path(scratch) / "skill.zip"
+        with zipfile.ZipFile(package, "w") as archive:
+            archive.writestr("SKILL.md", source)
+        assert read_package_skill_name(package) == text
+
+
+def test_skill_frontmatter_of_text_without_a_frontmatter_mapping_is_none() -> None:
+    assert skill_frontmatter("# no frontmatter\n") is None
+    assert skill_frontmatter("---\nname: [unclosed\n---\n") is None
+    assert skill_frontmatter("---\n- a list\n---\n") is None

@@ -56,6 +56,7 @@ __all__ = [
     "parse_skill_markdown",
     "skill_bootstrap_commands",
     "skill_directories",
+    "skill_frontmatter",
     "validate_skill_directory",
 ]
 
@@ -148,9 +149,21 @@ def parse_skill_markdown(
     return _finish(problems, skill, strict=strict)
 
 
-def _analyse(
-    text: str, base_path: str, directory_name: str | None, problems: _Problems, *, strict: bool
-) -> Skill | None:
+def skill_frontmatter(text: str) -> dict[str, Any] | None:
+    """The frontmatter mapping of ``SKILL.md`` text, read exactly as loading reads it (scalars
+    keep their text), or ``None`` when there is no readable frontmatter mapping. Never raises
+    for content and logs nothing."""
+    problems = _Problems(SKILL_FILE_NAME)
+    parts = _split(text, problems)
+    if parts is None:
+        return None
+    data = _load_yaml(parts[0], problems)
+    return None if data is None else {str(key): value for key, value in data.items()}
+
+
+def _split(text: str, problems: _Problems) -> tuple[str, str] | None:
+    """``(frontmatter source, body)`` of ``SKILL.md`` text; ``None`` (with an error) when the
+    frontmatter is not delimited as required."""
     text = text.removeprefix("\ufeff")
     opening = _OPENING.match(text)
     if opening is None:
@@ -169,8 +182,17 @@ def _analyse(
             "after it"
         )
         return None
-    data = _load_yaml(text[opening.end() : closing.start()], problems)
-    body = text[closing.end() :]
+    return text[opening.end() : closing.start()], text[closing.end() :]
+
+
+def _analyse(
+    text: str, base_path: str, directory_name: str | None, problems: _Problems, *, strict: bool
+) -> Skill | None:
+    parts = _split(text, problems)
+    if parts is None:
+        return None
+    data = _load_yaml(parts[0], problems)
+    body = parts[1]
     if data is None:
         return None
     frontmatter = _check_keys(data, problems, strict=strict)
