@@ -151,7 +151,9 @@ def test_bootstrap_timeouts_are_read_from_their_text(text: str, seconds: float) 
     )
 
 
-@pytest.mark.parametrize("text", ["yes", "0", "-3", ".nan", ".inf", "1:30", "soon", "[1]"])
+@pytest.mark.parametrize(
+    "text", ["yes", "0", "-3", ".nan", ".inf", "1:30", "soon", "[1]", "!!int 1" + "0" * 400]
+)
 def test_bootstrap_timeouts_that_are_not_positive_numbers_are_errors(text: str) -> None:
     text_of_skill = doc(
         "name: demo\ndescription: d\nmetadata:\n  skillruntime:\n    bootstrap:\n"

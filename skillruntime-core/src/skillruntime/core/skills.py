@@ -213,7 +213,7 @@ def _analyse(
 class _Loader(yaml.SafeLoader):
     """The safe loader without YAML 1.1 implicit typing: a plain scalar is its text.
 
-    PyYAML would read ``yes``/``no``/``on``/``off`` as booleans, ``2048``, ``0o17``, ``0x1f`` and
+    PyYAML would read ``yes``/``no``/``on``/``off`` as booleans, ``2048``, ``017``, ``0x1f`` and
     ``1:30`` as integers, ``1.10`` as ``1.1``, ``2026-01-05`` as a date and ``null``/``~`` as
     ``None``, losing what the author wrote. Only the empty plain scalar stays null (there is no
     text to keep); explicit tags and quoting behave as usual. Duplicate keys and aliases are
@@ -463,16 +463,13 @@ def _bootstrap_problems(value: Any) -> list[str]:
 
 def _seconds(value: Any) -> float | None:
     """A positive finite number of seconds from YAML text (``"30"``, ``"1.5"``) or a number."""
-    if isinstance(value, bool):
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
         return None
-    if isinstance(value, str):
-        try:
-            value = float(value.strip())
-        except ValueError:
-            return None
-    if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+    try:
+        seconds = float(value.strip() if isinstance(value, str) else value)
+    except (ValueError, OverflowError):
         return None
-    return float(value)
+    return seconds if math.isfinite(seconds) and seconds > 0 else None
 
 
 def skill_bootstrap_commands(skill: Skill) -> tuple[BootstrapCommand, ...]:
@@ -748,7 +745,7 @@ def discover_skills(
     for directory in _candidate_directories(base):
         problems, skill = _read_skill(directory, strict=strict)
         candidates.append(_Candidate(directory, problems, skill))
-    _reject_duplicates(candidates)
+    _reject_duplicates([c for c in candidates if not (skip_invalid and c.problems.has_errors)])
     selected = candidates
     if names is not None:
         wanted = {names} if isinstance(names, str) else set(names)
