@@ -6,6 +6,7 @@ import re
 from html import unescape
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -135,3 +136,9 @@ def test_skill_tools_apply_their_listing_budget(tmp_path: Path) -> None:
     assert "(The descriptions of 10 of 10 skills were shortened" in bounded.description
     assert "x" * 200 in unbounded.description
     assert "shortened" not in unbounded.description
+
+
+def test_a_negative_budget_is_refused_and_an_empty_listing_fits_any_budget() -> None:
+    assert skills_xml([], 0) == ""
+    with pytest.raises(ValueError, match="at least 0 characters"):
+        skills_xml([], -1)

@@ -153,8 +153,10 @@ def skills_xml(sources: list[SkillSource], budget: int | None = DEFAULT_LISTING_
     limit is cut to that limit (ending in ``…``), the limit being the largest that fits; a last
     line says how many of the descriptions were shortened. Names and locations are never cut, so
     a budget too small for them alone gives empty descriptions and a listing longer than the
-    budget. ``budget=None`` lists everything in full.
+    budget. ``budget=None`` lists everything in full; a negative budget raises ``ValueError``.
     """
+    if budget is not None and budget < 0:
+        raise ValueError(f"the listing budget must be at least 0 characters, not {budget}")
     names = [escape(source.name) for source in sources]
     locations = [escape(source.location) for source in sources]
     descriptions = [source.description for source in sources]
