@@ -122,23 +122,31 @@ class UploadPolicy(BaseModel):
         """The rule that excludes a file with this name (``"name '.env'"``, ``"pattern '*.pem'"``,
         ``"prefix '.env.'"``), or ``None`` when the file is kept."""
         lowered = name.lower()
+        if not _file_matcher(
+            self.excluded_file_names, self.excluded_file_prefixes, self.excluded_file_patterns
+        ).match(lowered):
+            return None
         for excluded in self.excluded_file_names:
             if lowered == excluded.lower():
                 return f"name {excluded!r}"
         for prefix in self.excluded_file_prefixes:
             if lowered.startswith(prefix.lower()):
                 return f"prefix {prefix!r}"
-        if self.excluded_file_patterns and _patterns(self.excluded_file_patterns).match(lowered):
-            for pattern in self.excluded_file_patterns:
-                if fnmatch.fnmatchcase(lowered, pattern.lower()):
-                    return f"pattern {pattern!r}"
-        return None
+        for pattern in self.excluded_file_patterns:
+            if fnmatch.fnmatchcase(lowered, pattern.lower()):
+                return f"pattern {pattern!r}"
+        return None  # unreachable: the matcher matches only names a rule above excludes
 
 
 @functools.lru_cache(maxsize=64)
-def _patterns(patterns: tuple[str, ...]) -> re.Pattern[str]:
-    """One compiled regular expression matching any of the (lower-cased) shell patterns."""
-    return re.compile("|".join(fnmatch.translate(p.lower()) for p in patterns))
+def _file_matcher(
+    names: tuple[str, ...], prefixes: tuple[str, ...], patterns: tuple[str, ...]
+) -> re.Pattern[str]:
+    """One regular expression matching, in lower case, every file name the rules exclude."""
+    parts = [re.escape(n.lower()) + r"\Z" for n in names]
+    parts += [re.escape(p.lower()) for p in prefixes]
+    parts += [fnmatch.translate(p.lower()) for p in patterns]
+    return re.compile("|".join(f"(?:{part})" for part in parts) if parts else r"(?!)", re.DOTALL)
 
 
 DEFAULT_UPLOAD_POLICY = UploadPolicy()
