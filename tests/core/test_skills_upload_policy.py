@@ -151,3 +151,33 @@ def test_the_policy_stays_overridable(tmp_path: Path) -> None:
     assert _kept(tmp_path, strict_docs) == {"SKILL.md"}
     keep_keys = UploadPolicy(excluded_file_patterns=())
     assert _kept(tmp_path, keep_keys) == {"SKILL.md", "server.pem", "references/Credentials.md"}
+
+
+WORDS = st.text(alphabet="aAbB.-_*?[]!", min_size=0, max_size=6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(WORDS, max_size=3),
+    st.lists(WORDS.filter(bool), max_size=3),
+    st.lists(WORDS, max_size=3),
+    st.text(alphabet="aAbB.-_*?[]!", min_size=1, max_size=8),
+)
+def test_a_file_is_excluded_exactly_when_one_of_its_rules_matches(
+    names: list[str], prefixes: list[str], patterns: list[str], file_name: str
+) -> None:
+    import fnmatch
+
+    policy = UploadPolicy(
+        excluded_file_names=tuple(names),
+        excluded_file_prefixes=tuple(prefixes),
+        excluded_file_patterns=tuple(patterns),
+    )
+    lowered = file_name.lower()
+    expected = (
+        any(lowered == n.lower() for n in names)
+        or any(lowered.startswith(p.lower()) for p in prefixes)
+        or any(fnmatch.fnmatchcase(lowered, p.lower()) for p in patterns)
+    )
+    assert policy.allows_file(file_name) is not expected
+    assert (policy.file_rule(file_name) is not None) is expected
