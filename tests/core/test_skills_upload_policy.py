@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import logging
 import tempfile
 from pathlib import Path
@@ -166,8 +167,6 @@ WORDS = st.text(alphabet="aAbB.-_*?[]!", min_size=0, max_size=6)
 def test_a_file_is_excluded_exactly_when_one_of_its_rules_matches(
     names: list[str], prefixes: list[str], patterns: list[str], file_name: str
 ) -> None:
-    import fnmatch
-
     policy = UploadPolicy(
         excluded_file_names=tuple(names),
         excluded_file_prefixes=tuple(prefixes),
