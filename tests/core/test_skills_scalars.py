@@ -236,3 +236,30 @@ def test_skill_frontmatter_of_text_without_a_frontmatter_mapping_is_none() -> No
     assert skill_frontmatter("# no frontmatter\n") is None
     assert skill_frontmatter("---\nname: [unclosed\n---\n") is None
     assert skill_frontmatter("---\n- a list\n---\n") is None
+
+
+def _write_skill(root: Path, extra: str) -> Path:
+    directory = root / "demo"
+    directory.mkdir()
+    (directory / "SKILL.md").write_text(
+        f"---\nname: demo\ndescription: A demo.\n{extra}---\nBody\n", encoding="utf-8"
+    )
+    return directory
+
+
+def test_sources_load_other_agents_keys_but_refuse_broken_skills(tmp_path: Path) -> None:
+    """``unknown_keys="warn"`` keeps strict errors while accepting keys of other agents."""
+    from skillruntime.core.skills import InvalidSkillError, load_skill
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    other_agent = _write_skill(tmp_path / "a", "when_to_use: Always.\n")
+    skill = load_skill(other_agent, strict=True, unknown_keys="warn")
+    assert skill is not None
+    assert skill.frontmatter["when_to_use"] == "Always."
+    with pytest.raises(InvalidSkillError):
+        load_skill(other_agent, strict=True)
+    broken = _write_skill(tmp_path / "b", "license: [1, 2]\nname2: x\n")
+    (broken / "SKILL.md").write_text("---\nname: Demo Bad\n---\n", encoding="utf-8")
+    with pytest.raises(InvalidSkillError):
+        load_skill(broken, strict=True, unknown_keys="warn")

@@ -587,12 +587,21 @@ def _finish(
     return skill
 
 
-def load_skill(path: str | os.PathLike[str], *, strict: bool = False) -> Skill | None:
+def load_skill(
+    path: str | os.PathLike[str],
+    *,
+    strict: bool = False,
+    unknown_keys: Literal["warn", "error"] | None = None,
+) -> Skill | None:
     """Load the skill at ``path``: a skill directory or its ``SKILL.md``.
 
     :attr:`Skill.base_path` is the absolute skill directory. Lenient (default): problems are
     logged as warnings and ``None`` is returned when the skill is unusable (no ``SKILL.md``, no
     valid frontmatter, no name or description). Strict: errors raise :class:`InvalidSkillError`.
+    ``unknown_keys`` says what a top-level key outside the specification is — ``"error"`` or
+    ``"warn"``; by default an error exactly when ``strict``. Skill sources load with
+    ``strict=True, unknown_keys="warn"``: a broken skill is refused, while a skill written for
+    another agent (``when_to_use``, ``user-invocable``…) still loads.
     A ``path`` that does not exist raises :class:`SkillValidationError` in both modes.
     """
     given = Path(path)
@@ -603,7 +612,8 @@ def load_skill(path: str | os.PathLike[str], *, strict: bool = False) -> Skill |
         raise SkillValidationError(
             f"Not a skill: {given} (expected a skill directory or its {SKILL_FILE_NAME})"
         )
-    problems, skill = _read_skill(directory.resolve(), strict=strict)
+    keys_strict = strict if unknown_keys is None else unknown_keys == "error"
+    problems, skill = _read_skill(directory.resolve(), strict=keys_strict)
     return _finish(problems, skill, strict=strict)
 
 
