@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any, ClassVar
@@ -24,11 +24,13 @@ from skillruntime.core.testing import (
     ConformanceContext,
     ConversationContracts,
     ExecuteContracts,
+    FileErrorContracts,
     FileSystemContracts,
     LifecycleContracts,
     PrepareContracts,
     RuntimeConformance,
     SkillFactory,
+    immutable_host_directory,
     install_backend_spy,
     plugin,
 )
@@ -38,6 +40,7 @@ GROUPS = (
     PrepareContracts,
     ExecuteContracts,
     FileSystemContracts,
+    FileErrorContracts,
     ConversationContracts,
     LifecycleContracts,
 )
@@ -64,6 +67,7 @@ broken = _load("kit_broken")
 
 class _ReferenceSuite(RuntimeConformance):
     resolves_symlinks = True
+    makes_unwritable_directories = True
     runtime_class: ClassVar[type[Any]] = reference.ReferenceRuntime
 
     def make_runtime(
@@ -76,9 +80,36 @@ class _ReferenceSuite(RuntimeConformance):
         )
         return runtime
 
+    def make_runtime_without_conversation(
+        self, *, working_directory: str, base_environment: Mapping[str, str]
+    ) -> SkillRuntime:
+        runtime: SkillRuntime = self.runtime_class(
+            work_root=working_directory,
+            in_place=self.prepares_in_place,
+            base_environment=base_environment,
+        )
+        return runtime
+
+    def make_directory_unwritable(self, runtime: SkillRuntime, path: str) -> Callable[[], None]:
+        return immutable_host_directory(path)
+
 
 class TestReferenceRuntimeConformance(_ReferenceSuite):
     """The whole kit, collected and run by pytest, passes against a correct runtime."""
+
+
+class TestReferenceRuntimeWithoutConversation(_ReferenceSuite):
+    """The whole kit without a conversation: a work root whose ``skills/`` holds the copies."""
+
+    conversation_mode = False
+
+
+class TestReferenceRuntimeInPlace(_ReferenceSuite):
+    """The whole kit without a conversation, preparing skills where they are."""
+
+    conversation_mode = False
+    prepares_in_place = True
+    resumes_prepared_skills = False
 
 
 def _outcome(suite: RuntimeConformance, test_name: str, tmp_path: Path) -> str:
@@ -100,6 +131,7 @@ def _suite_for(runtime_class: type[Any]) -> RuntimeConformance:
         (_ReferenceSuite,),
         {
             "runtime_class": runtime_class,
+            "conversation_mode": getattr(runtime_class, "kit_conversation_mode", True),
             "resolves_symlinks": getattr(runtime_class, "kit_resolves_symlinks", True),
             "timeout_seconds": 0.5,
             "kill_settle_seconds": 0.5,
@@ -133,9 +165,13 @@ def _neighbours(suite: RuntimeConformance, expected: frozenset[str]) -> list[str
     "runtime_class", list(broken.BROKEN_RUNTIMES), ids=lambda cls: cls.__name__
 )
 def test_kit_fails_exactly_the_broken_contract(
-    runtime_class: type[Any], tmp_path_factory: pytest.TempPathFactory
+    runtime_class: type[Any],
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The broken contract's tests fail; the other tests of its contract groups pass."""
+    # A runtime that resolves relative paths against the process's directory writes there.
+    monkeypatch.chdir(tmp_path_factory.mktemp("process-cwd"))
     expected = broken.BROKEN_RUNTIMES[runtime_class]
     suite = _suite_for(runtime_class)
     names = _neighbours(suite, expected)
