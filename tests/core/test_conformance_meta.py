@@ -21,6 +21,10 @@ from skillruntime.core.models import SkillExecutionRequest
 from skillruntime.core.runtime import SkillRuntime
 from skillruntime.core.testing import (
     CAPABILITY_TESTS,
+    CONVERSATION_ONLY_TESTS,
+    COPY_TESTS,
+    IN_PLACE_TESTS,
+    SHARED_FILES_TESTS,
     ConformanceContext,
     ConversationContracts,
     ExecuteContracts,
@@ -259,3 +263,39 @@ def test_plugin_registers_the_marker_and_marks_kit_tests(pytestconfig: pytest.Co
     other_item = SimpleNamespace(cls=None, add_marker=marks.append)
     plugin.pytest_collection_modifyitems([kit_item, other_item])  # type: ignore[list-item]
     assert [mark.name for mark in marks] == ["conformance"]
+
+
+def test_modes_remove_the_contracts_that_do_not_apply() -> None:
+    with_conversation = set(TestReferenceRuntimeConformance.contract_names)
+    without = set(TestReferenceRuntimeWithoutConversation.contract_names)
+    in_place = set(TestReferenceRuntimeInPlace.contract_names)
+    assert with_conversation - without == set(CONVERSATION_ONLY_TESTS)
+    assert without - in_place == set(COPY_TESTS)
+    assert in_place - without == set(IN_PLACE_TESTS)
+    assert not IN_PLACE_TESTS & with_conversation
+    private = type(
+        "PrivateSandboxes",
+        (RuntimeConformance,),
+        {"conversation_mode": False, "keeps_files_across_runtime_objects": False},
+    )
+    assert set(private.contract_names) == without - SHARED_FILES_TESTS - {
+        "test_writes_into_an_unwritable_directory_are_permission_denied"
+    }
+    for name in CONVERSATION_ONLY_TESTS | COPY_TESTS:
+        assert TestReferenceRuntimeInPlace.__dict__[name] is None, "removed, not skipped"
+
+
+@pytest.mark.parametrize(
+    "flags", [{"prepares_in_place": True}, {"keeps_files_across_runtime_objects": False}]
+)
+def test_no_conversation_flags_are_refused_with_a_conversation(flags: dict[str, bool]) -> None:
+    with pytest.raises(TypeError, match="conversation_mode = False"):
+        type("Inconsistent", (RuntimeConformance,), flags)
+
+
+def test_without_conversation_the_hook_must_be_implemented(tmp_path: Path) -> None:
+    class Missing(RuntimeConformance):
+        conversation_mode = False
+
+    with pytest.raises(NotImplementedError, match="make_runtime_without_conversation"):
+        ConformanceContext(Missing(), tmp_path).runtime()
