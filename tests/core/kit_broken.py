@@ -509,6 +509,17 @@ class RelativePathsAgainstTheProcess(ReferenceRuntime):
         return ScopedFileSystem(self._raw_file_system(), is_closed=lambda: self._closed)
 
 
+class CopiesInsteadOfInPlace(ReferenceRuntime):
+    """Claims to prepare in place but copies skills under the work root."""
+
+    kit_conversation_mode = False
+    kit_prepares_in_place = True
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs["in_place"] = False
+        super().__init__(**kwargs)
+
+
 TIMEOUT_TESTS = frozenset(
     {
         "test_timeout_kills_the_whole_process_tree",
@@ -608,6 +619,7 @@ BROKEN_RUNTIMES: dict[type[ReferenceRuntime], frozenset[str]] = {
             "test_writes_into_an_unwritable_directory_are_permission_denied",
         }
     ),
+    CopiesInsteadOfInPlace: frozenset({"test_prepare_in_place_returns_the_source_directory"}),
     RelativePathsAgainstTheProcess: frozenset(
         {
             "test_relative_paths_resolve_under_the_workspace",

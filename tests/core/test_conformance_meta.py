@@ -136,6 +136,8 @@ def _suite_for(runtime_class: type[Any]) -> RuntimeConformance:
         {
             "runtime_class": runtime_class,
             "conversation_mode": getattr(runtime_class, "kit_conversation_mode", True),
+            "prepares_in_place": getattr(runtime_class, "kit_prepares_in_place", False),
+            "resumes_prepared_skills": not getattr(runtime_class, "kit_prepares_in_place", False),
             "resolves_symlinks": getattr(runtime_class, "kit_resolves_symlinks", True),
             "timeout_seconds": 0.5,
             "kill_settle_seconds": 0.5,
@@ -190,7 +192,9 @@ def test_kit_fails_exactly_the_broken_contract(
 
 def test_every_contract_is_proven_to_fail_by_some_broken_runtime() -> None:
     caught = set().union(*broken.BROKEN_RUNTIMES.values())
-    all_contracts = set(_ReferenceSuite.contract_names)
+    all_contracts = set(_ReferenceSuite.contract_names) | set(
+        TestReferenceRuntimeInPlace.contract_names
+    )
     assert caught <= all_contracts
     assert len(caught) >= 25
 
