@@ -20,6 +20,7 @@ from .models import FileInfo
 __all__ = [
     "CONVERSATION_ID_PATTERN",
     "ConversationWorkspace",
+    "PathScope",
     "ScopedFileSystem",
     "validate_conversation_id",
     "validate_conversations_root",
@@ -109,12 +110,49 @@ def local_real_path_checker(workspace: ConversationWorkspace) -> Callable[[str],
     return check
 
 
-class ScopedFileSystem(SkillRuntimeFileSystem):
-    """Wraps a runtime file system: maps every path through a workspace and checks closure.
+class PathScope:
+    """The path rules of a scoped file system, shared by the sync and async wrappers.
 
     ``is_closed`` is consulted before every call (``RuntimeClosedError`` once it returns true);
     ``workspace`` (optional) scopes paths; ``check_real_path`` (optional) is applied to the scoped
     path before delegation, e.g. to refuse symlinks that lead out of a host workspace.
+    """
+
+    def __init__(
+        self,
+        *,
+        workspace: ConversationWorkspace | None = None,
+        is_closed: Callable[[], bool] = lambda: False,
+        check_real_path: Callable[[str], str] | None = None,
+        runtime_name: str = "runtime",
+    ) -> None:
+        self._workspace = workspace
+        self._is_closed = is_closed
+        self._check_real_path = check_real_path
+        self._runtime_name = runtime_name
+
+    def path(self, path: str) -> str:
+        """The backend path of ``path``; raises before any backend call when it is refused."""
+        if self._is_closed():
+            raise RuntimeClosedError(f"The {self._runtime_name} runtime is closed")
+        if self._workspace is not None:
+            path = self._workspace.resolve(path)
+        if self._check_real_path is not None:
+            path = self._check_real_path(path)
+        return path
+
+    def deletable(self, path: str) -> str:
+        """Like :meth:`path`, and the workspace directory itself is refused."""
+        resolved = self.path(path)
+        if self._workspace is not None and resolved == self._workspace.directory:
+            raise WorkspaceEscapeError("The conversation workspace itself cannot be deleted")
+        return resolved
+
+
+class ScopedFileSystem(SkillRuntimeFileSystem):
+    """Wraps a runtime file system: maps every path through a workspace and checks closure.
+
+    The arguments are those of :class:`PathScope`, whose rules apply to every path.
     """
 
     def __init__(
@@ -128,9 +166,12 @@ class ScopedFileSystem(SkillRuntimeFileSystem):
     ) -> None:
         self._inner = inner
         self._workspace = workspace
-        self._is_closed = is_closed
-        self._check_real_path = check_real_path
-        self._runtime_name = runtime_name
+        self._scope = PathScope(
+            workspace=workspace,
+            is_closed=is_closed,
+            check_real_path=check_real_path,
+            runtime_name=runtime_name,
+        )
 
     @property
     def inner(self) -> SkillRuntimeFileSystem:
@@ -138,13 +179,7 @@ class ScopedFileSystem(SkillRuntimeFileSystem):
         return self._inner
 
     def _path(self, path: str) -> str:
-        if self._is_closed():
-            raise RuntimeClosedError(f"The {self._runtime_name} runtime is closed")
-        if self._workspace is not None:
-            path = self._workspace.resolve(path)
-        if self._check_real_path is not None:
-            path = self._check_real_path(path)
-        return path
+        return self._scope.path(path)
 
     def read_stream(self, path: str, chunk_size: int = CHUNK_SIZE) -> Generator[bytes, None, None]:
         return self._inner.read_stream(self._path(path), chunk_size)
@@ -161,10 +196,7 @@ class ScopedFileSystem(SkillRuntimeFileSystem):
         return self._inner.list_directory(self._path(path), depth, limit)
 
     def delete(self, path: str) -> None:
-        resolved = self._path(path)
-        if self._workspace is not None and resolved == self._workspace.directory:
-            raise WorkspaceEscapeError("The conversation workspace itself cannot be deleted")
-        self._inner.delete(resolved)
+        self._inner.delete(self._scope.deletable(path))
 
     def make_directory(self, path: str) -> None:
         self._inner.make_directory(self._path(path))

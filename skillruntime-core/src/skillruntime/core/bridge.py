@@ -1,0 +1,387 @@
+"""Bridges between the sync and the async SPI: :func:`to_async` and :func:`to_sync`.
+
+:func:`to_async` serves a sync :class:`~skillruntime.core.runtime.SkillRuntime` to asyncio code by
+running each call in a bounded thread pool owned by the bridge (at most ``max_workers`` calls run
+at once; the others wait for a worker without blocking the event loop). The sync runtime's own
+overrides (one-archive uploads, native searches) are kept: every file-system operation is one
+call of the wrapped file system.
+
+**Cancellation through the thread bridge.** A thread cannot be interrupted, so cancelling a task
+that awaits a bridged call raises :class:`asyncio.CancelledError` at once, while the call keeps
+running in its worker until it returns: a command runs to its end or until its own
+``timeout_seconds`` kills its process tree, and its result is dropped. The worker stays busy until
+then. :meth:`ThreadedAsyncRuntime.close` closes the sync runtime, which stops the commands it
+still runs where that runtime does so (the local runtime kills their process groups). A runtime
+that must kill a command the moment its caller is cancelled implements the native async SPI;
+``skillruntime.core.plugins.create_async_runtime`` prefers it when the backend provides one.
+
+:func:`to_sync` is the reverse: a sync runtime over an async one, running the async runtime on a
+private event loop in one daemon thread. Calls from several threads are served concurrently by
+that loop. It must not be called from the bridge's own loop, and the async runtime must not be
+used on another loop at the same time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import threading
+from collections.abc import AsyncGenerator, Callable, Coroutine, Generator, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .async_filesystem import AsyncChunks, AsyncSkillRuntimeFileSystem, aiter_chunks
+from .async_runtime import AsyncSkillRuntime
+from .filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT, DEFAULT_READ_LIMIT, SkillRuntimeFileSystem
+from .models import (
+    FileInfo,
+    Skill,
+    SkillExecutionRequest,
+    SkillExecutionResult,
+    SkillPreparationRequest,
+)
+from .runtime import SkillRuntime
+from .runtime_rules import closed_error
+
+__all__ = [
+    "DEFAULT_BRIDGE_WORKERS",
+    "LoopThreadRuntime",
+    "ThreadedAsyncFileSystem",
+    "ThreadedAsyncRuntime",
+    "to_async",
+    "to_sync",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_BRIDGE_WORKERS = 64
+"""Default size of the thread pool of :func:`to_async`: calls running at once."""
+
+T = TypeVar("T")
+
+
+class _ThreadPool:
+    """The bounded pool of one bridge; :meth:`run` awaits a call made in a worker thread."""
+
+    def __init__(self, max_workers: int) -> None:
+        if max_workers < 1:
+            raise ValueError("max_workers must be at least 1")
+        self._executor = ThreadPoolExecutor(max_workers, thread_name_prefix="skillruntime-bridge")
+
+    async def run(self, function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            self._executor, functools.partial(function, *args, **kwargs)
+        )
+
+    def shutdown(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+class ThreadedAsyncFileSystem(AsyncSkillRuntimeFileSystem):
+    """An async file system over a sync one; every operation is one call in the bridge's pool.
+
+    Streams move one chunk per worker call, so memory stays bounded in both directions.
+    """
+
+    def __init__(self, inner: SkillRuntimeFileSystem, pool: _ThreadPool) -> None:
+        self._inner = inner
+        self._pool = pool
+
+    @property
+    def inner(self) -> SkillRuntimeFileSystem:
+        """The wrapped sync file system."""
+        return self._inner
+
+    async def read_stream(
+        self, path: str, chunk_size: int = CHUNK_SIZE
+    ) -> AsyncGenerator[bytes, None]:
+        stream = self._inner.read_stream(path, chunk_size)
+        try:
+            while True:
+                chunk = await self._pool.run(next, stream, None)
+                if chunk is None:
+                    return
+                yield chunk
+        finally:
+            await self._pool.run(stream.close)
+
+    async def write_stream(
+        self, path: str, chunks: AsyncChunks, *, executable: bool = False
+    ) -> int:
+        if isinstance(chunks, Iterable):
+            return await self._pool.run(
+                self._inner.write_stream, path, chunks, executable=executable
+            )
+        return await self._pool.run(
+            self._inner.write_stream, path, _pull(chunks), executable=executable
+        )
+
+    async def stat(self, path: str) -> FileInfo | None:
+        return await self._pool.run(self._inner.stat, path)
+
+    async def list_directory(
+        self, path: str, depth: int = 1, limit: int = DEFAULT_LIST_LIMIT
+    ) -> list[FileInfo]:
+        return await self._pool.run(self._inner.list_directory, path, depth, limit)
+
+    async def delete(self, path: str) -> None:
+        await self._pool.run(self._inner.delete, path)
+
+    async def make_directory(self, path: str) -> None:
+        await self._pool.run(self._inner.make_directory, path)
+
+    async def exists(self, path: str) -> bool:
+        return await self._pool.run(self._inner.exists, path)
+
+    async def read_bytes(self, path: str, max_bytes: int = DEFAULT_READ_LIMIT) -> bytes:
+        return await self._pool.run(self._inner.read_bytes, path, max_bytes)
+
+    async def read_text(
+        self,
+        path: str,
+        max_bytes: int = DEFAULT_READ_LIMIT,
+        *,
+        encoding: str = "utf-8",
+        errors: str = "strict",
+    ) -> str:
+        return await self._pool.run(
+            self._inner.read_text, path, max_bytes, encoding=encoding, errors=errors
+        )
+
+    async def write_bytes(self, path: str, data: bytes, *, executable: bool = False) -> int:
+        return await self._pool.run(self._inner.write_bytes, path, data, executable=executable)
+
+    async def upload_files(self, files: Iterable[tuple[Path, str, bool]]) -> int:
+        return await self._pool.run(self._inner.upload_files, list(files))
+
+    async def list_files(
+        self, path: str, depth: int = 1_000_000, limit: int = DEFAULT_LIST_LIMIT
+    ) -> list[FileInfo]:
+        return await self._pool.run(self._inner.list_files, path, depth, limit)
+
+
+def _pull(chunks: AsyncChunks) -> Generator[bytes, None, None]:
+    """A sync iterator over async chunks, for a write running in a worker thread.
+
+    Each chunk is fetched on the event loop that owns ``chunks``.
+    """
+    loop = asyncio.get_running_loop()
+    iterator = aiter_chunks(chunks)
+
+    def generate() -> Generator[bytes, None, None]:
+        try:
+            while True:
+                future = asyncio.run_coroutine_threadsafe(_next_or_none(iterator), loop)
+                chunk = future.result()
+                if chunk is None:
+                    return
+                yield chunk
+        finally:
+            asyncio.run_coroutine_threadsafe(iterator.aclose(), loop).result()
+
+    return generate()
+
+
+async def _next_or_none(iterator: AsyncGenerator[bytes, None]) -> bytes | None:
+    try:
+        return await iterator.__anext__()
+    except StopAsyncIteration:
+        return None
+
+
+class ThreadedAsyncRuntime(AsyncSkillRuntime):
+    """An async runtime over a sync one (see :func:`to_async` and the module's cancellation
+    rules). Closing it closes the wrapped runtime and its thread pool."""
+
+    def __init__(self, runtime: SkillRuntime, *, max_workers: int = DEFAULT_BRIDGE_WORKERS) -> None:
+        self._runtime = runtime
+        self._pool = _ThreadPool(max_workers)
+        self._closed = False
+        self._file_systems: dict[int, ThreadedAsyncFileSystem] = {}
+
+    @property
+    def sync_runtime(self) -> SkillRuntime:
+        """The wrapped sync runtime."""
+        return self._runtime
+
+    @property
+    def name(self) -> str:
+        return self._runtime.name
+
+    @property
+    def default_working_directory(self) -> str:
+        return self._runtime.default_working_directory
+
+    def _ensure_open(self) -> None:
+        if self._closed:
+            raise closed_error(self.name)
+
+    async def prepare(self, request: SkillPreparationRequest) -> list[Skill]:
+        self._ensure_open()
+        return await self._pool.run(self._runtime.prepare, request)
+
+    async def execute(self, request: SkillExecutionRequest) -> SkillExecutionResult:
+        self._ensure_open()
+        return await self._pool.run(self._runtime.execute, request)
+
+    async def get_file_system(self) -> AsyncSkillRuntimeFileSystem:
+        self._ensure_open()
+        inner = await self._pool.run(self._runtime.get_file_system)
+        wrapper = self._file_systems.get(id(inner))
+        if wrapper is None or wrapper.inner is not inner:
+            wrapper = ThreadedAsyncFileSystem(inner, self._pool)
+            self._file_systems[id(inner)] = wrapper
+        return wrapper
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self._pool.run(self._runtime.close)
+        finally:
+            self._pool.shutdown()
+
+
+def to_async(
+    runtime: SkillRuntime, *, max_workers: int = DEFAULT_BRIDGE_WORKERS
+) -> AsyncSkillRuntime:
+    """Serve the sync ``runtime`` to asyncio code through a pool of ``max_workers`` threads.
+
+    The bridge owns ``runtime``: closing the bridge closes it.
+    """
+    return ThreadedAsyncRuntime(runtime, max_workers=max_workers)
+
+
+class _LoopThread:
+    """A private event loop running in one daemon thread."""
+
+    def __init__(self, name: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self.loop.run_forever, name=f"skillruntime-loop-{name}", daemon=True
+        )
+        self._thread.start()
+
+    def call(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        if threading.current_thread() is self._thread:
+            coroutine.close()
+            raise RuntimeError("a to_sync runtime cannot be called from its own event loop")
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join()
+        self.loop.close()
+
+
+class _LoopFileSystem(SkillRuntimeFileSystem):
+    """A sync file system over an async one, served by a :class:`_LoopThread`."""
+
+    def __init__(self, inner: AsyncSkillRuntimeFileSystem, loop: _LoopThread) -> None:
+        self._inner = inner
+        self._loop = loop
+
+    def read_stream(self, path: str, chunk_size: int = CHUNK_SIZE) -> Generator[bytes, None, None]:
+        stream = self._inner.read_stream(path, chunk_size)
+        try:
+            while True:
+                chunk = self._loop.call(_next_or_none(stream))
+                if chunk is None:
+                    return
+                yield chunk
+        finally:
+            self._loop.call(stream.aclose())
+
+    def write_stream(self, path: str, chunks: Iterable[bytes], *, executable: bool = False) -> int:
+        return self._loop.call(self._inner.write_stream(path, chunks, executable=executable))
+
+    def stat(self, path: str) -> FileInfo | None:
+        return self._loop.call(self._inner.stat(path))
+
+    def list_directory(
+        self, path: str, depth: int = 1, limit: int = DEFAULT_LIST_LIMIT
+    ) -> list[FileInfo]:
+        return self._loop.call(self._inner.list_directory(path, depth, limit))
+
+    def delete(self, path: str) -> None:
+        self._loop.call(self._inner.delete(path))
+
+    def make_directory(self, path: str) -> None:
+        self._loop.call(self._inner.make_directory(path))
+
+    def read_bytes(self, path: str, max_bytes: int = DEFAULT_READ_LIMIT) -> bytes:
+        return self._loop.call(self._inner.read_bytes(path, max_bytes))
+
+    def upload_files(self, files: Iterable[tuple[Path, str, bool]]) -> int:
+        return self._loop.call(self._inner.upload_files(list(files)))
+
+    def list_files(
+        self, path: str, depth: int = 1_000_000, limit: int = DEFAULT_LIST_LIMIT
+    ) -> list[FileInfo]:
+        return self._loop.call(self._inner.list_files(path, depth, limit))
+
+
+class LoopThreadRuntime(SkillRuntime):
+    """A sync runtime over an async one, run on a private loop thread (see :func:`to_sync`)."""
+
+    def __init__(self, runtime: AsyncSkillRuntime) -> None:
+        self._runtime = runtime
+        self._loop = _LoopThread(runtime.name)
+        self._lock = threading.Lock()
+        self._closed = False
+        self._file_system: tuple[AsyncSkillRuntimeFileSystem, _LoopFileSystem] | None = None
+
+    @property
+    def async_runtime(self) -> AsyncSkillRuntime:
+        """The wrapped async runtime."""
+        return self._runtime
+
+    @property
+    def name(self) -> str:
+        return self._runtime.name
+
+    @property
+    def default_working_directory(self) -> str:
+        return self._runtime.default_working_directory
+
+    def _ensure_open(self) -> None:
+        if self._closed:
+            raise closed_error(self.name)
+
+    def prepare(self, request: SkillPreparationRequest) -> list[Skill]:
+        self._ensure_open()
+        return self._loop.call(self._runtime.prepare(request))
+
+    def execute(self, request: SkillExecutionRequest) -> SkillExecutionResult:
+        self._ensure_open()
+        return self._loop.call(self._runtime.execute(request))
+
+    def get_file_system(self) -> SkillRuntimeFileSystem:
+        self._ensure_open()
+        inner = self._loop.call(self._runtime.get_file_system())
+        with self._lock:
+            if self._file_system is None or self._file_system[0] is not inner:
+                self._file_system = (inner, _LoopFileSystem(inner, self._loop))
+            return self._file_system[1]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            self._loop.call(self._runtime.close())
+        finally:
+            self._loop.stop()
+
+
+def to_sync(runtime: AsyncSkillRuntime) -> SkillRuntime:
+    """Serve the async ``runtime`` to sync code (tools, CLI, threads) on a private loop thread.
+
+    The bridge owns ``runtime``: closing the bridge closes it and stops the loop thread.
+    """
+    return LoopThreadRuntime(runtime)
