@@ -28,7 +28,7 @@ import functools
 import logging
 import threading
 from collections.abc import AsyncGenerator, Callable, Coroutine, Generator, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -63,32 +63,28 @@ T = TypeVar("T")
 
 
 class _ThreadPool:
-    """The bounded pool of one bridge; :meth:`run` awaits a call made in a worker thread."""
+    """Awaits calls made in worker threads of ``executor`` (``None``: the loop's default)."""
 
-    def __init__(self, max_workers: int) -> None:
-        if max_workers < 1:
-            raise ValueError("max_workers must be at least 1")
-        self._executor = ThreadPoolExecutor(max_workers, thread_name_prefix="skillruntime-bridge")
+    def __init__(self, executor: Executor | None) -> None:
+        self.executor = executor
 
     async def run(self, function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(
-            self._executor, functools.partial(function, *args, **kwargs)
+            self.executor, functools.partial(function, *args, **kwargs)
         )
-
-    def shutdown(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)
 
 
 class ThreadedAsyncFileSystem(AsyncSkillRuntimeFileSystem):
-    """An async file system over a sync one; every operation is one call in the bridge's pool.
+    """An async file system over a sync one; every operation is one call in a worker thread of
+    ``executor`` (``None``: the event loop's default executor).
 
     Streams move one chunk per worker call, so memory stays bounded in both directions.
     """
 
-    def __init__(self, inner: SkillRuntimeFileSystem, pool: _ThreadPool) -> None:
+    def __init__(self, inner: SkillRuntimeFileSystem, executor: Executor | None = None) -> None:
         self._inner = inner
-        self._pool = pool
+        self._pool = _ThreadPool(executor)
 
     @property
     def inner(self) -> SkillRuntimeFileSystem:
@@ -197,8 +193,11 @@ class ThreadedAsyncRuntime(AsyncSkillRuntime):
     rules). Closing it closes the wrapped runtime and its thread pool."""
 
     def __init__(self, runtime: SkillRuntime, *, max_workers: int = DEFAULT_BRIDGE_WORKERS) -> None:
+        if max_workers < 1:
+            raise ValueError("max_workers must be at least 1")
         self._runtime = runtime
-        self._pool = _ThreadPool(max_workers)
+        self._executor = ThreadPoolExecutor(max_workers, thread_name_prefix="skillruntime-bridge")
+        self._pool = _ThreadPool(self._executor)
         self._closed = False
         self._file_systems: dict[int, ThreadedAsyncFileSystem] = {}
 
@@ -232,7 +231,7 @@ class ThreadedAsyncRuntime(AsyncSkillRuntime):
         inner = await self._pool.run(self._runtime.get_file_system)
         wrapper = self._file_systems.get(id(inner))
         if wrapper is None or wrapper.inner is not inner:
-            wrapper = ThreadedAsyncFileSystem(inner, self._pool)
+            wrapper = ThreadedAsyncFileSystem(inner, self._executor)
             self._file_systems[id(inner)] = wrapper
         return wrapper
 
@@ -243,7 +242,7 @@ class ThreadedAsyncRuntime(AsyncSkillRuntime):
         try:
             await self._pool.run(self._runtime.close)
         finally:
-            self._pool.shutdown()
+            self._executor.shutdown(wait=False, cancel_futures=True)
 
 
 def to_async(
@@ -257,9 +256,12 @@ def to_async(
 
 
 class _LoopThread:
-    """A private event loop running in one daemon thread."""
+    """A private event loop running in one daemon thread; once stopped, calls raise
+    ``RuntimeClosedError`` (the runtime it serves is closed)."""
 
     def __init__(self, name: str) -> None:
+        self._name = name
+        self._stopped = False
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self.loop.run_forever, name=f"skillruntime-loop-{name}", daemon=True
@@ -267,12 +269,16 @@ class _LoopThread:
         self._thread.start()
 
     def call(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        if self._stopped:
+            coroutine.close()
+            raise closed_error(self._name)
         if threading.current_thread() is self._thread:
             coroutine.close()
             raise RuntimeError("a to_sync runtime cannot be called from its own event loop")
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
 
     def stop(self) -> None:
+        self._stopped = True
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join()
         self.loop.close()
@@ -286,7 +292,10 @@ class _LoopFileSystem(SkillRuntimeFileSystem):
         self._loop = loop
 
     def read_stream(self, path: str, chunk_size: int = CHUNK_SIZE) -> Generator[bytes, None, None]:
-        stream = self._inner.read_stream(path, chunk_size)
+        # Made here, not in the generator, so a refused path fails at the call.
+        return self._pull(self._inner.read_stream(path, chunk_size))
+
+    def _pull(self, stream: AsyncGenerator[bytes, None]) -> Generator[bytes, None, None]:
         try:
             while True:
                 chunk = self._loop.call(_next_or_none(stream))
@@ -339,6 +348,14 @@ class LoopThreadRuntime(SkillRuntime):
     def async_runtime(self) -> AsyncSkillRuntime:
         """The wrapped async runtime."""
         return self._runtime
+
+    def call(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run ``coroutine`` on the loop that serves the async runtime; its result.
+
+        For code that drives the async runtime directly next to the sync view (the conformance
+        kit's cancellation contracts do).
+        """
+        return self._loop.call(coroutine)
 
     @property
     def name(self) -> str:

@@ -15,7 +15,9 @@
 Every contract of DESIGN §3 is one test method; see ``docs/custom-runtime.md`` for the list.
 """
 
+from .async_suite import AsyncRuntimeConformance
 from .base import ConformanceBase
+from .cancellation_contracts import CancellationContracts
 from .context import ConformanceContext
 from .conversation_contracts import ConversationContracts
 from .execute_contracts import ExecuteContracts, process_is_dead_command
@@ -28,7 +30,9 @@ from .suite import CAPABILITY_TESTS, RuntimeConformance
 
 __all__ = [
     "CAPABILITY_TESTS",
+    "AsyncRuntimeConformance",
     "BackendSpy",
+    "CancellationContracts",
     "ConformanceBase",
     "ConformanceContext",
     "ConversationContracts",
