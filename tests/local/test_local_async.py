@@ -11,9 +11,15 @@ from pathlib import Path
 import pytest
 
 from skillruntime.core.errors import ExecutionTransportError, RuntimeClosedError
-from skillruntime.core.models import SkillExecutionRequest
+from skillruntime.core.models import (
+    BootstrapCommand,
+    Skill,
+    SkillExecutionRequest,
+    SkillPreparationRequest,
+    SkillRuntimeConfig,
+)
 from skillruntime.core.plugins import create_async_runtime
-from skillruntime.local import AsyncLocalSkillRuntime
+from skillruntime.local import AsyncLocalSkillRuntime, LocalSkillRuntime
 from skillruntime.local.async_process import run_command_async
 
 
@@ -177,3 +183,30 @@ def test_timeout_and_cancellation_kill_the_group_with_either_exit_notifier(
         assert await _wait_gone(pid)
 
     asyncio.run(scenario())
+
+
+def test_sync_and_async_runtimes_resume_one_conversation(tmp_path: Path) -> None:
+    source = tmp_path / "skills" / "resumable"
+    source.mkdir(parents=True)
+    (source / "SKILL.md").write_text("---\nname: resumable\ndescription: d\n---\nbody\n")
+    log = tmp_path / "bootstrap.log"
+    config = SkillRuntimeConfig(
+        bootstrap=(BootstrapCommand(command=f"echo run >> '{log}'"),),
+        environment={"RESUMED": "yes"},
+    )
+    skill = Skill(name="resumable", description="d", base_path=str(source))
+    request = SkillPreparationRequest(skills=(skill,), configs={"resumable": config})
+    root = tmp_path / "conversations"
+    with LocalSkillRuntime(conversation_id="shared", conversations_root=root) as sync_runtime:
+        (prepared_sync,) = sync_runtime.prepare(request)
+
+    async def scenario() -> tuple[str, str]:
+        async with AsyncLocalSkillRuntime(conversation_id="shared", conversations_root=root) as rt:
+            (prepared,) = await rt.prepare(request)
+            result = await rt.execute(_request("echo $RESUMED"))
+            return prepared.base_path, result.stdout
+
+    base_path, stdout = asyncio.run(scenario())
+    assert base_path == prepared_sync.base_path
+    assert stdout == "yes\n"
+    assert log.read_text() == "run\n", "the async runtime bootstrapped a copy already prepared"
