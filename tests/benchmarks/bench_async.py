@@ -7,6 +7,9 @@
    the thread bridge (``to_async(LocalSkillRuntime())``, its default pool) beside it.
 2. ``execute("true")`` on the async local runtime against the sync one, interleaved, medians
    (target ≤ 1.2×).
+3. ``--remote`` concurrent ``execute("sleep 1")`` on the AIO and OpenSandbox doubles: one async
+   runtime (the sync runtime behind the thread bridge, one connection pool) driven by asyncio
+   tasks, against the sync runtime driven by as many threads; wall time and peak threads.
 """
 
 from __future__ import annotations
@@ -16,16 +19,25 @@ import asyncio
 import logging
 import resource
 import statistics
+import sys
 import tempfile
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from doubles.aio import AioDouble
+from doubles.opensandbox import OpenSandboxDouble
+from skillruntime.aio import AioSandboxSkillRuntime
 from skillruntime.core.async_runtime import AsyncSkillRuntime
 from skillruntime.core.bridge import to_async
 from skillruntime.core.models import SkillExecutionRequest
+from skillruntime.core.runtime import SkillRuntime
 from skillruntime.local import AsyncLocalSkillRuntime, LocalSkillRuntime
+from skillruntime.opensandbox import OpenSandboxSkillRuntime
 
 logger = logging.getLogger("bench_async")
 
@@ -112,10 +124,51 @@ async def bench_overhead(root: Path, runs: int) -> None:
     )
 
 
+def _threaded(runtime: SkillRuntime, count: int) -> tuple[float, int]:
+    """Wall time and peak threads of ``count`` threads each running one ``sleep 1``."""
+    peak = threading.active_count()
+    with ThreadPoolExecutor(count) as pool:
+        started = time.perf_counter()
+        futures = [pool.submit(runtime.execute, SLEEP) for _ in range(count)]
+        peak = max(peak, threading.active_count())
+        results = [future.result() for future in futures]
+        elapsed = time.perf_counter() - started
+    if not all(result.ok for result in results):
+        raise RuntimeError("a command failed")
+    return elapsed, peak
+
+
+async def _bridged(runtime: SkillRuntime, count: int) -> tuple[float, int]:
+    async with to_async(runtime, max_workers=count) as bridged:
+        await bridged.execute(TRUE)
+        return await _concurrent(bridged, count)
+
+
+def bench_remote(count: int) -> None:
+    with AioDouble() as aio, OpenSandboxDouble() as opensandbox:
+        makers: dict[str, Callable[[], SkillRuntime]] = {
+            "aio": lambda: AioSandboxSkillRuntime(base_url=aio.url, token=aio.token),
+            "opensandbox": lambda: OpenSandboxSkillRuntime(
+                domain=opensandbox.domain, api_key=opensandbox.api_key
+            ),
+        }
+        for name, make in makers.items():
+            with make() as sync_runtime:
+                sync_runtime.execute(TRUE)
+                sync_s, sync_threads = _threaded(sync_runtime, count)
+            async_s, async_threads = asyncio.run(_bridged(make(), count))
+            print(
+                f"[3] {name:11s} {count} concurrent: sync with {count} threads {sync_s:6.3f} s "
+                f"(peak threads {sync_threads}); async (bridge) {async_s:6.3f} s "
+                f"(peak threads {async_threads}); ratio {async_s / sync_s:5.2f}"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--concurrency", type=int, default=500)
     parser.add_argument("--runs", type=int, default=300)
+    parser.add_argument("--remote", type=int, default=200)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     _raise_file_limit()
@@ -123,6 +176,7 @@ def main() -> None:
         root = Path(scratch)
         asyncio.run(bench_concurrency(root, args.concurrency))
         asyncio.run(bench_overhead(root, args.runs))
+    bench_remote(args.remote)
 
 
 if __name__ == "__main__":

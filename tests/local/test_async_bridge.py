@@ -87,14 +87,36 @@ def test_to_async_after_close_raises_closed(reference: LocalSkillRuntime) -> Non
     asyncio.run(scenario())
 
 
-def test_cancelling_a_bridged_execute_returns_at_once_and_the_command_runs_to_its_end(
+def test_cancelling_a_bridged_execute_kills_the_command_tree_through_the_runtime(
+    reference: LocalSkillRuntime, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "c" / "conv" / "grandchild.pid"
+
+    async def scenario() -> None:
+        async with to_async(reference) as runtime:
+            command = f"sh -c 'sleep 60 & echo $! > \"{pid_file}\"; wait' & sleep 60"
+            task = asyncio.create_task(runtime.execute(_request(command, timeout_seconds=120)))
+            while not (pid_file.exists() and pid_file.read_text().strip()):
+                await asyncio.sleep(0.02)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            gone = await runtime.execute(
+                _request(f"kill -0 $(cat '{pid_file}') 2>/dev/null && echo alive || echo dead")
+            )
+            assert gone.stdout == "dead\n"
+
+    asyncio.run(scenario())
+
+
+def test_without_kill_on_cancel_a_bridged_command_runs_to_its_end(
     reference: LocalSkillRuntime, tmp_path: Path
 ) -> None:
     marker = tmp_path / "c" / "conv" / "finished"
     gate = tmp_path / "gate"
 
     async def scenario() -> None:
-        async with to_async(reference) as runtime:
+        async with to_async(reference, kill_on_cancel=False) as runtime:
             command = f"while [ ! -e '{gate}' ]; do sleep 0.02; done; touch '{marker}'"
             task = asyncio.create_task(runtime.execute(_request(command, timeout_seconds=30)))
             await asyncio.sleep(0.2)

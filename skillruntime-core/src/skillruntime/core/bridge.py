@@ -6,14 +6,17 @@ at once; the others wait for a worker without blocking the event loop). The sync
 overrides (one-archive uploads, native searches) are kept: every file-system operation is one
 call of the wrapped file system.
 
-**Cancellation through the thread bridge.** A thread cannot be interrupted, so cancelling a task
-that awaits a bridged call raises :class:`asyncio.CancelledError` at once, while the call keeps
-running in its worker until it returns: a command runs to its end or until its own
-``timeout_seconds`` kills its process tree, and its result is dropped. The worker stays busy until
-then. :meth:`ThreadedAsyncRuntime.close` closes the sync runtime, which stops the commands it
-still runs where that runtime does so (the local runtime kills their process groups). A runtime
-that must kill a command the moment its caller is cancelled implements the native async SPI;
-``skillruntime.core.plugins.create_async_runtime`` prefers it when the backend provides one.
+**Cancellation through the thread bridge.** A thread cannot be interrupted, so the bridge kills
+a cancelled command through the runtime itself. Every bridged command carries a unique
+:data:`CANCEL_MARKER_VARIABLE` in its environment (inherited by every process it starts); when the
+awaiting task is cancelled, the bridge runs one more command in the same runtime that sends
+``SIGKILL`` to every process whose ``/proc/<pid>/environ`` holds that token, waits for it, and
+then lets :class:`asyncio.CancelledError` propagate. The worker running the killed command is
+freed when the runtime reports its end; its result is dropped. This needs a Linux ``/proc`` and a
+POSIX shell inside the runtime (true of the local host, AIO and OpenSandbox sandboxes); a process
+that clears its environment escapes it. Elsewhere, or with ``kill_on_cancel=False``, the command
+runs to its end or until its own ``timeout_seconds`` kills its tree. A runtime with a native
+async class does better; ``skillruntime.core.plugins.create_async_runtime`` prefers it.
 
 :func:`to_sync` is the reverse: a sync runtime over an async one, running the async runtime on a
 private event loop in one daemon thread. Calls from several threads are served concurrently by
@@ -27,6 +30,7 @@ import asyncio
 import functools
 import logging
 import threading
+import uuid
 from collections.abc import AsyncGenerator, Callable, Coroutine, Generator, Iterable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
@@ -44,12 +48,15 @@ from .models import (
 )
 from .runtime import SkillRuntime
 from .runtime_rules import closed_error
+from .workspace import ScopedFileSystem
 
 __all__ = [
+    "CANCEL_MARKER_VARIABLE",
     "DEFAULT_BRIDGE_WORKERS",
     "LoopThreadRuntime",
     "ThreadedAsyncFileSystem",
     "ThreadedAsyncRuntime",
+    "kill_marked_command",
     "to_async",
     "to_sync",
 ]
@@ -59,7 +66,22 @@ logger = logging.getLogger(__name__)
 DEFAULT_BRIDGE_WORKERS = 64
 """Default size of the thread pool of :func:`to_async`: calls running at once."""
 
+CANCEL_MARKER_VARIABLE = "SKILLRUNTIME_CANCEL_MARK"
+"""Environment variable that marks the processes of one bridged command (see the module docs)."""
+
 T = TypeVar("T")
+
+
+def kill_marked_command(token: str) -> str:
+    """A POSIX sh command sending ``SIGKILL`` to every process whose environment holds
+    ``CANCEL_MARKER_VARIABLE=token`` (three sweeps, so children forked meanwhile are caught)."""
+    marker = f"{CANCEL_MARKER_VARIABLE}={token}"
+    return (
+        f"m='{marker}'; for sweep in 1 2 3; do for d in /proc/[0-9]*; do "
+        'p=${d#/proc/}; [ "$p" = "$$" ] && continue; '
+        "if tr '\\000' '\\n' < \"$d/environ\" 2>/dev/null | grep -qxF \"$m\"; then "
+        'kill -KILL "$p" 2>/dev/null; fi; done; done; true'
+    )
 
 
 class _ThreadPool:
@@ -91,10 +113,13 @@ class ThreadedAsyncFileSystem(AsyncSkillRuntimeFileSystem):
         """The wrapped sync file system."""
         return self._inner
 
-    async def read_stream(
-        self, path: str, chunk_size: int = CHUNK_SIZE
-    ) -> AsyncGenerator[bytes, None]:
-        stream = self._inner.read_stream(path, chunk_size)
+    def read_stream(self, path: str, chunk_size: int = CHUNK_SIZE) -> AsyncGenerator[bytes, None]:
+        if isinstance(self._inner, ScopedFileSystem):
+            self._inner.scoped_path(path)  # a refused path fails at the call, as in sync code
+        return self._stream(path, chunk_size)
+
+    async def _stream(self, path: str, chunk_size: int) -> AsyncGenerator[bytes, None]:
+        stream = await self._pool.run(self._inner.read_stream, path, chunk_size)
         try:
             while True:
                 chunk = await self._pool.run(next, stream, None)
@@ -190,14 +215,26 @@ async def _next_or_none(iterator: AsyncGenerator[bytes, None]) -> bytes | None:
 
 class ThreadedAsyncRuntime(AsyncSkillRuntime):
     """An async runtime over a sync one (see :func:`to_async` and the module's cancellation
-    rules). Closing it closes the wrapped runtime and its thread pool."""
+    rules). Closing it closes the wrapped runtime and its thread pools."""
 
-    def __init__(self, runtime: SkillRuntime, *, max_workers: int = DEFAULT_BRIDGE_WORKERS) -> None:
+    def __init__(
+        self,
+        runtime: SkillRuntime,
+        *,
+        max_workers: int = DEFAULT_BRIDGE_WORKERS,
+        kill_on_cancel: bool = True,
+    ) -> None:
         if max_workers < 1:
             raise ValueError("max_workers must be at least 1")
         self._runtime = runtime
         self._executor = ThreadPoolExecutor(max_workers, thread_name_prefix="skillruntime-bridge")
         self._pool = _ThreadPool(self._executor)
+        # Kills never queue behind the commands they stop.
+        self._killer: ThreadPoolExecutor | None = (
+            ThreadPoolExecutor(2, thread_name_prefix="skillruntime-bridge-kill")
+            if kill_on_cancel
+            else None
+        )
         self._closed = False
         self._file_systems: dict[int, ThreadedAsyncFileSystem] = {}
 
@@ -224,7 +261,26 @@ class ThreadedAsyncRuntime(AsyncSkillRuntime):
 
     async def execute(self, request: SkillExecutionRequest) -> SkillExecutionResult:
         self._ensure_open()
-        return await self._pool.run(self._runtime.execute, request)
+        if self._killer is None:
+            return await self._pool.run(self._runtime.execute, request)
+        token = uuid.uuid4().hex
+        marked = request.model_copy(
+            update={"environment": {**request.environment, CANCEL_MARKER_VARIABLE: token}}
+        )
+        try:
+            return await self._pool.run(self._runtime.execute, marked)
+        except asyncio.CancelledError:
+            await asyncio.shield(self._kill(token))
+            raise
+
+    async def _kill(self, token: str) -> None:
+        """Stop the processes of the command marked ``token`` (failures are logged only)."""
+        assert self._killer is not None
+        kill = SkillExecutionRequest(command=kill_marked_command(token), timeout_seconds=30)
+        try:
+            await _ThreadPool(self._killer).run(self._runtime.execute, kill)
+        except Exception as exc:  # the cancellation itself must still propagate
+            logger.warning("stopping a cancelled %s command failed: %s", self.name, exc)
 
     async def get_file_system(self) -> AsyncSkillRuntimeFileSystem:
         self._ensure_open()
@@ -243,16 +299,22 @@ class ThreadedAsyncRuntime(AsyncSkillRuntime):
             await self._pool.run(self._runtime.close)
         finally:
             self._executor.shutdown(wait=False, cancel_futures=True)
+            if self._killer is not None:
+                self._killer.shutdown(wait=False, cancel_futures=True)
 
 
 def to_async(
-    runtime: SkillRuntime, *, max_workers: int = DEFAULT_BRIDGE_WORKERS
+    runtime: SkillRuntime,
+    *,
+    max_workers: int = DEFAULT_BRIDGE_WORKERS,
+    kill_on_cancel: bool = True,
 ) -> AsyncSkillRuntime:
     """Serve the sync ``runtime`` to asyncio code through a pool of ``max_workers`` threads.
 
-    The bridge owns ``runtime``: closing the bridge closes it.
+    ``kill_on_cancel`` marks each command so that a cancelled one is killed through the runtime
+    (see the module docs). The bridge owns ``runtime``: closing the bridge closes it.
     """
-    return ThreadedAsyncRuntime(runtime, max_workers=max_workers)
+    return ThreadedAsyncRuntime(runtime, max_workers=max_workers, kill_on_cancel=kill_on_cancel)
 
 
 class _LoopThread:

@@ -181,6 +181,11 @@ class ScopedFileSystem(SkillRuntimeFileSystem):
     def _path(self, path: str) -> str:
         return self._scope.path(path)
 
+    def scoped_path(self, path: str) -> str:
+        """The path the wrapped file system gets for ``path``; raises (closed runtime, path
+        outside the workspace) without calling it."""
+        return self._scope.path(path)
+
     def read_stream(self, path: str, chunk_size: int = CHUNK_SIZE) -> Generator[bytes, None, None]:
         return self._inner.read_stream(self._path(path), chunk_size)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from ..async_runtime import AsyncBaseSkillRuntime, AsyncSkillRuntime
-from ..bridge import LoopThreadRuntime, to_sync
+from ..bridge import LoopThreadRuntime, ThreadedAsyncRuntime, to_sync
 from ..runtime import SkillRuntime
 from .async_spy import install_async_backend_spy
 from .cancellation_contracts import CancellationContracts
@@ -54,10 +54,14 @@ class AsyncRuntimeConformance(RuntimeConformance, CancellationContracts):
         )
 
     def backend_call_counter(self, runtime: SkillRuntime) -> Callable[[], int] | None:
-        """Spies on :class:`AsyncBaseSkillRuntime`'s hooks behind the driver (else ``None``)."""
-        if isinstance(runtime, LoopThreadRuntime) and isinstance(
-            runtime.async_runtime, AsyncBaseSkillRuntime
-        ):
-            spy = install_async_backend_spy(runtime.async_runtime)
+        """Spies on the hooks of the :class:`AsyncBaseSkillRuntime` behind the driver, or of the
+        :class:`BaseSkillRuntime` behind a thread bridge (else ``None``)."""
+        if not isinstance(runtime, LoopThreadRuntime):
+            return None
+        native = runtime.async_runtime
+        if isinstance(native, AsyncBaseSkillRuntime):
+            spy = install_async_backend_spy(native)
             return lambda: spy.count
+        if isinstance(native, ThreadedAsyncRuntime):
+            return super().backend_call_counter(native.sync_runtime)
         return None
