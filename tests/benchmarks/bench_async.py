@@ -176,7 +176,8 @@ def main() -> None:
         root = Path(scratch)
         asyncio.run(bench_concurrency(root, args.concurrency))
         asyncio.run(bench_overhead(root, args.runs))
-    bench_remote(args.remote)
+    if args.remote > 0:
+        bench_remote(args.remote)
 
 
 if __name__ == "__main__":
