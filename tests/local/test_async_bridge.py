@@ -34,6 +34,7 @@ from skillruntime.core.plugins import (
     register_plugin,
     reset_plugin_manager,
 )
+from skillruntime.core.testing import process_is_dead_command
 from skillruntime.core.workspace import ConversationWorkspace
 from skillruntime.local import LocalFileSystem, LocalSkillRuntime
 
@@ -101,9 +102,7 @@ def test_cancelling_a_bridged_execute_kills_the_command_tree_through_the_runtime
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task
-            gone = await runtime.execute(
-                _request(f"kill -0 $(cat '{pid_file}') 2>/dev/null && echo alive || echo dead")
-            )
+            gone = await runtime.execute(_request(process_is_dead_command(str(pid_file))))
             assert gone.stdout == "dead\n"
 
     asyncio.run(scenario())

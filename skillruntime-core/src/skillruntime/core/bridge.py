@@ -74,13 +74,24 @@ T = TypeVar("T")
 
 def kill_marked_command(token: str) -> str:
     """A POSIX sh command sending ``SIGKILL`` to every process whose environment holds
-    ``CANCEL_MARKER_VARIABLE=token`` (three sweeps, so children forked meanwhile are caught)."""
+    ``CANCEL_MARKER_VARIABLE=token`` (three sweeps, so children forked meanwhile are caught).
+
+    It reads every ``/proc/<pid>/environ`` with one ``grep -z`` where grep has it, and with one
+    ``tr | grep`` per process otherwise.
+    """
     marker = f"{CANCEL_MARKER_VARIABLE}={token}"
     return (
-        f"m='{marker}'; for sweep in 1 2 3; do for d in /proc/[0-9]*; do "
-        'p=${d#/proc/}; [ "$p" = "$$" ] && continue; '
-        "if tr '\\000' '\\n' < \"$d/environ\" 2>/dev/null | grep -qxF \"$m\"; then "
-        'kill -KILL "$p" 2>/dev/null; fi; done; done; true'
+        f"m='{marker}'; "
+        "if printf 'a\\000' | grep -qz a 2>/dev/null; then "
+        'find_marked() { grep -lzxF "$m" /proc/[0-9]*/environ 2>/dev/null '
+        "| sed 's#^/proc/\\([0-9]*\\)/environ$#\\1#'; }; "
+        "else "
+        "find_marked() { for d in /proc/[0-9]*; do "
+        "{ tr '\\000' '\\n' < \"$d/environ\"; } 2>/dev/null | grep -qxF \"$m\" "
+        '&& echo "${d#/proc/}"; done; }; '
+        "fi; "
+        "for sweep in 1 2 3; do for p in $(find_marked); do "
+        '[ "$p" = "$$" ] || kill -KILL "$p" 2>/dev/null; done; done; true'
     )
 
 
@@ -340,10 +351,23 @@ class _LoopThread:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
 
     def stop(self) -> None:
+        """Cancel the tasks still on the loop, then stop and close it."""
+        if threading.current_thread() is self._thread:
+            raise RuntimeError("a to_sync runtime cannot be closed from its own event loop")
         self._stopped = True
+        asyncio.run_coroutine_threadsafe(_cancel_other_tasks(), self.loop).result()
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join()
+        self.loop.run_until_complete(self.loop.shutdown_asyncgens())
         self.loop.close()
+
+
+async def _cancel_other_tasks() -> None:
+    current = asyncio.current_task()
+    tasks = [task for task in asyncio.all_tasks() if task is not current]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 class _LoopFileSystem(SkillRuntimeFileSystem):
