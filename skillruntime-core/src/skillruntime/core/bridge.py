@@ -15,8 +15,10 @@ then lets :class:`asyncio.CancelledError` propagate. The worker running the kill
 freed when the runtime reports its end; its result is dropped. This needs a Linux ``/proc`` and a
 POSIX shell inside the runtime (true of the local host, AIO and OpenSandbox sandboxes); a process
 that clears its environment escapes it. Elsewhere, or with ``kill_on_cancel=False``, the command
-runs to its end or until its own ``timeout_seconds`` kills its tree. A runtime with a native
-async class does better; ``skillruntime.core.plugins.create_async_runtime`` prefers it.
+runs to its end or until its own ``timeout_seconds`` kills its tree. Other calls are not
+interrupted: a cancelled ``prepare`` runs on in its worker (bootstrap included) and is cached when
+it succeeds. A runtime with a native async class does better;
+``skillruntime.core.plugins.create_async_runtime`` prefers it.
 
 :func:`to_sync` is the reverse: a sync runtime over an async one, running the async runtime on a
 private event loop in one daemon thread. Calls from several threads are served concurrently by
