@@ -20,3 +20,4 @@ bench: setup
 	.venv/bin/python tests/benchmarks/bench_opensandbox.py
 	.venv/bin/python tests/benchmarks/bench_aio.py
 	.venv/bin/python tests/benchmarks/bench_viking.py
+	.venv/bin/python tests/benchmarks/bench_async.py

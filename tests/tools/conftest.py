@@ -24,10 +24,14 @@ double checks at the end that no sandbox outlived its test).
 
 Tests must reach runtime files only through the runtime (its file system and ``execute``), never
 through host paths, and name the runtime in expected messages as ``runtime.name``.
+
+Every test runs twice (:func:`call_path`): through ``dispatch``/``invoke``, and through
+``adispatch``/``ainvoke`` awaited on an event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -40,6 +44,7 @@ import yaml
 from doubles.aio import AioDouble
 from doubles.opensandbox import OpenSandboxDouble
 from skillruntime.aio import AioSandboxSkillRuntime
+from skillruntime.core.bridge import to_sync
 from skillruntime.core.conversations import InMemoryConversationStore
 from skillruntime.core.filesystem import SkillRuntimeFileSystem
 from skillruntime.core.models import (
@@ -49,11 +54,30 @@ from skillruntime.core.models import (
     SkillPreparationRequest,
 )
 from skillruntime.core.runtime import SkillRuntime
-from skillruntime.local import LocalSkillRuntime
+from skillruntime.core.tools import SkillTools
+from skillruntime.core.tools.base import SkillTool
+from skillruntime.local import AsyncLocalSkillRuntime, LocalSkillRuntime
 from skillruntime.opensandbox import OpenSandboxSkillRuntime
 
 RuntimeFactory = Callable[[pytest.FixtureRequest, Path], SkillRuntime]
 """Builds an open runtime for one test from its ``request`` and a fresh host directory."""
+
+
+@pytest.fixture(autouse=True, params=["sync", "async"])
+def call_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Route every ``dispatch``/``invoke`` of a test through ``adispatch``/``ainvoke`` in the
+    ``async`` run, each awaited on a fresh event loop."""
+    if request.param == "async":
+
+        def dispatch(self: SkillTools, name: str, arguments: Any) -> str:
+            return asyncio.run(self.adispatch(name, arguments))
+
+        def invoke(self: SkillTool, arguments: Any = None) -> str:
+            return asyncio.run(self.ainvoke(arguments))
+
+        monkeypatch.setattr(SkillTools, "dispatch", dispatch)
+        monkeypatch.setattr(SkillTool, "invoke", invoke)
+    return str(request.param)
 
 
 def _unique_conversation() -> str:
@@ -62,6 +86,18 @@ def _unique_conversation() -> str:
 
 def _local_work_root(request: pytest.FixtureRequest, tmp: Path) -> SkillRuntime:
     return LocalSkillRuntime(work_root=tmp / "work", kill_grace_seconds=0.2, drain_seconds=0.2)
+
+
+def _local_async(request: pytest.FixtureRequest, tmp: Path) -> SkillRuntime:
+    """The native async local runtime, handed to the tools through ``to_sync``."""
+    return to_sync(
+        AsyncLocalSkillRuntime(
+            conversation_id="conv-1",
+            conversations_root=tmp / "conversations",
+            kill_grace_seconds=0.2,
+            drain_seconds=0.2,
+        )
+    )
 
 
 def _local_conversation(request: pytest.FixtureRequest, tmp: Path) -> SkillRuntime:
@@ -148,6 +184,7 @@ def _opensandbox(*, conversation: bool = True) -> RuntimeFactory:
 RUNTIME_FACTORIES: dict[str, RuntimeFactory] = {
     "local-work-root": _local_work_root,
     "local-conversation": _local_conversation,
+    "local-async-conversation": _local_async,
     "aio-bash": _aio("tools_aio_bash", "bash"),
     "aio-bash-shared-root": _aio("tools_aio_bash", "bash", conversation=False),
     "aio-shell": _aio("tools_aio_shell", "shell"),

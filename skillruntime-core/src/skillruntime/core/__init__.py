@@ -1,5 +1,8 @@
 """skillruntime core: the SkillRuntime SPI, its models, skill files and conversation workspaces."""
 
+from .async_filesystem import AsyncSkillRuntimeFileSystem
+from .async_runtime import AsyncBaseSkillRuntime, AsyncSkillRuntime
+from .bridge import to_async, to_sync
 from .errors import (
     ArtifactIntegrityError,
     ExecutionTransportError,
@@ -36,6 +39,9 @@ from .workspace import ConversationWorkspace, ScopedFileSystem
 
 __all__ = [
     "ArtifactIntegrityError",
+    "AsyncBaseSkillRuntime",
+    "AsyncSkillRuntime",
+    "AsyncSkillRuntimeFileSystem",
     "BaseSkillRuntime",
     "BootstrapCommand",
     "ConversationWorkspace",
@@ -66,4 +72,6 @@ __all__ = [
     "WorkspaceEscapeError",
     "file_error_code",
     "file_error_from_os_error",
+    "to_async",
+    "to_sync",
 ]

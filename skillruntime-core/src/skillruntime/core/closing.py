@@ -1,11 +1,12 @@
-"""``Closeable``: the context-manager protocol shared by everything with a ``close()``."""
+"""``Closeable`` and ``AsyncCloseable``: the (async) context-manager protocol of everything with a
+``close()``."""
 
 from __future__ import annotations
 
 from types import TracebackType
 from typing import Self
 
-__all__ = ["Closeable"]
+__all__ = ["AsyncCloseable", "Closeable"]
 
 
 class Closeable:
@@ -27,3 +28,24 @@ class Closeable:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+class AsyncCloseable:
+    """Mixin: ``async with obj:`` returns ``obj`` and awaits ``obj.close()`` on the way out.
+
+    Subclasses define the coroutine :meth:`close`; it should be idempotent.
+    """
+
+    async def close(self) -> None:
+        """Release what the object holds (subclasses override)."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()

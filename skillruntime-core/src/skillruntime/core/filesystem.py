@@ -17,8 +17,9 @@ import tempfile
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Generator, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from .errors import FileTooLargeError, RuntimeFileError, RuntimeFileNotFoundError
 from .models import FileInfo
@@ -27,8 +28,16 @@ __all__ = [
     "CHUNK_SIZE",
     "DEFAULT_LIST_LIMIT",
     "DEFAULT_READ_LIMIT",
+    "LIST_CHILDREN_LIMIT",
+    "ListChildren",
     "SkillRuntimeFileSystem",
+    "StatPath",
+    "check_read_limit",
+    "decode_file_text",
     "iter_local_file",
+    "list_files_plan",
+    "read_limit_exceeded",
+    "upload_executable",
 ]
 
 logger = logging.getLogger(__name__)
@@ -48,6 +57,94 @@ def iter_local_file(path: Path, chunk_size: int = CHUNK_SIZE) -> Iterator[bytes]
     with path.open("rb") as handle:
         while chunk := handle.read(chunk_size):
             yield chunk
+
+
+def check_read_limit(max_bytes: int) -> None:
+    """Refuse a read limit that is not positive."""
+    if max_bytes <= 0:
+        raise ValueError("max_bytes must be greater than zero")
+
+
+def read_limit_exceeded(path: str, max_bytes: int) -> FileTooLargeError:
+    """The error of a read that went past ``max_bytes``."""
+    return FileTooLargeError(
+        f"File exceeds read limit of {max_bytes} bytes: {path}", path=path, limit=max_bytes
+    )
+
+
+def decode_file_text(data: bytes, path: str, encoding: str, errors: str) -> str:
+    """Decode the content of ``path``; undecodable content raises :class:`RuntimeFileError`."""
+    try:
+        return data.decode(encoding, errors)
+    except UnicodeDecodeError as exc:
+        raise RuntimeFileError(
+            f"File is not valid {encoding} text: {path} ({exc.reason} at byte {exc.start})",
+            path=path,
+        ) from exc
+
+
+def upload_executable(source: Path, path: str, executable: bool | None) -> bool:
+    """Check that the host file ``source`` can be uploaded to ``path``; its executable flag.
+
+    ``executable`` of ``None`` takes the host file's executable bit.
+    """
+    try:
+        mode = source.stat().st_mode
+    except FileNotFoundError as exc:
+        raise RuntimeFileNotFoundError(f"Local file not found: {source}", path=path) from exc
+    if not stat_module.S_ISREG(mode):
+        raise RuntimeFileError(f"Local path is not a regular file: {source}", path=path)
+    return bool(mode & 0o111) if executable is None else executable
+
+
+@dataclass(frozen=True)
+class StatPath:
+    """Step of :func:`list_files_plan`: ask for the :meth:`~SkillRuntimeFileSystem.stat` of
+    ``path``."""
+
+    path: str
+
+
+@dataclass(frozen=True)
+class ListChildren:
+    """Step of :func:`list_files_plan`: ask for the children of ``directory``."""
+
+    directory: str
+
+
+def list_files_plan(
+    path: str, depth: int, limit: int
+) -> Generator[StatPath | ListChildren, Any, list[FileInfo]]:
+    """The walk of :meth:`SkillRuntimeFileSystem.list_files`, asking for each stat and listing.
+
+    Breadth-first, each level in listing order, at most ``limit`` regular files; a regular file
+    returns itself alone; a missing path raises :class:`RuntimeFileNotFoundError`.
+    """
+    if limit <= 0:
+        return []
+    root: FileInfo | None = yield StatPath(path)
+    if root is None:
+        raise RuntimeFileNotFoundError(f"Path does not exist: {path}", path=path)
+    if not root.is_directory:
+        return [root]
+    found: list[FileInfo] = []
+    queue: deque[tuple[str, int]] = deque([(root.path, 1)])
+    while queue and len(found) < limit:
+        directory, level = queue.popleft()
+        entries: list[FileInfo] = yield ListChildren(directory)
+        for entry in entries:
+            if entry.is_directory:
+                if level < depth:
+                    queue.append((entry.path, level + 1))
+            else:
+                found.append(entry)
+                if len(found) >= limit:
+                    break
+    return found
+
+
+LIST_CHILDREN_LIMIT = DEFAULT_LIST_LIMIT * 100
+"""Entries fetched per directory by :meth:`SkillRuntimeFileSystem.list_files`."""
 
 
 class SkillRuntimeFileSystem(ABC):
@@ -112,18 +209,13 @@ class SkillRuntimeFileSystem(ABC):
 
         The limit is enforced while streaming: at most ``max_bytes`` plus one chunk is held.
         """
-        if max_bytes <= 0:
-            raise ValueError("max_bytes must be greater than zero")
+        check_read_limit(max_bytes)
         buffer = bytearray()
         with contextlib.closing(self.read_stream(path)) as stream:
             for chunk in stream:
                 buffer.extend(chunk)
                 if len(buffer) > max_bytes:
-                    raise FileTooLargeError(
-                        f"File exceeds read limit of {max_bytes} bytes: {path}",
-                        path=path,
-                        limit=max_bytes,
-                    )
+                    raise read_limit_exceeded(path, max_bytes)
         return bytes(buffer)
 
     def read_text(
@@ -135,14 +227,7 @@ class SkillRuntimeFileSystem(ABC):
         errors: str = "strict",
     ) -> str:
         """Read a text file (UTF-8 by default) with the limit of :meth:`read_bytes`."""
-        data = self.read_bytes(path, max_bytes)
-        try:
-            return data.decode(encoding, errors)
-        except UnicodeDecodeError as exc:
-            raise RuntimeFileError(
-                f"File is not valid {encoding} text: {path} ({exc.reason} at byte {exc.start})",
-                path=path,
-            ) from exc
+        return decode_file_text(self.read_bytes(path, max_bytes), path, encoding, errors)
 
     def write_bytes(self, path: str, data: bytes, *, executable: bool = False) -> int:
         """Write ``data`` to ``path`` (parents created, content replaced)."""
@@ -200,14 +285,7 @@ class SkillRuntimeFileSystem(ABC):
         ``executable`` of ``None`` keeps the host file's executable bit.
         """
         source = Path(local_path)
-        try:
-            mode = source.stat().st_mode
-        except FileNotFoundError as exc:
-            raise RuntimeFileNotFoundError(f"Local file not found: {source}", path=path) from exc
-        if not stat_module.S_ISREG(mode):
-            raise RuntimeFileError(f"Local path is not a regular file: {source}", path=path)
-        if executable is None:
-            executable = bool(mode & 0o111)
+        executable = upload_executable(source, path, executable)
         return self.write_stream(path, iter_local_file(source), executable=executable)
 
     def upload_files(self, files: Iterable[tuple[Path, str, bool]]) -> int:
@@ -230,26 +308,16 @@ class SkillRuntimeFileSystem(ABC):
         At most ``limit`` entries, visited breadth-first, each level sorted by path. A regular file
         returns itself alone; a missing path raises :class:`RuntimeFileNotFoundError`.
         """
-        if limit <= 0:
-            return []
-        root = self.stat(path)
-        if root is None:
-            raise RuntimeFileNotFoundError(f"Path does not exist: {path}", path=path)
-        if not root.is_directory:
-            return [root]
-        found: list[FileInfo] = []
-        queue: deque[tuple[str, int]] = deque([(root.path, 1)])
-        while queue and len(found) < limit:
-            directory, level = queue.popleft()
-            for entry in self.list_directory(directory, 1, DEFAULT_LIST_LIMIT * 100):
-                if entry.is_directory:
-                    if level < depth:
-                        queue.append((entry.path, level + 1))
+        plan = list_files_plan(path, depth, limit)
+        try:
+            step = next(plan)
+            while True:
+                if isinstance(step, StatPath):
+                    step = plan.send(self.stat(step.path))
                 else:
-                    found.append(entry)
-                    if len(found) >= limit:
-                        break
-        return found
+                    step = plan.send(self.list_directory(step.directory, 1, LIST_CHILDREN_LIMIT))
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
 
     @staticmethod
     def join(base: str, *parts: str) -> str:

@@ -26,6 +26,8 @@ import pluggy
 from pydantic import ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .async_runtime import AsyncSkillRuntime
+from .bridge import to_async
 from .errors import PluginNotFoundError, SkillRuntimeError
 from .runtime import SkillRuntime
 
@@ -45,6 +47,7 @@ __all__ = [
     "available_conversation_stores",
     "available_runtimes",
     "build_runtime_options",
+    "create_async_runtime",
     "create_runtime",
     "describe_options",
     "env_prefix_for",
@@ -101,6 +104,9 @@ class RuntimeProvider(Generic[OptionsT]):
     ``name`` is what users pass to :func:`create_runtime`, ``description`` one line for listings,
     ``options_model`` validates options, ``factory`` builds a runtime from validated options and
     ``distribution`` names the distribution that ships it (shown in listings and errors).
+    ``async_factory`` (optional) builds the backend's native
+    :class:`~skillruntime.core.async_runtime.AsyncSkillRuntime` from the same options; without it
+    :func:`create_async_runtime` serves the sync runtime through the thread bridge.
     """
 
     name: str
@@ -108,6 +114,7 @@ class RuntimeProvider(Generic[OptionsT]):
     options_model: type[OptionsT]
     factory: Callable[[OptionsT], SkillRuntime]
     distribution: str = ""
+    async_factory: Callable[[OptionsT], AsyncSkillRuntime] | None = None
 
 
 @dataclass(frozen=True)
@@ -482,3 +489,19 @@ def create_runtime(name: str, /, **options: Any) -> SkillRuntime:
     validated = build_runtime_options(provider, options)
     logger.debug("creating runtime %s with options %s", name, sorted(options))
     return provider.factory(validated)
+
+
+def create_async_runtime(name: str, /, **options: Any) -> AsyncSkillRuntime:
+    """Build the async runtime ``name`` from validated ``options`` (same rules as
+    :func:`create_runtime`).
+
+    The provider's native async runtime is used when it has one (``async_factory``); otherwise
+    its sync runtime is served through :func:`~skillruntime.core.bridge.to_async`, whose
+    cancellation guarantees are weaker (see :mod:`skillruntime.core.bridge`).
+    """
+    provider = get_runtime_provider(name)
+    validated = build_runtime_options(provider, options)
+    logger.debug("creating async runtime %s with options %s", name, sorted(options))
+    if provider.async_factory is not None:
+        return provider.async_factory(validated)
+    return to_async(provider.factory(validated))

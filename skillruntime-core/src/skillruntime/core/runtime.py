@@ -14,10 +14,8 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 from .closing import Closeable
-from .errors import RuntimeClosedError, SkillPrepareError, SkillRuntimeError
 from .filesystem import SkillRuntimeFileSystem
 from .models import (
     Skill,
@@ -27,15 +25,27 @@ from .models import (
     SkillRuntimeConfig,
     validate_environment,
 )
-from .skillfiles import (
-    DEFAULT_UPLOAD_POLICY,
-    SkillFile,
-    UploadPolicy,
-    iter_skill_files,
-    prepared_directory_name,
-    skill_digest,
+from .runtime_rules import (
+    BOOTSTRAP_OUTPUT_TAIL,
+    Bootstrap,
+    CheckReady,
+    MarkReady,
+    PlaceFiles,
+    PreparationStep,
+    bootstrap_failure,
+    bootstrap_requests,
+    bootstrap_transport_failure,
+    closed_error,
+    command_directory,
+    drive,
+    merge_environment,
+    place_failure,
+    preparation_plan,
+    prepare_key,
+    scan_skill,
 )
-from .workspace import ConversationWorkspace, ScopedFileSystem, resolve_against
+from .skillfiles import DEFAULT_UPLOAD_POLICY, SkillFile, UploadPolicy
+from .workspace import ConversationWorkspace, ScopedFileSystem
 
 __all__ = [
     "BOOTSTRAP_OUTPUT_TAIL",
@@ -47,9 +57,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-BOOTSTRAP_OUTPUT_TAIL = 2000
-"""Characters of a failing bootstrap command's output kept in :class:`SkillPrepareError`."""
 
 
 class SkillRuntime(Closeable, ABC):
@@ -117,30 +124,10 @@ def run_bootstrap(runtime: SkillRuntime, skill: Skill, config: SkillRuntimeConfi
     The runtime adds its merged environment. The first command that exits non-zero or times out
     stops the run with :class:`SkillPrepareError` carrying its exit code and output tail.
     """
-    for index, step in enumerate(config.bootstrap, start=1):
-        result = runtime.execute(
-            SkillExecutionRequest(
-                command=step.command,
-                working_directory=skill.base_path,
-                timeout_seconds=step.timeout_seconds,
-                environment=dict(config.environment),
-            )
-        )
-        if result.ok:
-            continue
-        combined = (result.stdout + result.stderr)[-BOOTSTRAP_OUTPUT_TAIL:]
-        what = (
-            f"timed out after {step.timeout_seconds:g}s"
-            if result.timed_out
-            else f"failed with exit code {result.exit_code}"
-        )
-        raise SkillPrepareError(
-            f"Bootstrap command {index} of skill '{skill.name}' {what}; output tail:\n{combined}",
-            skill_name=skill.name,
-            exit_code=result.exit_code,
-            output_tail=combined,
-            timed_out=result.timed_out,
-        )
+    for index, step, request in bootstrap_requests(skill, config):
+        failure = bootstrap_failure(skill, index, step, runtime.execute(request))
+        if failure is not None:
+            raise failure
 
 
 class BaseSkillRuntime(SkillRuntime):
@@ -238,26 +225,24 @@ class BaseSkillRuntime(SkillRuntime):
 
     def _ensure_open(self) -> None:
         if self._closed:
-            raise RuntimeClosedError(f"The {self.name} runtime is closed")
+            raise closed_error(self.name)
 
     def effective_environment(self, request_environment: Mapping[str, str]) -> dict[str, str]:
         """The environment overlay of a command: base < prepared skill configs < request."""
         with self._lock:
-            merged = dict(self._base_environment)
-            for environment in self._skill_environment.values():
-                merged.update(environment)
-        merged.update(request_environment)
-        return merged
+            layers = list(self._skill_environment.values())
+        return merge_environment(self._base_environment, layers, request_environment)
 
     # --------------------------------------------------------------------- SPI
 
     def execute(self, request: SkillExecutionRequest) -> SkillExecutionResult:
         self._ensure_open()
-        cwd = request.working_directory or self.default_working_directory
-        if self._workspace is not None:
-            cwd = self._check_real_path(self._workspace.resolve(cwd))
-        else:
-            cwd = resolve_against(self.default_working_directory, cwd)
+        cwd = command_directory(
+            request.working_directory,
+            self.default_working_directory,
+            self._workspace,
+            self._check_real_path,
+        )
         # Checked again: a request built without validation must not smuggle bad names through.
         request_environment = validate_environment(request.environment)
         return self._run(request, cwd, self.effective_environment(request_environment))
@@ -288,16 +273,8 @@ class BaseSkillRuntime(SkillRuntime):
         return [self._prepare_one(skill, request.config_for(skill)) for skill in request.skills]
 
     def _prepare_one(self, skill: Skill, config: SkillRuntimeConfig) -> Skill:
-        source = Path(skill.base_path)
-        try:
-            files = list(iter_skill_files(source, self._upload_policy))
-            digest = skill_digest(files)
-        except OSError as exc:
-            raise SkillPrepareError(
-                f"Cannot read skill '{skill.name}' at {source}: {exc.strerror or exc}",
-                skill_name=skill.name,
-            ) from exc
-        key = (skill.name, digest, config.model_dump_json())
+        scanned = scan_skill(skill, self._upload_policy)
+        key = prepare_key(skill, scanned.digest, config)
         with self._lock:
             lock = self._prepare_locks.setdefault(key, threading.Lock())
         with lock:
@@ -306,26 +283,16 @@ class BaseSkillRuntime(SkillRuntime):
             if cached is not None:
                 return skill.with_base_path(cached.base_path)
             started = time.monotonic()
-            root = self._skills_root()
-            if root is None:
-                base_path = str(source.resolve())
-                prepared = skill.with_base_path(base_path)
-                self._bootstrap(prepared, config)
-            else:
-                base_path = posixpath.join(root, prepared_directory_name(skill.name, digest))
-                prepared = skill.with_base_path(base_path)
-                if not self._is_ready(base_path):
-                    self._place(skill, files, base_path)
-                    self._bootstrap(prepared, config)
-                    self._mark_ready(base_path, digest=digest)
+            plan = preparation_plan(skill, config, scanned, self._skills_root())
+            prepared = drive(plan, self._perform)
             self._activate(skill.name, config)
             with self._lock:
-                self._prepared[key] = PreparedSkill(base_path, digest, config)
+                self._prepared[key] = PreparedSkill(prepared.base_path, scanned.digest, config)
             logger.info(
                 "prepared skill %s (%s, %d files) in %s runtime in %.3fs",
                 skill.name,
-                digest[:12],
-                len(files),
+                scanned.digest[:12],
+                len(scanned.files),
                 self.name,
                 time.monotonic() - started,
             )
@@ -336,27 +303,32 @@ class BaseSkillRuntime(SkillRuntime):
             self._skill_environment.pop(skill_name, None)
             self._skill_environment[skill_name] = dict(config.environment)
 
+    def _perform(self, step: PreparationStep) -> bool | None:
+        """Carry out one step of :func:`~skillruntime.core.runtime_rules.preparation_plan`."""
+        if isinstance(step, CheckReady):
+            return self._is_ready(step.target)
+        if isinstance(step, PlaceFiles):
+            self._place(step.skill, step.files, step.target)
+        elif isinstance(step, Bootstrap):
+            self._bootstrap(step.skill, step.config)
+        elif isinstance(step, MarkReady):
+            self._mark_ready(step.target, digest=step.digest)
+        return None
+
     def _place(self, skill: Skill, files: Sequence[SkillFile], target: str) -> None:
         try:
             self._place_skill(skill, files, target)
-        except SkillPrepareError:
-            raise
-        except RuntimeClosedError:
-            raise
         except Exception as exc:
-            raise SkillPrepareError(
-                f"Copying skill '{skill.name}' into the {self.name} runtime failed: {exc}",
-                skill_name=skill.name,
-            ) from exc
+            failure = place_failure(skill, self.name, exc)
+            if failure is exc:
+                raise
+            raise failure from exc
 
     def _bootstrap(self, prepared: Skill, config: SkillRuntimeConfig) -> None:
         try:
             run_bootstrap(self, prepared, config)
-        except (SkillPrepareError, RuntimeClosedError):
-            raise
-        except SkillRuntimeError as exc:
-            raise SkillPrepareError(
-                f"Bootstrap of skill '{prepared.name}' could not run in the {self.name} runtime: "
-                f"{exc}",
-                skill_name=prepared.name,
-            ) from exc
+        except Exception as exc:
+            failure = bootstrap_transport_failure(prepared, self.name, exc)
+            if failure is exc:
+                raise
+            raise failure from exc

@@ -20,6 +20,7 @@ from .models import FileInfo
 __all__ = [
     "CONVERSATION_ID_PATTERN",
     "ConversationWorkspace",
+    "PathScope",
     "ScopedFileSystem",
     "resolve_against",
     "validate_conversation_id",
@@ -127,14 +128,57 @@ def local_real_path_checker(workspace: ConversationWorkspace) -> Callable[[str],
     return check
 
 
-class ScopedFileSystem(SkillRuntimeFileSystem):
-    """Wraps a runtime file system: maps every path through a workspace and checks closure.
+class PathScope:
+    """The path rules of a scoped file system, shared by the sync and async wrappers.
 
     ``is_closed`` is consulted before every call (``RuntimeClosedError`` once it returns true);
     ``workspace`` (optional) scopes paths; without one, ``base_directory`` (optional, an absolute
     path: the runtime's default working directory) is where relative paths resolve, so the file
     system and commands agree on them. ``check_real_path`` (optional) is applied to the scoped
     path before delegation, e.g. to refuse symlinks that lead out of a host workspace.
+    """
+
+    def __init__(
+        self,
+        *,
+        workspace: ConversationWorkspace | None = None,
+        is_closed: Callable[[], bool] = lambda: False,
+        check_real_path: Callable[[str], str] | None = None,
+        runtime_name: str = "runtime",
+        base_directory: str | None = None,
+    ) -> None:
+        if base_directory is not None and not base_directory.startswith("/"):
+            raise ValueError(f"base_directory must be absolute (got {base_directory!r})")
+        self._workspace = workspace
+        self._base_directory = base_directory
+        self._is_closed = is_closed
+        self._check_real_path = check_real_path
+        self._runtime_name = runtime_name
+
+    def path(self, path: str) -> str:
+        """The backend path of ``path``; raises before any backend call when it is refused."""
+        if self._is_closed():
+            raise RuntimeClosedError(f"The {self._runtime_name} runtime is closed")
+        if self._workspace is not None:
+            path = self._workspace.resolve(path)
+        elif self._base_directory is not None:
+            path = resolve_against(self._base_directory, path)
+        if self._check_real_path is not None:
+            path = self._check_real_path(path)
+        return path
+
+    def deletable(self, path: str) -> str:
+        """Like :meth:`path`, and the workspace directory itself is refused."""
+        resolved = self.path(path)
+        if self._workspace is not None and resolved == self._workspace.directory:
+            raise WorkspaceEscapeError("The conversation workspace itself cannot be deleted")
+        return resolved
+
+
+class ScopedFileSystem(SkillRuntimeFileSystem):
+    """Wraps a runtime file system: maps every path through a workspace and checks closure.
+
+    The arguments are those of :class:`PathScope`, whose rules apply to every path.
     """
 
     def __init__(
@@ -147,14 +191,15 @@ class ScopedFileSystem(SkillRuntimeFileSystem):
         runtime_name: str = "runtime",
         base_directory: str | None = None,
     ) -> None:
-        if base_directory is not None and not base_directory.startswith("/"):
-            raise ValueError(f"base_directory must be absolute (got {base_directory!r})")
         self._inner = inner
         self._workspace = workspace
-        self._base_directory = base_directory
-        self._is_closed = is_closed
-        self._check_real_path = check_real_path
-        self._runtime_name = runtime_name
+        self._scope = PathScope(
+            workspace=workspace,
+            is_closed=is_closed,
+            check_real_path=check_real_path,
+            runtime_name=runtime_name,
+            base_directory=base_directory,
+        )
 
     @property
     def inner(self) -> SkillRuntimeFileSystem:
@@ -162,15 +207,12 @@ class ScopedFileSystem(SkillRuntimeFileSystem):
         return self._inner
 
     def _path(self, path: str) -> str:
-        if self._is_closed():
-            raise RuntimeClosedError(f"The {self._runtime_name} runtime is closed")
-        if self._workspace is not None:
-            path = self._workspace.resolve(path)
-        elif self._base_directory is not None:
-            path = resolve_against(self._base_directory, path)
-        if self._check_real_path is not None:
-            path = self._check_real_path(path)
-        return path
+        return self._scope.path(path)
+
+    def scoped_path(self, path: str) -> str:
+        """The path the wrapped file system gets for ``path``; raises (closed runtime, path
+        outside the workspace) without calling it."""
+        return self._scope.path(path)
 
     def read_stream(self, path: str, chunk_size: int = CHUNK_SIZE) -> Generator[bytes, None, None]:
         return self._inner.read_stream(self._path(path), chunk_size)
@@ -187,10 +229,7 @@ class ScopedFileSystem(SkillRuntimeFileSystem):
         return self._inner.list_directory(self._path(path), depth, limit)
 
     def delete(self, path: str) -> None:
-        resolved = self._path(path)
-        if self._workspace is not None and resolved == self._workspace.directory:
-            raise WorkspaceEscapeError("The conversation workspace itself cannot be deleted")
-        self._inner.delete(resolved)
+        self._inner.delete(self._scope.deletable(path))
 
     def make_directory(self, path: str) -> None:
         self._inner.make_directory(self._path(path))

@@ -4,18 +4,25 @@ from __future__ import annotations
 
 from typing import Any
 
+from skillruntime.core.async_runtime import AsyncSkillRuntime
 from skillruntime.core.plugins import RuntimeProvider, hookimpl
 from skillruntime.core.runtime import SkillRuntime
 
+from .async_runtime import AsyncLocalSkillRuntime
 from .options import LocalRuntimeOptions
 from .runtime import LocalSkillRuntime
 
-__all__ = ["create_local_runtime", "skillruntime_runtimes"]
+__all__ = ["create_async_local_runtime", "create_local_runtime", "skillruntime_runtimes"]
 
 
 def create_local_runtime(options: LocalRuntimeOptions) -> SkillRuntime:
     """Factory of the ``local`` provider: a :class:`LocalSkillRuntime` from validated options."""
     return LocalSkillRuntime(**options.runtime_arguments())
+
+
+def create_async_local_runtime(options: LocalRuntimeOptions) -> AsyncSkillRuntime:
+    """Async factory of the ``local`` provider: an :class:`AsyncLocalSkillRuntime`."""
+    return AsyncLocalSkillRuntime(**options.runtime_arguments())
 
 
 @hookimpl
@@ -28,5 +35,6 @@ def skillruntime_runtimes() -> list[RuntimeProvider[Any]]:
             options_model=LocalRuntimeOptions,
             factory=create_local_runtime,
             distribution="skillruntime-local",
+            async_factory=create_async_local_runtime,
         )
     ]

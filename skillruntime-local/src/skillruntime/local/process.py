@@ -40,7 +40,16 @@ from skillruntime.core.errors import ExecutionTransportError, RuntimeClosedError
 from skillruntime.core.models import SkillExecutionResult
 from skillruntime.core.output import HeadTailBuffer
 
-__all__ = ["DEFAULT_DRAIN_SECONDS", "DEFAULT_KILL_GRACE_SECONDS", "ProcessRegistry", "run_command"]
+__all__ = [
+    "DEFAULT_DRAIN_SECONDS",
+    "DEFAULT_KILL_GRACE_SECONDS",
+    "ExitNotifier",
+    "KillSchedule",
+    "ProcessRegistry",
+    "command_result",
+    "run_command",
+    "signal_group",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +84,7 @@ class ProcessRegistry:
             self._running[process.pid] = process
             if self._closed:
                 self._cancelled.add(process.pid)
-                _signal_group(process.pid, signal.SIGKILL)
+                signal_group(process.pid, signal.SIGKILL)
 
     def remove(self, process: subprocess.Popen[bytes]) -> bool:
         """Unregister a process (before it is reaped); return True when close() cancelled it."""
@@ -91,16 +100,84 @@ class ProcessRegistry:
             self._closed = True
             for pid in self._running:
                 self._cancelled.add(pid)
-                _signal_group(pid, signal.SIGKILL)
+                signal_group(pid, signal.SIGKILL)
             return len(self._running)
 
 
-def _signal_group(pgid: int, signum: signal.Signals) -> None:
+def signal_group(pgid: int, signum: signal.Signals) -> None:
+    """Send ``signum`` to the process group ``pgid``; a group that is gone is ignored."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signum)
 
 
-class _ExitNotifier:
+class KillSchedule:
+    """When a command's process group is signalled: the timeout, drain and kill-grace rules.
+
+    Shared by the blocking and the asyncio supervisors. ``stop_at`` is the next instant (on the
+    caller's monotonic clock) at which :meth:`advance` must be called; :meth:`exit_seen` records
+    the shell's exit, after which background holders of the pipes get ``drain_seconds``.
+    """
+
+    __slots__ = ("_drain", "_grace", "exited", "phase", "signalled", "stop_at", "timed_out")
+
+    def __init__(self, deadline: float, *, kill_grace: float, drain_seconds: float) -> None:
+        self._grace = kill_grace
+        self._drain = drain_seconds
+        self.phase = _RUNNING
+        self.stop_at = deadline
+        self.exited = False
+        self.timed_out = False
+        self.signalled = False
+
+    def exit_seen(self, now: float) -> None:
+        """The shell exited at ``now``."""
+        self.exited = True
+        if self.phase == _RUNNING:
+            self.stop_at = min(self.stop_at, now + self._drain)
+
+    def advance(self, now: float) -> signal.Signals | None:
+        """``stop_at`` has passed: the signal to send the group, or ``None`` to abandon pipes
+        still held by processes outside the group."""
+        if self.phase == _RUNNING:
+            self.timed_out = not self.exited
+            self.signalled = True
+            self.phase, self.stop_at = _TERMINATING, now + self._grace
+            return signal.SIGTERM
+        if self.phase == _TERMINATING:
+            self.phase, self.stop_at = _KILLED, now + _FINAL_DRAIN_SECONDS
+            return signal.SIGKILL
+        return None
+
+
+def command_result(
+    *,
+    timed_out: bool,
+    returncode: int,
+    stdout: HeadTailBuffer,
+    stderr: HeadTailBuffer,
+    duration_seconds: float,
+) -> SkillExecutionResult:
+    """The result of a finished command: ``-1`` on timeout, ``128 + N`` for signal ``N``."""
+    stdout_text, stdout_truncated = stdout.text()
+    stderr_text, stderr_truncated = stderr.text()
+    if timed_out:
+        exit_code = -1
+    elif returncode < 0:
+        exit_code = 128 - returncode
+    else:
+        exit_code = returncode
+    return SkillExecutionResult(
+        exit_code=exit_code,
+        stdout=stdout_text,
+        stderr=stderr_text,
+        timed_out=timed_out,
+        duration_seconds=duration_seconds,
+        stdout_truncated=stdout_truncated,
+        stderr_truncated=stderr_truncated,
+    )
+
+
+class ExitNotifier:
     """A file descriptor that becomes readable when the process exits (without reaping it)."""
 
     def __init__(self, pid: int, *, use_pidfd: bool) -> None:
@@ -186,29 +263,19 @@ def run_command(
         )
     finally:
         if outcome is None:  # interrupted (KeyboardInterrupt, ...): leave nothing behind
-            _signal_group(process.pid, signal.SIGKILL)
+            signal_group(process.pid, signal.SIGKILL)
         if registry is not None:
             cancelled = registry.remove(process)
         returncode = process.wait()
     if cancelled:
         raise RuntimeClosedError("The runtime was closed while the command was running")
     timed_out, stdout, stderr = outcome
-    stdout_text, stdout_truncated = stdout.text()
-    stderr_text, stderr_truncated = stderr.text()
-    if timed_out:
-        exit_code = -1
-    elif returncode < 0:
-        exit_code = 128 - returncode
-    else:
-        exit_code = returncode
-    return SkillExecutionResult(
-        exit_code=exit_code,
-        stdout=stdout_text,
-        stderr=stderr_text,
+    return command_result(
         timed_out=timed_out,
+        returncode=returncode,
+        stdout=stdout,
+        stderr=stderr,
         duration_seconds=time.monotonic() - started,
-        stdout_truncated=stdout_truncated,
-        stderr_truncated=stderr_truncated,
     )
 
 
@@ -230,45 +297,33 @@ def _supervise(
         stderr.fileno(): HeadTailBuffer(max_output_bytes),
     }
     stdout_buffer, stderr_buffer = buffers.values()
-    notifier = _ExitNotifier(process.pid, use_pidfd=use_pidfd)
+    notifier = ExitNotifier(process.pid, use_pidfd=use_pidfd)
     # poll(2) needs no kernel object per call, unlike epoll; three descriptors are its sweet spot.
     selector: selectors.BaseSelector = (
         selectors.PollSelector()
         if hasattr(selectors, "PollSelector")
         else selectors.DefaultSelector()
     )
-    timed_out = False
-    signalled = False
+    schedule = KillSchedule(deadline, kill_grace=kill_grace, drain_seconds=drain_seconds)
     try:
         for fd in buffers:
             selector.register(fd, selectors.EVENT_READ)
         selector.register(notifier.fd, selectors.EVENT_READ)
         open_pipes = len(buffers)
-        exited = False
-        phase = _RUNNING
-        stop_at = deadline
-        while open_pipes or not exited:
+        while open_pipes or not schedule.exited:
             now = time.monotonic()
-            if now >= stop_at:
-                if phase == _RUNNING:
-                    timed_out = not exited
-                    signalled = True
-                    _signal_group(process.pid, signal.SIGTERM)
-                    phase, stop_at = _TERMINATING, now + kill_grace
-                elif phase == _TERMINATING:
-                    _signal_group(process.pid, signal.SIGKILL)
-                    phase, stop_at = _KILLED, now + _FINAL_DRAIN_SECONDS
-                else:
+            if now >= schedule.stop_at:
+                signum = schedule.advance(now)
+                if signum is None:
                     logger.warning("abandoning output pipes held by a process outside the group")
                     break
+                signal_group(process.pid, signum)
                 continue
-            for key, _ in selector.select(stop_at - now):
+            for key, _ in selector.select(schedule.stop_at - now):
                 fd = int(key.fd)
                 if fd == notifier.fd:
-                    exited = True
+                    schedule.exit_seen(time.monotonic())
                     selector.unregister(fd)
-                    if phase == _RUNNING:
-                        stop_at = min(stop_at, time.monotonic() + drain_seconds)
                     continue
                 data = os.read(fd, _READ_SIZE)
                 if data:
@@ -276,13 +331,13 @@ def _supervise(
                 else:
                     selector.unregister(fd)
                     open_pipes -= 1
-        if signalled:
+        if schedule.signalled:
             # Stragglers that closed their pipes but ignored SIGTERM; the shell is not reaped
             # yet, so the group id still belongs to this command.
-            _signal_group(process.pid, signal.SIGKILL)
+            signal_group(process.pid, signal.SIGKILL)
     finally:
         selector.close()
         notifier.close()
         stdout.close()
         stderr.close()
-    return timed_out, stdout_buffer, stderr_buffer
+    return schedule.timed_out, stdout_buffer, stderr_buffer

@@ -150,22 +150,22 @@ class LocalSkillRuntime(BaseSkillRuntime):
     def _run(
         self, request: SkillExecutionRequest, working_directory: str, environment: dict[str, str]
     ) -> SkillExecutionResult:
-        cwd = os.path.join(self._default_directory, working_directory)
-        env: dict[str, str] | None
-        if self._inherit_environment:
-            env = None if not environment else {**os.environ, **environment}
-        else:
-            env = dict(environment)
         return run_command(
             [self._shell, "-c", request.command],
-            cwd=cwd,
-            env=env,
+            cwd=os.path.join(self._default_directory, working_directory),
+            env=self._process_environment(environment),
             timeout=request.timeout_seconds,
             max_output_bytes=request.max_output_bytes,
             kill_grace=self._kill_grace,
             drain_seconds=self._drain,
             registry=self._processes,
         )
+
+    def _process_environment(self, environment: dict[str, str]) -> dict[str, str] | None:
+        """The exact environment of a command (``None``: this process's own, unchanged)."""
+        if self._inherit_environment:
+            return None if not environment else {**os.environ, **environment}
+        return dict(environment)
 
     def _raw_file_system(self) -> SkillRuntimeFileSystem:
         return self._file_system_impl

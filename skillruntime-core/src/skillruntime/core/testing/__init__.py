@@ -16,7 +16,9 @@ Every contract of DESIGN §3 is one test method; see ``docs/custom-runtime.md`` 
 for running the kit a second time without a conversation (``conversation_mode = False``).
 """
 
+from .async_suite import AsyncRuntimeConformance
 from .base import ConformanceBase
+from .cancellation_contracts import CancellationContracts
 from .context import ConformanceContext
 from .conversation_contracts import ConversationContracts
 from .execute_contracts import ExecuteContracts, process_is_dead_command
@@ -42,7 +44,9 @@ __all__ = [
     "COPY_TESTS",
     "IN_PLACE_TESTS",
     "SHARED_FILES_TESTS",
+    "AsyncRuntimeConformance",
     "BackendSpy",
+    "CancellationContracts",
     "ConformanceBase",
     "ConformanceContext",
     "ConversationContracts",

@@ -2,12 +2,14 @@
 
 A :class:`SkillTool` has a ``name``, a ``description``, a JSON Schema of its arguments
 (``parameters``, generated from a pydantic model, required fields really required) and
-``invoke(arguments) -> str``. ``invoke`` never raises: invalid arguments, refused calls and
-failures all come back as strings starting with ``Error:``.
+``invoke(arguments) -> str`` (``await ainvoke(arguments)`` from asyncio code). ``invoke`` never
+raises: invalid arguments, refused calls and failures all come back as strings starting with
+``Error:``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import logging
@@ -130,6 +132,15 @@ class SkillTool:
 
     def invoke(self, arguments: Mapping[str, Any] | str | None = None) -> str:
         """Run the tool with a mapping or a JSON string; the result or an ``Error: …`` string."""
+        return self.run(arguments)
+
+    async def ainvoke(self, arguments: Mapping[str, Any] | str | None = None) -> str:
+        """:meth:`invoke` for asyncio code, run in a worker thread of the loop's default executor
+        (size it with ``loop.set_default_executor``). A cancelled await does not stop the call."""
+        return await asyncio.to_thread(self.run, arguments)
+
+    def run(self, arguments: Mapping[str, Any] | str | None = None) -> str:
+        """The body of :meth:`invoke` and :meth:`ainvoke` (never raises)."""
         try:
             parsed = parse_arguments(self.arguments_model, arguments)
         except ArgumentsError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from collections.abc import Collection, Iterable, Mapping
@@ -180,12 +181,21 @@ class SkillTools(Closeable):
 
     def dispatch(self, name: str, arguments: Mapping[str, Any] | str | None) -> str:
         """Run the tool call ``name(arguments)``; always returns a string, never raises."""
+        return self._dispatch(name, arguments)
+
+    async def adispatch(self, name: str, arguments: Mapping[str, Any] | str | None) -> str:
+        """:meth:`dispatch` for asyncio code, run in a worker thread of the loop's default
+        executor. The lazy one-time preparation of a skill holds under concurrent calls from
+        tasks and threads alike; a cancelled await does not stop the call."""
+        return await asyncio.to_thread(self._dispatch, name, arguments)
+
+    def _dispatch(self, name: str, arguments: Mapping[str, Any] | str | None) -> str:
         tool = self._tools.get(name)
         if tool is None:
             return f"Error: Unknown tool: {name}. Available tools: " + ", ".join(
                 item.name for item in self.tools
             )
-        return tool.invoke(arguments)
+        return tool.run(arguments)
 
     def openai_tools(self) -> list[dict[str, Any]]:
         """Tool definitions for OpenAI Chat Completions ``tools=``."""

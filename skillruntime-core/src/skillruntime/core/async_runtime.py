@@ -1,0 +1,309 @@
+"""The async SPI: :class:`AsyncSkillRuntime` and the shared base :class:`AsyncBaseSkillRuntime`.
+
+The twin of :mod:`skillruntime.core.runtime`: the same method names and contracts (DESIGN §3), as
+coroutines, with ``async with`` instead of ``with``. :class:`AsyncBaseSkillRuntime` follows the
+same rules as :class:`~skillruntime.core.runtime.BaseSkillRuntime` through the same functions of
+:mod:`skillruntime.core.runtime_rules` (working directory, environment precedence, digest cache,
+preparation steps, bootstrap errors), with an :class:`asyncio.Lock` per skill for single-flight.
+
+**Cancellation is a contract.** Cancelling a task that awaits :meth:`AsyncSkillRuntime.execute`
+(directly or through :func:`asyncio.timeout`) stops the command — the whole process tree, locally
+or in the sandbox — before the :class:`asyncio.CancelledError` propagates, and the runtime stays
+usable. A cancelled :meth:`AsyncSkillRuntime.prepare` caches nothing, so the next call retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import posixpath
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+
+from .async_filesystem import AsyncSkillRuntimeFileSystem
+from .async_workspace import AsyncScopedFileSystem
+from .closing import AsyncCloseable
+from .models import (
+    Skill,
+    SkillExecutionRequest,
+    SkillExecutionResult,
+    SkillPreparationRequest,
+    SkillRuntimeConfig,
+    validate_environment,
+)
+from .runtime import PreparedSkill, ready_marker_path
+from .runtime_rules import (
+    Bootstrap,
+    CheckReady,
+    MarkReady,
+    PlaceFiles,
+    PrepareKey,
+    bootstrap_failure,
+    bootstrap_requests,
+    bootstrap_transport_failure,
+    closed_error,
+    command_directory,
+    merge_environment,
+    place_failure,
+    preparation_plan,
+    prepare_key,
+    scan_skill,
+)
+from .skillfiles import DEFAULT_UPLOAD_POLICY, SkillFile, UploadPolicy
+from .workspace import ConversationWorkspace
+
+__all__ = ["AsyncBaseSkillRuntime", "AsyncSkillRuntime", "run_bootstrap_async"]
+
+logger = logging.getLogger(__name__)
+
+
+class AsyncSkillRuntime(AsyncCloseable, ABC):
+    """Where skill commands run and skill files live, for asyncio programs.
+
+    An async context manager, safe to use from many tasks of one event loop. Contracts are those
+    of :class:`~skillruntime.core.runtime.SkillRuntime`, plus the cancellation rule of this
+    module.
+    """
+
+    @property
+    @abstractmethod
+    def name(self) -> str:
+        """Stable runtime name (``local``, ``opensandbox``, ``aio``, …)."""
+
+    @property
+    @abstractmethod
+    def default_working_directory(self) -> str:
+        """Working directory of commands that name none; the default root of file searches."""
+
+    @abstractmethod
+    async def prepare(self, request: SkillPreparationRequest) -> list[Skill]:
+        """Make the skills available in the runtime; same count and order, new objects."""
+
+    @abstractmethod
+    async def execute(self, request: SkillExecutionRequest) -> SkillExecutionResult:
+        """Run one shell command; a non-zero exit or a timeout is a result, not an exception.
+
+        Cancelling the awaiting task kills the command's process tree.
+        """
+
+    @abstractmethod
+    async def get_file_system(self) -> AsyncSkillRuntimeFileSystem:
+        """The file system that shares this runtime's execution boundary."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Release what the runtime owns; idempotent. Later calls raise ``RuntimeClosedError``."""
+
+
+async def run_bootstrap_async(
+    runtime: AsyncSkillRuntime, skill: Skill, config: SkillRuntimeConfig
+) -> None:
+    """Run ``config``'s bootstrap commands in order in the prepared skill root.
+
+    The first command that exits non-zero or times out stops the run with
+    :class:`~skillruntime.core.errors.SkillPrepareError` (exit code and output tail).
+    """
+    for index, step, request in bootstrap_requests(skill, config):
+        failure = bootstrap_failure(skill, index, step, await runtime.execute(request))
+        if failure is not None:
+            raise failure
+
+
+class AsyncBaseSkillRuntime(AsyncSkillRuntime):
+    """Shared implementation of the async SPI; a backend supplies a few hooks.
+
+    Hooks: :meth:`_run` (coroutine: one command with the final cwd and environment overlay),
+    :meth:`_raw_file_system`, :meth:`_close_resources` (coroutine), and optionally
+    :meth:`_place_skill`, :meth:`_is_ready`, :meth:`_mark_ready` (coroutines),
+    :meth:`_skills_root` and :meth:`_check_real_path`.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_environment: Mapping[str, str] | None = None,
+        workspace: ConversationWorkspace | None = None,
+        upload_policy: UploadPolicy = DEFAULT_UPLOAD_POLICY,
+    ) -> None:
+        self._base_environment = validate_environment(base_environment or {})
+        self._workspace = workspace
+        self._upload_policy = upload_policy
+        self._lock = threading.Lock()
+        self._closed = False
+        self._prepared: dict[PrepareKey, PreparedSkill] = {}
+        self._prepare_locks: dict[PrepareKey, asyncio.Lock] = {}
+        self._skill_environment: dict[str, dict[str, str]] = {}
+        self._file_system: AsyncScopedFileSystem | None = None
+
+    # ------------------------------------------------------------------ hooks
+
+    @abstractmethod
+    async def _run(
+        self, request: SkillExecutionRequest, working_directory: str, environment: dict[str, str]
+    ) -> SkillExecutionResult:
+        """Run ``request.command`` in ``working_directory`` with ``environment`` on top of the
+        backend's own; enforce timeout and output bounds; kill the tree when cancelled."""
+
+    @abstractmethod
+    def _raw_file_system(self) -> AsyncSkillRuntimeFileSystem:
+        """The backend's unscoped file system."""
+
+    @abstractmethod
+    async def _close_resources(self) -> None:
+        """Release what the runtime owns (called once, from :meth:`close`)."""
+
+    def _skills_root(self) -> str | None:
+        """Directory that receives prepared copies, or ``None`` to use skills in place."""
+        return self._workspace.skills_directory if self._workspace else None
+
+    def _check_real_path(self, path: str) -> str:
+        """Extra check applied to every scoped path (the local runtime resolves symlinks)."""
+        return path
+
+    async def _place_skill(self, skill: Skill, files: Sequence[SkillFile], target: str) -> None:
+        """Copy or upload the skill's files into ``target`` (default: through the raw file
+        system's ``upload_files``)."""
+        fs = self._raw_file_system()
+        await fs.delete(target)
+        await fs.make_directory(target)
+        await fs.upload_files(
+            [
+                (item.local_path, posixpath.join(target, item.relative_path), item.executable)
+                for item in files
+            ]
+        )
+
+    async def _is_ready(self, target: str) -> bool:
+        """True when a complete prepared copy already exists at ``target``."""
+        return await self._raw_file_system().exists(ready_marker_path(target))
+
+    async def _mark_ready(self, target: str, *, digest: str) -> None:
+        """Record that the copy at ``target`` (content ``digest``) is complete and bootstrapped."""
+        await self._raw_file_system().write_text(ready_marker_path(target), "ok\n")
+
+    # ------------------------------------------------------------------- state
+
+    @property
+    def workspace(self) -> ConversationWorkspace | None:
+        """The conversation workspace, when the runtime has one."""
+        return self._workspace
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called."""
+        return self._closed
+
+    def _ensure_open(self) -> None:
+        if self._closed:
+            raise closed_error(self.name)
+
+    def effective_environment(self, request_environment: Mapping[str, str]) -> dict[str, str]:
+        """The environment overlay of a command: base < prepared skill configs < request."""
+        with self._lock:
+            layers = list(self._skill_environment.values())
+        return merge_environment(self._base_environment, layers, request_environment)
+
+    # --------------------------------------------------------------------- SPI
+
+    async def execute(self, request: SkillExecutionRequest) -> SkillExecutionResult:
+        self._ensure_open()
+        cwd = command_directory(
+            request.working_directory,
+            self.default_working_directory,
+            self._workspace,
+            self._check_real_path,
+        )
+        request_environment = validate_environment(request.environment)
+        return await self._run(request, cwd, self.effective_environment(request_environment))
+
+    async def get_file_system(self) -> AsyncSkillRuntimeFileSystem:
+        self._ensure_open()
+        with self._lock:
+            if self._file_system is None:
+                self._file_system = AsyncScopedFileSystem(
+                    self._raw_file_system(),
+                    workspace=self._workspace,
+                    is_closed=lambda: self._closed,
+                    check_real_path=self._check_real_path if self._workspace else None,
+                    runtime_name=self.name,
+                    base_directory=None if self._workspace else self.default_working_directory,
+                )
+            return self._file_system
+
+    async def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        await self._close_resources()
+
+    async def prepare(self, request: SkillPreparationRequest) -> list[Skill]:
+        self._ensure_open()
+        return [
+            await self._prepare_one(skill, request.config_for(skill)) for skill in request.skills
+        ]
+
+    async def _prepare_one(self, skill: Skill, config: SkillRuntimeConfig) -> Skill:
+        scanned = await asyncio.to_thread(scan_skill, skill, self._upload_policy)
+        key = prepare_key(skill, scanned.digest, config)
+        with self._lock:
+            lock = self._prepare_locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            self._ensure_open()
+            cached = self._prepared.get(key)
+            if cached is not None:
+                return skill.with_base_path(cached.base_path)
+            started = time.monotonic()
+            plan = preparation_plan(skill, config, scanned, self._skills_root())
+            try:
+                step = next(plan)
+                while True:
+                    if isinstance(step, CheckReady):
+                        step = plan.send(await self._is_ready(step.target))
+                        continue
+                    if isinstance(step, PlaceFiles):
+                        await self._place(step.skill, step.files, step.target)
+                    elif isinstance(step, Bootstrap):
+                        await self._bootstrap(step.skill, step.config)
+                    elif isinstance(step, MarkReady):
+                        await self._mark_ready(step.target, digest=step.digest)
+                    step = plan.send(None)
+            except StopIteration as stop:
+                prepared: Skill = stop.value
+            self._activate(skill.name, config)
+            with self._lock:
+                self._prepared[key] = PreparedSkill(prepared.base_path, scanned.digest, config)
+            logger.info(
+                "prepared skill %s (%s, %d files) in async %s runtime in %.3fs",
+                skill.name,
+                scanned.digest[:12],
+                len(scanned.files),
+                self.name,
+                time.monotonic() - started,
+            )
+            return prepared
+
+    def _activate(self, skill_name: str, config: SkillRuntimeConfig) -> None:
+        with self._lock:
+            self._skill_environment.pop(skill_name, None)
+            self._skill_environment[skill_name] = dict(config.environment)
+
+    async def _place(self, skill: Skill, files: Sequence[SkillFile], target: str) -> None:
+        try:
+            await self._place_skill(skill, files, target)
+        except Exception as exc:
+            failure = place_failure(skill, self.name, exc)
+            if failure is exc:
+                raise
+            raise failure from exc
+
+    async def _bootstrap(self, prepared: Skill, config: SkillRuntimeConfig) -> None:
+        try:
+            await run_bootstrap_async(self, prepared, config)
+        except Exception as exc:
+            failure = bootstrap_transport_failure(prepared, self.name, exc)
+            if failure is exc:
+                raise
+            raise failure from exc

@@ -1,0 +1,264 @@
+"""The rules every runtime base class follows, free of I/O so sync and async bases share them.
+
+:class:`~skillruntime.core.runtime.BaseSkillRuntime` and
+:class:`~skillruntime.core.async_runtime.AsyncBaseSkillRuntime` both build on these functions: the
+working directory of a command, environment precedence, the content digest of a skill, the cache
+key of a prepared skill, the steps of one preparation (:func:`preparation_plan`, a generator that
+*asks* for each I/O step and is driven by :func:`drive` or by an ``async`` loop), and the errors a
+failed step turns into.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .errors import RuntimeClosedError, SkillPrepareError, SkillRuntimeError
+from .models import (
+    BootstrapCommand,
+    Skill,
+    SkillExecutionRequest,
+    SkillExecutionResult,
+    SkillRuntimeConfig,
+)
+from .skillfiles import (
+    SkillFile,
+    UploadPolicy,
+    iter_skill_files,
+    prepared_directory_name,
+    skill_digest,
+)
+from .workspace import ConversationWorkspace, resolve_against
+
+__all__ = [
+    "BOOTSTRAP_OUTPUT_TAIL",
+    "Bootstrap",
+    "CheckReady",
+    "MarkReady",
+    "PlaceFiles",
+    "PreparationStep",
+    "PrepareKey",
+    "ScannedSkill",
+    "bootstrap_failure",
+    "bootstrap_requests",
+    "bootstrap_transport_failure",
+    "closed_error",
+    "command_directory",
+    "drive",
+    "merge_environment",
+    "place_failure",
+    "preparation_plan",
+    "prepare_key",
+    "scan_skill",
+]
+
+BOOTSTRAP_OUTPUT_TAIL = 2000
+"""Characters of a failing bootstrap command's output kept in :class:`SkillPrepareError`."""
+
+PrepareKey = tuple[str, str, str]
+"""Cache key of a prepared skill: name, content digest, config JSON."""
+
+T = TypeVar("T")
+S = TypeVar("S")
+
+
+def closed_error(runtime_name: str) -> RuntimeClosedError:
+    """The error every operation of a closed runtime raises."""
+    return RuntimeClosedError(f"The {runtime_name} runtime is closed")
+
+
+def command_directory(
+    working_directory: str | None,
+    default_working_directory: str,
+    workspace: ConversationWorkspace | None,
+    check_real_path: Callable[[str], str],
+) -> str:
+    """The directory a command runs in: the request's or the default, scoped to ``workspace``.
+
+    With a workspace the path is resolved inside it (escapes raise
+    :class:`~skillruntime.core.errors.WorkspaceEscapeError`) and passed through
+    ``check_real_path`` before any backend call; without one a relative path resolves against
+    ``default_working_directory``, as relative file paths do.
+    """
+    cwd = working_directory or default_working_directory
+    if workspace is not None:
+        return check_real_path(workspace.resolve(cwd))
+    return resolve_against(default_working_directory, cwd)
+
+
+def merge_environment(
+    base: Mapping[str, str],
+    skill_layers: Iterable[Mapping[str, str]],
+    request: Mapping[str, str],
+) -> dict[str, str]:
+    """Environment precedence, lowest first: base, prepared skills in order, the request."""
+    merged = dict(base)
+    for layer in skill_layers:
+        merged.update(layer)
+    merged.update(request)
+    return merged
+
+
+@dataclass(frozen=True)
+class ScannedSkill:
+    """A skill's source directory, the files the upload policy admits, and their digest."""
+
+    source: Path
+    files: list[SkillFile]
+    digest: str
+
+
+def scan_skill(skill: Skill, policy: UploadPolicy) -> ScannedSkill:
+    """Walk ``skill.base_path`` under ``policy`` and digest it; unreadable sources fail prepare."""
+    source = Path(skill.base_path)
+    try:
+        files = list(iter_skill_files(source, policy))
+        digest = skill_digest(files)
+    except OSError as exc:
+        raise SkillPrepareError(
+            f"Cannot read skill '{skill.name}' at {source}: {exc.strerror or exc}",
+            skill_name=skill.name,
+        ) from exc
+    return ScannedSkill(source, files, digest)
+
+
+def prepare_key(skill: Skill, digest: str, config: SkillRuntimeConfig) -> PrepareKey:
+    """The key under which a runtime caches (and single-flights) one preparation."""
+    return (skill.name, digest, config.model_dump_json())
+
+
+# ------------------------------------------------------------------ preparation steps
+
+
+@dataclass(frozen=True)
+class CheckReady:
+    """Ask whether a complete prepared copy already exists at ``target`` (answer: ``bool``)."""
+
+    target: str
+
+
+@dataclass(frozen=True)
+class PlaceFiles:
+    """Copy or upload ``files`` of ``skill`` into ``target``."""
+
+    skill: Skill
+    files: list[SkillFile]
+    target: str
+
+
+@dataclass(frozen=True)
+class Bootstrap:
+    """Run ``config``'s bootstrap commands for the prepared ``skill``."""
+
+    skill: Skill
+    config: SkillRuntimeConfig
+
+
+@dataclass(frozen=True)
+class MarkReady:
+    """Record that the copy at ``target`` (content ``digest``) is complete and bootstrapped."""
+
+    target: str
+    digest: str
+
+
+PreparationStep = CheckReady | PlaceFiles | Bootstrap | MarkReady
+
+
+def preparation_plan(
+    skill: Skill, config: SkillRuntimeConfig, scanned: ScannedSkill, skills_root: str | None
+) -> Generator[PreparationStep, Any, Skill]:
+    """The steps of preparing one skill; returns the prepared skill.
+
+    With no ``skills_root`` the skill is used in place (only bootstrapped). Otherwise it goes to
+    ``<skills_root>/<safe-name>-<digest12>``; a copy already marked ready is reused, else it is
+    placed, bootstrapped and only then marked ready. The driver sends ``bool`` for
+    :class:`CheckReady` and ``None`` for the others.
+    """
+    if skills_root is None:
+        prepared = skill.with_base_path(str(scanned.source.resolve()))
+        yield Bootstrap(prepared, config)
+        return prepared
+    target = posixpath.join(skills_root, prepared_directory_name(skill.name, scanned.digest))
+    prepared = skill.with_base_path(target)
+    if not (yield CheckReady(target)):
+        yield PlaceFiles(skill, scanned.files, target)
+        yield Bootstrap(prepared, config)
+        yield MarkReady(target, scanned.digest)
+    return prepared
+
+
+def drive(plan: Generator[T, Any, S], perform: Callable[[T], Any]) -> S:
+    """Run ``plan`` synchronously: ``perform`` each step and send its result back."""
+    try:
+        step = next(plan)
+        while True:
+            step = plan.send(perform(step))
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+
+
+# -------------------------------------------------------------------------- failures
+
+
+def place_failure(skill: Skill, runtime_name: str, exc: Exception) -> Exception:
+    """What a failed copy raises: prepare and closed errors as they are, others wrapped."""
+    if isinstance(exc, SkillPrepareError | RuntimeClosedError):
+        return exc
+    return SkillPrepareError(
+        f"Copying skill '{skill.name}' into the {runtime_name} runtime failed: {exc}",
+        skill_name=skill.name,
+    )
+
+
+def bootstrap_transport_failure(skill: Skill, runtime_name: str, exc: Exception) -> Exception:
+    """What a bootstrap command that could not run raises (other errors pass unchanged)."""
+    if isinstance(exc, SkillPrepareError | RuntimeClosedError) or not isinstance(
+        exc, SkillRuntimeError
+    ):
+        return exc
+    return SkillPrepareError(
+        f"Bootstrap of skill '{skill.name}' could not run in the {runtime_name} runtime: {exc}",
+        skill_name=skill.name,
+    )
+
+
+def bootstrap_requests(
+    skill: Skill, config: SkillRuntimeConfig
+) -> Iterator[tuple[int, BootstrapCommand, SkillExecutionRequest]]:
+    """The bootstrap commands of ``config`` as requests run in the prepared skill root."""
+    for index, step in enumerate(config.bootstrap, start=1):
+        yield (
+            index,
+            step,
+            SkillExecutionRequest(
+                command=step.command,
+                working_directory=skill.base_path,
+                timeout_seconds=step.timeout_seconds,
+                environment=dict(config.environment),
+            ),
+        )
+
+
+def bootstrap_failure(
+    skill: Skill, index: int, step: BootstrapCommand, result: SkillExecutionResult
+) -> SkillPrepareError | None:
+    """``None`` for a successful bootstrap command, else the error carrying its output tail."""
+    if result.ok:
+        return None
+    combined = (result.stdout + result.stderr)[-BOOTSTRAP_OUTPUT_TAIL:]
+    what = (
+        f"timed out after {step.timeout_seconds:g}s"
+        if result.timed_out
+        else f"failed with exit code {result.exit_code}"
+    )
+    return SkillPrepareError(
+        f"Bootstrap command {index} of skill '{skill.name}' {what}; output tail:\n{combined}",
+        skill_name=skill.name,
+        exit_code=result.exit_code,
+        output_tail=combined,
+        timed_out=result.timed_out,
+    )

@@ -1,0 +1,238 @@
+"""Run one shell command on the host from asyncio, with the rules of :mod:`.process`.
+
+The command is started the same way (own session and process group, stdin from ``/dev/null``)
+and supervised by the event loop instead of a blocking loop: both pipes and the exit notifier
+(a pidfd, or a waiter thread where pidfds are missing) are registered with ``loop.add_reader``,
+output goes into :class:`~skillruntime.core.output.HeadTailBuffer` objects, and the deadline,
+drain and kill-grace rules come from the shared :class:`~.process.KillSchedule`. No thread is used
+per command where pidfds exist, so thousands of commands can run at once on one loop.
+
+**Cancellation.** When the awaiting task is cancelled (``task.cancel()``, ``asyncio.timeout``,
+``asyncio.wait_for``) the command's process group gets ``SIGKILL`` before the
+:class:`asyncio.CancelledError` propagates; the shell is reaped by the loop as soon as it is gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+
+from skillruntime.core.errors import ExecutionTransportError, RuntimeClosedError
+from skillruntime.core.models import SkillExecutionResult
+from skillruntime.core.output import HeadTailBuffer
+
+from .process import (
+    DEFAULT_DRAIN_SECONDS,
+    DEFAULT_KILL_GRACE_SECONDS,
+    ExitNotifier,
+    KillSchedule,
+    ProcessRegistry,
+    command_result,
+    signal_group,
+)
+
+__all__ = ["run_command_async"]
+
+logger = logging.getLogger(__name__)
+
+_READ_SIZE = 64 * 1024
+
+
+class _Supervisor:
+    """Event-loop callbacks that read a command's pipes and enforce its schedule."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        process: subprocess.Popen[bytes],
+        schedule: KillSchedule,
+        max_output_bytes: int,
+        use_pidfd: bool,
+    ) -> None:
+        stdout, stderr = process.stdout, process.stderr
+        if stdout is None or stderr is None:  # pragma: no cover - Popen was given PIPE for both
+            raise ExecutionTransportError("The command's output pipes are missing")
+        self._loop = loop
+        self._process = process
+        self._schedule = schedule
+        self._pipes = {stdout.fileno(): stdout, stderr.fileno(): stderr}
+        self.stdout = HeadTailBuffer(max_output_bytes)
+        self.stderr = HeadTailBuffer(max_output_bytes)
+        self._buffers = {stdout.fileno(): self.stdout, stderr.fileno(): self.stderr}
+        self._notifier = ExitNotifier(process.pid, use_pidfd=use_pidfd)
+        self.done: asyncio.Future[None] = loop.create_future()
+        for fd in self._pipes:
+            os.set_blocking(fd, False)
+            loop.add_reader(fd, self._read, fd)
+        loop.add_reader(self._notifier.fd, self._exited)
+        self._timer: asyncio.TimerHandle | None = None
+        self._arm()
+
+    # ------------------------------------------------------------- callbacks
+
+    def _arm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = self._loop.call_at(self._schedule.stop_at, self._due)
+
+    def _read(self, fd: int) -> None:
+        try:
+            data = os.read(fd, _READ_SIZE)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if data:
+            self._buffers[fd].feed(data)
+            return
+        self._loop.remove_reader(fd)
+        self._pipes.pop(fd).close()
+        self._check_finished()
+
+    def _exited(self) -> None:
+        self._loop.remove_reader(self._notifier.fd)
+        self._schedule.exit_seen(self._loop.time())
+        self._arm()
+        self._check_finished()
+
+    def _due(self) -> None:
+        self._timer = None
+        now = self._loop.time()
+        if now < self._schedule.stop_at:
+            self._arm()
+            return
+        signum = self._schedule.advance(now)
+        if signum is None:
+            logger.warning("abandoning output pipes held by a process outside the group")
+            self._finish()
+            return
+        signal_group(self._process.pid, signum)
+        self._arm()
+
+    def _check_finished(self) -> None:
+        if not self._pipes and self._schedule.exited:
+            self._finish()
+
+    def _finish(self) -> None:
+        if self._schedule.signalled:
+            # Stragglers that closed their pipes but ignored SIGTERM; the shell is not reaped
+            # yet, so the group id still belongs to this command.
+            signal_group(self._process.pid, signal.SIGKILL)
+        self._release_pipes()
+        self._notifier.close()
+        if not self.done.done():
+            self.done.set_result(None)
+
+    def _release_pipes(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        for fd, pipe in self._pipes.items():
+            self._loop.remove_reader(fd)
+            pipe.close()
+        self._pipes.clear()
+
+    # ---------------------------------------------------------------- outcome
+
+    @property
+    def timed_out(self) -> bool:
+        return self._schedule.timed_out
+
+    @property
+    def exited(self) -> bool:
+        return self._schedule.exited
+
+    def abort(self) -> None:
+        """Kill the process group at once and stop reading (the awaiting task was cancelled)."""
+        signal_group(self._process.pid, signal.SIGKILL)
+        self._release_pipes()
+
+    def reap_later(self) -> None:
+        """Reap the killed shell once its exit is seen, without blocking the loop."""
+        if self._schedule.exited:
+            self._notifier.close()
+            self._process.wait()
+            return
+        self._loop.remove_reader(self._notifier.fd)
+        self._loop.add_reader(self._notifier.fd, self._reap)
+
+    def _reap(self) -> None:
+        self._loop.remove_reader(self._notifier.fd)
+        self._notifier.close()
+        self._process.wait()
+
+
+async def run_command_async(
+    argv: Sequence[str],
+    *,
+    cwd: str,
+    env: Mapping[str, str] | None,
+    timeout: float,
+    max_output_bytes: int,
+    kill_grace: float = DEFAULT_KILL_GRACE_SECONDS,
+    drain_seconds: float = DEFAULT_DRAIN_SECONDS,
+    registry: ProcessRegistry | None = None,
+    use_pidfd: bool = True,
+) -> SkillExecutionResult:
+    """Run ``argv`` in ``cwd`` with exactly ``env`` (``None``: this process's environment).
+
+    Same results and errors as :func:`~.process.run_command`; cancelling the awaiting task kills
+    the process group first.
+    """
+    if not os.path.isdir(cwd):
+        raise ExecutionTransportError(
+            f"Working directory does not exist or is not a directory: {cwd}"
+        )
+    loop = asyncio.get_running_loop()
+    started = time.monotonic()
+    try:
+        process = subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            env=None if env is None else dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise ExecutionTransportError(
+            f"Cannot start {argv[0]} in {cwd}: {exc.strerror or exc}"
+        ) from exc
+    if registry is not None:
+        registry.add(process)
+    schedule = KillSchedule(
+        loop.time() + timeout, kill_grace=kill_grace, drain_seconds=drain_seconds
+    )
+    try:
+        supervisor = _Supervisor(loop, process, schedule, max_output_bytes, use_pidfd)
+    except BaseException:
+        signal_group(process.pid, signal.SIGKILL)
+        if registry is not None:
+            registry.remove(process)
+        process.wait()
+        raise
+    try:
+        await supervisor.done
+    except BaseException:
+        supervisor.abort()
+        if registry is not None:
+            registry.remove(process)
+        supervisor.reap_later()
+        raise
+    cancelled = registry.remove(process) if registry is not None else False
+    returncode = process.wait()
+    if cancelled:
+        raise RuntimeClosedError("The runtime was closed while the command was running")
+    return command_result(
+        timed_out=supervisor.timed_out,
+        returncode=returncode,
+        stdout=supervisor.stdout,
+        stderr=supervisor.stderr,
+        duration_seconds=time.monotonic() - started,
+    )

@@ -1,0 +1,143 @@
+"""``AsyncLocalSkillRuntime``: the local runtime for asyncio programs. Not a sandbox.
+
+Same constructor, modes, paths and rules as :class:`~skillruntime.local.LocalSkillRuntime` (its
+layout, symlink checks and skill copying are reused as they are). Commands run natively on the
+event loop (:func:`~skillruntime.local.async_process.run_command_async`): no thread per command,
+process-tree kill on timeout, on cancellation of the awaiting task (including
+:func:`asyncio.timeout`) and on :meth:`close`, after which the runtime raises
+``RuntimeClosedError``; a cancelled command leaves the runtime usable.
+
+File operations and skill copies are host file I/O, which asyncio cannot do natively: they run in
+the event loop's default executor (a handful of threads), one call per operation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Mapping, Sequence
+
+from skillruntime.core.async_filesystem import AsyncSkillRuntimeFileSystem
+from skillruntime.core.async_runtime import AsyncBaseSkillRuntime
+from skillruntime.core.bridge import ThreadedAsyncFileSystem
+from skillruntime.core.models import (
+    Skill,
+    SkillExecutionRequest,
+    SkillExecutionResult,
+    SkillPreparationRequest,
+)
+from skillruntime.core.skillfiles import DEFAULT_UPLOAD_POLICY, SkillFile, UploadPolicy
+
+from .async_process import run_command_async
+from .process import DEFAULT_DRAIN_SECONDS, DEFAULT_KILL_GRACE_SECONDS, ProcessRegistry
+from .runtime import LocalSkillRuntime
+
+__all__ = ["AsyncLocalSkillRuntime"]
+
+logger = logging.getLogger(__name__)
+
+
+class AsyncLocalSkillRuntime(AsyncBaseSkillRuntime):
+    """Runs skill commands with ``bash -c`` on this host from asyncio; arguments as
+    :class:`~skillruntime.local.LocalSkillRuntime`."""
+
+    def __init__(
+        self,
+        *,
+        conversation_id: str | None = None,
+        conversations_root: str | os.PathLike[str] | None = None,
+        work_root: str | os.PathLike[str] | None = None,
+        base_environment: Mapping[str, str] | None = None,
+        inherit_environment: bool = True,
+        upload_policy: UploadPolicy = DEFAULT_UPLOAD_POLICY,
+        kill_grace_seconds: float = DEFAULT_KILL_GRACE_SECONDS,
+        drain_seconds: float = DEFAULT_DRAIN_SECONDS,
+        shell: str | None = None,
+    ) -> None:
+        # The sync runtime holds the layout (modes, workspace, real-path checks, copying); it
+        # never runs a command here.
+        self._host = LocalSkillRuntime(
+            conversation_id=conversation_id,
+            conversations_root=conversations_root,
+            work_root=work_root,
+            base_environment=base_environment,
+            inherit_environment=inherit_environment,
+            upload_policy=upload_policy,
+            kill_grace_seconds=kill_grace_seconds,
+            drain_seconds=drain_seconds,
+            shell=shell,
+        )
+        super().__init__(
+            base_environment=base_environment,
+            workspace=self._host.workspace,
+            upload_policy=upload_policy,
+        )
+        self._kill_grace = kill_grace_seconds
+        self._drain = drain_seconds
+        self._processes = ProcessRegistry()
+        self._files = ThreadedAsyncFileSystem(self._host._raw_file_system())
+
+    # ------------------------------------------------------------------- SPI
+
+    @property
+    def name(self) -> str:
+        return "local"
+
+    @property
+    def default_working_directory(self) -> str:
+        return self._host.default_working_directory
+
+    @property
+    def shell(self) -> str:
+        """The shell commands run with (``<shell> -c <command>``)."""
+        return self._host.shell
+
+    async def execute(self, request: SkillExecutionRequest) -> SkillExecutionResult:
+        self._ensure_open()
+        self._host._ensure_root()
+        return await super().execute(request)
+
+    async def prepare(self, request: SkillPreparationRequest) -> list[Skill]:
+        self._ensure_open()
+        self._host._ensure_root()
+        return await super().prepare(request)
+
+    async def get_file_system(self) -> AsyncSkillRuntimeFileSystem:
+        self._ensure_open()
+        self._host._ensure_root()
+        return await super().get_file_system()
+
+    # ----------------------------------------------------------------- hooks
+
+    async def _run(
+        self, request: SkillExecutionRequest, working_directory: str, environment: dict[str, str]
+    ) -> SkillExecutionResult:
+        return await run_command_async(
+            [self._host.shell, "-c", request.command],
+            cwd=os.path.join(self.default_working_directory, working_directory),
+            env=self._host._process_environment(environment),
+            timeout=request.timeout_seconds,
+            max_output_bytes=request.max_output_bytes,
+            kill_grace=self._kill_grace,
+            drain_seconds=self._drain,
+            registry=self._processes,
+        )
+
+    def _raw_file_system(self) -> AsyncSkillRuntimeFileSystem:
+        return self._files
+
+    async def _close_resources(self) -> None:
+        stopped = self._processes.close()
+        if stopped:
+            logger.info("killed %d running command(s) of the closed local runtime", stopped)
+        self._host.close()
+
+    def _skills_root(self) -> str | None:
+        return self._host._skills_root()
+
+    def _check_real_path(self, path: str) -> str:
+        return self._host._check_real_path(path)
+
+    async def _place_skill(self, skill: Skill, files: Sequence[SkillFile], target: str) -> None:
+        await asyncio.to_thread(self._host._place_skill, skill, files, target)

@@ -1,0 +1,184 @@
+"""Async runtimes against their baselines, as ratios measured in one run.
+
+    .venv/bin/python tests/benchmarks/bench_async.py [--concurrency 500] [--runs 300]
+
+1. ``--concurrency`` concurrent ``execute("sleep 1")`` on the native async local runtime against
+   one ``execute("sleep 1")`` (target ≤ 1.5×), with the peak thread count; the same load through
+   the thread bridge (``to_async(LocalSkillRuntime())``, its default pool) beside it.
+2. ``execute("true")`` on the async local runtime against the sync one, interleaved, medians
+   (target ≤ 1.2×).
+3. ``--remote`` concurrent ``execute("sleep 1")`` on the AIO and OpenSandbox doubles: one async
+   runtime (the sync runtime behind the thread bridge, one connection pool) driven by asyncio
+   tasks, against the sync runtime driven by as many threads; wall time and peak threads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import resource
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from doubles.aio import AioDouble
+from doubles.opensandbox import OpenSandboxDouble
+from skillruntime.aio import AioSandboxSkillRuntime
+from skillruntime.core.async_runtime import AsyncSkillRuntime
+from skillruntime.core.bridge import to_async
+from skillruntime.core.models import SkillExecutionRequest
+from skillruntime.core.runtime import SkillRuntime
+from skillruntime.local import AsyncLocalSkillRuntime, LocalSkillRuntime
+from skillruntime.opensandbox import OpenSandboxSkillRuntime
+
+logger = logging.getLogger("bench_async")
+
+SLEEP = SkillExecutionRequest(command="sleep 1")
+TRUE = SkillExecutionRequest(command="true")
+
+
+def _raise_file_limit() -> None:
+    """Three descriptors per running command: lift the soft limit to the hard one."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+async def _peak_threads(work: Callable[[], Awaitable[object]]) -> tuple[float, int]:
+    """Wall time of ``work()`` and the highest thread count seen while it ran."""
+    peak = threading.active_count()
+    done = asyncio.Event()
+
+    async def sample() -> None:
+        nonlocal peak
+        while not done.is_set():
+            peak = max(peak, threading.active_count())
+            await asyncio.sleep(0.01)
+
+    sampler = asyncio.create_task(sample())
+    started = time.perf_counter()
+    await work()
+    elapsed = time.perf_counter() - started
+    done.set()
+    await sampler
+    return elapsed, peak
+
+
+async def _concurrent(runtime: AsyncSkillRuntime, count: int) -> tuple[float, int]:
+    async def work() -> None:
+        results = await asyncio.gather(*(runtime.execute(SLEEP) for _ in range(count)))
+        failed = [result for result in results if not result.ok]
+        if failed:
+            raise RuntimeError(f"{len(failed)} of {count} commands failed")
+
+    return await _peak_threads(work)
+
+
+async def bench_concurrency(root: Path, count: int) -> None:
+    async with AsyncLocalSkillRuntime(work_root=root / "native") as native:
+        one, _ = await _peak_threads(lambda: native.execute(SLEEP))
+        many, native_threads = await _concurrent(native, count)
+    async with to_async(LocalSkillRuntime(work_root=root / "bridge")) as bridged:
+        bridged_many, bridge_threads = await _concurrent(bridged, count)
+    print(f"[1] one execute('sleep 1')                  {one:7.3f} s")
+    print(
+        f"[1] {count} concurrent, native async local    {many:7.3f} s  ratio {many / one:5.2f}  "
+        f"(target <= 1.5)  peak threads {native_threads}"
+    )
+    print(
+        f"[1] {count} concurrent, to_async(local) bridge {bridged_many:7.3f} s  ratio "
+        f"{bridged_many / one:5.2f}  peak threads {bridge_threads}"
+    )
+
+
+async def bench_overhead(root: Path, runs: int) -> None:
+    sync_runtime = LocalSkillRuntime(work_root=root / "sync")
+    async with AsyncLocalSkillRuntime(work_root=root / "async") as native:
+        sync_times: list[float] = []
+        async_times: list[float] = []
+        for _ in range(20):  # warm up both
+            sync_runtime.execute(TRUE)
+            await native.execute(TRUE)
+        for _ in range(runs):
+            started = time.perf_counter()
+            sync_runtime.execute(TRUE)
+            sync_times.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            await native.execute(TRUE)
+            async_times.append(time.perf_counter() - started)
+    sync_runtime.close()
+    sync_median = statistics.median(sync_times)
+    async_median = statistics.median(async_times)
+    print(f"[2] sync  execute('true') median            {sync_median * 1000:7.3f} ms")
+    print(
+        f"[2] async execute('true') median            {async_median * 1000:7.3f} ms  ratio "
+        f"{async_median / sync_median:5.2f}  (target <= 1.2)"
+    )
+
+
+def _threaded(runtime: SkillRuntime, count: int) -> tuple[float, int]:
+    """Wall time and peak threads of ``count`` threads each running one ``sleep 1``."""
+    peak = threading.active_count()
+    with ThreadPoolExecutor(count) as pool:
+        started = time.perf_counter()
+        futures = [pool.submit(runtime.execute, SLEEP) for _ in range(count)]
+        peak = max(peak, threading.active_count())
+        results = [future.result() for future in futures]
+        elapsed = time.perf_counter() - started
+    if not all(result.ok for result in results):
+        raise RuntimeError("a command failed")
+    return elapsed, peak
+
+
+async def _bridged(runtime: SkillRuntime, count: int) -> tuple[float, int]:
+    async with to_async(runtime, max_workers=count) as bridged:
+        await bridged.execute(TRUE)
+        return await _concurrent(bridged, count)
+
+
+def bench_remote(count: int) -> None:
+    with AioDouble() as aio, OpenSandboxDouble() as opensandbox:
+        makers: dict[str, Callable[[], SkillRuntime]] = {
+            "aio": lambda: AioSandboxSkillRuntime(base_url=aio.url, token=aio.token),
+            "opensandbox": lambda: OpenSandboxSkillRuntime(
+                domain=opensandbox.domain, api_key=opensandbox.api_key
+            ),
+        }
+        for name, make in makers.items():
+            with make() as sync_runtime:
+                sync_runtime.execute(TRUE)
+                sync_s, sync_threads = _threaded(sync_runtime, count)
+            async_s, async_threads = asyncio.run(_bridged(make(), count))
+            print(
+                f"[3] {name:11s} {count} concurrent: sync with {count} threads {sync_s:6.3f} s "
+                f"(peak threads {sync_threads}); async (bridge) {async_s:6.3f} s "
+                f"(peak threads {async_threads}); ratio {async_s / sync_s:5.2f}"
+            )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--concurrency", type=int, default=500)
+    parser.add_argument("--runs", type=int, default=300)
+    parser.add_argument("--remote", type=int, default=200)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    _raise_file_limit()
+    with tempfile.TemporaryDirectory(prefix="bench-async-") as scratch:
+        root = Path(scratch)
+        asyncio.run(bench_concurrency(root, args.concurrency))
+        asyncio.run(bench_overhead(root, args.runs))
+    if args.remote > 0:
+        bench_remote(args.remote)
+
+
+if __name__ == "__main__":
+    main()

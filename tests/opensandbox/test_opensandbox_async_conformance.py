@@ -1,0 +1,66 @@
+"""The conformance kit's async driver, cancellation contracts included, against the OpenSandbox
+runtime served through the thread bridge, on the double."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from doubles.opensandbox import OpenSandboxDouble
+from skillruntime.core.async_runtime import AsyncSkillRuntime
+from skillruntime.core.bridge import to_async
+from skillruntime.core.conversations import InMemoryConversationStore
+from skillruntime.core.testing import AsyncRuntimeConformance
+from skillruntime.opensandbox import OpenSandboxSkillRuntime
+
+CONVERSATIONS_ROOT = "/workspace/conversations"
+
+
+class TestOpenSandboxAsyncConformance(AsyncRuntimeConformance):
+    """Every contract of DESIGN §3 plus the cancellation contracts, driven from asyncio."""
+
+    resolves_symlinks: ClassVar[bool] = False
+    timeout_seconds: ClassVar[float] = 1.5
+
+    @pytest.fixture(autouse=True)
+    def _double(self, opensandbox_double: OpenSandboxDouble) -> None:
+        self.double = opensandbox_double
+        self.store = InMemoryConversationStore()
+
+    def make_async_runtime(
+        self,
+        *,
+        conversation_id: str,
+        conversations_root: str,
+        base_environment: Mapping[str, str],
+    ) -> AsyncSkillRuntime:
+        return to_async(
+            OpenSandboxSkillRuntime(
+                domain=self.double.domain,
+                api_key=self.double.api_key,
+                conversation_id=conversation_id,
+                conversations_root=conversations_root,
+                base_environment=base_environment,
+                conversation_store=self.store,
+                deadline_grace_seconds=5.0,
+            )
+        )
+
+    def conversations_root(self, tmp_path: Path) -> str:
+        return CONVERSATIONS_ROOT
+
+    def discard_conversations(self, conversation_ids: list[str]) -> None:
+        for conversation_id in conversation_ids:
+            runtime = OpenSandboxSkillRuntime(
+                domain=self.double.domain,
+                api_key=self.double.api_key,
+                conversation_id=conversation_id,
+                conversations_root=CONVERSATIONS_ROOT,
+                conversation_store=self.store,
+            )
+            with contextlib.closing(runtime):
+                runtime.destroy_conversation_sandbox()
