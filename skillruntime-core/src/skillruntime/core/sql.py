@@ -24,6 +24,8 @@ import json
 import logging
 import math
 import os
+import sqlite3
+import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -335,7 +337,7 @@ class SqlConversationStore(ConversationStore):
                 cursor = dbapi_connection.cursor()
                 try:
                     cursor.execute(f"PRAGMA busy_timeout = {busy_ms}")
-                    cursor.execute("PRAGMA journal_mode = WAL")
+                    _enable_wal(cursor, statement_timeout)
                 finally:
                     cursor.close()
 
@@ -532,6 +534,31 @@ def _connect_args(url: URL, connect_timeout: float, statement_timeout: float) ->
         lock_wait = max(1, math.ceil(statement_timeout))
         args["init_command"] = f"SET SESSION innodb_lock_wait_timeout = {lock_wait}"
     return args
+
+
+def _enable_wal(cursor: Any, budget_seconds: float) -> None:
+    """Switch a SQLite file to WAL, waiting up to ``budget_seconds`` for other connections.
+
+    Changing the journal mode needs a moment of exclusive access and SQLite answers "database is
+    locked" at once instead of calling its busy handler, so connections opening one new file
+    together would fail; the switch is retried with backoff instead. A file already in WAL mode
+    is left as it is.
+    """
+    deadline = time.monotonic() + budget_seconds
+    pause = 0.001
+    while True:
+        try:
+            row = cursor.execute("PRAGMA journal_mode").fetchone()
+            if row is not None and str(row[0]).lower() == "wal":
+                return
+            cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as error:
+            text = str(error).lower()
+            if ("locked" not in text and "busy" not in text) or time.monotonic() >= deadline:
+                raise
+        time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+        pause = min(pause * 2, 0.05)
 
 
 def _is_transient(error: SQLAlchemyError) -> bool:

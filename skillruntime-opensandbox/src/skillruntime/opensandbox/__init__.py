@@ -10,6 +10,7 @@ from .errors import (
     OpenSandboxExecutionError,
     OpenSandboxFileError,
     OpenSandboxFileNotFoundError,
+    SandboxReplacedError,
     SandboxUnavailableError,
 )
 from .options import EgressRule, NetworkPolicyOptions, OpenSandboxRuntimeOptions
@@ -24,5 +25,6 @@ __all__ = [
     "OpenSandboxFileNotFoundError",
     "OpenSandboxRuntimeOptions",
     "OpenSandboxSkillRuntime",
+    "SandboxReplacedError",
     "SandboxUnavailableError",
 ]
