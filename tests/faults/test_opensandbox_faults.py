@@ -13,6 +13,7 @@ import logging
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,8 +23,9 @@ import pytest
 
 from doubles._process import double_env, read_ready_line
 from doubles.opensandbox import OpenSandboxDouble
+from faults.figures import record_figure
 from skillruntime.core.conversations import InMemoryConversationStore
-from skillruntime.core.errors import RuntimeFileNotFoundError
+from skillruntime.core.errors import RuntimeFileError, RuntimeFileNotFoundError
 from skillruntime.core.models import (
     BootstrapCommand,
     Skill,
@@ -218,8 +220,12 @@ def test_the_first_read_after_a_vanished_sandbox_moves_to_the_replacement_at_onc
     assert old is not None
     assert opensandbox_double.kill_behind_back(old)
     before = runtime.file_requests
+    started = time.monotonic()
     with pytest.raises(RuntimeFileNotFoundError):
         files.read_text("note.txt")  # the replacement does not have it
+    record_figure(
+        "first read after a vanished sandbox", seconds=time.monotonic() - started, bound=20.0
+    )
     assert runtime.sandbox_id not in (None, old)
     # one failed attempt on the dead sandbox and one on the replacement, no retry budget spent
     assert runtime.file_requests - before <= 3
@@ -240,6 +246,27 @@ def test_the_first_stat_after_a_vanished_sandbox_moves_to_the_replacement_at_onc
     assert files.stat("note.txt") is None
     assert runtime.sandbox_id not in (None, old)
     assert runtime.file_requests - before <= 3
+
+
+def test_with_the_server_down_a_read_gives_up_within_its_retry_budget(
+    own_double: OpenSandboxDouble, store: InMemoryConversationStore
+) -> None:
+    make = _factory(own_double, store)
+    factory = next(make)
+    try:
+        runtime = factory(conversation_id=_conversation(), retry_seconds=2.0)
+        files = runtime.get_file_system()
+        files.write_text("note.txt", "kept")
+        own_double.stop()
+        started = time.monotonic()
+        with pytest.raises(RuntimeFileError) as raised:
+            files.read_text("note.txt")
+        record_figure("read with the server down", seconds=time.monotonic() - started, bound=2.0)
+        assert not isinstance(raised.value, RuntimeFileNotFoundError)
+        assert own_double.api_key not in str(raised.value)
+    finally:
+        with contextlib.suppress(StopIteration):
+            next(make)
 
 
 def test_a_command_killed_by_a_server_restart_says_the_sandbox_was_replaced(

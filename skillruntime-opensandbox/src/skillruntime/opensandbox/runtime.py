@@ -17,6 +17,14 @@ the first prepare, execute or file call.
   cannot be reached raises :class:`~.errors.SandboxUnavailableError` and leaves the record
   alone. :meth:`close` only releases the local handle; :meth:`destroy_conversation_sandbox` ends
   the conversation's sandbox (record deleted first, then the kill).
+
+A skill is prepared in one pinned sandbox: its uploads, bootstrap commands and record entry all
+go there, and when that sandbox vanishes midway the preparation starts again from the beginning
+in the replacement, so no record lists a skill whose files or bootstrap steps went elsewhere. A
+candidate sandbox carries the metadata ``skillruntime-role=candidate`` until the record names it
+(then ``conversation``); attaching kills the conversation's candidates that no record names once
+they are older than ``orphan_grace_seconds`` (left by a process that died in between). A
+command whose sandbox vanished under it raises :class:`~.errors.SandboxReplacedError`.
 """
 
 from __future__ import annotations
