@@ -223,10 +223,20 @@ class FaultProxy:
             if mode != "pass":
                 self.faults += 1
         if mode == "refuse" and self._listener is not None:
-            self._listener.close()
-            self._listener = None
+            self._stop_listening()
         if mode != "refuse" and previous == "refuse" and self._listener is None:
             self._listen()
+
+    def _stop_listening(self) -> None:
+        """Close the listening socket for real: a thread blocked in ``accept`` would otherwise
+        keep it listening (``shutdown`` wakes that thread; ``close`` alone does not)."""
+        listener, self._listener = self._listener, None
+        if listener is None:
+            return
+        with contextlib.suppress(OSError):
+            listener.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(OSError):
+            listener.close()
 
     def fail_after_commit(self, kind: str) -> None:
         """Lose the answer to the next COMMIT: ``"reset"`` or ``"blackhole"`` that connection."""
@@ -253,9 +263,7 @@ class FaultProxy:
     def close(self) -> None:
         """Stop listening and close every connection."""
         if self._listener is not None:
-            with contextlib.suppress(OSError):
-                self._listener.close()
-            self._listener = None
+            self._stop_listening()
         with self._lock:
             links = list(self._links)
         for link in links:
