@@ -92,6 +92,10 @@ class DoubleAdmin:
           connection abruptly (no final chunk, no terminal event) once ``after_events``
           stdout/stderr events were sent; the command is killed, as execd does when its
           client goes away.
+        * ``"kill_after_upload"``: the next ``after_events`` (at least 1) upload requests
+          succeed, and right after answering the last of them its sandbox is destroyed behind
+          the client's back (its processes killed, its files gone), as a sandbox dying between
+          two upload batches or right after the last one.
         """
         self._call(
             "POST",
@@ -156,7 +160,7 @@ class OpenSandboxDouble(DoubleAdmin):
         super().__init__("http://127.0.0.1:0")
 
     def start(self) -> OpenSandboxDouble:
-        """Start the server and wait until it listens."""
+        """Start the server (on ``self.port``; 0 picks a free port) and wait until it listens."""
         env = double_env()
         env.pop("OPEN_SANDBOX_API_KEY", None)
         self._process = subprocess.Popen(
@@ -165,7 +169,7 @@ class OpenSandboxDouble(DoubleAdmin):
                 "-m",
                 "doubles.opensandbox.server",
                 "--port",
-                "0",
+                str(self.port),
                 "--api-key",
                 self.api_key,
                 "--data-dir",
@@ -187,6 +191,17 @@ class OpenSandboxDouble(DoubleAdmin):
         self.domain = f"127.0.0.1:{self.port}"
         self.url = f"http://{self.domain}"
         return self
+
+    def restart(self) -> None:
+        """Stop the server process and start a new one on the same port and data directory.
+
+        Like a host that restarts: every sandbox and every command running in one is lost, and
+        clients meet a server that knows none of them (404 ``DOCKER::SANDBOX_NOT_FOUND``).
+        """
+        process, self._process = self._process, None
+        if process is not None:
+            stop_process(process, grace=15)
+        self.start()
 
     def stop(self) -> None:
         """Stop the server (it destroys every sandbox) and remove its data directory."""

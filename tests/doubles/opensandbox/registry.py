@@ -122,7 +122,9 @@ class Fault:
     their terminal event, without the chunked terminator), ``"no_terminal"`` (end the next
     ``count`` command streams cleanly after the output but without any terminal event) or
     ``"drop_mid_stream"`` (close the next ``count`` command streams abruptly once
-    ``after_events`` output events were sent; the command is killed as for a vanished client).
+    ``after_events`` output events were sent; the command is killed as for a vanished client)
+    or ``"kill_after_upload"`` (let ``after_events`` more upload requests succeed, then destroy
+    the sandbox that answered the last of them, as if it died right after that batch).
     """
 
     kind: str
@@ -309,6 +311,19 @@ class Registry:
             self._routes.clear()
 
     # -- faults ------------------------------------------------------------------------------
+
+    def after_upload(self, sandbox_id: str) -> None:
+        """Called once an upload request succeeded: fires an armed ``kill_after_upload``."""
+        with self._lock:
+            fault = next((f for f in self._faults if f.kind == "kill_after_upload"), None)
+            if fault is None:
+                return
+            fault.after_events -= 1
+            if fault.after_events > 0:
+                return
+            self._faults.remove(fault)
+            self._counters["faults_fired"] += 1
+        self.remove(sandbox_id, reason="kills_behind_back")
 
     def add_fault(self, fault: Fault) -> None:
         """Arm a fault."""

@@ -301,6 +301,7 @@ def execd_route(
         execd.command_logs(ex, sandbox, seg[1])
     elif seg == ["files", "upload"] and m == "POST":
         execd.upload(ex, registry, sandbox)
+        registry.after_upload(sandbox.id)
     elif seg == ["files", "download"] and m == "GET":
         execd.download(ex, sandbox)
     elif seg == ["files", "info"] and m == "GET":
@@ -340,7 +341,13 @@ def admin(ex: Exchange, server: DoubleServer, seg: list[str]) -> None:
     elif seg == ["faults"] and m == "POST":
         spec = body or {}
         kind = spec.get("kind")
-        if kind not in ("status", "drop_after_terminal", "no_terminal", "drop_mid_stream"):
+        if kind not in (
+            "status",
+            "drop_after_terminal",
+            "no_terminal",
+            "drop_mid_stream",
+            "kill_after_upload",
+        ):
             raise ApiError(400, "BAD_FAULT", f"unknown fault kind {kind!r}")
         status = int(spec.get("status", 503))
         if kind == "status" and status not in (429, 500, 502, 503, 504):

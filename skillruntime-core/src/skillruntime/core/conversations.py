@@ -231,6 +231,13 @@ def modify_record(
     race it waits a random time (full jitter, doubling from 1 ms up to ``max_backoff_seconds``)
     so that many nodes writing one conversation spread out instead of colliding again. Raises
     :class:`~skillruntime.core.errors.StoreConflictError` after ``attempts`` lost races.
+
+    A write that landed is never reported as a failure: when the re-read after a won
+    compare-and-set fails, the record is returned as written (its ``updated_at`` may differ from
+    the stored one by the time the write took); when ``update`` itself raises (e.g. the
+    connection dropped during the commit), the record is read once more and returned if it holds
+    exactly this write. Otherwise the store's error is raised; a write is never retried after an
+    error, only after a lost race.
     """
     for attempt in range(attempts):
         if attempt:
@@ -244,12 +251,49 @@ def modify_record(
             return current
         if wanted.storage_key != storage_key:
             raise ValueError("modify_record: the change must keep the record's storage_key")
-        if store.update(wanted.with_changes(version=current.version)):
-            return store.get(storage_key) or wanted.with_changes(version=current.version + 1)
+        try:
+            won = store.update(wanted.with_changes(version=current.version))
+        except ConversationStoreError:
+            landed = _landed_write(store, wanted, current.version + 1)
+            if landed is None:
+                raise
+            logger.warning(
+                "updating conversation record %s… raised but the write landed", storage_key[:12]
+            )
+            return landed
+        if won:
+            written = wanted.with_changes(version=current.version + 1)
+            try:
+                return store.get(storage_key) or written
+            except ConversationStoreError:
+                logger.warning(
+                    "re-reading conversation record %s… after a successful update failed; "
+                    "returning the record as written",
+                    storage_key[:12],
+                    exc_info=True,
+                )
+                return written
     raise StoreConflictError(
         f"conversation record {storage_key[:12]}… changed {attempts} times while updating it; "
         "too many nodes are writing the same conversation"
     )
+
+
+def _landed_write(
+    store: ConversationStore, wanted: ConversationRecord, version: int
+) -> ConversationRecord | None:
+    """The stored record if it is ``wanted`` written as ``version``, else ``None`` (also when it
+    cannot be read)."""
+    try:
+        stored = store.get(wanted.storage_key)
+    except ConversationStoreError:
+        return None
+    if stored is None or stored.version != version:
+        return None
+    ignored = {"version", "updated_at"}
+    if stored.model_dump(exclude=ignored) != wanted.model_dump(exclude=ignored):
+        return None
+    return stored
 
 
 def open_conversation_store(url: str, **options: Any) -> ConversationStore:

@@ -14,17 +14,24 @@ Supported URLs: ``sqlite:///relative.db`` / ``sqlite:////absolute.db`` (WAL jour
 timeout so several processes of one host share the file), ``postgresql[+psycopg]://`` and
 ``mysql[+pymysql]://`` / ``mariadb[+pymysql]://``. A URL without a driver gets the driver of the
 matching extra (``psycopg`` or ``pymysql``). Every driver gets a connect timeout and a bound on
-how long one statement (or lock wait) may take. Errors are :class:`ConversationStoreError` whose
-text shows the URL with its password hidden.
+how long one statement (or lock wait) may take. On PostgreSQL and MySQL/MariaDB every call also
+has a client-side deadline of ``connect_timeout + statement_timeout`` (see
+:mod:`skillruntime.core.sql_deadline`): a silent network cannot hold a call longer than that.
+Errors are :class:`ConversationStoreError` whose text shows the URL with its password hidden.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
 import os
-from collections.abc import Callable, Mapping
+import socket
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -48,12 +55,20 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import URL, Connection, Dialect, Engine, RowMapping, create_engine, make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import (
+    ArgumentError,
+    DBAPIError,
+    DisconnectionError,
+    IntegrityError,
+    SQLAlchemyError,
+)
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.schema import CreateTable
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from .conversations import ConversationRecord, ConversationStore, ConversationStoreError
 from .errors import StoreConflictError
+from .sql_deadline import CallDeadline, start_deadline
 
 __all__ = [
     "DEFAULT_TABLE_NAME",
@@ -79,6 +94,8 @@ _MYSQL_DRIVERS = ("pymysql", "mysqldb")
 _TRANSIENT_ATTEMPTS = 4
 _DELETE_ATTEMPTS = 16
 _MAX_DETAIL = 300
+_SOCKET = "skillruntime_socket"
+_FRESH = "skillruntime_fresh"
 
 
 class _UtcDateTime(TypeDecorator[datetime]):
@@ -155,8 +172,13 @@ class SqlConversationStore(ConversationStore):
 
     ``url`` is a SQLAlchemy URL (see the module docs). The table is not created unless
     ``create_schema=True`` is passed or :meth:`create_schema` is called. ``connect_timeout``
-    bounds opening a connection; ``statement_timeout`` bounds one statement including its lock
-    waits (SQLite: the busy timeout). Pool options go to SQLAlchemy's ``QueuePool``;
+    bounds opening a connection (TCP, handshake, authentication); ``statement_timeout`` bounds
+    one statement including its lock waits (SQLite: the busy timeout). On PostgreSQL and
+    MySQL/MariaDB each call (``get``, ``create``, ``update``, ``delete``, the schema calls)
+    returns or raises within :attr:`call_timeout` = ``connect_timeout`` (as the driver applies
+    it) + ``statement_timeout``, whatever the network does; waiting for a free pooled
+    connection adds at most ``pool_timeout``. Pooled connections are checked with a ping, under
+    the same deadline, before each use. Pool options go to SQLAlchemy's ``QueuePool``;
     ``engine_options`` are passed to :func:`sqlalchemy.create_engine` last.
 
     Safe to use from several threads. Create the store in the process that uses it (after any
@@ -183,8 +205,14 @@ class SqlConversationStore(ConversationStore):
         self._password = self._url.password
         self._closed = False
         self._table = conversation_table(table_name)
+        self._local = threading.local()
+        self._connect_seconds = _effective_connect_timeout(self._url, connect_timeout)
+        self._call_timeout = (
+            None
+            if self._url.get_backend_name() == "sqlite"
+            else self._connect_seconds + statement_timeout
+        )
         options: dict[str, Any] = {
-            "pool_pre_ping": True,
             "pool_size": pool_size,
             "max_overflow": max_overflow,
             "pool_timeout": pool_timeout,
@@ -207,6 +235,12 @@ class SqlConversationStore(ConversationStore):
         return self._url.render_as_string(hide_password=True)
 
     @property
+    def call_timeout(self) -> float | None:
+        """Seconds within which every call returns or raises (``None`` for SQLite, whose calls
+        are bounded by the busy timeout)."""
+        return self._call_timeout
+
+    @property
     def table_name(self) -> str:
         """The name of the table holding the records."""
         return self._table.name
@@ -219,6 +253,10 @@ class SqlConversationStore(ConversationStore):
     def create_schema(self) -> None:
         """Create the table if it is absent (idempotent, safe when several nodes race on it)."""
         self._check_open()
+        with self._bounded():
+            self._create_schema()
+
+    def _create_schema(self) -> None:
         for attempt in range(_TRANSIENT_ATTEMPTS):
             failure: SQLAlchemyError
             connection = self._connect()
@@ -231,7 +269,7 @@ class SqlConversationStore(ConversationStore):
             # Another node may have created it between the check and the CREATE.
             if self._table_surely_exists():
                 return
-            if attempt + 1 < _TRANSIENT_ATTEMPTS and _is_transient(failure):
+            if attempt + 1 < _TRANSIENT_ATTEMPTS and self._retryable(failure):
                 continue
             raise ConversationStoreError(
                 f"the conversation store {self.url} could not create its table "
@@ -241,10 +279,11 @@ class SqlConversationStore(ConversationStore):
     def schema_exists(self) -> bool:
         """Whether the table exists (raises :class:`ConversationStoreError` if unreachable)."""
         self._check_open()
-        connection = self._connect()
         try:
-            with connection:
-                return inspect(connection).has_table(self._table.name)
+            with self._bounded():
+                connection = self._connect()
+                with connection:
+                    return inspect(connection).has_table(self._table.name)
         except SQLAlchemyError as error:
             raise ConversationStoreError(
                 f"the conversation store {self.url} could not look up its table: "
@@ -327,6 +366,8 @@ class SqlConversationStore(ConversationStore):
             raise ConversationStoreError(
                 f"cannot configure the conversation store for {self.url}: {self._scrub(str(error))}"
             ) from None
+        if backend != "sqlite":
+            self._add_deadline_events(engine, backend)
         if backend == "sqlite":
             busy_ms = max(1, int(statement_timeout * 1000))
 
@@ -335,11 +376,34 @@ class SqlConversationStore(ConversationStore):
                 cursor = dbapi_connection.cursor()
                 try:
                     cursor.execute(f"PRAGMA busy_timeout = {busy_ms}")
-                    cursor.execute("PRAGMA journal_mode = WAL")
+                    _enable_wal(cursor, statement_timeout)
                 finally:
                     cursor.close()
 
         return engine
+
+    def _add_deadline_events(self, engine: Engine, backend: str) -> None:
+        """Hook the pool so that every connection's socket is known and checked at checkout."""
+
+        @event.listens_for(engine, "connect")
+        def _remember_socket(dbapi_connection: Any, record: Any) -> None:
+            record.info[_FRESH] = True
+            fileno = getattr(dbapi_connection, "fileno", None)
+            if callable(fileno):  # psycopg; PyMySQL's socket is recorded by _connect_mysql
+                record.info[_SOCKET] = fileno()
+
+        @event.listens_for(engine, "checkout")
+        def _checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+            self._watch_connection(dbapi_connection, record)
+
+        if backend in ("mysql", "mariadb"):
+            connect_seconds = self._connect_seconds
+
+            @event.listens_for(engine, "do_connect")
+            def _connect_mysql(
+                dialect: Dialect, record: Any, cargs: Any, cparams: dict[str, Any]
+            ) -> Any:
+                return _connect_mysql_bounded(dialect, record, cargs, cparams, connect_seconds)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -352,6 +416,10 @@ class SqlConversationStore(ConversationStore):
         database error becomes :class:`ConversationStoreError`.
         """
         self._check_open()
+        with self._bounded():
+            return self._attempts(action, work)
+
+    def _attempts(self, action: str, work: Callable[[Connection], _T]) -> _T:
         for attempt in range(_TRANSIENT_ATTEMPTS):
             connection = self._connect()
             failure: SQLAlchemyError
@@ -362,19 +430,69 @@ class SqlConversationStore(ConversationStore):
                 raise
             except SQLAlchemyError as error:
                 failure = error
-            if attempt + 1 < _TRANSIENT_ATTEMPTS and _is_transient(failure):
+            if attempt + 1 < _TRANSIENT_ATTEMPTS and self._retryable(failure):
                 logger.debug("conversation store %s: retrying after %s", self.url, action)
                 continue
             raise self._error(action, failure) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
+    @contextlib.contextmanager
+    def _bounded(self) -> Iterator[CallDeadline | None]:
+        """The deadline of the current call (a nested call joins the outer one's)."""
+        current: CallDeadline | None = getattr(self._local, "deadline", None)
+        if current is not None or self._call_timeout is None:
+            yield current
+            return
+        deadline = start_deadline(self._call_timeout)
+        self._local.deadline = deadline
+        try:
+            yield deadline
+        finally:
+            self._local.deadline = None
+            deadline.finish()
+
+    def _late(self) -> bool:
+        """Whether the current call's deadline has passed."""
+        deadline: CallDeadline | None = getattr(self._local, "deadline", None)
+        return deadline is not None and deadline.expired
+
+    def _retryable(self, failure: SQLAlchemyError) -> bool:
+        return _is_transient(failure) and not self._late()
+
     def _connect(self) -> Connection:
+        if self._late():
+            raise self._timeout_error()
         try:
             return self._engine.connect()
         except SQLAlchemyError as error:
+            if self._late():
+                raise self._timeout_error() from None
             raise ConversationStoreError(
                 f"cannot connect to the conversation store {self.url}: {self._detail(error)}"
             ) from None
+
+    def _timeout_error(self) -> ConversationStoreError:
+        return ConversationStoreError(
+            f"the conversation store {self.url} did not answer within the call's deadline of "
+            f"{self._call_timeout:g}s (connect_timeout + statement_timeout); the network or the "
+            "database is not answering"
+        )
+
+    def _watch_connection(self, dbapi_connection: Any, record: Any) -> None:
+        """Pool checkout: put the connection's socket under the call's deadline, then ping a
+        connection that is not brand new (a failed ping makes the pool open a fresh one)."""
+        deadline: CallDeadline | None = getattr(self._local, "deadline", None)
+        descriptor = record.info.get(_SOCKET)
+        if deadline is not None and descriptor is not None:
+            deadline.watch(descriptor)
+        if record.info.pop(_FRESH, False):
+            return
+        try:
+            self._engine.dialect.do_ping(dbapi_connection)
+        except Exception as error:
+            if deadline is not None and deadline.expired:
+                raise PoolTimeoutError("the pooled connection did not answer its ping") from error
+            raise DisconnectionError("the pooled connection did not answer its ping") from error
 
     def _table_surely_exists(self) -> bool:
         """Whether the table is known to exist (``False`` also when that cannot be looked up)."""
@@ -389,8 +507,11 @@ class SqlConversationStore(ConversationStore):
 
     def _error(self, action: str, error: SQLAlchemyError) -> ConversationStoreError:
         """A :class:`ConversationStoreError` for a failed ``action`` (password hidden)."""
+        if self._late():
+            return self._timeout_error()
+        lost = isinstance(error, DBAPIError) and error.connection_invalidated
         try:
-            missing = not self._table_exists()
+            missing = not lost and not self._table_exists()
         except SQLAlchemyError:
             missing = False  # unreachable now: report the original failure
         if missing:
@@ -504,6 +625,59 @@ def _parse_url(url: str | URL) -> URL:
     return parsed
 
 
+def _effective_connect_timeout(url: URL, connect_timeout: float) -> float:
+    """The connect timeout as the driver applies it (libpq: whole seconds, at least 2)."""
+    backend = url.get_backend_name()
+    raw = url.query.get("connect_timeout")
+    if isinstance(raw, str):
+        with contextlib.suppress(ValueError):
+            connect_timeout = float(raw)
+    if backend == "postgresql":
+        return float(max(2, math.ceil(connect_timeout)))
+    if backend in ("mysql", "mariadb"):
+        return float(max(1, math.ceil(connect_timeout)))
+    return connect_timeout
+
+
+def _connect_mysql_bounded(
+    dialect: Dialect, record: Any, cargs: Any, cparams: dict[str, Any], seconds: float
+) -> Any:
+    """Open a PyMySQL connection whose whole handshake is bounded by ``seconds``.
+
+    PyMySQL applies its connect timeout to the TCP connect only and reads the server's greeting
+    with the read timeout; here the socket is opened by the store and the handshake runs under
+    a deadline of ``seconds``, so a server that accepts and never answers fails in time. Unix
+    sockets and explicit bind addresses keep PyMySQL's own connect.
+    """
+    if "unix_socket" in cparams or "bind_address" in cparams:
+        record.info.pop(_SOCKET, None)
+        return None
+    dbapi = dialect.loaded_dbapi
+    host = str(cparams.get("host") or "localhost")
+    port = int(cparams.get("port") or 3306)
+    connection = dbapi.connect(*cargs, **{**cparams, "defer_connect": True})
+    deadline = start_deadline(seconds)
+    try:
+        try:
+            sock = socket.create_connection((host, port), timeout=seconds)
+        except OSError as error:
+            raise dbapi.OperationalError(
+                2003, f"Can't connect to MySQL server on {host!r} ({error})"
+            ) from None
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        deadline.watch(sock.fileno())
+        try:
+            connection.connect(sock)
+        except BaseException:
+            sock.close()
+            raise
+    finally:
+        deadline.finish()
+    record.info[_SOCKET] = sock.fileno()
+    return connection
+
+
 def _connect_args(url: URL, connect_timeout: float, statement_timeout: float) -> dict[str, Any]:
     """Driver arguments bounding connection setup and statement/lock waits."""
     backend = url.get_backend_name()
@@ -532,6 +706,31 @@ def _connect_args(url: URL, connect_timeout: float, statement_timeout: float) ->
         lock_wait = max(1, math.ceil(statement_timeout))
         args["init_command"] = f"SET SESSION innodb_lock_wait_timeout = {lock_wait}"
     return args
+
+
+def _enable_wal(cursor: Any, budget_seconds: float) -> None:
+    """Switch a SQLite file to WAL, waiting up to ``budget_seconds`` for other connections.
+
+    Changing the journal mode needs a moment of exclusive access and SQLite answers "database is
+    locked" at once instead of calling its busy handler, so connections opening one new file
+    together would fail; the switch is retried with backoff instead. A file already in WAL mode
+    is left as it is.
+    """
+    deadline = time.monotonic() + budget_seconds
+    pause = 0.001
+    while True:
+        try:
+            row = cursor.execute("PRAGMA journal_mode").fetchone()
+            if row is not None and str(row[0]).lower() == "wal":
+                return
+            cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as error:
+            text = str(error).lower()
+            if ("locked" not in text and "busy" not in text) or time.monotonic() >= deadline:
+                raise
+        time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+        pause = min(pause * 2, 0.05)
 
 
 def _is_transient(error: SQLAlchemyError) -> bool:

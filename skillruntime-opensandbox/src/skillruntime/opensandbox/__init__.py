@@ -13,6 +13,7 @@ from .errors import (
     OpenSandboxIsADirectoryError,
     OpenSandboxNotADirectoryError,
     OpenSandboxPermissionError,
+    SandboxReplacedError,
     SandboxUnavailableError,
 )
 from .options import EgressRule, NetworkPolicyOptions, OpenSandboxRuntimeOptions
@@ -30,5 +31,6 @@ __all__ = [
     "OpenSandboxPermissionError",
     "OpenSandboxRuntimeOptions",
     "OpenSandboxSkillRuntime",
+    "SandboxReplacedError",
     "SandboxUnavailableError",
 ]

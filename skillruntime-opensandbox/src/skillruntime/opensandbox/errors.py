@@ -10,6 +10,8 @@ Messages never contain API keys, environment values or file bodies.
 
 from __future__ import annotations
 
+import httpx
+
 from opensandbox.exceptions import (
     SandboxApiException,
     SandboxConnectionException,
@@ -36,6 +38,7 @@ __all__ = [
     "OpenSandboxIsADirectoryError",
     "OpenSandboxNotADirectoryError",
     "OpenSandboxPermissionError",
+    "SandboxReplacedError",
     "SandboxUnavailableError",
     "SdkErrorDetails",
     "describe",
@@ -101,6 +104,15 @@ class OpenSandboxExecutionError(ExecutionTransportError, SdkErrorDetails):
     ) -> None:
         super().__init__(message)
         self._set_details(code, status_code, request_id)
+
+
+class SandboxReplacedError(OpenSandboxExecutionError):
+    """The sandbox vanished while a command ran in it; the command died with it and was not
+    retried. ``sandbox_id`` names the vanished sandbox; the next call uses its replacement."""
+
+    def __init__(self, message: str, *, sandbox_id: str) -> None:
+        super().__init__(message)
+        self.sandbox_id = sandbox_id
 
 
 class OpenSandboxFileError(RuntimeFileError, SdkErrorDetails):
@@ -172,11 +184,16 @@ def is_not_found(exc: BaseException) -> bool:
 
 
 def is_transient(exc: BaseException) -> bool:
-    """True for failures worth retrying on an idempotent call: connection errors, timeouts of a
-    single request, 429, 502 and 503."""
+    """True for failures worth retrying on an idempotent call: connection errors (also the raw
+    transport errors some SDK calls let through), timeouts of a single request, 429, 502 and
+    503."""
     # A sandbox that never became ready (SandboxReadyTimeoutException) is not transient.
     if isinstance(
-        exc, SandboxRateLimitException | SandboxConnectionException | SandboxTimeoutException
+        exc,
+        SandboxRateLimitException
+        | SandboxConnectionException
+        | SandboxTimeoutException
+        | httpx.TransportError,
     ):
         return True
     return _status(exc) in TRANSIENT_STATUS_CODES

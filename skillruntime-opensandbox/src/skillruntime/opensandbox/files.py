@@ -14,6 +14,7 @@ import io
 import logging
 import posixpath
 import threading
+import time
 from collections.abc import Callable, Generator, Iterable, Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -28,7 +29,13 @@ from skillruntime.core.errors import (
 from skillruntime.core.filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT, SkillRuntimeFileSystem
 from skillruntime.core.models import FileInfo
 
-from .errors import OpenSandboxFileError, OpenSandboxIsADirectoryError, file_error, is_not_found
+from .errors import (
+    OpenSandboxFileError,
+    OpenSandboxIsADirectoryError,
+    file_error,
+    is_not_found,
+    is_transient,
+)
 from .retry import call_idempotent
 
 __all__ = [
@@ -158,26 +165,57 @@ class OpenSandboxFileSystem(SkillRuntimeFileSystem):
         resend: Callable[[], bool] = lambda: True,
     ) -> T:
         """Run ``operation`` on the live sandbox (retried when idempotent); once more on a new
-        sandbox when the first one vanished and ``resend()`` allows it."""
+        sandbox when the first one vanished and ``resend()`` allows it.
+
+        Retries and the vanished-sandbox check share one budget of ``retry_seconds``: after
+        each transient failure the runtime is asked whether the sandbox has vanished, so a call
+        on a dead sandbox moves to the replacement at once instead of retrying for the whole
+        budget.
+        """
+        deadline = time.monotonic() + self._retry_seconds
         sandbox = self._sandbox()
+        recover = self._recover
+        vanished = False
+
+        def gone(exc: BaseException) -> bool:
+            nonlocal vanished
+            if recover is not None and resend():
+                vanished = recover(sandbox, exc)
+            return vanished
+
         try:
-            return self._call_on(sandbox, operation, idempotent=idempotent)
+            return self._call_on(
+                sandbox, operation, idempotent=idempotent, deadline=deadline, abandon=gone
+            )
         except Exception as exc:
-            if self._recover is None or not resend() or not self._recover(sandbox, exc):
+            if recover is None or not resend():
                 raise
-        return self._call_on(self._sandbox(), operation, idempotent=idempotent)
+            if not vanished:
+                already_asked = idempotent and is_transient(exc)
+                if already_asked or not recover(sandbox, exc):
+                    raise
+        return self._call_on(self._sandbox(), operation, idempotent=idempotent, deadline=deadline)
 
     def _call_on(
-        self, sandbox: SandboxSync, operation: Callable[[SandboxSync], T], *, idempotent: bool
+        self,
+        sandbox: SandboxSync,
+        operation: Callable[[SandboxSync], T],
+        *,
+        idempotent: bool,
+        deadline: float | None = None,
+        abandon: Callable[[BaseException], bool] | None = None,
     ) -> T:
-        """Run ``operation`` on ``sandbox``, counted, and retried when idempotent."""
+        """Run ``operation`` on ``sandbox``, counted, and retried when idempotent (until
+        ``deadline`` when given, else for ``retry_seconds``)."""
 
         def once() -> T:
             self.count_request()
             return operation(sandbox)
 
         if idempotent:
-            return call_idempotent(once, budget_seconds=self._retry_seconds)
+            return call_idempotent(
+                once, budget_seconds=self._retry_seconds, deadline=deadline, abandon=abandon
+            )
         return once()
 
     # ----------------------------------------------------------------- primitives
@@ -204,9 +242,10 @@ class OpenSandboxFileSystem(SkillRuntimeFileSystem):
 
     def _read_error(self, path: str, exc: Exception) -> RuntimeFileError:
         """The typed error of a failed download; when execd's answer does not name the kind, a
-        stat tells a directory apart (execd's answer for one is not documented)."""
+        stat tells a directory apart (execd's answer for one is not documented). A transient
+        failure is returned as it is: no stat against a server that is not answering."""
         error = file_error("reading", path, exc)
-        if type(error) is not OpenSandboxFileError:
+        if type(error) is not OpenSandboxFileError or is_transient(exc):
             return error
         info = self._stat_quietly(path)
         if info is not None and info.is_directory:
@@ -328,8 +367,15 @@ class OpenSandboxFileSystem(SkillRuntimeFileSystem):
         except Exception as exc:
             raise file_error("creating directory", entries[0].path, exc) from exc
 
-    def upload_files(self, files: Iterable[tuple[Path, str, bool]]) -> int:
-        """Upload host files in batched multipart requests, each file streamed from disk."""
+    def upload_files(
+        self, files: Iterable[tuple[Path, str, bool]], *, sandbox: SandboxSync | None = None
+    ) -> int:
+        """Upload host files in batched multipart requests, each file streamed from disk.
+
+        With ``sandbox`` every batch goes to that handle and none is moved to a replacement:
+        the runtime uses it to keep all files of one skill in one sandbox (it restarts the
+        whole upload when that sandbox vanished).
+        """
         count = 0
         batch: list[tuple[Path, str, bool]] = []
         batch_bytes = 0
@@ -338,13 +384,13 @@ class OpenSandboxFileSystem(SkillRuntimeFileSystem):
             with contextlib.suppress(OSError):
                 batch_bytes += item[0].stat().st_size
             if len(batch) >= UPLOAD_BATCH_FILES or batch_bytes >= UPLOAD_BATCH_BYTES:
-                count += self._upload_batch(batch)
+                count += self._upload_batch(batch, sandbox)
                 batch, batch_bytes = [], 0
         if batch:
-            count += self._upload_batch(batch)
+            count += self._upload_batch(batch, sandbox)
         return count
 
-    def _upload_batch(self, batch: list[tuple[Path, str, bool]]) -> int:
+    def _upload_batch(self, batch: list[tuple[Path, str, bool]], target: SandboxSync | None) -> int:
         def send(sandbox: SandboxSync) -> None:
             with contextlib.ExitStack() as stack:
                 entries = []
@@ -360,7 +406,10 @@ class OpenSandboxFileSystem(SkillRuntimeFileSystem):
                 sandbox.files.write_files(entries)
 
         try:
-            self._call(send, idempotent=False)
+            if target is None:
+                self._call(send, idempotent=False)
+            else:
+                self._call_on(target, send, idempotent=False)
         except RuntimeFileError:
             raise
         except Exception as exc:

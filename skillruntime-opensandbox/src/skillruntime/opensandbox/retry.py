@@ -1,21 +1,25 @@
 """Retries of idempotent SDK calls (endpoint lookup, stat, reads, listings, renew).
 
 Transient failures — connection errors, single-request timeouts, HTTP 429, 502 and 503 — are
-retried with exponential backoff and jitter until a time budget is spent. Commands and uploads are
+retried with exponential backoff and jitter until a time budget is spent; the last wait is cut
+so that no attempt starts after the budget, so a call gives up at most one attempt's duration
+after its budget (an attempt against a server that refuses connections takes milliseconds; one
+against a silent server is bounded by the request timeout). Commands and uploads are
 never retried here: a command may have side effects and an upload consumes its source stream.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
 from tenacity import (
+    RetryCallState,
     Retrying,
     before_sleep_log,
     retry_if_exception,
-    stop_after_delay,
     wait_exponential_jitter,
 )
 
@@ -37,16 +41,37 @@ def call_idempotent(
     budget_seconds: float = DEFAULT_RETRY_SECONDS,
     initial_wait: float = 0.1,
     max_wait: float = 2.0,
+    deadline: float | None = None,
+    abandon: Callable[[BaseException], bool] | None = None,
 ) -> T:
     """Run ``call``; retry it on transient failures for at most ``budget_seconds``.
 
-    The last exception is re-raised unchanged when the budget is spent or the failure is not
-    transient.
+    ``deadline`` (a :func:`time.monotonic` instant) ends the retries earlier when it comes
+    first, so several calls can share one budget. ``abandon`` is asked after each transient
+    failure whether retrying is pointless (for example because the sandbox has vanished); when
+    it answers ``True`` the failure is raised at once. The last exception is re-raised unchanged
+    when the budget is spent or the failure is not transient.
     """
+    end = time.monotonic() + max(0.0, budget_seconds)
+    if deadline is not None:
+        end = min(end, deadline)
+    backoff = wait_exponential_jitter(multiplier=initial_wait, max=max_wait)
+
+    def worth_retrying(exc: BaseException) -> bool:
+        if not is_transient(exc):
+            return False
+        return abandon is None or not abandon(exc)
+
+    def wait(state: RetryCallState) -> float:
+        return max(0.0, min(backoff(state), end - time.monotonic()))
+
+    def out_of_time(_: RetryCallState) -> bool:
+        return time.monotonic() >= end
+
     retrying = Retrying(
-        retry=retry_if_exception(is_transient),
-        stop=stop_after_delay(budget_seconds),
-        wait=wait_exponential_jitter(multiplier=initial_wait, max=max_wait),
+        retry=retry_if_exception(worth_retrying),
+        stop=out_of_time,
+        wait=wait,
         reraise=True,
         before_sleep=before_sleep_log(logger, logging.DEBUG),
     )

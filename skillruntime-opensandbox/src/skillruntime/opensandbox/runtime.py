@@ -17,6 +17,14 @@ the first prepare, execute or file call.
   cannot be reached raises :class:`~.errors.SandboxUnavailableError` and leaves the record
   alone. :meth:`close` only releases the local handle; :meth:`destroy_conversation_sandbox` ends
   the conversation's sandbox (record deleted first, then the kill).
+
+A skill is prepared in one pinned sandbox: its uploads, bootstrap commands and record entry all
+go there, and when that sandbox vanishes midway the preparation starts again from the beginning
+in the replacement, so no record lists a skill whose files or bootstrap steps went elsewhere. A
+candidate sandbox carries the metadata ``skillruntime-role=candidate`` until the record names it
+(then ``conversation``); attaching kills the conversation's candidates that no record names once
+they are older than ``orphan_grace_seconds`` (left by a process that died in between). A
+command whose sandbox vanished under it raises :class:`~.errors.SandboxReplacedError`.
 """
 
 from __future__ import annotations
@@ -24,9 +32,12 @@ from __future__ import annotations
 import logging
 import posixpath
 import threading
+import time
 from collections.abc import Mapping, Sequence
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
+
+import httpx
 
 from opensandbox.config.connection_sync import ConnectionConfigSync
 from opensandbox.exceptions import (
@@ -44,8 +55,14 @@ from skillruntime.core.conversations import (
     open_conversation_store,
     service_key_for_url,
 )
+from skillruntime.core.errors import RuntimeFileError, SkillPrepareError
 from skillruntime.core.filesystem import SkillRuntimeFileSystem
-from skillruntime.core.models import Skill, SkillExecutionRequest, SkillExecutionResult
+from skillruntime.core.models import (
+    Skill,
+    SkillExecutionRequest,
+    SkillExecutionResult,
+    SkillRuntimeConfig,
+)
 from skillruntime.core.runtime import BaseSkillRuntime
 from skillruntime.core.skillfiles import (
     DEFAULT_UPLOAD_POLICY,
@@ -56,7 +73,7 @@ from skillruntime.core.workspace import ConversationWorkspace, validate_conversa
 
 from .commands import DEFAULT_DEADLINE_GRACE_SECONDS, CommandNotStartedError, CommandRunner
 from .conversation import ConversationBinding
-from .errors import OpenSandboxError, OpenSandboxExecutionError
+from .errors import OpenSandboxError, OpenSandboxExecutionError, SandboxReplacedError
 from .files import OpenSandboxFileSystem
 from .options import (
     DEFAULT_CONVERSATIONS_ROOT,
@@ -65,7 +82,12 @@ from .options import (
     NetworkPolicyOptions,
 )
 from .retry import DEFAULT_RETRY_SECONDS
-from .sandbox import ENDED_STATES, SandboxClient, SandboxGoneError, SandboxSettings
+from .sandbox import (
+    ENDED_STATES,
+    SandboxClient,
+    SandboxGoneError,
+    SandboxSettings,
+)
 
 __all__ = ["OpenSandboxSkillRuntime", "shared_memory_store"]
 
@@ -73,7 +95,14 @@ logger = logging.getLogger(__name__)
 
 _SHARED_STORE = InMemoryConversationStore()
 _ACQUIRE_ATTEMPTS = 8
+_PREPARE_ATTEMPTS = 3
 _FILE_NOT_FOUND = "FILE_NOT_FOUND"
+_CONVERSATION_KEY = "skillruntime-conversation-key"
+_ROLE = "skillruntime-role"
+_ROLE_CANDIDATE = "candidate"
+_ROLE_RECORDED = "conversation"
+DEFAULT_ORPHAN_GRACE_SECONDS = 300.0
+"""Age after which an unrecorded candidate sandbox of a conversation counts as orphaned."""
 
 
 def shared_memory_store() -> InMemoryConversationStore:
@@ -99,7 +128,7 @@ def _network_policy(
 
 def _may_mean_sandbox_gone(exc: BaseException) -> bool:
     """True for failures a vanished sandbox produces (not a missing file)."""
-    if isinstance(exc, SandboxConnectionException | SandboxTimeoutException):
+    if isinstance(exc, SandboxConnectionException | SandboxTimeoutException | httpx.TransportError):
         return True
     if isinstance(exc, SandboxApiException):
         code = exc.error.code if exc.error is not None else None
@@ -107,6 +136,15 @@ def _may_mean_sandbox_gone(exc: BaseException) -> bool:
             return False
         return exc.status_code in {404, 410, 502, 503}
     return False
+
+
+class _SandboxReplacedWhilePreparingError(SkillPrepareError):
+    """The sandbox a skill was being prepared in vanished (or stopped being the conversation's);
+    the preparation starts again from the beginning on the replacement."""
+
+    def __init__(self, sandbox_id: str) -> None:
+        super().__init__(f"sandbox {sandbox_id} was replaced while a skill was being prepared")
+        self.sandbox_id = sandbox_id
 
 
 class OpenSandboxSkillRuntime(BaseSkillRuntime):
@@ -117,6 +155,8 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
     ``mysql+pymysql://…``); a store built from a URL is closed with the runtime. Without one a
     process-wide in-memory store is used. ``uid``/``gid`` run commands as a non-root user.
     ``connection_config`` replaces the SDK connection settings entirely (advanced).
+    ``orphan_grace_seconds`` is the age after which a conversation's candidate sandbox that no
+    record names is killed when a runtime attaches (see the module docs).
     """
 
     def __init__(
@@ -145,6 +185,7 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
         retry_seconds: float = DEFAULT_RETRY_SECONDS,
         deadline_grace_seconds: float = DEFAULT_DEADLINE_GRACE_SECONDS,
         connection_config: ConnectionConfigSync | None = None,
+        orphan_grace_seconds: float = DEFAULT_ORPHAN_GRACE_SECONDS,
     ) -> None:
         workspace = (
             ConversationWorkspace(conversations_root, conversation_id)
@@ -164,6 +205,9 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
             raise ValueError(f"remote_root must be an absolute path other than '/': {exc}") from exc
         if conversation_store is not None and workspace is None:
             raise ValueError("conversation_store needs a conversation_id")
+        if orphan_grace_seconds < 0:
+            raise ValueError("orphan_grace_seconds must not be negative")
+        self._orphan_grace_seconds = orphan_grace_seconds
         self._config = connection_config or ConnectionConfigSync(
             domain=domain,
             api_key=api_key,
@@ -200,6 +244,7 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
         self._sandbox: SandboxSync | None = None
         self._last_sandbox_id: str | None = None
         self._sandbox_lock = threading.RLock()
+        self._pin = threading.local()  # the sandbox the current thread's prepare is bound to
         self._record: ConversationRecord | None = None
         self._ready_targets: set[str] = set()
         self._owns_store = isinstance(conversation_store, str)
@@ -278,21 +323,76 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
 
     # ----------------------------------------------------------------- hooks
 
+    def _prepare_one(self, skill: Skill, config: SkillRuntimeConfig) -> Skill:
+        """Prepare ``skill`` with every file and bootstrap step in one sandbox.
+
+        The current sandbox is pinned for the whole preparation: uploads, bootstrap commands
+        and the record entry all go to it. When it vanishes midway (or the record moves to
+        another sandbox) nothing is recorded and the preparation starts again from the
+        beginning on the replacement.
+        """
+        failure: _SandboxReplacedWhilePreparingError | None = None
+        for _ in range(_PREPARE_ATTEMPTS):
+            self._pin.sandbox = self._handle()
+            try:
+                return super()._prepare_one(skill, config)
+            except _SandboxReplacedWhilePreparingError as exc:
+                failure = exc
+                logger.warning(
+                    "sandbox %s vanished while skill %s was being prepared; preparing it again "
+                    "from the start in the replacement",
+                    exc.sandbox_id,
+                    skill.name,
+                )
+            finally:
+                self._pin.sandbox = None
+        raise SkillPrepareError(
+            f"Preparing skill '{skill.name}' failed: its sandbox was replaced "
+            f"{_PREPARE_ATTEMPTS} times while the skill was being uploaded or bootstrapped; "
+            "nothing was recorded, prepare it again",
+            skill_name=skill.name,
+        ) from failure
+
+    def _pinned(self) -> SandboxSync | None:
+        """The sandbox the current thread's preparation is bound to (``None`` outside one)."""
+        pinned: SandboxSync | None = getattr(self._pin, "sandbox", None)
+        return pinned
+
     def _run(
         self, request: SkillExecutionRequest, working_directory: str, environment: dict[str, str]
     ) -> SkillExecutionResult:
-        sandbox = self._handle()
+        pinned = self._pinned()
+        sandbox = pinned if pinned is not None else self._handle()
         try:
-            return self._run_in(sandbox, request, working_directory, environment)
+            result = self._run_in(sandbox, request, working_directory, environment)
         except CommandNotStartedError as exc:
             if exc.__cause__ is None or not self._recover(sandbox, exc.__cause__):
                 raise
+            if pinned is not None:
+                raise _SandboxReplacedWhilePreparingError(sandbox.id) from exc
             logger.warning("sandbox %s vanished before a command started; re-attaching", sandbox.id)
             return self._run_in(self._handle(), request, working_directory, environment)
         except OpenSandboxExecutionError as exc:
-            if exc.__cause__ is not None:
-                self._recover(sandbox, exc.__cause__)
+            if self._vanished(sandbox):
+                if pinned is not None:
+                    raise _SandboxReplacedWhilePreparingError(sandbox.id) from exc
+                raise self._replaced_error(sandbox.id) from exc
             raise
+        if result.exit_code == -1 and not result.timed_out and self._vanished(sandbox):
+            # The command was killed with its sandbox (e.g. the server restarted).
+            if pinned is not None:
+                raise _SandboxReplacedWhilePreparingError(sandbox.id)
+            raise self._replaced_error(sandbox.id)
+        return result
+
+    @staticmethod
+    def _replaced_error(sandbox_id: str) -> SandboxReplacedError:
+        return SandboxReplacedError(
+            f"The sandbox {sandbox_id} vanished while the command ran; the command died with it "
+            "and was not retried. The next call uses a replacement sandbox, which holds none of "
+            "the earlier files: prepare the skills again and re-run the command if it is safe",
+            sandbox_id=sandbox_id,
+        )
 
     def _run_in(
         self,
@@ -317,21 +417,33 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
         return self._workspace.skills_directory if self._workspace else self._remote_root
 
     def _place_skill(self, skill: Skill, files: Sequence[SkillFile], target: str) -> None:
-        """Upload into ``target``: one directory request plus one request per batch of files.
+        """Upload into ``target`` of the pinned sandbox: one directory request plus one request
+        per batch of files, every batch to the same sandbox.
 
         Same digest means same bytes, so an earlier incomplete copy is simply overwritten.
         """
-        self._files.make_directories([target])
-        self._files.upload_files(
-            (item.local_path, posixpath.join(target, item.relative_path), item.executable)
-            for item in files
-        )
+        pinned = self._pinned()
+        sandbox = pinned if pinned is not None else self._handle()
+        try:
+            self._files.make_directories([target], sandbox=sandbox)
+            self._files.upload_files(
+                (
+                    (item.local_path, posixpath.join(target, item.relative_path), item.executable)
+                    for item in files
+                ),
+                sandbox=sandbox,
+            )
+        except RuntimeFileError as exc:
+            if exc.__cause__ is not None and self._recover(sandbox, exc.__cause__):
+                raise _SandboxReplacedWhilePreparingError(sandbox.id) from exc
+            raise
 
     def _is_ready(self, target: str) -> bool:
         if self._binding is None:
             with self._lock:
                 return target in self._ready_targets
-        sandbox = self._handle()
+        pinned = self._pinned()
+        sandbox = pinned if pinned is not None else self._handle()
         record = self._record
         if (
             record is not None
@@ -346,14 +458,30 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
         return target in fresh.prepared_skills.values()
 
     def _mark_ready(self, target: str, *, digest: str) -> None:
+        """Record the copy as prepared in the pinned sandbox, and only there.
+
+        Raises :class:`_SandboxReplacedWhilePreparingError` when that sandbox is no longer the
+        live one (private mode) or no longer the one the record names (conversation mode): the
+        files and bootstrap steps did not all reach the sandbox that would be recorded.
+        """
+        pinned = self._pinned()
+        sandbox = pinned if pinned is not None else self._handle()
         if self._binding is None:
-            with self._lock:
-                self._ready_targets.add(target)
+            with self._sandbox_lock:
+                if self._sandbox is not sandbox:
+                    raise _SandboxReplacedWhilePreparingError(sandbox.id)
+                with self._lock:
+                    self._ready_targets.add(target)
             return
-        sandbox = self._handle()
         updated = self._binding.add_prepared(sandbox.id, digest, target)
-        if updated is not None:
-            self._record = updated
+        if updated is None or updated.sandbox_id != sandbox.id:
+            # Another node replaced the sandbox: follow the record from the next call on.
+            with self._sandbox_lock:
+                if self._sandbox is sandbox:
+                    self._sandbox = None
+            self._client.release(sandbox)
+            raise _SandboxReplacedWhilePreparingError(sandbox.id)
+        self._record = updated
 
     def _close_resources(self) -> None:
         with self._sandbox_lock:
@@ -392,11 +520,54 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
             return self._sandbox
 
     def _metadata(self) -> dict[str, str]:
+        """Metadata of a new sandbox; a conversation's starts as an untagged *candidate*."""
         data = {"skillruntime-runtime": self.name}
         if self._binding is not None:
             data["skillruntime-conversation-id"] = self._binding.conversation_id
-            data["skillruntime-conversation-key"] = self._binding.storage_key
+            data[_CONVERSATION_KEY] = self._binding.storage_key
+            data[_ROLE] = _ROLE_CANDIDATE
         return data
+
+    def _attached(self, sandbox: SandboxSync, *, adopted: bool) -> SandboxSync:
+        """Finish attaching ``sandbox``, the recorded one: tag it as the conversation's when this
+        runtime just recorded it, then kill orphaned candidates. Neither step fails the attach."""
+        if adopted:
+            try:
+                self._client.tag(sandbox.id, {_ROLE: _ROLE_RECORDED})
+            except OpenSandboxError:
+                logger.warning("tagging sandbox %s as recorded failed", sandbox.id, exc_info=True)
+        try:
+            self._kill_orphans(sandbox.id)
+        except Exception:
+            logger.warning("looking for orphaned candidate sandboxes failed", exc_info=True)
+        return sandbox
+
+    def _kill_orphans(self, recorded_id: str) -> None:
+        """Kill the conversation's candidate sandboxes that no record names and that are older
+        than ``orphan_grace_seconds`` (left by a node that died before recording or discarding
+        its candidate). The record is read again before each kill."""
+        binding = self._binding
+        assert binding is not None
+        tagged = self._client.list_tagged(
+            {_CONVERSATION_KEY: binding.storage_key, _ROLE: _ROLE_CANDIDATE}
+        )
+        now = datetime.now(UTC)
+        for sandbox_id, created_at in tagged:
+            if sandbox_id == recorded_id:
+                continue
+            if created_at is not None:
+                created = created_at if created_at.tzinfo else created_at.replace(tzinfo=UTC)
+                if (now - created).total_seconds() < self._orphan_grace_seconds:
+                    continue
+            record = binding.load()
+            if record is not None and record.sandbox_id == sandbox_id:
+                continue
+            logger.warning(
+                "killing orphaned candidate sandbox %s of conversation %s",
+                sandbox_id,
+                binding.conversation_id,
+            )
+            self._client.kill(sandbox_id)
 
     def _acquire(self) -> SandboxSync:
         binding = self._binding
@@ -420,7 +591,7 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
                     logger.info(
                         "conversation %s now uses sandbox %s", binding.conversation_id, candidate.id
                     )
-                    return candidate
+                    return self._attached(candidate, adopted=True)
                 self._discard(candidate)
                 continue
             if record.sandbox_id is None:
@@ -452,7 +623,7 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
                 self._client.release(sandbox)
                 raise
             self._record = record
-            return sandbox
+            return self._attached(sandbox, adopted=False)
         raise OpenSandboxError(
             f"the record of conversation {binding.conversation_id} kept changing while attaching "
             f"to its sandbox ({_ACQUIRE_ATTEMPTS} attempts)"
@@ -467,10 +638,10 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
             if updated is None:
                 if self._binding.create(candidate.id) or self._recorded(candidate):
                     self._record = self._binding.load()
-                    return candidate
+                    return self._attached(candidate, adopted=True)
             elif updated.sandbox_id == candidate.id:
                 self._record = updated
-                return candidate
+                return self._attached(candidate, adopted=True)
         except BaseException:
             self._discard_unless_recorded(candidate)
             raise
@@ -545,10 +716,16 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
 
         The next use then re-attaches through the record, which replaces the sandbox.
         """
-        if not _may_mean_sandbox_gone(exc):
-            return False
+        return _may_mean_sandbox_gone(exc) and self._vanished(sandbox)
+
+    def _vanished(self, sandbox: SandboxSync) -> bool:
+        """Ask the server once whether ``sandbox`` has ended; if so drop the handle.
+
+        One attempt, no retries: callers are inside a retry budget of their own. ``False`` when
+        the server cannot be asked.
+        """
         try:
-            state = self._client.state(sandbox.id)
+            state = self._client.state(sandbox.id, deadline=time.monotonic())
         except OpenSandboxError:
             return False
         if state is not None and state.lower() not in ENDED_STATES:

@@ -13,12 +13,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from opensandbox.config.connection_sync import ConnectionConfigSync
-from opensandbox.models.sandboxes import NetworkPolicy
+from opensandbox.models.sandboxes import NetworkPolicy, SandboxFilter
 from opensandbox.sync.manager import SandboxManagerSync
 from opensandbox.sync.sandbox import SandboxSync
 
@@ -38,6 +39,8 @@ logger = logging.getLogger(__name__)
 
 METADATA_VALUE_LIMIT = 63
 """Longest metadata value servers accept (label-value rules); longer values are cut."""
+
+_LIST_PAGE_SIZE = 100
 
 ENDED_STATES = frozenset({"terminated", "failed", "stopping"})
 """Sandbox states (lower-cased) after which a sandbox cannot be used again."""
@@ -120,12 +123,15 @@ class SandboxClient:
                 sandbox_id, connection_config=self._config, connect_timeout=ready
             )
 
+        deadline = time.monotonic() + self._settings.retry_seconds
         try:
-            return call_idempotent(attach, budget_seconds=self._settings.retry_seconds)
+            return call_idempotent(
+                attach, budget_seconds=self._settings.retry_seconds, deadline=deadline
+            )
         except Exception as exc:
             if is_not_found(exc):
                 raise SandboxGoneError(sandbox_id, "not found") from exc
-            state = self.state(sandbox_id)
+            state = self.state(sandbox_id, deadline=deadline)
             if state is None:
                 raise SandboxGoneError(sandbox_id, "not found") from exc
             if state.lower() in ENDED_STATES:
@@ -147,16 +153,19 @@ class SandboxClient:
         except Exception as exc:
             raise sandbox_error(f"resuming paused sandbox {sandbox_id}", exc) from exc
 
-    def state(self, sandbox_id: str) -> str | None:
+    def state(self, sandbox_id: str, *, deadline: float | None = None) -> str | None:
         """The server's state of ``sandbox_id`` (``Running``…), or ``None`` when unknown to it.
 
-        Raises :class:`~.errors.SandboxUnavailableError` when the server cannot be asked.
+        Transient failures are retried for ``retry_seconds`` or until ``deadline`` (a
+        :func:`time.monotonic` instant; one attempt when it has passed). Raises
+        :class:`~.errors.SandboxUnavailableError` when the server cannot be asked.
         """
         manager = self._manager_handle()
         try:
             info = call_idempotent(
                 lambda: manager.get_sandbox_info(sandbox_id),
                 budget_seconds=self._settings.retry_seconds,
+                deadline=deadline,
             )
         except Exception as exc:
             if is_not_found(exc):
@@ -178,6 +187,35 @@ class SandboxClient:
             if is_not_found(exc):
                 raise SandboxGoneError(sandbox.id, "not found at renewal") from exc
             raise sandbox_error(f"renewing sandbox {sandbox.id}", exc) from exc
+
+    def list_tagged(self, metadata: Mapping[str, str]) -> list[tuple[str, datetime | None]]:
+        """``(id, created_at)`` of every live sandbox whose metadata holds all of ``metadata``
+        (values clipped like those sent at creation); retried when transient."""
+        manager = self._manager_handle()
+        wanted = clip_metadata(metadata)
+        found: list[tuple[str, datetime | None]] = []
+        page = 1
+        while True:
+            listing = call_idempotent(
+                lambda number=page: manager.list_sandbox_infos(  # type: ignore[misc]
+                    SandboxFilter(metadata=wanted, page=number, page_size=_LIST_PAGE_SIZE)
+                ),
+                budget_seconds=self._settings.retry_seconds,
+            )
+            found.extend((info.id, info.created_at) for info in listing.sandbox_infos)
+            pagination = listing.pagination
+            if pagination is None or not pagination.has_next_page:
+                return found
+            page += 1
+
+    def tag(self, sandbox_id: str, metadata: Mapping[str, str]) -> None:
+        """Merge ``metadata`` into the sandbox's metadata (values clipped)."""
+        manager = self._manager_handle()
+        patch: dict[str, str | None] = dict(clip_metadata(metadata))
+        try:
+            manager.patch_sandbox_metadata(sandbox_id, patch)
+        except Exception as exc:
+            raise sandbox_error(f"tagging sandbox {sandbox_id}", exc) from exc
 
     def kill(self, sandbox_id: str) -> None:
         """Terminate ``sandbox_id``; a sandbox that is already gone counts as killed."""
