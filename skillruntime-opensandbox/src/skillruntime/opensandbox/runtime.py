@@ -22,6 +22,7 @@ the first prepare, execute or file call.
 from __future__ import annotations
 
 import logging
+import os
 import posixpath
 import threading
 from collections.abc import Mapping, Sequence
@@ -185,6 +186,9 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
                 network_policy=_network_policy(network_policy),
                 metadata=dict(metadata or {}),
                 retry_seconds=retry_seconds,
+                domain_configured=connection_config is not None
+                or domain is not None
+                or bool(os.environ.get("OPEN_SANDBOX_DOMAIN")),
             ),
         )
         self._runner = CommandRunner(
