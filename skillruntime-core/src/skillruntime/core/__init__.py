@@ -1,5 +1,6 @@
 """skillruntime core: the SkillRuntime SPI, its models, skill files and conversation workspaces."""
 
+from ._version import __version__
 from .errors import (
     ArtifactIntegrityError,
     ExecutionTransportError,
@@ -64,6 +65,7 @@ __all__ = [
     "SkillValidationError",
     "StoreConflictError",
     "WorkspaceEscapeError",
+    "__version__",
     "file_error_code",
     "file_error_from_os_error",
 ]

@@ -378,7 +378,10 @@ def get_runtime_provider(name: str) -> RuntimeProvider[Any]:
     installed = ", ".join(runtimes) if runtimes else "none"
     distribution = KNOWN_RUNTIME_DISTRIBUTIONS.get(name)
     if distribution is not None:
-        advice = f"install it with: pip install {distribution}"
+        advice = (
+            f"install it with: pip install {distribution} (from a clone of the repository, "
+            f"until it is published: pip install ./skillruntime-core ./{distribution})"
+        )
     else:
         advice = (
             f"install the distribution that provides the {name!r} runtime (it registers a module "

@@ -1,5 +1,6 @@
 """skillruntime-local: run skill commands and files on this host (not a sandbox)."""
 
+from ._version import __version__
 from .filesystem import LocalFileSystem
 from .options import LocalRuntimeOptions
 from .runtime import DEFAULT_CONVERSATIONS_ROOT, LocalSkillRuntime
@@ -9,4 +10,5 @@ __all__ = [
     "LocalFileSystem",
     "LocalRuntimeOptions",
     "LocalSkillRuntime",
+    "__version__",
 ]

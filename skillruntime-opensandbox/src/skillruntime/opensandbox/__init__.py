@@ -5,6 +5,7 @@ Install ``skillruntime-opensandbox`` and build it with
 :class:`OpenSandboxSkillRuntime`. See ``docs/opensandbox-runtime.md``.
 """
 
+from ._version import __version__
 from .errors import (
     OpenSandboxError,
     OpenSandboxExecutionError,
@@ -25,4 +26,5 @@ __all__ = [
     "OpenSandboxRuntimeOptions",
     "OpenSandboxSkillRuntime",
     "SandboxUnavailableError",
+    "__version__",
 ]
