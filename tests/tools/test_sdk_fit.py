@@ -11,10 +11,7 @@ API runs the real SDK client against a stub model server on 127.0.0.1: turn one 
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +25,7 @@ from openai.types.responses import FunctionToolParam
 from openai.types.responses.response_input_param import FunctionCallOutput
 from pydantic import TypeAdapter
 
+from model_stub import StubModel
 from skillruntime.core.plugins import create_runtime
 from skillruntime.core.tools import (
     SkillTools,
@@ -157,151 +155,13 @@ def test_nulls_a_strict_model_sends_mean_the_defaults(tools: SkillTools) -> None
 # -- two-turn loops against a stub model server ------------------------------------------------
 
 
-class _StubModel(ThreadingHTTPServer):
-    """Answers the first request of a conversation with a ``bash`` tool call and the second
-    (the one carrying the tool result) with text; records every request body."""
-
-    daemon_threads = True
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _StubHandler)
-        self.bodies: list[dict[str, Any]] = []
-        self.paths: list[str] = []
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-
-COMMAND = {"command": "echo from-the-runtime"}
-
-
-def _chat_answer(turn: int) -> dict[str, Any]:
-    if turn == 0:
-        message: dict[str, Any] = {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [
-                {
-                    "id": "call_1",
-                    "type": "function",
-                    "function": {"name": "bash", "arguments": json.dumps(COMMAND)},
-                }
-            ],
-        }
-        finish = "tool_calls"
-    else:
-        message = {"role": "assistant", "content": "done"}
-        finish = "stop"
-    return {
-        "id": f"chatcmpl-{turn}",
-        "object": "chat.completion",
-        "created": 0,
-        "model": "stub",
-        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-    }
-
-
-def _responses_answer(turn: int) -> dict[str, Any]:
-    if turn == 0:
-        output: list[dict[str, Any]] = [
-            {
-                "type": "function_call",
-                "id": "fc_1",
-                "call_id": "call_1",
-                "name": "bash",
-                "arguments": json.dumps(COMMAND),
-                "status": "completed",
-            }
-        ]
-    else:
-        output = [
-            {
-                "type": "message",
-                "id": "msg_1",
-                "role": "assistant",
-                "status": "completed",
-                "content": [{"type": "output_text", "text": "done", "annotations": []}],
-            }
-        ]
-    return {
-        "id": f"resp_{turn}",
-        "object": "response",
-        "created_at": 0,
-        "model": "stub",
-        "status": "completed",
-        "output": output,
-        "parallel_tool_calls": True,
-        "tool_choice": "auto",
-        "tools": [],
-    }
-
-
-def _messages_answer(turn: int) -> dict[str, Any]:
-    if turn == 0:
-        content: list[dict[str, Any]] = [
-            {"type": "tool_use", "id": "toolu_1", "name": "bash", "input": COMMAND}
-        ]
-        stop = "tool_use"
-    else:
-        content = [{"type": "text", "text": "done"}]
-        stop = "end_turn"
-    return {
-        "id": f"msg_{turn}",
-        "type": "message",
-        "role": "assistant",
-        "model": "stub",
-        "content": content,
-        "stop_reason": stop,
-        "stop_sequence": None,
-        "usage": {"input_tokens": 1, "output_tokens": 1},
-    }
-
-
-ANSWERS = {
-    "/v1/chat/completions": _chat_answer,
-    "/v1/responses": _responses_answer,
-    "/v1/messages": _messages_answer,
-}
-
-
-class _StubHandler(BaseHTTPRequestHandler):
-    server: _StubModel
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Keep the test output quiet."""
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        answer = ANSWERS.get(self.path)
-        if answer is None:
-            self.send_error(404)
-            return
-        turn = sum(1 for path in self.server.paths if path == self.path)
-        self.server.paths.append(self.path)
-        self.server.bodies.append(body)
-        payload = json.dumps(answer(turn)).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-
 @pytest.fixture
-def stub() -> Iterator[_StubModel]:
-    server = _StubModel()
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
+def stub() -> Iterator[StubModel]:
+    with StubModel() as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
 
-def test_openai_chat_completions_two_turn_loop(tools: SkillTools, stub: _StubModel) -> None:
+def test_openai_chat_completions_two_turn_loop(tools: SkillTools, stub: StubModel) -> None:
     client = openai.OpenAI(base_url=f"{stub.base_url}/v1", api_key="test", max_retries=0)
     messages: list[Any] = [{"role": "user", "content": "run it"}]
     for _ in range(3):
@@ -323,7 +183,7 @@ def test_openai_chat_completions_two_turn_loop(tools: SkillTools, stub: _StubMod
     }
 
 
-def test_openai_responses_two_turn_loop(tools: SkillTools, stub: _StubModel) -> None:
+def test_openai_responses_two_turn_loop(tools: SkillTools, stub: StubModel) -> None:
     client = openai.OpenAI(base_url=f"{stub.base_url}/v1", api_key="test", max_retries=0)
     items: list[Any] = [{"role": "user", "content": "run it"}]
     for _ in range(3):
@@ -346,7 +206,7 @@ def test_openai_responses_two_turn_loop(tools: SkillTools, stub: _StubModel) -> 
     }
 
 
-def test_anthropic_messages_two_turn_loop(tools: SkillTools, stub: _StubModel) -> None:
+def test_anthropic_messages_two_turn_loop(tools: SkillTools, stub: StubModel) -> None:
     client = anthropic.Anthropic(base_url=stub.base_url, api_key="test", max_retries=0)
     messages: list[Any] = [{"role": "user", "content": "run it"}]
     for _ in range(3):
