@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -179,3 +180,13 @@ def test_sizes_are_shown_in_binary_units() -> None:
     assert format_size(1536) == "1.5 KiB"
     assert format_size(300 * 1024 * 1024) == "300.0 MiB"
     assert format_size(5 * 1024**4) == "5120.0 GiB"
+
+
+def test_only_options_that_take_mappings_or_lists_are_decoded_as_json(
+    runner: CliRunner, recorder: Any
+) -> None:
+    result = runner.invoke(
+        cli, ["exec", "--runtime", "recording", "-o", 'region={"not": "decoded"}', "--", "true"]
+    )
+    assert result.exit_code == 0, result.stderr
+    assert recorder.options[-1].region == '{"not": "decoded"}'
