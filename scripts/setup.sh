@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Create .venv and install every distribution (editable) plus the development tools.
 # Idempotent: a second run only checks that everything is installed.
-# Progress: one line per step and one per package pip collects; pip's full output goes to
+# Progress: one line per step and one per package pip collects (numbered); pip's full output goes to
 # .venv/setup.log (its end is shown when pip fails).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,8 +17,9 @@ pip_install() {
     set +e
     .venv/bin/python -m pip install --disable-pip-version-check --progress-bar off "$@" 2>&1 \
         | tee -a "$LOG" \
-        | { grep --line-buffered -E '^(Collecting|Successfully installed) ' || true; } \
-        | sed -u -e 's/^Collecting /    collecting /' -e 's/^Successfully installed /    installed: /'
+        | awk '/^Collecting / { sub(/^Collecting /, ""); sub(/ \(from .*$/, "");
+                                printf "    [%d] %s\n", ++n, $0; fflush() }
+               /^Successfully installed / { print "    installed " NF - 2 " packages"; fflush() }'
     status=${PIPESTATUS[0]}
     set -e
     if [ "$status" -ne 0 ]; then
