@@ -49,7 +49,10 @@ for name in local opensandbox aio viking; do
         uv pip install --quiet --python "$venv/bin/python" "$core_wheel" "$wheel"
     else
         "$PY" -m venv "$venv"
-        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$core_wheel" "$wheel"
+        # pip's output (and the machine pip config's "Location ... is ignored" warnings) goes to
+        # a log, shown only when the install fails.
+        "$venv/bin/python" -m pip install --disable-pip-version-check "$core_wheel" "$wheel" \
+            >"$WORK/pip-$name.log" 2>&1 || { tail -n 30 "$WORK/pip-$name.log" >&2; exit 1; }
     fi
     version=$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' "skillruntime-$name/src/skillruntime/$name/_version.py")
     (cd "$WORK" && "$venv/bin/python" - "$name" "$version" <<'PYEOF'
