@@ -1,19 +1,33 @@
 # The two commands of the README: `make demo` (set up, run the main job) and `make test`.
-.PHONY: setup demo test lint bench
+# `make test-quick` is the inner loop: the fast suites, without reinstalling anything.
+.PHONY: setup demo test test-quick lint bench dist
+QUICK_TESTS = tests/core tests/local tests/cli tests/docs
 
 setup:
 	bash scripts/setup.sh
 
 demo: setup
 	.venv/bin/python examples/demo.py
+	@echo
+	@echo "The skillruntime command is installed in .venv: run .venv/bin/skillruntime --help,"
+	@echo "or 'source .venv/bin/activate' first to have skillruntime on PATH."
 
 lint: setup
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
-	.venv/bin/mypy skillruntime-core/src skillruntime-local/src skillruntime-opensandbox/src skillruntime-aio/src skillruntime-viking/src
+	.venv/bin/mypy skillruntime-core/src skillruntime-local/src skillruntime-opensandbox/src skillruntime-aio/src skillruntime-viking/src tests/tools/sdk_typing.py
 
 test: setup
 	.venv/bin/python -m pytest
+
+.venv/bin/python:
+	bash scripts/setup.sh
+
+test-quick: .venv/bin/python
+	.venv/bin/python -m pytest -q -x -m "not slow" $(QUICK_TESTS)
+
+dist: .venv/bin/python
+	bash scripts/check-dist.sh
 
 bench: setup
 	.venv/bin/python tests/benchmarks/bench_local.py

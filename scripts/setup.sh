@@ -1,17 +1,48 @@
 #!/usr/bin/env bash
 # Create .venv and install every distribution (editable) plus the development tools.
 # Idempotent: a second run only checks that everything is installed.
+# Progress: one line per step and one per package pip collects (numbered); pip's full output goes to
+# .venv/setup.log (its end is shown when pip fails).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
+LOG=.venv/setup.log
+
+step() { printf '==> %s\n' "$*"; }
+
+pip_install() {
+    # Show only the lines that mark progress: "Requirement already satisfied" lines and the
+    # machine-wide pip config's "Location ... is ignored" warnings stay in the log.
+    local status
+    set +e
+    .venv/bin/python -m pip install --disable-pip-version-check --progress-bar off "$@" 2>&1 \
+        | tee -a "$LOG" \
+        | awk '/^Collecting / { sub(/^Collecting /, ""); sub(/ \(from .*$/, "");
+                                printf "    [%d] %s\n", ++n, $0; fflush() }
+               /^Successfully installed / { print "    installed " NF - 2 " packages"; fflush() }'
+    status=${PIPESTATUS[0]}
+    set -e
+    if [ "$status" -ne 0 ]; then
+        echo "pip failed (exit $status); the end of $LOG:" >&2
+        tail -n 30 "$LOG" >&2
+        return "$status"
+    fi
+}
+
 if [ ! -x .venv/bin/python ]; then
+    step "creating .venv with $("$PYTHON" --version 2>&1)"
     "$PYTHON" -m venv .venv
 fi
-.venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-.venv/bin/python -m pip install --quiet --disable-pip-version-check \
+: >"$LOG"
+step "updating pip"
+pip_install --upgrade pip
+step "installing the five distributions (editable) and the development tools" \
+    "(a first run downloads about 100 packages and takes a few minutes)"
+pip_install \
     -e './skillruntime-core[sql,postgresql,mysql,testing,s3]' \
     -e ./skillruntime-local \
     -e ./skillruntime-opensandbox \
     -e ./skillruntime-aio \
     -e ./skillruntime-viking \
     -r requirements-dev.txt
+step "ready: .venv ($(.venv/bin/python --version)); pip's full output is in $LOG"

@@ -136,8 +136,9 @@ def test_cli_reports_refusals_without_a_traceback(tmp_path: Path) -> None:
     code, output = _run(
         "install", str(tmp_path / "s"), str(package), "--version", "1", "--digest", "nothex"
     )
-    assert code == 1
+    assert code == 2  # a usage error
     assert "digest" in output
+    assert "nothex" not in output
     code, output = _run("materialize", str(tmp_path / "s"), "pdf", "1")
     assert code == 1
     assert "not installed" in output

@@ -92,9 +92,13 @@ def test_openai_and_anthropic_shapes(runtime: SkillRuntime) -> None:
             "name": tool.name,
             "description": tool.description,
             "parameters": tool.parameters,
+            "strict": False,
         }
     responses = to_openai_responses_tools(tools.tools)
-    assert all(set(item) == {"type", "name", "description", "parameters"} for item in responses)
+    assert all(
+        set(item) == {"type", "name", "description", "parameters", "strict"} for item in responses
+    )
+    assert all(item["strict"] is False for item in responses)
     anthropic = tools.anthropic_tools()
     for item, tool in zip(anthropic, tools.tools, strict=True):
         assert item == {

@@ -583,7 +583,8 @@ class _Server(ThreadingHTTPServer):
 
 
 def _bind_home(root: str, tmp: str | None) -> None:
-    """Bind-mount ``root`` on /home/gem (and ``tmp`` on /tmp), only in a private mount namespace.
+    """Bind-mount ``root`` on /home/gem (and ``tmp`` on /tmp), only in a private mount namespace;
+    /home there is a fresh tmpfs holding just the mount point.
 
     The namespace of PID 1, of the parent process and ``AIO_DOUBLE_HOST_MNTNS`` (set by the
     harness) count as the host's; sharing any of them aborts start-up.
@@ -596,8 +597,12 @@ def _bind_home(root: str, tmp: str | None) -> None:
             continue
     if os.readlink("/proc/self/ns/mnt") in outer:
         raise SystemExit("refusing to mount: not inside a private mount namespace (use unshare)")
-    os.makedirs(HOME, exist_ok=True)
     subprocess.run(["mount", "--make-rprivate", "/"], check=True)
+    # The mount point must exist: a tmpfs over its parent (in this namespace only) holds it, so
+    # the host's own /home is never written.
+    parent = os.path.dirname(HOME)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=755", "aio-home", parent], check=True)
+    os.mkdir(HOME)
     subprocess.run(["mount", "--bind", root, HOME], check=True)
     if tmp:
         subprocess.run(["mount", "--bind", tmp, "/tmp"], check=True)

@@ -1,11 +1,11 @@
 """Real command execution for the OpenSandbox double, shaped like execd's ``/command``.
 
 Each command runs as ``bash -c TEXT`` (or the literal ``argv``) in a new session (its own
-process group) inside a private mount namespace where the sandbox's host directories are
-bind-mounted onto ``/workspace`` and ``/tmp``. Like execd, stdout and stderr go to files that
-are tailed: output is read incrementally in blocks and turned into one event per line, so
-memory stays bounded whatever the command prints, and the relative order of stdout and stderr
-lines is not preserved.
+process group) inside a private mount namespace, under a root file system of its own where
+the sandbox's host directories are bind-mounted onto ``/workspace``, ``/tmp`` and ``/root``.
+Like execd, stdout and stderr go to files that are tailed: output is read incrementally in
+blocks and turned into one event per line, so memory stays bounded whatever the command
+prints, and the relative order of stdout and stderr lines is not preserved.
 
 Exit codes follow Go's ``ExitCode()``: the process's status, or ``-1`` when it was killed by a
 signal (timeout, interrupt, sandbox deletion).
@@ -40,20 +40,51 @@ FREEZER_ROOT = Path("/sys/fs/cgroup/freezer")
 _CGROUP_CREATE_ATTEMPTS = 5
 
 # Runs as PID-group leader in a fresh mount namespace: join the sandbox's cgroup (when there
-# is one), mount the sandbox's private trees (/tmp last, since the sources usually live under
-# the host's /tmp), make the rest of the file system read-only (a per-mount flag of this
-# namespace only: the host keeps writing), enter the working directory, then exec the command
-# (so the exit status is the command's own).
+# is one), build the sandbox's root file system and enter it, then exec the command (so the
+# exit status is the command's own). The root is a read-only overlay of the host's ``/`` under
+# a one-directory skeleton on a namespace-private tmpfs (so ``/workspace`` exists inside the
+# sandbox without ever being created on the host), with the host's other mounts bound in and
+# the sandbox's private trees bound over ``/workspace``, ``/tmp`` and ``/root``; every mount
+# is listed in the sandbox's fstab (see :func:`sandbox_fstab`) and lives in this namespace
+# only. Arguments: $1 skeleton dir, $2 fstab, $3 root dir, $4 working directory, $5 cgroup
+# procs file (may be empty), then the command.
 _WRAPPER = (
     'if [ -n "$5" ]; then echo $$ > "$5" || exit 125; fi; '
-    'mount --bind "$3" /root || exit 125; '
-    'mount --bind "$1" /workspace || exit 125; '
-    'mount --bind "$2" /tmp || exit 125; '
-    "mount -o remount,bind,ro / || exit 125; "
-    'cd "$4" || exit 1; '
-    "shift 5; "
-    'exec "$@"'
+    'mount -t tmpfs -o size=64k,mode=755 skeleton "$1" || exit 125; '
+    'mkdir "$1/workspace" || exit 125; '
+    'mount -a -T "$2" || exit 125; '
+    'root="$3"; cwd="$4"; shift 5; '
+    'exec chroot "$root" /bin/sh -c \'cd "$1" || exit 1; shift; exec "$@"\' sh "$cwd" "$@"'
 )
+_PRIVATE_MOUNTS = ("/workspace", "/tmp", "/root")
+
+
+def _host_submounts() -> list[str]:
+    """Mount points (mountinfo-escaped) the host has on top of its root file system, outside
+    the sandbox's private trees; each is bound into the sandbox root recursively."""
+    entries = [line.split() for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    root_ids = {fields[0] for fields in entries if fields[4] == "/"}
+    points = []
+    for fields in entries:
+        point = fields[4]
+        if fields[1] not in root_ids or point == "/":
+            continue
+        if any(point == p or point.startswith(p + "/") for p in _PRIVATE_MOUNTS):
+            continue
+        points.append(point)
+    return points
+
+
+def sandbox_fstab(sandbox: Sandbox, skeleton: Path, root: Path) -> str:
+    """The mounts that make up a sandbox's root file system, in ``mount -a`` order."""
+    lines = [f"overlay {root} overlay ro,lowerdir={skeleton}:/ 0 0"]
+    lines += [f"{point} {root}{point} none rbind 0 0" for point in _host_submounts()]
+    lines += [
+        f"{sandbox.workspace} {root}/workspace none bind 0 0",
+        f"{sandbox.home} {root}/root none bind 0 0",
+        f"{sandbox.tmp} {root}/tmp none bind 0 0",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 class SandboxCgroup:
@@ -204,6 +235,12 @@ class CommandTable:
         self._lock = threading.Lock()
         self._records: dict[str, CommandRecord] = {}
         self._cgroup = SandboxCgroup.create(sandbox.id)
+        self._skeleton = sandbox.staging / "rootfs-skeleton"
+        self._rootfs = sandbox.staging / "rootfs"
+        self._fstab = sandbox.staging / "rootfs.fstab"
+        self._skeleton.mkdir(exist_ok=True)
+        self._rootfs.mkdir(exist_ok=True)
+        self._fstab.write_text(sandbox_fstab(sandbox, self._skeleton, self._rootfs))
 
     # -- lookup --------------------------------------------------------------------------
 
@@ -312,9 +349,9 @@ class CommandTable:
             "-c",
             _WRAPPER,
             "sh",
-            str(self._sandbox.workspace),
-            str(self._sandbox.tmp),
-            str(self._sandbox.home),
+            str(self._skeleton),
+            str(self._fstab),
+            str(self._rootfs),
             cwd,
             self._cgroup.procs_file if self._cgroup is not None else "",
             *exec_args,

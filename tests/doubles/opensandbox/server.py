@@ -412,7 +412,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level, stream=sys.stderr)
 
-    Path("/workspace").mkdir(exist_ok=True)
     data_dir = Path(args.data_dir).resolve()
     for masked in ("/root", "/workspace"):
         if data_dir.is_relative_to(masked):

@@ -4,6 +4,7 @@ The service is someone else's: the runtime never creates or stops it. See
 :class:`AioSandboxSkillRuntime` and ``docs/aio-runtime.md``.
 """
 
+from ._version import __version__
 from .client import AioClient
 from .errors import (
     AioAuthenticationError,
@@ -30,4 +31,5 @@ __all__ = [
     "AioSandboxSkillRuntime",
     "AioServerError",
     "AioTransportError",
+    "__version__",
 ]

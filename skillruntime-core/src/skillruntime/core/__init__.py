@@ -1,5 +1,6 @@
 """skillruntime core: the SkillRuntime SPI, its models, skill files and conversation workspaces."""
 
+from ._version import __version__
 from .async_filesystem import AsyncSkillRuntimeFileSystem
 from .async_runtime import AsyncBaseSkillRuntime, AsyncSkillRuntime
 from .bridge import to_async, to_sync
@@ -70,6 +71,7 @@ __all__ = [
     "SkillValidationError",
     "StoreConflictError",
     "WorkspaceEscapeError",
+    "__version__",
     "file_error_code",
     "file_error_from_os_error",
     "to_async",

@@ -98,7 +98,10 @@ def runtimes_command(as_json: bool) -> None:
         click.echo(json.dumps([_provider_json(p) for p in providers.values()], indent=2))
         return
     if not providers:
-        click.echo("No runtimes installed. Install a backend, e.g.: pip install skillruntime-local")
+        click.echo(
+            "No runtimes installed. Install a backend, e.g.: pip install skillruntime-local "
+            "(from a clone of the repository: pip install ./skillruntime-local)"
+        )
         return
     for index, provider in enumerate(providers.values()):
         if index:

@@ -7,27 +7,38 @@ Both build the runtime named by ``--runtime`` with :func:`~skillruntime.core.plu
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import posixpath
 import shlex
 import sys
+import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from types import UnionType
+from typing import Any, TypeVar, Union, get_args, get_origin
 
 import click
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from .cli_errors import CliError, CliUsageError, validation_message
+from .cli_progress import TransferProgress
+from .filesystem import SkillRuntimeFileSystem, iter_local_file
 from .models import (
     Skill,
     SkillExecutionRequest,
     SkillPreparationRequest,
     SkillRuntimeConfig,
 )
-from .plugins import create_runtime
+from .plugins import (
+    RuntimeOptionsError,
+    RuntimeProvider,
+    create_runtime,
+    describe_options,
+    get_runtime_provider,
+)
 from .runtime import SkillRuntime
 
 __all__ = [
@@ -107,15 +118,74 @@ def runtime_options(function: F) -> F:
     return function
 
 
+def _takes_json(annotation: Any) -> bool:
+    """True for an option type given as JSON text (mappings, lists, models), as pydantic-settings
+    reads it from the environment; a type that also accepts a plain string is not."""
+    members = get_args(annotation) if get_origin(annotation) in (Union, UnionType) else ()
+    kinds = [get_origin(member) or member for member in (members or (annotation,))]
+    if str in kinds:
+        return False
+    return any(
+        isinstance(kind, type)
+        and (
+            issubclass(kind, BaseModel) or issubclass(kind, (Mapping, list, tuple, set, frozenset))
+        )
+        for kind in kinds
+    )
+
+
+def _decode_json_options(provider: RuntimeProvider[Any], options: dict[str, Any]) -> None:
+    """Decode ``-o KEY=JSON`` values of options that take mappings or lists, in place."""
+    fields = provider.options_model.model_fields
+    for key, value in options.items():
+        field = fields.get(key.replace("-", "_"))
+        if field is None or not isinstance(value, str) or not _takes_json(field.annotation):
+            continue
+        try:
+            options[key] = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise CliUsageError(
+                f'option {key!r} takes a JSON value (e.g. -o {key}=\'{{"NAME": "value"}}\' or '
+                f"'[...]'), which is not valid JSON here: {exc.msg} at column {exc.colno}"
+            ) from None
+
+
+def _conversation_hint(provider: RuntimeProvider[Any], options: Mapping[str, Any]) -> str | None:
+    """What to do when a runtime needs a conversation id because its conversations root is set
+    in the environment (a common leftover of an exported variable)."""
+    env_vars = {info.name: info.env_var for info in describe_options(provider)}
+    root_var, id_var = env_vars.get("conversations_root"), env_vars.get("conversation_id")
+    if root_var is None or id_var is None or "conversation_id" in options:
+        return None
+    if "conversations_root" in options or root_var not in os.environ:
+        return None
+    return (
+        f"{root_var} is set in the environment: pass --conversation ID (or set {id_var}), "
+        f"or unset {root_var}"
+    )
+
+
 @contextmanager
 def open_runtime(
     runtime_name: str, option_items: Sequence[str], conversation_id: str | None
 ) -> Iterator[SkillRuntime]:
-    """Build the runtime from CLI options and close it on exit."""
+    """Build the runtime from CLI options and close it on exit.
+
+    ``-o KEY=VALUE`` values of options that take mappings or lists are JSON text, as in the
+    ``SKILLRUNTIME_<RUNTIME>_<OPTION>`` environment variables.
+    """
     options: dict[str, Any] = parse_assignments(option_items, what="'--option'")
     if conversation_id is not None:
         options["conversation_id"] = conversation_id
-    runtime = create_runtime(runtime_name, **options)
+    provider = get_runtime_provider(runtime_name)
+    _decode_json_options(provider, options)
+    try:
+        runtime = create_runtime(runtime_name, **options)
+    except RuntimeOptionsError as error:
+        hint = _conversation_hint(provider, options) if "conversation_id" in str(error) else None
+        if hint is None:
+            raise
+        raise CliUsageError(f"{error}; {hint}") from None
     try:
         yield runtime
     finally:
@@ -333,10 +403,42 @@ def files_ls(
         click.echo(f"{kind} {entry.size:>12} {entry.path}{'/' if entry.is_directory else ''}")
 
 
+_progress_option = click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="Show transfer progress on stderr (default: when stderr is a terminal).",
+)
+
+
+def _progress(enabled: bool | None, label: str, total: int | None) -> TransferProgress | None:
+    if enabled is None:
+        enabled = sys.stderr.isatty()
+    return TransferProgress(label, total, sys.stderr) if enabled else None
+
+
+def _download_with_progress(
+    fs: SkillRuntimeFileSystem, remote: str, local: str, progress: TransferProgress
+) -> None:
+    """Like ``fs.download`` (a ``.part`` file renamed when complete), counting the bytes."""
+    target = Path(local).expanduser().absolute()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, part_name = tempfile.mkstemp(prefix=f"{target.name}.", suffix=".part", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle, contextlib.closing(fs.read_stream(remote)) as stream:
+            for chunk in progress.chunks(stream):
+                handle.write(chunk)
+        os.replace(part_name, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(part_name)
+        raise
+
+
 @files_group.command("get")
 @runtime_options
 @click.argument("remote")
 @click.argument("local", type=click.Path(dir_okay=False, allow_dash=True))
+@_progress_option
 def files_get(
     *,
     runtime_name: str,
@@ -344,22 +446,36 @@ def files_get(
     conversation_id: str | None,
     remote: str,
     local: str,
+    progress: bool | None,
 ) -> None:
     """Download runtime file REMOTE to LOCAL (`-` writes it to stdout)."""
     with open_runtime(runtime_name, runtime_option_items, conversation_id) as runtime:
         fs = runtime.get_file_system()
+        path = _runtime_path(runtime, remote)
+        info = fs.stat(path) if progress is not False else None
+        meter = _progress(progress, f"get {posixpath.basename(path)}", info.size if info else None)
         if local == "-":
             sys.stdout.flush()
-            fs.download(_runtime_path(runtime, remote), sys.stdout.buffer)
+            if meter is None:
+                fs.download(path, sys.stdout.buffer)
+            else:
+                with contextlib.closing(fs.read_stream(path)) as stream:
+                    for chunk in meter.chunks(stream):
+                        sys.stdout.buffer.write(chunk)
             sys.stdout.buffer.flush()
+        elif meter is None:
+            fs.download(path, local)
         else:
-            fs.download(_runtime_path(runtime, remote), local)
+            _download_with_progress(fs, path, local, meter)
+        if meter is not None:
+            meter.finish()
 
 
 @files_group.command("put")
 @runtime_options
 @click.argument("local", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.argument("remote")
+@_progress_option
 def files_put(
     *,
     runtime_name: str,
@@ -367,13 +483,23 @@ def files_put(
     conversation_id: str | None,
     local: Path,
     remote: str,
+    progress: bool | None,
 ) -> None:
     """Upload host file LOCAL to runtime path REMOTE.
 
-    Parent directories are created and the executable bit is kept.
+    Parent directories are created and the executable bit is kept. With progress shown the
+    file is streamed through the runtime's write_stream.
     """
     with open_runtime(runtime_name, runtime_option_items, conversation_id) as runtime:
-        runtime.get_file_system().upload(local, _runtime_path(runtime, remote))
+        fs = runtime.get_file_system()
+        path = _runtime_path(runtime, remote)
+        meter = _progress(progress, f"put {local.name}", local.stat().st_size)
+        if meter is None:
+            fs.upload(local, path)
+            return
+        executable = bool(local.stat().st_mode & 0o111)
+        fs.write_stream(path, meter.chunks(iter_local_file(local)), executable=executable)
+        meter.finish()
 
 
 @files_group.command("rm")

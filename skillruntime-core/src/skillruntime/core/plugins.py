@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import logging
+import re
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -24,7 +25,7 @@ from typing import Any, Generic, TypeVar
 import click
 import pluggy
 from pydantic import ValidationError
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from .async_runtime import AsyncSkillRuntime
 from .bridge import to_async
@@ -384,7 +385,10 @@ def get_runtime_provider(name: str) -> RuntimeProvider[Any]:
     installed = ", ".join(runtimes) if runtimes else "none"
     distribution = KNOWN_RUNTIME_DISTRIBUTIONS.get(name)
     if distribution is not None:
-        advice = f"install it with: pip install {distribution}"
+        advice = (
+            f"install it with: pip install {distribution} (from a clone of the repository, "
+            f"until it is published: pip install ./skillruntime-core ./{distribution})"
+        )
     else:
         advice = (
             f"install the distribution that provides the {name!r} runtime (it registers a module "
@@ -464,6 +468,20 @@ def build_runtime_options(
         return model(**init)
     except ValidationError as error:
         raise RuntimeOptionsError(_format_validation_error(provider, error)) from None
+    except SettingsError as error:
+        raise RuntimeOptionsError(_format_settings_error(provider, error)) from None
+
+
+def _format_settings_error(provider: RuntimeProvider[Any], error: SettingsError) -> str:
+    """Name the environment variable pydantic-settings could not decode (never its value)."""
+    found = re.search(r'field "([^"]+)"', str(error))
+    if found is None:
+        return f"invalid environment settings for runtime {provider.name!r}"
+    variable = (_effective_prefix(provider) + found.group(1)).upper()
+    return (
+        f"environment variable {variable} is not valid JSON "
+        f"(option {found.group(1)!r} of runtime {provider.name!r} takes a JSON value there)"
+    )
 
 
 def _format_validation_error(provider: RuntimeProvider[Any], error: ValidationError) -> str:

@@ -1,5 +1,6 @@
 """skillruntime-local: run skill commands and files on this host (not a sandbox)."""
 
+from ._version import __version__
 from .async_runtime import AsyncLocalSkillRuntime
 from .filesystem import LocalFileSystem
 from .options import LocalRuntimeOptions
@@ -11,4 +12,5 @@ __all__ = [
     "LocalFileSystem",
     "LocalRuntimeOptions",
     "LocalSkillRuntime",
+    "__version__",
 ]

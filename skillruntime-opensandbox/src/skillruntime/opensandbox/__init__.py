@@ -5,6 +5,7 @@ Install ``skillruntime-opensandbox`` and build it with
 :class:`OpenSandboxSkillRuntime`. See ``docs/opensandbox-runtime.md``.
 """
 
+from ._version import __version__
 from .errors import (
     OpenSandboxError,
     OpenSandboxExecutionError,
@@ -33,4 +34,5 @@ __all__ = [
     "OpenSandboxSkillRuntime",
     "SandboxReplacedError",
     "SandboxUnavailableError",
+    "__version__",
 ]

@@ -30,6 +30,7 @@ command whose sandbox vanished under it raises :class:`~.errors.SandboxReplacedE
 from __future__ import annotations
 
 import logging
+import os
 import posixpath
 import threading
 import time
@@ -229,6 +230,9 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
                 network_policy=_network_policy(network_policy),
                 metadata=dict(metadata or {}),
                 retry_seconds=retry_seconds,
+                domain_configured=connection_config is not None
+                or domain is not None
+                or bool(os.environ.get("OPEN_SANDBOX_DOMAIN")),
             ),
         )
         self._runner = CommandRunner(

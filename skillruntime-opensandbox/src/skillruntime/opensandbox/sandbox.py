@@ -19,12 +19,24 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from opensandbox.config.connection_sync import ConnectionConfigSync
+from opensandbox.exceptions import SandboxConnectionException
 from opensandbox.models.sandboxes import NetworkPolicy, SandboxFilter
 from opensandbox.sync.manager import SandboxManagerSync
 from opensandbox.sync.sandbox import SandboxSync
 
-from .errors import SandboxUnavailableError, describe, is_not_found, sandbox_error
+from .errors import (
+    OpenSandboxError,
+    SandboxUnavailableError,
+    describe,
+    is_not_found,
+    sandbox_error,
+)
 from .retry import call_idempotent
+
+NO_DOMAIN_MESSAGE = (
+    "no OpenSandbox server is configured: pass the domain option (-o domain=HOST:PORT on the "
+    "command line) or set SKILLRUNTIME_OPENSANDBOX_DOMAIN or OPEN_SANDBOX_DOMAIN"
+)
 
 __all__ = [
     "ENDED_STATES",
@@ -72,6 +84,7 @@ class SandboxSettings:
     network_policy: NetworkPolicy | None = None
     metadata: Mapping[str, str] = field(default_factory=dict)
     retry_seconds: float = 20.0
+    domain_configured: bool = True
 
 
 class SandboxClient:
@@ -105,6 +118,12 @@ class SandboxClient:
                 entrypoint=list(settings.entrypoint) if settings.entrypoint else None,
                 connection_config=self._config,
             )
+        except SandboxConnectionException as exc:
+            if not settings.domain_configured:
+                raise OpenSandboxError(
+                    f"{NO_DOMAIN_MESSAGE}; the SDK's default server refused the connection"
+                ) from exc
+            raise sandbox_error("creating a sandbox", exc) from exc
         except Exception as exc:
             raise sandbox_error("creating a sandbox", exc) from exc
         logger.info("created OpenSandbox sandbox %s", sandbox.id)

@@ -7,6 +7,7 @@ threads and processes. :class:`VikingArtifactStore` offers it through the core
 See ``docs/viking.md``.
 """
 
+from ._version import __version__
 from .artifacts import VikingArtifactStore, artifact_from_manifest
 from .errors import (
     SKILL_ACCESS_DENIED,
@@ -45,6 +46,7 @@ __all__ = [
     "VikingSkillSummary",
     "VikingStoreError",
     "VikingStoreOptions",
+    "__version__",
     "artifact_from_manifest",
     "parse_skill_uri",
     "viking_skill_sources",

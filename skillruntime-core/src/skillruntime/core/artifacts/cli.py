@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import click
+from pydantic import ValidationError
 
+from ..cli_errors import CliError, CliUsageError, validation_message
 from ..errors import SkillRuntimeError
 from .spi import SkillArtifact, SkillArtifactStore, SkillPackage
 from .urls import open_artifact_store
@@ -51,10 +53,19 @@ def _emit(artifact: SkillArtifact) -> None:
     click.echo(artifact.model_dump_json())
 
 
+def _artifact(name: str, version: str, digest: str | None) -> SkillArtifact:
+    """The artifact the command line names; a bad name, version or digest is a usage error
+    reported by field and reason (never echoing the value)."""
+    try:
+        return SkillArtifact(name=name, version=version, digest=digest)
+    except ValidationError as error:
+        raise CliUsageError(f"invalid artifact: {validation_message(error)}") from None
+
+
 def _find(
     store: SkillArtifactStore, name: str, version: str, digest: str | None
 ) -> list[SkillArtifact]:
-    wanted = SkillArtifact(name=name, version=version, digest=digest).digest
+    wanted = _artifact(name, version, digest).digest
     return [
         a
         for a in store.list_artifacts()
@@ -94,11 +105,11 @@ def install_command(  # noqa: PLR0917 - click passes options positionally
     """Install PACKAGE (a ZIP) and print the completed artifact as JSON."""
     try:
         skill_name = name or read_package_skill_name(package)
-        if not skill_name:
-            raise click.ClickException("SKILL.md of the package declares no name; pass --name")
-        artifact = SkillArtifact(name=skill_name, version=version, digest=digest)
     except (SkillRuntimeError, ValueError) as error:
-        raise click.ClickException(str(error)) from None
+        raise CliError(str(error)) from None
+    if not skill_name:
+        raise CliUsageError("SKILL.md of the package declares no name; pass --name")
+    artifact = _artifact(skill_name, version, digest)
     with _store(store_url, options) as store:
         _emit(store.install(artifact, SkillPackage.from_path(package)))
 
@@ -130,10 +141,7 @@ def rm_command(
 ) -> None:
     """Delete NAME VERSION (succeeds when it is not installed)."""
     with _store(store_url, options) as store:
-        try:
-            found = _find(store, name, version, digest)
-        except ValueError as error:
-            raise click.ClickException(str(error)) from None
+        found = _find(store, name, version, digest)
         for artifact in found:
             store.delete(artifact)
             click.echo(f"deleted {artifact.label} {artifact.digest}")
@@ -163,10 +171,7 @@ def materialize_command(  # noqa: PLR0917 - click passes options positionally
 ) -> None:
     """Materialize NAME VERSION on this node and print the directory holding SKILL.md."""
     with _store(store_url, options) as store:
-        try:
-            found = _find(store, name, version, digest)
-        except ValueError as error:
-            raise click.ClickException(str(error)) from None
+        found = _find(store, name, version, digest)
         if len(found) != 1:
             detail = "is not installed" if not found else "has several packages; pass --digest"
             raise click.ClickException(f"{name}@{version} {detail}")

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import AliasChoices, BaseModel, ValidationError
 
 __all__ = [
     "ArgumentsError",
@@ -74,10 +74,25 @@ def _validation_message(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
+def _required_keys(model: type[BaseModel]) -> set[str]:
+    keys: set[str] = set()
+    for name, field in model.model_fields.items():
+        if field.is_required():
+            keys.add(name)
+            alias = field.validation_alias
+            if isinstance(alias, str):
+                keys.add(alias)
+            elif isinstance(alias, AliasChoices):
+                keys.update(choice for choice in alias.choices if isinstance(choice, str))
+    return keys
+
+
 def parse_arguments(model: type[BaseModel], arguments: Mapping[str, Any] | str | None) -> Any:
     """Validate ``arguments`` (a mapping or a JSON object string) into ``model``.
 
-    Raises :class:`ArgumentsError` with a message fit for the model.
+    ``null`` for an optional argument means "use its default" (strict-mode schemas make every
+    optional argument nullable); ``null`` for a required one is refused. Raises
+    :class:`ArgumentsError` with a message fit for the model.
     """
     if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
         data: Any = {}
@@ -90,6 +105,8 @@ def parse_arguments(model: type[BaseModel], arguments: Mapping[str, Any] | str |
         data = dict(arguments)
     if not isinstance(data, dict):
         raise ArgumentsError("arguments must be a JSON object")
+    required = _required_keys(model)
+    data = {key: value for key, value in data.items() if value is not None or key in required}
     try:
         return model.model_validate(data)
     except ValidationError as exc:

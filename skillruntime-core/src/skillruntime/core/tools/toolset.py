@@ -14,12 +14,13 @@ from ..models import Skill, SkillPreparationRequest, SkillRuntimeConfig
 from ..publishing import FilePublisher
 from ..runtime import SkillRuntime
 from ..skills import discover_skills, load_skill
-from .adapters import to_anthropic_tools, to_openai_tools
+from .adapters import to_anthropic_tools, to_openai_responses_tools, to_openai_tools
 from .base import SkillTool
 from .context import ToolContext
 from .files import edit_tool, read_tool, write_tool
 from .policy import SkillPolicy, effective_allowed_tools, refusal_reason
 from .publish import publish_file_tool
+from .sdk_shapes import AnthropicTool, OpenAIChatTool, OpenAIResponsesTool
 from .search import glob_tool, grep_tool, ls_tool
 from .shell import bash_tool
 from .skill import (
@@ -197,11 +198,16 @@ class SkillTools(Closeable):
             )
         return tool.run(arguments)
 
-    def openai_tools(self) -> list[dict[str, Any]]:
-        """Tool definitions for OpenAI Chat Completions ``tools=``."""
-        return to_openai_tools(self.tools)
+    def openai_tools(self, *, strict: bool = False) -> list[OpenAIChatTool]:
+        """Tool definitions for OpenAI Chat Completions ``tools=`` (``strict`` as in
+        :func:`~skillruntime.core.tools.adapters.to_openai_tools`)."""
+        return to_openai_tools(self.tools, strict=strict)
 
-    def anthropic_tools(self) -> list[dict[str, Any]]:
+    def openai_responses_tools(self, *, strict: bool = False) -> list[OpenAIResponsesTool]:
+        """Tool definitions for the OpenAI Responses API ``tools=``."""
+        return to_openai_responses_tools(self.tools, strict=strict)
+
+    def anthropic_tools(self) -> list[AnthropicTool]:
         """Tool definitions for the Anthropic Messages API ``tools=``."""
         return to_anthropic_tools(self.tools)
 

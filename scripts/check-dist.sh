@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Build the sdist and wheel of every distribution, check them with twine, then install each
+# backend's wheel together with core's into a fresh virtualenv and import it there: proof that
+# the built artifacts (not the editable checkout) install one backend at a time.
+# Needs the development venv (scripts/setup.sh); dependencies come from the package index.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=.venv/bin/python
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/skillruntime-dist.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+DISTRIBUTIONS=(core local opensandbox aio viking)
+
+step() { printf '==> %s\n' "$*"; }
+
+for name in "${DISTRIBUTIONS[@]}"; do
+    cmp -s LICENSE "skillruntime-$name/LICENSE" \
+        || { echo "skillruntime-$name/LICENSE differs from LICENSE" >&2; exit 1; }
+    step "building skillruntime-$name"
+    "$PY" -m build --no-isolation --outdir "$WORK/dist" "skillruntime-$name" >"$WORK/build-$name.log" 2>&1 \
+        || { cat "$WORK/build-$name.log" >&2; exit 1; }
+done
+
+step "twine check"
+NO_COLOR=1 "$PY" -m twine check --strict "$WORK"/dist/* | sed "s/^/    /"
+
+step "every wheel and sdist carries the licence"
+"$PY" - "$WORK/dist" <<'PYEOF'
+import sys, tarfile, zipfile
+from pathlib import Path
+for path in sorted(Path(sys.argv[1]).iterdir()):
+    if path.suffix == ".whl":
+        names = zipfile.ZipFile(path).namelist()
+        ok = any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
+    else:
+        names = tarfile.open(path).getnames()
+        ok = any(n.count("/") == 1 and n.endswith("/LICENSE") for n in names)
+    if not ok:
+        sys.exit(f"{path.name}: no LICENSE")
+    print(f"    {path.name}: LICENSE present")
+PYEOF
+
+core_wheel=$(ls "$WORK"/dist/skillruntime_core-*.whl)
+for name in local opensandbox aio viking; do
+    step "fresh venv: skillruntime-core + skillruntime-$name wheels"
+    venv="$WORK/venv-$name"
+    wheel=$(ls "$WORK"/dist/skillruntime_"$name"-*.whl)
+    if command -v uv >/dev/null 2>&1; then
+        uv venv --quiet --python "$PY" "$venv"
+        uv pip install --quiet --python "$venv/bin/python" "$core_wheel" "$wheel"
+    else
+        "$PY" -m venv "$venv"
+        # pip's output (and the machine pip config's "Location ... is ignored" warnings) goes to
+        # a log, shown only when the install fails.
+        "$venv/bin/python" -m pip install --disable-pip-version-check "$core_wheel" "$wheel" \
+            >"$WORK/pip-$name.log" 2>&1 || { tail -n 30 "$WORK/pip-$name.log" >&2; exit 1; }
+    fi
+    version=$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' "skillruntime-$name/src/skillruntime/$name/_version.py")
+    (cd "$WORK" && "$venv/bin/python" - "$name" "$version" <<'PYEOF'
+import importlib, importlib.metadata as md, sys
+name, version = sys.argv[1], sys.argv[2]
+module = importlib.import_module(f"skillruntime.{name}")
+core = importlib.import_module("skillruntime.core")
+assert module.__version__ == version == md.version(f"skillruntime-{name}"), module.__version__
+assert core.__version__ == md.version("skillruntime-core")
+assert "site-packages" in (module.__file__ or ""), module.__file__
+plugins = {ep.name for ep in md.entry_points(group="skillruntime")}
+assert name in plugins, plugins
+from skillruntime.core.plugins import available_artifact_stores, available_runtimes
+found = set(available_runtimes()) | set(available_artifact_stores())
+assert name in found, found
+print(f"    skillruntime.{name} {version} imports and registers {name!r}")
+PYEOF
+    )
+    "$venv/bin/skillruntime" runtimes >/dev/null
+done
+step "distributions ok"

@@ -1,0 +1,112 @@
+"""Every ```python block of README.md and docs/ runs as written.
+
+Pages are found by globbing, so a new page is tested without touching this file. The blocks of
+one page run in order in one namespace (a later block may use what an earlier one defined), in a
+fresh temporary working directory holding a copy of ``examples/`` (``HOME`` and ``TMPDIR`` point
+inside it too, so nothing a block writes lands outside the test's directory). A block that needs
+a server names its setup in an HTML comment on the line before it, e.g.::
+
+    <!-- doc-setup: opensandbox_double -->
+    ```python
+    ...
+    ```
+
+Each name is a fixture in ``tests/docs/conftest.py`` returning the names to define before the
+block (and setting the environment variables the block's client reads); the comment is
+invisible in rendered Markdown. Tracebacks point at the Markdown file and line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from skillruntime.core.plugins import reset_plugin_manager
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+_BLOCK = re.compile(
+    r"^(?:<!--\s*doc-setup:(?P<setup>[^>]*)-->\n)?```python\n(?P<code>.*?)^```\s*$",
+    re.MULTILINE | re.DOTALL,
+)
+
+
+@dataclass(frozen=True)
+class DocBlock:
+    """One ```python block: where it starts, its code and the setups it names."""
+
+    page: Path
+    line: int
+    code: str
+    setups: tuple[str, ...]
+
+
+def doc_blocks(page: Path) -> list[DocBlock]:
+    """The python blocks of ``page`` in order."""
+    text = page.read_text(encoding="utf-8")
+    blocks = []
+    for match in _BLOCK.finditer(text):
+        line = text.count("\n", 0, match.start("code")) + 1
+        setups = tuple((match.group("setup") or "").split())
+        blocks.append(DocBlock(page, line, match.group("code"), setups))
+    return blocks
+
+
+def _pages_with_blocks() -> list[Path]:
+    return [page for page in PAGES if doc_blocks(page)]
+
+
+def test_the_pages_are_found_and_hold_blocks() -> None:
+    names = {page.relative_to(ROOT).as_posix() for page in _pages_with_blocks()}
+    assert {"README.md", "docs/tools.md", "docs/plugins.md"} <= names
+
+
+def test_block_extraction_keeps_lines_and_setups(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "# T\n\n```python\na = 1\n```\n\ntext\n<!-- doc-setup: one two -->\n```python\nb = a\n```\n"
+    )
+    first, second = doc_blocks(page)
+    assert (first.line, first.code, first.setups) == (4, "a = 1\n", ())
+    assert (second.line, second.code, second.setups) == (10, "b = a\n", ("one", "two"))
+
+
+@pytest.mark.parametrize(
+    "page", _pages_with_blocks(), ids=lambda page: page.relative_to(ROOT).as_posix()
+)
+def test_python_blocks_run(
+    page: Path,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    monkeypatch.chdir(tmp_path)
+    # Defaults under ~ and temporary files stay inside this test's directory too.
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    environment = dict(os.environ)  # a block may export variables, as a reader would
+    namespace: dict[str, Any] = {"__name__": "__doc_block__"}
+    try:
+        for block in doc_blocks(page):
+            for setup in block.setups:
+                namespace.update(request.getfixturevalue(setup))
+            padded = "\n" * (block.line - 1) + block.code
+            exec(compile(padded, str(block.page), "exec"), namespace)
+    finally:
+        os.environ.clear()
+        os.environ.update(environment)
+        reset_plugin_manager()
+        for value in namespace.values():
+            close = getattr(value, "close", None)
+            if callable(close) and type(value).__module__.startswith("skillruntime."):
+                close()
