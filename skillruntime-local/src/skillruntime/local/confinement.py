@@ -31,7 +31,17 @@ from skillruntime.core.errors import (
     file_error_from_os_error,
 )
 
-__all__ = ["MAX_SYMLINK_HOPS", "ConfinedRoot", "Located", "open_directory_below"]
+__all__ = [
+    "MAX_PATH_BYTES",
+    "MAX_SYMLINK_HOPS",
+    "ConfinedRoot",
+    "Located",
+    "check_path_text",
+    "open_directory_below",
+]
+
+MAX_PATH_BYTES = 4096
+"""Longest path accepted, in bytes of the file-system encoding (Linux ``PATH_MAX``)."""
 
 MAX_SYMLINK_HOPS = 40
 """Symbolic links (and retries after a concurrent swap) one resolution follows before it gives up
@@ -51,6 +61,27 @@ class Located:
     dir_fd: int
     name: str
     path: str
+
+
+def check_path_text(path: str) -> str:
+    """Return ``path`` when it can name a host file: encodable, no NUL, at most
+    :data:`MAX_PATH_BYTES` bytes; else raise :class:`InvalidPathError` saying why."""
+    try:
+        encoded = os.fsencode(path)
+    except UnicodeEncodeError as exc:
+        raise InvalidPathError(
+            f"Path {path[:80]!r}... cannot be encoded for the file system ({exc.reason})",
+            path=None,
+        ) from exc
+    if b"\x00" in encoded:
+        raise InvalidPathError("path must not contain a NUL character", path=None)
+    if len(encoded) > MAX_PATH_BYTES:
+        raise InvalidPathError(
+            f"Path {path[:80]!r}... is {len(encoded)} bytes long; at most {MAX_PATH_BYTES} "
+            "are accepted",
+            path=None,
+        )
+    return path
 
 
 def _split(path: str) -> list[str]:
@@ -78,7 +109,7 @@ class ConfinedRoot:
 
     def relative(self, path: str) -> list[str]:
         """The components of the normalised absolute ``path`` below the root."""
-        parts = _split(path)
+        parts = _split(check_path_text(path))
         if parts[: len(self._root_parts)] != self._root_parts:
             raise WorkspaceEscapeError(f"Path {path!r} is outside {self.root}")
         return parts[len(self._root_parts) :]
@@ -146,8 +177,7 @@ class ConfinedRoot:
                     continue
                 except OSError as exc:
                     if not self._retry_component(exc, stack[-1], name, path, create_parents):
-                        raise
-                another_hop()
+                        another_hop()  # changed meanwhile: a bounded number of retries
                 pending.appendleft(name)
                 continue
             if target is None or (last and not follow_final):
@@ -169,27 +199,30 @@ class ConfinedRoot:
     def _retry_component(
         self, exc: OSError, dir_fd: int, name: str, path: str, create: bool
     ) -> bool:
-        """Decide after a failed open of the directory ``name``: true to walk it again."""
+        """Decide after a failed open of the directory ``name``, which is walked again: true when
+        it was just created, false when it changed meanwhile (the caller bounds those retries).
+        Raises when the walk cannot go on."""
         if exc.errno == errno.ENOENT:
             if not create:
                 raise RuntimeFileNotFoundError(
                     f"Cannot resolve {path}: a parent directory does not exist", path=path
                 ) from exc
-            with contextlib.suppress(FileExistsError):
-                try:
-                    os.mkdir(name, dir_fd=dir_fd)
-                except OSError as mkdir_exc:
-                    raise file_error_from_os_error(
-                        mkdir_exc, path, operation="create the parents of"
-                    ) from mkdir_exc
+            try:
+                os.mkdir(name, dir_fd=dir_fd)
+            except FileExistsError:
+                return False  # created meanwhile by someone else
+            except OSError as mkdir_exc:
+                raise file_error_from_os_error(
+                    mkdir_exc, path, operation="create the parents of"
+                ) from mkdir_exc
             return True
         if exc.errno in (errno.ENOTDIR, errno.ELOOP):
             try:
                 mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
             except FileNotFoundError:
-                return True  # removed meanwhile: walk it again
+                return False  # removed meanwhile: walk it again
             if stat_module.S_ISLNK(mode) or stat_module.S_ISDIR(mode):
-                return True  # swapped meanwhile: walk it again
+                return False  # swapped meanwhile: walk it again
             raise NotADirectoryFileError(
                 f"Cannot resolve {path}: a parent is not a directory", path=path
             ) from exc

@@ -55,7 +55,13 @@ from skillruntime.core.errors import (
 from skillruntime.core.filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT, SkillRuntimeFileSystem
 from skillruntime.core.models import FileInfo
 
-from .confinement import MAX_SYMLINK_HOPS, ConfinedRoot, Located, open_directory_below
+from .confinement import (
+    MAX_SYMLINK_HOPS,
+    ConfinedRoot,
+    Located,
+    check_path_text,
+    open_directory_below,
+)
 
 __all__ = ["LocalFileSystem", "write_file_atomically"]
 
@@ -166,9 +172,7 @@ class LocalFileSystem(SkillRuntimeFileSystem):
     def _abs(self, path: str) -> str:
         if not isinstance(path, str) or not path.strip():
             raise ValueError("path must not be empty")
-        if "\x00" in path:
-            raise InvalidPathError("path must not contain a NUL character", path=path)
-        normalised = posixpath.normpath(posixpath.join(self._base, path))
+        normalised = posixpath.normpath(posixpath.join(self._base, check_path_text(path)))
         if normalised.startswith("//"):
             normalised = "/" + normalised.lstrip("/")
         return normalised

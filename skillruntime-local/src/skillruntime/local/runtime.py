@@ -35,6 +35,7 @@ from pathlib import Path
 
 from skillruntime.core.errors import (
     ExecutionTransportError,
+    InvalidPathError,
     RuntimeFileError,
     WorkspaceEscapeError,
 )
@@ -194,7 +195,7 @@ class LocalSkillRuntime(BaseSkillRuntime):
             with self._confinement.locate(cwd, follow_final=True) as located:
                 fd = open_directory_below(located.dir_fd, [located.name])
         except (OSError, RuntimeFileError) as exc:
-            if isinstance(exc, WorkspaceEscapeError):
+            if isinstance(exc, WorkspaceEscapeError | InvalidPathError):
                 raise
             raise ExecutionTransportError(
                 f"Working directory does not exist or is not a directory: {cwd}"
