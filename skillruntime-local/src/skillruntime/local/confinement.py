@@ -48,6 +48,7 @@ MAX_SYMLINK_HOPS = 40
 with :class:`InvalidPathError`, as the kernel does with ``ELOOP``."""
 
 _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_PARENT_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
 
 @dataclass
@@ -128,6 +129,10 @@ class ConfinedRoot:
         :data:`MAX_SYMLINK_HOPS` links. A missing final component is not an error.
         """
         parts = self.relative(path)
+        if not self.confines:
+            with self._locate_unconfined(parts, path, follow_final, create_parents) as located:
+                yield located
+            return
         try:
             root_fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as exc:
@@ -139,6 +144,58 @@ class ConfinedRoot:
         finally:
             for fd in stack:
                 os.close(fd)
+
+    @contextlib.contextmanager
+    def _locate_unconfined(
+        self, parts: list[str], path: str, follow_final: bool, create_parents: bool
+    ) -> Iterator[Located]:
+        """Below ``/`` nothing can escape: the kernel resolves the parent directory, and only a
+        final link is followed here (so the caller still sees what it points at)."""
+        current = "/" + "/".join(parts)
+        for _ in range(MAX_SYMLINK_HOPS + 1):
+            parent, name = os.path.split(current)
+            if create_parents:
+                try:
+                    os.makedirs(parent, exist_ok=True)
+                except FileExistsError as exc:  # a parent is a file, or a looping link
+                    try:
+                        os.stat(parent)
+                    except OSError as probe:
+                        raise file_error_from_os_error(probe, path, operation="resolve") from exc
+                    raise NotADirectoryFileError(
+                        f"Cannot resolve {path}: a parent is not a directory", path=path
+                    ) from exc
+                except OSError as exc:
+                    raise file_error_from_os_error(
+                        exc, path, operation="create the parents of"
+                    ) from exc
+            try:
+                fd = os.open(parent, _PARENT_FLAGS)
+            except OSError as exc:
+                if exc.errno == errno.ENOENT:
+                    raise RuntimeFileNotFoundError(
+                        f"Cannot resolve {path}: a parent directory does not exist", path=path
+                    ) from exc
+                if exc.errno == errno.ENOTDIR:
+                    raise NotADirectoryFileError(
+                        f"Cannot resolve {path}: a parent is not a directory", path=path
+                    ) from exc
+                if exc.errno == errno.ELOOP:
+                    raise InvalidPathError(
+                        f"Cannot resolve {path}: too many levels of symbolic links", path=path
+                    ) from exc
+                raise file_error_from_os_error(exc, path, operation="resolve") from exc
+            try:
+                target = self._link_target(fd, name, path) if follow_final and name else None
+                if target is None:
+                    yield Located(dir_fd=fd, name=name or ".", path=path)
+                    return
+            finally:
+                os.close(fd)
+            current = target if target.startswith("/") else f"{parent}/{target}"
+        raise InvalidPathError(
+            f"Cannot resolve {path}: too many levels of symbolic links", path=path
+        )
 
     def _walk(
         self,
@@ -170,20 +227,26 @@ class ConfinedRoot:
                     raise self._escape(path)
                 continue
             last = not pending
-            target = self._link_target(stack[-1], name, path)
-            if target is None and not last:
+            if not last:
                 try:
                     stack.append(os.open(name, _DIRECTORY_FLAGS, dir_fd=stack[-1]))
                     continue
                 except OSError as exc:
-                    if not self._retry_component(exc, stack[-1], name, path, create_parents):
-                        another_hop()  # changed meanwhile: a bounded number of retries
-                pending.appendleft(name)
-                continue
-            if target is None or (last and not follow_final):
-                if last and target is not None and self.confines:
-                    self._refuse_outside_link(path)
-                return name
+                    link = exc.errno in (errno.ENOTDIR, errno.ELOOP)
+                    target = self._link_target(stack[-1], name, path) if link else None
+                    if target is None:
+                        if not self._retry_component(exc, stack[-1], name, path, create_parents):
+                            another_hop()  # changed meanwhile: a bounded number of retries
+                        pending.appendleft(name)
+                        continue
+            else:
+                target = self._link_target(stack[-1], name, path)
+                if target is None:
+                    return name
+                if not follow_final:
+                    if self.confines:
+                        self._refuse_outside_link(path)
+                    return name
             another_hop()
             if target.startswith("/"):
                 beneath = self._beneath(target)

@@ -25,6 +25,7 @@ still running in other threads, whose ``execute`` then raises :class:`RuntimeClo
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import shutil
@@ -55,7 +56,7 @@ from skillruntime.core.skillfiles import (
 )
 from skillruntime.core.workspace import ConversationWorkspace
 
-from .confinement import ConfinedRoot, open_directory_below
+from .confinement import MAX_SYMLINK_HOPS, ConfinedRoot, open_directory_below
 from .filesystem import LocalFileSystem
 from .process import (
     DEFAULT_DRAIN_SECONDS,
@@ -191,15 +192,7 @@ class LocalSkillRuntime(BaseSkillRuntime):
         a workspace or where ``/proc`` is missing (then the checked path is used)."""
         if self._confinement is None:
             return None
-        try:
-            with self._confinement.locate(cwd, follow_final=True) as located:
-                fd = open_directory_below(located.dir_fd, [located.name])
-        except (OSError, RuntimeFileError) as exc:
-            if isinstance(exc, WorkspaceEscapeError | InvalidPathError):
-                raise
-            raise ExecutionTransportError(
-                f"Working directory does not exist or is not a directory: {cwd}"
-            ) from exc
+        fd = self._open_confined_directory(self._confinement, cwd)
         if os.path.isdir(f"/proc/self/fd/{fd}"):
             return fd
         os.close(fd)
@@ -217,6 +210,25 @@ class LocalSkillRuntime(BaseSkillRuntime):
         if self._work_root is not None:  # never combined with a workspace
             return os.path.join(self._work_root, "skills")
         return super()._skills_root()
+
+    @staticmethod
+    def _open_confined_directory(confinement: ConfinedRoot, cwd: str) -> int:
+        """Open the directory ``cwd`` race-free (walked again when it turns into a link between
+        the walk and the open)."""
+        failure: BaseException | None = None
+        for _ in range(MAX_SYMLINK_HOPS):
+            try:
+                with confinement.locate(cwd, follow_final=True) as located:
+                    return open_directory_below(located.dir_fd, [located.name])
+            except (OSError, RuntimeFileError) as exc:
+                if isinstance(exc, WorkspaceEscapeError | InvalidPathError):
+                    raise
+                failure = exc
+                if not (isinstance(exc, OSError) and exc.errno in (errno.ENOTDIR, errno.ELOOP)):
+                    break
+        raise ExecutionTransportError(
+            f"Working directory does not exist or is not a directory: {cwd}"
+        ) from failure
 
     def _is_ready(self, target: str) -> bool:
         """A copy reached through a link out of the workspace is never ready (placing it then
