@@ -168,3 +168,23 @@ def test_a_failing_connection_is_retried_briefly_not_like_a_busy_server(
         store.resolve(DEMO_ROOT)
     assert caught.value.code == SKILL_UNAVAILABLE
     assert len(accepted) == 3  # one try and two short retries, not busy_retries + 1
+
+
+def test_server_named_files_are_redacted_from_store_errors(
+    viking: VikingDouble, make_store: Callable[..., VikingSkillStore]
+) -> None:
+    secret = "sk-live-0123456789abcdef"
+
+    def name_a_file_after_the_key(result: dict[str, object]) -> None:
+        files = result["files"]
+        assert isinstance(files, list)
+        files.append(
+            {"name": secret, "uri": f"{DEMO_ROOT}/{secret}", "path": secret, "is_dir": False}
+        )
+
+    viking.faults.manifest_hook = name_a_file_after_the_key
+    store = make_store(api_key=secret)
+    with pytest.raises(VikingStoreError) as caught:
+        store.resolve(DEMO_ROOT)
+    assert "<redacted>" in str(caught.value)
+    assert secret not in str(caught.value)
