@@ -138,3 +138,12 @@ def test_long_zip_member_names_are_refused_by_reason(segments: list[int], letter
             installed = store.install(artifact, SkillPackage.from_bytes(data))
             with store.lease(installed) as directory:
                 assert (directory / name).read_text() == "x"
+
+
+def test_a_looping_link_is_described_as_itself(tmp_path: Path) -> None:
+    (tmp_path / "loop").symlink_to("loop")
+    fs = LocalFileSystem(str(tmp_path))
+    info = fs.stat("loop")
+    assert info is not None
+    assert not info.is_directory
+    assert [entry.name for entry in fs.list_directory(str(tmp_path))] == ["loop"]

@@ -189,7 +189,7 @@ class LocalFileSystem(SkillRuntimeFileSystem):
         return self._read(target, chunk_size)
 
     def _read(self, target: str, chunk_size: int) -> Generator[bytes, None, None]:
-        fd = self.open_regular(target)
+        fd = self._open_regular(target)
         with os.fdopen(fd, "rb", buffering=0) as handle:
             while True:
                 try:
@@ -200,7 +200,7 @@ class LocalFileSystem(SkillRuntimeFileSystem):
                     return
                 yield chunk
 
-    def open_regular(self, path: str) -> int:
+    def _open_regular(self, path: str) -> int:
         """Open the regular file ``path`` for reading and return its descriptor (the caller
         closes it); anything but a regular file is refused without being opened for reading."""
         target = self._abs(path)
@@ -244,7 +244,7 @@ class LocalFileSystem(SkillRuntimeFileSystem):
 
     def stat(self, path: str) -> FileInfo | None:
         target = self._abs(path)
-        for follow in (True, False):  # a dangling symbolic link is reported as itself
+        for follow in (True, False):  # a dangling or looping link is reported as itself
             try:
                 with self._locate(target, follow_final=follow) as located:
                     return _info(
@@ -252,6 +252,10 @@ class LocalFileSystem(SkillRuntimeFileSystem):
                         os.stat(located.name, dir_fd=located.dir_fd, follow_symlinks=False),
                     )
             except (FileNotFoundError, NotADirectoryError):
+                continue
+            except InvalidPathError:
+                if not follow:
+                    raise
                 continue
             except OSError as exc:
                 if isinstance(exc, RuntimeFileError):
