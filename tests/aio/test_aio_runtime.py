@@ -192,6 +192,35 @@ def test_top_level_exit_neither_ends_nor_poisons_the_session(
     assert after.stdout == f"{runtime.default_working_directory}\nunset"
 
 
+@pytest.mark.parametrize("with_conversation", [True, False])
+def test_a_temp_root_that_does_not_exist_yet_is_created(
+    double: AioDouble, with_conversation: bool
+) -> None:
+    """The first command carries an environment (staged as a file on the shell API) and the
+    first write stages its content, both below ``temp_root``; neither may need it to exist."""
+    temp_root = f"/tmp/kit-missing-{uuid.uuid4().hex[:8]}/deeper"
+    assert not double.host_path(temp_root).exists()
+    options: dict[str, Any] = {"temp_root": temp_root, "base_environment": {"KIT_BASE": "b"}}
+    if with_conversation:
+        runtime = _runtime(double, **options)
+    else:
+        remote_root = f"/home/gem/kit-{uuid.uuid4().hex[:8]}/skills"
+        runtime = AioSandboxSkillRuntime(
+            base_url=double.url, token=double.token, remote_root=remote_root, **options
+        )
+    with runtime:
+        result = _run(runtime, 'printf %s "$KIT_BASE"', environment={"KIT_REQ": "r"})
+        assert (result.exit_code, result.stdout) == (0, "b")
+        assert double.host_path(temp_root).is_dir()
+    with (
+        AioSandboxSkillRuntime(
+            base_url=double.url, token=double.token, temp_root=temp_root + "-write-first"
+        ) as fresh,
+    ):
+        fresh.get_file_system().write_text("/home/gem/kit-write-first.txt", "staged\n")
+        assert fresh.get_file_system().read_text("/home/gem/kit-write-first.txt") == "staged\n"
+
+
 def test_missing_working_directory_is_a_transport_error(runtime: AioSandboxSkillRuntime) -> None:
     with pytest.raises(ExecutionTransportError, match="does not exist"):
         _run(runtime, "true", working_directory="no/such/dir")

@@ -14,15 +14,25 @@ import pytest
 from skillruntime.aio import AioRuntimeOptions, AioSandboxSkillRuntime
 from skillruntime.aio.archive import build_skill_archive, unpack_command
 from skillruntime.aio.client import AioClient, _MultipartBody
+from skillruntime.aio.files import AioFileSystem
 from skillruntime.aio.script import (
+    WrapperOutcome,
     build_wrapper,
     parse_file_result,
     parse_stream_result,
     result_path,
     shell_line,
 )
+from skillruntime.core.errors import (
+    NotADirectoryFileError,
+    RuntimeFileError,
+    RuntimeFileNotFoundError,
+    RuntimeIsADirectoryError,
+    RuntimePermissionError,
+)
 from skillruntime.core.plugins import available_runtimes, create_runtime
 from skillruntime.core.skillfiles import iter_skill_files
+from skillruntime.core.testing import immutable_host_directory
 
 # ------------------------------------------------------------------------- options
 
@@ -328,3 +338,44 @@ def test_multipart_body_streams_with_an_exact_length() -> None:
     assert payload in data
     assert data.endswith(f"--{body.boundary}--\r\n".encode())
     assert b'name="path"\r\n\r\n/home/gem/x.bin\r\n' in data
+
+
+# ------------------------------------------------------------------- file errors
+
+
+def test_file_command_failures_are_typed_by_the_reason_coreutils_prints(tmp_path: Path) -> None:
+    """The stderr of real GNU tools (``LC_ALL=C``, as the file commands run) names the kind."""
+    plain = tmp_path / "plain.txt"
+    plain.write_text("p")
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "locked").mkdir()
+    q = shlex.quote
+    cases: list[tuple[str, type[RuntimeFileError]]] = [
+        (f"mkdir -p -- {q(str(plain))}", NotADirectoryFileError),
+        (f"mkdir -p -- {q(str(plain / 'sub'))}", NotADirectoryFileError),
+        (f"mv -fT -- {q(str(plain))} {q(str(tmp_path / 'dir'))}", RuntimeIsADirectoryError),
+        (f"mv -fT -- {q(str(tmp_path / 'none'))} {q(str(plain))}", RuntimeFileNotFoundError),
+        (f"mkdir -- {q(str(tmp_path / 'locked' / 'sub'))}", RuntimePermissionError),
+        ("echo 'something else broke' >&2; exit 1", RuntimeFileError),
+    ]
+    undo = immutable_host_directory(tmp_path / "locked")
+    try:
+        for command, kind in cases:
+            done = subprocess.run(
+                ["bash", "-c", "export LC_ALL=C; " + command], capture_output=True, check=False
+            )
+            assert done.returncode != 0, command
+            outcome = WrapperOutcome(
+                exit_code=done.returncode,
+                timed_out=False,
+                missing_cwd=False,
+                stdout=b"",
+                stderr=done.stderr,
+                stdout_size=0,
+                stderr_size=len(done.stderr),
+            )
+            error = AioFileSystem._failure(outcome, "write", "/home/gem/x")
+            assert type(error) is kind, (command, done.stderr)
+            assert error.path == "/home/gem/x"
+    finally:
+        undo()

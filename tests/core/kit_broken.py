@@ -11,7 +11,7 @@ import posixpath
 import shutil
 import subprocess
 import threading
-from collections.abc import Generator, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from skillruntime_tests_kit_reference import (  # type: ignore[import-not-found]
     ReferenceRuntime,
 )
 
+from skillruntime.core.errors import RuntimeFileError, RuntimeFileNotFoundError
 from skillruntime.core.filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT, SkillRuntimeFileSystem
 from skillruntime.core.models import (
     FileInfo,
@@ -444,6 +445,81 @@ class ListingIgnoresDepth(ReferenceRuntime):
         self._fs = _FlatListingFileSystem()
 
 
+class _UntypedErrorsFileSystem(HostFileSystem):
+    """Reports every failure with the two oldest classes only, as text."""
+
+    def _untyped(self, operation: Callable[[], Any], path: str) -> Any:
+        try:
+            return operation()
+        except RuntimeFileNotFoundError as exc:
+            raise RuntimeFileNotFoundError(str(exc), path=path) from exc
+        except RuntimeFileError as exc:
+            raise RuntimeFileError(str(exc), path=path) from exc
+
+    def read_stream(self, path: str, chunk_size: int = CHUNK_SIZE) -> Generator[bytes, None, None]:
+        stream: Generator[bytes, None, None] = self._untyped(
+            lambda: super(_UntypedErrorsFileSystem, self).read_stream(path, chunk_size), path
+        )
+        return stream
+
+    def write_stream(self, path: str, chunks: Iterable[bytes], *, executable: bool = False) -> int:
+        written: int = self._untyped(
+            lambda: super(_UntypedErrorsFileSystem, self).write_stream(
+                path, chunks, executable=executable
+            ),
+            path,
+        )
+        return written
+
+    def list_directory(
+        self, path: str, depth: int = 1, limit: int = DEFAULT_LIST_LIMIT
+    ) -> list[FileInfo]:
+        listed: list[FileInfo] = self._untyped(
+            lambda: super(_UntypedErrorsFileSystem, self).list_directory(path, depth, limit), path
+        )
+        return listed
+
+    def delete(self, path: str) -> None:
+        self._untyped(lambda: super(_UntypedErrorsFileSystem, self).delete(path), path)
+
+    def make_directory(self, path: str) -> None:
+        self._untyped(lambda: super(_UntypedErrorsFileSystem, self).make_directory(path), path)
+
+
+class UntypedFileErrors(ReferenceRuntime):
+    """Raises ``RuntimeFileNotFoundError``/``RuntimeFileError`` for every file failure."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._fs = _UntypedErrorsFileSystem()
+
+
+class RelativePathsAgainstTheProcess(ReferenceRuntime):
+    """Without a conversation, hands relative file paths to the backend unresolved (so they
+    land in the process's working directory, not the runtime's default directory)."""
+
+    kit_conversation_mode = False
+    # Files land elsewhere, so commands and the kit's own helpers then miss them.
+    kit_allowed_errors = frozenset(
+        {"error:RuntimeFileNotFoundError", "error:ExecutionTransportError", "error:RuntimeError"}
+    )
+
+    def get_file_system(self) -> SkillRuntimeFileSystem:
+        self._ensure_open()
+        return ScopedFileSystem(self._raw_file_system(), is_closed=lambda: self._closed)
+
+
+class CopiesInsteadOfInPlace(ReferenceRuntime):
+    """Claims to prepare in place but copies skills under the work root."""
+
+    kit_conversation_mode = False
+    kit_prepares_in_place = True
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs["in_place"] = False
+        super().__init__(**kwargs)
+
+
 TIMEOUT_TESTS = frozenset(
     {
         "test_timeout_kills_the_whole_process_tree",
@@ -536,5 +612,30 @@ BROKEN_RUNTIMES: dict[type[ReferenceRuntime], frozenset[str]] = {
     UnboundedReadChunks: frozenset({"test_large_file_streams_in_bounded_chunks"}),
     NonAtomicDownload: frozenset({"test_failed_download_leaves_no_partial_file"}),
     ListingIgnoresDepth: frozenset({"test_list_directory_honours_depth_and_limit"}),
+    UntypedFileErrors: frozenset(
+        {
+            "test_reading_a_directory_is_an_is_a_directory_error",
+            "test_a_path_through_a_regular_file_is_not_a_directory",
+            "test_writes_into_an_unwritable_directory_are_permission_denied",
+        }
+    ),
+    CopiesInsteadOfInPlace: frozenset({"test_prepare_in_place_returns_the_source_directory"}),
+    RelativePathsAgainstTheProcess: frozenset(
+        {
+            "test_relative_paths_resolve_under_the_workspace",
+            "test_missing_paths_raise_file_not_found_with_its_code",
+            "test_stat_of_missing_file_and_directory",
+            "test_binary_round_trip_of_all_byte_values",
+            "test_upload_keeps_the_executable_bit",
+            "test_list_directory_honours_depth_and_limit",
+            "test_list_files_returns_regular_files_only",
+            "test_concurrent_commands_on_one_runtime",
+            "test_commands_and_file_system_share_one_boundary",
+            "test_a_failing_command_is_run_once",
+            "test_conversations_are_isolated",
+            "test_explicit_working_directory_relative_and_absolute",
+            "test_writes_into_an_unwritable_directory_are_permission_denied",
+        }
+    ),
 }
 """Each broken runtime and exactly the kit tests it must fail."""

@@ -8,6 +8,7 @@ break one contract each.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import signal
@@ -19,7 +20,12 @@ from collections.abc import Generator, Iterable, Mapping
 from pathlib import Path
 from typing import IO
 
-from skillruntime.core.errors import ExecutionTransportError, RuntimeFileNotFoundError
+from skillruntime.core.errors import (
+    ExecutionTransportError,
+    NotADirectoryFileError,
+    RuntimeFileNotFoundError,
+    file_error_from_os_error,
+)
 from skillruntime.core.filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT, SkillRuntimeFileSystem
 from skillruntime.core.models import FileInfo, SkillExecutionRequest, SkillExecutionResult
 from skillruntime.core.runtime import BaseSkillRuntime
@@ -73,15 +79,19 @@ def _pump(stream: IO[bytes], buffer: BoundedBuffer) -> None:
 
 
 class HostFileSystem(SkillRuntimeFileSystem):
-    """The six primitives on host paths."""
+    """The six primitives on host paths; ``OSError`` becomes the typed error of its errno."""
 
     def read_stream(self, path: str, chunk_size: int = CHUNK_SIZE) -> Generator[bytes, None, None]:
-        target = Path(path)
-        if not target.is_file():
-            raise RuntimeFileNotFoundError(f"File not found: {path}", path=path)
+        try:
+            handle = open(path, "rb")  # noqa: SIM115 - closed by the generator
+            if stat_module.S_ISDIR(os.fstat(handle.fileno()).st_mode):
+                handle.close()
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+        except OSError as exc:
+            raise file_error_from_os_error(exc, path, operation="read") from exc
 
         def generate() -> Generator[bytes, None, None]:
-            with target.open("rb") as handle:
+            with handle:
                 while chunk := handle.read(chunk_size):
                     yield chunk
 
@@ -89,19 +99,27 @@ class HostFileSystem(SkillRuntimeFileSystem):
 
     def write_stream(self, path: str, chunks: Iterable[bytes], *, executable: bool = False) -> int:
         target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        written = 0
-        with target.open("wb") as handle:
-            for chunk in chunks:
-                handle.write(chunk)
-                written += len(chunk)
-        target.chmod(0o755 if executable else 0o644)
+        try:
+            if target.parent.exists() and not target.parent.is_dir():
+                raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), path)
+            os.makedirs(target.parent, exist_ok=True)
+            written = 0
+            with target.open("wb") as handle:
+                for chunk in chunks:
+                    handle.write(chunk)
+                    written += len(chunk)
+            target.chmod(0o755 if executable else 0o644)
+        except FileExistsError as exc:  # makedirs met a regular file on the way
+            message = f"Cannot write {path}: Not a directory"
+            raise NotADirectoryFileError(message, path=path) from exc
+        except OSError as exc:
+            raise file_error_from_os_error(exc, path, operation="write") from exc
         return written
 
     def stat(self, path: str) -> FileInfo | None:
         try:
             info = Path(path).stat()
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return None
         is_dir = stat_module.S_ISDIR(info.st_mode)
         return FileInfo(
@@ -115,6 +133,10 @@ class HostFileSystem(SkillRuntimeFileSystem):
     def list_directory(
         self, path: str, depth: int = 1, limit: int = DEFAULT_LIST_LIMIT
     ) -> list[FileInfo]:
+        try:
+            Path(path).stat()
+        except OSError as exc:
+            raise file_error_from_os_error(exc, path, operation="list") from exc
         root = self.stat(path)
         if root is None:
             raise RuntimeFileNotFoundError(f"Path does not exist: {path}", path=path)
@@ -138,14 +160,20 @@ class HostFileSystem(SkillRuntimeFileSystem):
 
     def delete(self, path: str) -> None:
         target = Path(path)
-        if target.is_dir() and not target.is_symlink():
-            shutil.rmtree(target)
-        else:
-            with contextlib.suppress(FileNotFoundError):
-                target.unlink()
+        try:
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    target.unlink()
+        except OSError as exc:
+            raise file_error_from_os_error(exc, path, operation="delete") from exc
 
     def make_directory(self, path: str) -> None:
-        Path(path).mkdir(parents=True, exist_ok=True)
+        try:
+            Path(path).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise file_error_from_os_error(exc, path, operation="create directory") from exc
 
 
 class ReferenceRuntime(BaseSkillRuntime):
@@ -156,18 +184,29 @@ class ReferenceRuntime(BaseSkillRuntime):
     def __init__(
         self,
         *,
-        conversation_id: str,
-        conversations_root: str,
+        conversation_id: str | None = None,
+        conversations_root: str | None = None,
+        work_root: str | None = None,
+        in_place: bool = False,
         base_environment: Mapping[str, str] | None = None,
         upload_policy: UploadPolicy = DEFAULT_UPLOAD_POLICY,
     ) -> None:
-        workspace = ConversationWorkspace(conversations_root, conversation_id)
+        workspace = None
+        if conversation_id is not None:
+            assert conversations_root is not None
+            workspace = ConversationWorkspace(conversations_root, conversation_id)
         super().__init__(
             base_environment=base_environment, workspace=workspace, upload_policy=upload_policy
         )
-        Path(workspace.directory).mkdir(parents=True, exist_ok=True)
+        if workspace is not None:
+            self._directory = workspace.directory
+            self._checker = local_real_path_checker(workspace)
+        else:
+            assert work_root is not None, "without a conversation the reference needs a work root"
+            self._directory = os.path.abspath(work_root)
+        Path(self._directory).mkdir(parents=True, exist_ok=True)
+        self._in_place = in_place and workspace is None
         self._fs = HostFileSystem()
-        self._checker = local_real_path_checker(workspace)
 
     @property
     def name(self) -> str:
@@ -175,11 +214,15 @@ class ReferenceRuntime(BaseSkillRuntime):
 
     @property
     def default_working_directory(self) -> str:
-        assert self._workspace is not None
-        return self._workspace.directory
+        return self._directory
+
+    def _skills_root(self) -> str | None:
+        if self._workspace is None:
+            return None if self._in_place else os.path.join(self._directory, "skills")
+        return super()._skills_root()
 
     def _check_real_path(self, path: str) -> str:
-        return self._checker(path)
+        return self._checker(path) if self._workspace is not None else path
 
     def _raw_file_system(self) -> SkillRuntimeFileSystem:
         return self._fs

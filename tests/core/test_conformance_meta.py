@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any, ClassVar
@@ -21,14 +21,20 @@ from skillruntime.core.models import SkillExecutionRequest
 from skillruntime.core.runtime import SkillRuntime
 from skillruntime.core.testing import (
     CAPABILITY_TESTS,
+    CONVERSATION_ONLY_TESTS,
+    COPY_TESTS,
+    IN_PLACE_TESTS,
+    SHARED_FILES_TESTS,
     ConformanceContext,
     ConversationContracts,
     ExecuteContracts,
+    FileErrorContracts,
     FileSystemContracts,
     LifecycleContracts,
     PrepareContracts,
     RuntimeConformance,
     SkillFactory,
+    immutable_host_directory,
     install_backend_spy,
     plugin,
 )
@@ -38,6 +44,7 @@ GROUPS = (
     PrepareContracts,
     ExecuteContracts,
     FileSystemContracts,
+    FileErrorContracts,
     ConversationContracts,
     LifecycleContracts,
 )
@@ -64,6 +71,7 @@ broken = _load("kit_broken")
 
 class _ReferenceSuite(RuntimeConformance):
     resolves_symlinks = True
+    makes_unwritable_directories = True
     runtime_class: ClassVar[type[Any]] = reference.ReferenceRuntime
 
     def make_runtime(
@@ -76,9 +84,36 @@ class _ReferenceSuite(RuntimeConformance):
         )
         return runtime
 
+    def make_runtime_without_conversation(
+        self, *, working_directory: str, base_environment: Mapping[str, str]
+    ) -> SkillRuntime:
+        runtime: SkillRuntime = self.runtime_class(
+            work_root=working_directory,
+            in_place=self.prepares_in_place,
+            base_environment=base_environment,
+        )
+        return runtime
+
+    def make_directory_unwritable(self, runtime: SkillRuntime, path: str) -> Callable[[], None]:
+        return immutable_host_directory(path)
+
 
 class TestReferenceRuntimeConformance(_ReferenceSuite):
     """The whole kit, collected and run by pytest, passes against a correct runtime."""
+
+
+class TestReferenceRuntimeWithoutConversation(_ReferenceSuite):
+    """The whole kit without a conversation: a work root whose ``skills/`` holds the copies."""
+
+    conversation_mode = False
+
+
+class TestReferenceRuntimeInPlace(_ReferenceSuite):
+    """The whole kit without a conversation, preparing skills where they are."""
+
+    conversation_mode = False
+    prepares_in_place = True
+    resumes_prepared_skills = False
 
 
 def _outcome(suite: RuntimeConformance, test_name: str, tmp_path: Path) -> str:
@@ -100,6 +135,9 @@ def _suite_for(runtime_class: type[Any]) -> RuntimeConformance:
         (_ReferenceSuite,),
         {
             "runtime_class": runtime_class,
+            "conversation_mode": getattr(runtime_class, "kit_conversation_mode", True),
+            "prepares_in_place": getattr(runtime_class, "kit_prepares_in_place", False),
+            "resumes_prepared_skills": not getattr(runtime_class, "kit_prepares_in_place", False),
             "resolves_symlinks": getattr(runtime_class, "kit_resolves_symlinks", True),
             "timeout_seconds": 0.5,
             "kill_settle_seconds": 0.5,
@@ -133,9 +171,13 @@ def _neighbours(suite: RuntimeConformance, expected: frozenset[str]) -> list[str
     "runtime_class", list(broken.BROKEN_RUNTIMES), ids=lambda cls: cls.__name__
 )
 def test_kit_fails_exactly_the_broken_contract(
-    runtime_class: type[Any], tmp_path_factory: pytest.TempPathFactory
+    runtime_class: type[Any],
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The broken contract's tests fail; the other tests of its contract groups pass."""
+    # A runtime that resolves relative paths against the process's directory writes there.
+    monkeypatch.chdir(tmp_path_factory.mktemp("process-cwd"))
     expected = broken.BROKEN_RUNTIMES[runtime_class]
     suite = _suite_for(runtime_class)
     names = _neighbours(suite, expected)
@@ -150,7 +192,9 @@ def test_kit_fails_exactly_the_broken_contract(
 
 def test_every_contract_is_proven_to_fail_by_some_broken_runtime() -> None:
     caught = set().union(*broken.BROKEN_RUNTIMES.values())
-    all_contracts = set(_ReferenceSuite.contract_names)
+    all_contracts = set(_ReferenceSuite.contract_names) | set(
+        TestReferenceRuntimeInPlace.contract_names
+    )
     assert caught <= all_contracts
     assert len(caught) >= 25
 
@@ -223,3 +267,39 @@ def test_plugin_registers_the_marker_and_marks_kit_tests(pytestconfig: pytest.Co
     other_item = SimpleNamespace(cls=None, add_marker=marks.append)
     plugin.pytest_collection_modifyitems([kit_item, other_item])  # type: ignore[list-item]
     assert [mark.name for mark in marks] == ["conformance"]
+
+
+def test_modes_remove_the_contracts_that_do_not_apply() -> None:
+    with_conversation = set(TestReferenceRuntimeConformance.contract_names)
+    without = set(TestReferenceRuntimeWithoutConversation.contract_names)
+    in_place = set(TestReferenceRuntimeInPlace.contract_names)
+    assert with_conversation - without == set(CONVERSATION_ONLY_TESTS)
+    assert without - in_place == set(COPY_TESTS)
+    assert in_place - without == set(IN_PLACE_TESTS)
+    assert not IN_PLACE_TESTS & with_conversation
+    private = type(
+        "PrivateSandboxes",
+        (RuntimeConformance,),
+        {"conversation_mode": False, "keeps_files_across_runtime_objects": False},
+    )
+    assert set(private.contract_names) == without - SHARED_FILES_TESTS - {
+        "test_writes_into_an_unwritable_directory_are_permission_denied"
+    }
+    for name in CONVERSATION_ONLY_TESTS | COPY_TESTS:
+        assert TestReferenceRuntimeInPlace.__dict__[name] is None, "removed, not skipped"
+
+
+@pytest.mark.parametrize(
+    "flags", [{"prepares_in_place": True}, {"keeps_files_across_runtime_objects": False}]
+)
+def test_no_conversation_flags_are_refused_with_a_conversation(flags: dict[str, bool]) -> None:
+    with pytest.raises(TypeError, match="conversation_mode = False"):
+        type("Inconsistent", (RuntimeConformance,), flags)
+
+
+def test_without_conversation_the_hook_must_be_implemented(tmp_path: Path) -> None:
+    class Missing(RuntimeConformance):
+        conversation_mode = False
+
+    with pytest.raises(NotImplementedError, match="make_runtime_without_conversation"):
+        ConformanceContext(Missing(), tmp_path).runtime()

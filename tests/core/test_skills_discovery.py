@@ -258,7 +258,7 @@ def test_discover_with_names_ignores_problems_of_unselected_skills(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     make_skill(tmp_path, "good")
-    make_skill(tmp_path, "bad", extra="license: 5\n")
+    make_skill(tmp_path, "bad", extra="license: [MIT]\n")
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         assert [s.name for s in discover_skills(tmp_path, names=["good"], strict=True)] == ["good"]
     assert caplog.text == ""
@@ -323,3 +323,28 @@ def test_malformed_bootstrap_is_a_validation_error(section: str, expected: str) 
     assert skill is not None
     with pytest.raises(SkillValidationError, match=expected):
         skill_bootstrap_commands(skill)
+
+
+# ----------------------------------------------------------------------- skip_invalid
+
+
+def test_skip_invalid_leaves_out_skills_with_errors_and_keeps_warnings(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    make_skill(tmp_path, "good", extra="colour: blue\n")
+    make_skill(tmp_path, "renamed", name="other")
+    make_skill(tmp_path, "badlicense", extra="license: [MIT]\n")
+    assert [s.name for s in discover_skills(tmp_path)] == ["badlicense", "good", "other"]
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        assert [s.name for s in discover_skills(tmp_path, skip_invalid=True)] == ["good"]
+    assert "skipping the skill at" in caplog.text
+    assert caplog.text.count("it has 1 error(s)") == 2
+
+
+def test_skip_invalid_does_not_count_a_skipped_skill_as_a_duplicate(tmp_path: Path) -> None:
+    make_skill(tmp_path, "pdf")
+    make_skill(tmp_path, "pdf-old", name="pdf")
+    with pytest.raises(SkillValidationError, match="duplicates"):
+        discover_skills(tmp_path)
+    [skill] = discover_skills(tmp_path, skip_invalid=True)
+    assert skill.base_path == str((tmp_path / "pdf").resolve())

@@ -114,7 +114,7 @@ def test_empty_frontmatter_is_an_error() -> None:
     [
         ("- name\n- description\n", "a list"),
         ("just a string\n", "a string"),
-        ("42\n", "an integer"),
+        ("!!int 42\n", "an integer"),
     ],
 )
 def test_non_mapping_frontmatter_is_an_error(yaml_text: str, kind: str) -> None:
@@ -157,7 +157,11 @@ def test_lists_and_nested_metadata_are_kept() -> None:
     )
     skill = parse_skill_markdown(text, BASE, strict=True)
     assert skill is not None
-    assert skill.metadata == {"author": "me", "tags": ["a", "b"], "nested": {"deeper": {"x": 1}}}
+    assert skill.metadata == {
+        "author": "me",
+        "tags": ["a", "b"],
+        "nested": {"deeper": {"x": "1"}},
+    }
     assert skill.allowed_tools == ("Read", "Bash(git:*)")
 
 
@@ -167,7 +171,7 @@ def test_yaml_tags_are_not_executed() -> None:
 
 
 def test_non_string_top_level_key_is_an_error_and_kept_as_string() -> None:
-    text = doc("name: demo\ndescription: d\n1: one\n")
+    text = doc("name: demo\ndescription: d\n!!int 1: one\n")
     assert "frontmatter key '1' must be a string" in messages(text)
     skill = parse_skill_markdown(text, BASE)
     assert skill is not None
@@ -232,7 +236,7 @@ def test_all_broken_name_rules_are_listed_together() -> None:
         ("", "'name' is missing"),
         ("name:\n", "'name' is missing"),
         ("name: ''\n", "'name' must not be empty"),
-        ("name: 123\n", "'name' must be a string, not an integer"),
+        ("name: !!int 123\n", "'name' must be a string, not an integer"),
         ("name: [a]\n", "'name' must be a string, not a list"),
     ],
 )
@@ -266,7 +270,7 @@ def test_description_of_1024_characters_passes_and_1025_fails() -> None:
     [
         ("", "'description' is missing"),
         ("description: '   '\n", "'description' must not be empty"),
-        ("description: 12\n", "'description' must be a string, not an integer"),
+        ("description: !!int 12\n", "'description' must be a string, not an integer"),
         ("description: {a: b}\n", "'description' must be a string, not a mapping"),
     ],
 )
@@ -301,9 +305,9 @@ def test_allowed_tools_string_or_list(value: str, expected: tuple[str, ...]) -> 
 @pytest.mark.parametrize(
     ("value", "expected"),
     [
-        ("42", "'allowed-tools' must be a space-separated string"),
+        ("!!int 42", "'allowed-tools' must be a space-separated string"),
         ("{Read: true}", "'allowed-tools' must be a space-separated string"),
-        ("[Read, 3]", "'allowed-tools' entry 2 must be a non-empty string, not an integer"),
+        ("[Read, !!int 3]", "'allowed-tools' entry 2 must be a non-empty string, not an integer"),
         ("[Read, '']", "'allowed-tools' entry 2 must be a non-empty string"),
     ],
 )
@@ -333,15 +337,21 @@ def test_license_and_metadata_types() -> None:
     )
 
 
-def test_unknown_keys_are_warnings_that_do_not_fail_strict_mode(
+def test_unknown_keys_are_lenient_warnings_and_strict_errors(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     text = doc("name: demo\ndescription: d\nargument-hint: '[file]'\n")
     with caplog.at_level(logging.WARNING, logger="skillruntime.core.skills"):
-        skill = parse_skill_markdown(text, BASE, strict=True)
+        skill = parse_skill_markdown(text, BASE)
     assert skill is not None
     assert skill.frontmatter["argument-hint"] == "[file]"
-    assert "unknown frontmatter key 'argument-hint'" in caplog.text
+    assert "warning: unknown frontmatter key 'argument-hint'" in caplog.text
+    with pytest.raises(InvalidSkillError) as info:
+        parse_skill_markdown(text, BASE, strict=True)
+    [problem] = info.value.problems
+    assert problem.level == "error"
+    assert "unknown frontmatter key 'argument-hint'" in problem.message
+    assert "allows only name, description, license, compatibility, metadata" in problem.message
 
 
 def test_requires_metadata_of_the_wrong_shape_is_a_warning(
@@ -357,22 +367,32 @@ def test_requires_metadata_of_the_wrong_shape_is_a_warning(
 
 
 def test_strict_error_lists_every_problem_and_is_a_validation_error() -> None:
-    text = doc("name: Bad\ndescription: ''\nlicense: 3\nextra: x\n")
+    text = doc(
+        "name: Bad\ndescription: ''\nlicense: [3]\nextra: x\n"
+        "metadata:\n  requires:\n    bins: python3\n"
+    )
     with pytest.raises(SkillValidationError) as info:
         parse_skill_markdown(text, BASE, directory_name="bad", strict=True)
     error = info.value
     assert isinstance(error, InvalidSkillError)
     levels = sorted(p.level for p in error.problems)
     assert levels.count("warning") == 1
-    assert levels.count("error") == 4
+    assert levels.count("error") == 5
     text_of_error = str(error)
-    for fragment in ("lowercase", "directory name", "'description' must not be empty", "license"):
+    for fragment in (
+        "lowercase",
+        "directory name",
+        "'description' must not be empty",
+        "license",
+        "unknown frontmatter key 'extra'",
+        "'metadata.requires.bins'",
+    ):
         assert fragment in text_of_error
     assert all(p.path == f"{BASE}/SKILL.md" for p in error.problems)
 
 
 def test_lenient_mode_logs_each_problem_as_a_warning(caplog: pytest.LogCaptureFixture) -> None:
-    text = doc("name: Bad\ndescription: d\nlicense: 3\n")
+    text = doc("name: Bad\ndescription: d\nlicense: [3]\n")
     with caplog.at_level(logging.DEBUG, logger="skillruntime.core.skills"):
         skill = parse_skill_markdown(text, BASE)
     assert skill is not None

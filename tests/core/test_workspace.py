@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import posixpath
+from collections.abc import Generator, Iterable
+
 import pytest
 
 from skillruntime.core.errors import WorkspaceEscapeError
+from skillruntime.core.filesystem import SkillRuntimeFileSystem
+from skillruntime.core.models import FileInfo
 from skillruntime.core.workspace import (
     ConversationWorkspace,
+    ScopedFileSystem,
+    resolve_against,
     validate_conversation_id,
     validate_conversations_root,
 )
@@ -67,3 +74,61 @@ def test_resolve_rejects_empty_and_nul() -> None:
         ws.resolve("")
     with pytest.raises(WorkspaceEscapeError):
         ws.resolve("a\x00b")
+
+
+# ------------------------------------------------- relative paths without a workspace
+
+
+@pytest.mark.parametrize(
+    "relative", ["a", "b c/é", "./x", "dir/./..x/x..", "a//b/", "a/b/../c", "."]
+)
+def test_relative_paths_without_a_workspace_resolve_against_the_base(relative: str) -> None:
+    resolved = resolve_against("/srv/work", relative)
+    assert resolved == posixpath.normpath("/srv/work/" + relative)
+    assert resolved == "/srv/work" or resolved.startswith("/srv/work/")
+    assert resolve_against("/srv/work", "/" + relative) == posixpath.normpath("/" + relative)
+
+
+def test_resolve_against_refuses_empty_and_nul_paths() -> None:
+    with pytest.raises(ValueError, match="empty"):
+        resolve_against("/srv", "  ")
+    with pytest.raises(WorkspaceEscapeError, match="NUL"):
+        resolve_against("/srv", "a\x00b")
+
+
+def test_scoped_file_system_without_workspace_hands_absolute_paths_on() -> None:
+    seen: list[str] = []
+
+    class Recording(SkillRuntimeFileSystem):
+        def read_stream(self, path: str, chunk_size: int = 65536) -> Generator[bytes, None, None]:
+            seen.append(path)
+            yield b""
+
+        def write_stream(
+            self, path: str, chunks: Iterable[bytes], *, executable: bool = False
+        ) -> int:
+            seen.append(path)
+            return 0
+
+        def stat(self, path: str) -> FileInfo | None:
+            seen.append(path)
+            return None
+
+        def list_directory(self, path: str, depth: int = 1, limit: int = 1000) -> list[FileInfo]:
+            seen.append(path)
+            return []
+
+        def delete(self, path: str) -> None:
+            seen.append(path)
+
+        def make_directory(self, path: str) -> None:
+            seen.append(path)
+
+    fs = ScopedFileSystem(Recording(), base_directory="/srv/work")
+    fs.write_text("notes/a.txt", "x")
+    fs.stat("./notes/../b")
+    fs.delete("/elsewhere/c")
+    fs.make_directory("d")
+    assert seen == ["/srv/work/notes/a.txt", "/srv/work/b", "/elsewhere/c", "/srv/work/d"]
+    with pytest.raises(ValueError, match="absolute"):
+        ScopedFileSystem(Recording(), base_directory="relative")

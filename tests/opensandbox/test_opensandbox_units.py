@@ -17,12 +17,25 @@ from opensandbox.exceptions import (
 )
 
 from skillruntime.core.conversations import ConversationRecord, InMemoryConversationStore
-from skillruntime.core.errors import ExecutionTransportError, RuntimeFileNotFoundError
+from skillruntime.core.errors import (
+    ExecutionTransportError,
+    RuntimeFileNotFoundError,
+    file_error_code,
+)
 from skillruntime.core.plugins import available_runtimes, create_runtime
 from skillruntime.opensandbox import OpenSandboxRuntimeOptions, OpenSandboxSkillRuntime
 from skillruntime.opensandbox.commands import wrap_command
 from skillruntime.opensandbox.conversation import ConversationBinding
-from skillruntime.opensandbox.errors import execution_error, file_error, is_transient
+from skillruntime.opensandbox.errors import (
+    OpenSandboxFileError,
+    OpenSandboxFileNotFoundError,
+    OpenSandboxIsADirectoryError,
+    OpenSandboxNotADirectoryError,
+    OpenSandboxPermissionError,
+    execution_error,
+    file_error,
+    is_transient,
+)
 from skillruntime.opensandbox.files import IterableReader, entry_to_file_info
 from skillruntime.opensandbox.output import LineOutput
 from skillruntime.opensandbox.retry import call_idempotent
@@ -328,3 +341,68 @@ def test_binding_refuses_a_record_with_another_workspace_root() -> None:
     )
     with pytest.raises(Exception, match="conversations_root"):
         binding.load()
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "message", "kind", "error_code"),
+    [
+        (
+            404,
+            "FILE_NOT_FOUND",
+            "file not found. open /w/x: no such file",
+            OpenSandboxFileNotFoundError,
+            "file_not_found",
+        ),
+        (
+            500,
+            "RUNTIME_ERROR",
+            "error opening destination file /w/x. open /w/x: permission denied",
+            OpenSandboxPermissionError,
+            "permission_denied",
+        ),
+        (
+            500,
+            "RUNTIME_ERROR",
+            "error removing file /w/x. remove /w/x: operation not permitted",
+            OpenSandboxPermissionError,
+            "permission_denied",
+        ),
+        (
+            500,
+            "RUNTIME_ERROR",
+            "error creating target directory /w. mkdir /w: read-only file system",
+            OpenSandboxPermissionError,
+            "permission_denied",
+        ),
+        (
+            500,
+            "RUNTIME_ERROR",
+            "error creating target directory /w/f. mkdir /w/f: not a directory",
+            OpenSandboxNotADirectoryError,
+            "invalid_path",
+        ),
+        (400, "INVALID_FILE", "/w/d is a directory", OpenSandboxIsADirectoryError, "is_directory"),
+        (
+            500,
+            "RUNTIME_ERROR",
+            "error copying file /w/x. write /w/x: no space left on device",
+            OpenSandboxFileError,
+            "file_error",
+        ),
+    ],
+)
+def test_file_errors_are_typed_from_execds_answer(
+    status: int, code: str, message: str, kind: type[Exception], error_code: str
+) -> None:
+    error = file_error(
+        "writing",
+        "/w/x",
+        SandboxApiException(
+            message, status_code=status, error=SandboxError(code, message), request_id="req-9"
+        ),
+    )
+    assert type(error) is kind
+    assert error.kind == file_error_code(error) == error_code
+    assert isinstance(error, OpenSandboxFileError)
+    assert (error.code, error.status_code, error.request_id) == (code, status, "req-9")
+    assert error.path == "/w/x"

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from doubles.opensandbox.rawclient import RawSandbox
+from skillruntime.core.testing import immutable_host_directory
 
 BOUNDARY = "testboundary1234"
 
@@ -260,3 +261,54 @@ def test_path_expansion_and_host_reads(sandbox: RawSandbox) -> None:
     refused = sandbox.call("DELETE", "/files", params={"path": "/etc/passwd"})
     assert refused.status_code == 500
     assert os.path.exists("/etc/passwd")
+
+
+def test_system_call_failures_answer_with_gos_error_text(sandbox: RawSandbox) -> None:
+    """execd reports a failed system call as 500 ``RUNTIME_ERROR`` with Go's errno text; only
+    ENOENT is a 404 (``os.IsNotExist``)."""
+    assert _upload(sandbox, [({"path": "/workspace/plain.txt", "mode": 644}, b"p")]).ok
+    below = _upload(sandbox, [({"path": "/workspace/plain.txt/inner.txt", "mode": 644}, b"x")])
+    assert below.status_code == 500
+    assert below.json() == {
+        "code": "RUNTIME_ERROR",
+        "message": "error creating target directory /workspace/plain.txt. "
+        "mkdir /workspace/plain.txt: not a directory",
+    }
+    for route, params in (
+        ("/files/info", {"path": "/workspace/plain.txt/inner.txt"}),
+        ("/files/download", {"path": "/workspace/plain.txt/inner.txt"}),
+    ):
+        answer = sandbox.call("GET", route, params=params)
+        assert answer.status_code == 500, route
+        assert answer.json()["code"] == "RUNTIME_ERROR"
+        assert answer.json()["message"].endswith("/workspace/plain.txt/inner.txt: not a directory")
+    mkdir = sandbox.call("POST", "/directories", json={"/workspace/plain.txt": {"mode": 755}})
+    assert mkdir.status_code == 500
+    assert mkdir.json()["message"].endswith("not a directory")
+
+
+def test_an_immutable_directory_refuses_root_with_operation_not_permitted(
+    sandbox: RawSandbox,
+) -> None:
+    assert _upload(sandbox, [({"path": "/workspace/locked/kept.txt", "mode": 644}, b"k")]).ok
+    undo = immutable_host_directory(sandbox.double.workspace_of(sandbox.id) / "locked")
+    try:
+        created = _upload(sandbox, [({"path": "/workspace/locked/new.txt", "mode": 644}, b"n")])
+        assert created.status_code == 500
+        assert created.json() == {
+            "code": "RUNTIME_ERROR",
+            "message": "error opening destination file /workspace/locked/new.txt. "
+            "open /workspace/locked/new.txt: operation not permitted",
+        }
+        removed = sandbox.call("DELETE", "/files", params={"path": "/workspace/locked/kept.txt"})
+        assert removed.status_code == 500
+        assert removed.json()["message"].endswith(": operation not permitted")
+        made = sandbox.call("POST", "/directories", json={"/workspace/locked/sub": {"mode": 755}})
+        assert made.status_code == 500
+        assert made.json()["message"] == (
+            "error accessing file: mkdir /workspace/locked/sub: operation not permitted"
+        )
+        kept = sandbox.call("GET", "/files/download", params={"path": "/workspace/locked/kept.txt"})
+        assert kept.content == b"k"
+    finally:
+        undo()

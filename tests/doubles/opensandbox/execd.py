@@ -7,9 +7,11 @@ JSON keys are snake_case; errors are flat ``{code, message}``. ``POST /command``
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
+import posixpath
 import re
 import shutil
 import time
@@ -318,16 +320,29 @@ def upload(ex: Exchange, registry: Registry, sandbox: Sandbox) -> None:
                 )
             )
         for target, mode, owner, group, staged in plans:
+            # execd's wording: MkdirAll of the parent, then OpenFile of the target.
+            parent = posixpath.dirname(target.sandbox_path)
             try:
-                target.host.parent.mkdir(parents=True, exist_ok=True)
+                sfs.mkdir_all(target.host.parent)
+            except OSError as exc:
+                raise ApiError(
+                    500,
+                    "RUNTIME_ERROR",
+                    f"error creating target directory {parent}. mkdir {parent}: "
+                    f"{sfs.go_reason(exc)}",
+                ) from exc
+            try:
                 if target.host.is_dir():
-                    raise ApiError(500, "RUNTIME_ERROR", f"{target.sandbox_path} is a directory")
+                    raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
                 os.replace(staged.path, target.host)
                 if mode is not None:
                     target.host.chmod(mode)
             except OSError as exc:
+                where = target.sandbox_path
                 raise ApiError(
-                    500, "RUNTIME_ERROR", f"write {target.sandbox_path}: {exc.strerror}"
+                    500,
+                    "RUNTIME_ERROR",
+                    f"error opening destination file {where}. open {where}: {sfs.go_reason(exc)}",
                 ) from exc
             sfs.apply_owner(target.host, owner, group)
             registry.count("uploaded_files")
@@ -343,8 +358,16 @@ _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 def download(ex: Exchange, sandbox: Sandbox) -> None:
     """``GET /files/download?path=`` with optional ``Range`` or line ``offset``/``limit``."""
     target = sfs.resolve(sandbox, ex.param("path") or "")
-    if not target.host.exists():
-        raise sfs.not_found(target.sandbox_path)
+    try:
+        target.host.stat()
+    except FileNotFoundError as exc:
+        raise sfs.not_found(target.sandbox_path) from exc
+    except OSError as exc:  # execd's handleFileError: only ENOENT is a 404
+        raise ApiError(
+            500,
+            "RUNTIME_ERROR",
+            f"error accessing file: open {target.sandbox_path}: {sfs.go_reason(exc)}",
+        ) from exc
     if target.host.is_dir():
         raise ApiError(400, "INVALID_FILE", f"{target.sandbox_path} is a directory")
     offset_raw, limit_raw = ex.param("offset"), ex.param("limit")
@@ -417,6 +440,12 @@ def info(ex: Exchange, sandbox: Sandbox) -> None:
             out[raw] = sfs.file_info(target.sandbox_path, target.host)
         except FileNotFoundError as exc:
             raise sfs.not_found(target.sandbox_path) from exc
+        except OSError as exc:  # ENOTDIR, EACCES…: not "not exist" for Go's os.IsNotExist
+            raise ApiError(
+                500,
+                "RUNTIME_ERROR",
+                f"error accessing file: lstat {target.sandbox_path}: {sfs.go_reason(exc)}",
+            ) from exc
     ex.send_json(200, out)
 
 
@@ -435,7 +464,9 @@ def delete_files(ex: Exchange, sandbox: Sandbox) -> None:
             continue
         except OSError as exc:
             raise ApiError(
-                500, "RUNTIME_ERROR", f"remove {target.sandbox_path}: {exc.strerror}"
+                500,
+                "RUNTIME_ERROR",
+                f"error removing file {raw}. remove {target.sandbox_path}: {sfs.go_reason(exc)}",
             ) from exc
     ex.send_empty(200)
 
@@ -472,7 +503,7 @@ def make_dirs(ex: Exchange, sandbox: Sandbox) -> None:
         target.require_writable()
         if target.host.exists() and not target.host.is_dir():
             raise ApiError(500, "RUNTIME_ERROR", f"mkdir {target.sandbox_path}: not a directory")
-        sfs.make_dirs(target.host, sfs.digits_to_mode(spec.get("mode")))
+        sfs.make_dirs(target.host, sfs.digits_to_mode(spec.get("mode")), target.sandbox_path)
         sfs.apply_owner(target.host, spec.get("owner"), spec.get("group"))
     ex.send_empty(200)
 

@@ -19,6 +19,7 @@ working directory).
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import grp
 import os
 import posixpath
@@ -203,14 +204,32 @@ def apply_owner(host: Path, owner: Any, group: Any) -> None:
         raise ApiError(500, "RUNTIME_ERROR", f"chown {host.name}: {exc}") from exc
 
 
-def make_dirs(host: Path, mode: int | None) -> None:
-    """``MkdirAll`` with an optional mode for the leaf directory."""
+def go_reason(exc: OSError) -> str:
+    """The text Go's ``syscall.Errno`` gives ``exc.errno`` (``permission denied``, ``operation
+    not permitted``, ``not a directory``…): the C text in lower case."""
+    return os.strerror(exc.errno).lower() if exc.errno else str(exc).lower()
+
+
+def mkdir_all(host: Path) -> None:
+    """Go's ``os.MkdirAll``: an existing non-directory on the way fails with ``ENOTDIR``."""
     try:
         host.mkdir(parents=True, exist_ok=True)
+    except FileExistsError as exc:  # the leaf exists and is not a directory
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(host)) from exc
+
+
+def make_dirs(host: Path, mode: int | None, sandbox_path: str | None = None) -> None:
+    """``MkdirAll`` with an optional mode for the leaf directory; a failure is execd's
+    ``handleFileError`` answer (500 ``RUNTIME_ERROR``, Go's error text)."""
+    try:
+        mkdir_all(host)
         if mode is not None:
             host.chmod(mode)
     except OSError as exc:
-        raise ApiError(500, "RUNTIME_ERROR", f"mkdir: {exc.strerror}") from exc
+        where = sandbox_path or str(host)
+        raise ApiError(
+            500, "RUNTIME_ERROR", f"error accessing file: mkdir {where}: {go_reason(exc)}"
+        ) from exc
 
 
 def walk_entries(root: Resolved, depth: int | None) -> list[dict[str, Any]]:

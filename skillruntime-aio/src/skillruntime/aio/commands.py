@@ -145,6 +145,8 @@ class CommandRunner:
         self._shell = _Pool()
         self._shell_used: set[str] = set()
         self._closed = False
+        self._staging_ready = False
+        self._staging_lock = threading.Lock()
 
     @property
     def mode(self) -> Literal["bash", "shell"]:
@@ -152,8 +154,30 @@ class CommandRunner:
         return self._detect()
 
     def staging_path(self, suffix: str = "") -> str:
-        """A fresh path on the service for a staged upload."""
+        """A fresh path on the service for a staged upload; ``temp_root`` exists once it returns
+        (the service's file API does not create missing parents)."""
+        self._ensure_staging_root()
         return posixpath.join(self._staging_root, f".skillruntime-aio-{uuid.uuid4().hex}{suffix}")
+
+    def _ensure_staging_root(self) -> None:
+        """Create ``temp_root`` with one command unless a command already ran (every wrapper
+        creates its run directory below it)."""
+        if self._staging_ready:
+            return
+        with self._staging_lock:
+            if self._staging_ready:
+                return
+            self.run(
+                CommandSpec(
+                    command=":",
+                    cwd="/",
+                    environment={},
+                    timeout=60.0,
+                    cap=1024,
+                    make_dirs=(self._staging_root,),
+                ),
+                retry_safe=True,
+            )
 
     # --------------------------------------------------------------- running
 
@@ -165,10 +189,13 @@ class CommandRunner:
         """
         try:
             if retry_safe:
-                return self._client.retrying(lambda: self._run_once(spec), idempotent=True)
-            return self._run_once(spec)
+                outcome = self._client.retrying(lambda: self._run_once(spec), idempotent=True)
+            else:
+                outcome = self._run_once(spec)
         except AioSandboxError as exc:
             raise ExecutionTransportError(str(exc)) from exc
+        self._staging_ready = True  # the wrapper created its run directory under temp_root
+        return outcome
 
     def _run_once(self, spec: CommandSpec) -> WrapperOutcome:
         if self._detect() == "bash":

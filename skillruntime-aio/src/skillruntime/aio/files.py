@@ -9,7 +9,11 @@
 * ``stat``, listings, ``delete`` and ``make_directory`` are one small command each, because the
   API has no endpoint for them; every path is shell-quoted.
 
-Listings use GNU ``find -printf``; a name containing a newline is skipped.
+Listings use GNU ``find -printf``; a name containing a newline is skipped. A failed command is
+classified by the reason it printed (commands run with ``LC_ALL=C``): permission denied, not
+permitted and read-only file system are :class:`RuntimePermissionError`, "Not a directory" a
+:class:`NotADirectoryFileError`, "Is a directory" a :class:`RuntimeIsADirectoryError`. A refused
+download of a directory is a :class:`RuntimeIsADirectoryError`.
 """
 
 from __future__ import annotations
@@ -24,10 +28,12 @@ import requests
 
 from skillruntime.core.errors import (
     ExecutionTransportError,
+    NotADirectoryFileError,
     NotRegularFileError,
     RuntimeFileError,
     RuntimeFileNotFoundError,
     RuntimeIsADirectoryError,
+    RuntimePermissionError,
 )
 from skillruntime.core.filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT, SkillRuntimeFileSystem
 from skillruntime.core.models import FileInfo
@@ -44,6 +50,26 @@ logger = logging.getLogger(__name__)
 _SPOOL_MEMORY = 1024 * 1024
 _MISSING = 44
 """Exit code of the file commands for a missing path."""
+_NOT_A_DIRECTORY = 45
+"""Exit code of the listing command for a path below a regular file."""
+
+_C_LOCALE = "export LC_ALL=C; "
+"""Prefix of every file command: the system's error texts stay in English, so they can be
+classified."""
+
+_REASONS: tuple[tuple[tuple[str, ...], type[RuntimeFileError]], ...] = (
+    (
+        ("Permission denied", "Operation not permitted", "Read-only file system"),
+        RuntimePermissionError,
+    ),
+    (("Is a directory", "cannot overwrite directory"), RuntimeIsADirectoryError),
+    # mkdir -p says "File exists" when the directory to create is a regular file.
+    (("Not a directory", "File exists"), NotADirectoryFileError),
+    (("No such file or directory",), RuntimeFileNotFoundError),
+)
+"""The kind of a failed file command, from the ``strerror`` text coreutils prints."""
+
+_PERMISSION_TYPES = frozenset({"permission_denied", "read_only_filesystem"})
 
 _NOT_FOUND_TYPES = frozenset({"not_found", "invalid_target", "is_directory", "not_a_file"})
 _FIELDS = "%y\\t%s\\t%T@\\t%m\\t%p\\n"
@@ -98,7 +124,7 @@ class AioFileSystem(SkillRuntimeFileSystem):
         try:
             outcome = self._runner.run(
                 CommandSpec(
-                    command=script,
+                    command=_C_LOCALE + script,
                     cwd="/",
                     environment={},
                     timeout=self._query_timeout,
@@ -116,9 +142,14 @@ class AioFileSystem(SkillRuntimeFileSystem):
 
     @staticmethod
     def _failure(outcome: WrapperOutcome, what: str, path: str) -> RuntimeFileError:
+        """The typed error of a failed file command, classified by the reason it printed."""
         detail = outcome.stderr.decode("utf-8", "replace").strip()[-300:]
         suffix = f": {detail}" if detail else ""
-        return RuntimeFileError(f"Cannot {what} {path}{suffix}", path=path)
+        cls = next(
+            (kind for reasons, kind in _REASONS if any(reason in detail for reason in reasons)),
+            RuntimeFileError,
+        )
+        return cls(f"Cannot {what} {path}{suffix}", path=path)
 
     # ------------------------------------------------------------------ reads
 
@@ -129,11 +160,7 @@ class AioFileSystem(SkillRuntimeFileSystem):
         except AioNotFoundError as exc:
             raise RuntimeFileNotFoundError(f"File not found: {path}", path=path) from exc
         except AioSandboxError as exc:
-            if exc.status == 400 or exc.error_type in _NOT_FOUND_TYPES:
-                raise RuntimeFileNotFoundError(
-                    f"Not a readable regular file: {path}", path=path
-                ) from exc
-            raise RuntimeFileError(f"Cannot read {path}: {exc}", path=path) from exc
+            raise self._read_error(path, exc) from exc
         try:
             for chunk in response.iter_content(chunk_size):
                 if chunk:
@@ -156,6 +183,22 @@ class AioFileSystem(SkillRuntimeFileSystem):
             raise NotRegularFileError(
                 f"Cannot read {path}: not a regular file (a FIFO, socket or device)", path=path
             )
+
+    def _read_error(self, path: str, exc: AioSandboxError) -> RuntimeFileError:
+        """The typed error of a refused download. The service's answer for a directory is not
+        documented (an image answers 400), so a refusal that is no permission error is told
+        apart with a stat: a directory, or a missing or irregular file."""
+        if exc.error_type in _PERMISSION_TYPES or "Permission denied" in str(exc):
+            return RuntimePermissionError(f"Cannot read {path}: permission denied", path=path)
+        if exc.status != 400 and exc.error_type not in _NOT_FOUND_TYPES:
+            return RuntimeFileError(f"Cannot read {path}: {exc}", path=path)
+        try:
+            info = self.stat(path)
+        except RuntimeFileError:
+            info = None
+        if info is not None and info.is_directory:
+            return RuntimeIsADirectoryError(f"Path is a directory, not a file: {path}", path=path)
+        return RuntimeFileNotFoundError(f"Not a readable regular file: {path}", path=path)
 
     # ----------------------------------------------------------------- writes
 
@@ -222,11 +265,17 @@ class AioFileSystem(SkillRuntimeFileSystem):
             f"find -H \"$p\" -mindepth 1 -maxdepth {int(depth)} -printf '{_FIELDS}' "
             f"| LC_ALL=C sort -t '\t' -k5 | head -n {int(limit)}; "
             f'elif [ -e "$p" ] || [ -L "$p" ]; then find "$p" -maxdepth 0 -printf \'{_FIELDS}\'; '
-            f"else exit {_MISSING}; fi"
+            # Missing: below a regular file (the nearest existing ancestor) or simply absent.
+            f'else a="$p"; while a=$(dirname -- "$a"); [ "$a" != / ] && [ ! -e "$a" ]; do :; '
+            f'done; [ -d "$a" ] || exit {_NOT_A_DIRECTORY}; exit {_MISSING}; fi'
         )
         outcome = self._command(script, path, retry_safe=True, cap=64 * 1024 * 1024)
         if outcome.exit_code == _MISSING:
             raise RuntimeFileNotFoundError(f"Path does not exist: {path}", path=path)
+        if outcome.exit_code == _NOT_A_DIRECTORY:
+            raise NotADirectoryFileError(
+                f"Cannot list {path}: a component of the path is not a directory", path=path
+            )
         if outcome.exit_code != 0:
             raise self._failure(outcome, "list", path)
         entries = []

@@ -11,14 +11,14 @@ import dataclasses
 import json
 import logging
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import click
 
 from .artifacts.cli import artifacts_group
-from .cli_errors import CliError, as_cli_error
+from .cli_errors import as_cli_error
 from .cli_runtime import exec_command, files_group
+from .cli_skills import skills_group
 from .plugins import (
     RuntimeProvider,
     available_runtimes,
@@ -112,75 +112,7 @@ def runtimes_command(as_json: bool) -> None:
                 click.echo(f"        {info.description}")
 
 
-# -------------------------------------------------------------------------------- skills
-
-
-@cli.group("skills")
-def skills_group() -> None:
-    """Check and list skill directories (folders with a SKILL.md)."""
-
-
-@skills_group.command("validate")
-@click.argument(
-    "paths", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path)
-)
-def skills_validate(paths: Sequence[Path]) -> None:
-    """Check skill directories against the Agent Skills rules.
-
-    Prints each problem; exits with status 1 when any is an error (warnings alone pass).
-
-    \b
-    Example:
-      skillruntime skills validate skills/pdf skills/csv
-    """
-    from .skills import validate_skill_directory
-
-    errors = 0
-    for path in paths:
-        problems = validate_skill_directory(path)
-        if not problems:
-            click.echo(f"{path}: ok")
-            continue
-        for problem in problems:
-            errors += problem.level == "error"
-            click.echo(f"{problem.path}: {problem.level}: {problem.message}")
-    if errors:
-        raise CliError(f"{errors} error(s) found")
-
-
-@skills_group.command("list")
-@click.argument("root", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
-def skills_list(root: Path, as_json: bool) -> None:
-    """List the skills found under ROOT: name, description and path.
-
-    Invalid skills are skipped with a warning on stderr.
-    """
-    from .skills import discover_skills
-
-    skills = discover_skills(root)
-    rows = [
-        {"name": skill.name, "description": skill.description, "path": skill.base_path}
-        for skill in skills
-    ]
-    if as_json:
-        click.echo(json.dumps(rows, indent=2))
-        return
-    if not rows:
-        click.echo(f"No skills found under {root}")
-        return
-    width = max(len(row["name"]) for row in rows)
-    for row in rows:
-        click.echo(f"{row['name']:<{width}}  {row['path']}")
-        if row["description"]:
-            click.echo(f"{'':<{width}}  {_one_line(row['description'])}")
-
-
-def _one_line(text: str, limit: int = 100) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 3] + "..."
-
-
+cli.add_command(skills_group)
 cli.add_command(exec_command)
 cli.add_command(files_group)
 cli.add_command(artifacts_group)

@@ -143,12 +143,17 @@ def _load_skills(skills_root: Path | None, names: Sequence[str]) -> list[Skill]:
     from .skills import discover_skills
 
     wanted = list(dict.fromkeys(names))
-    skills: list[Skill] = discover_skills(skills_root, names=wanted or None)
+    # Invalid skills are skipped with a warning; a name discovery does not know raises there,
+    # so a requested name missing here is a skill that was skipped as invalid.
+    skills: list[Skill] = discover_skills(skills_root, names=wanted or None, skip_invalid=True)
     if wanted:
         found = {skill.name for skill in skills}
         missing = [name for name in wanted if name not in found]
         if missing:
-            raise CliError(f"skill(s) not found under {skills_root}: {', '.join(missing)}")
+            raise CliError(
+                f"skill(s) under {skills_root} are invalid: {', '.join(missing)} (see the "
+                f"warnings, or run: skillruntime skills validate {skills_root})"
+            )
         by_name = {skill.name: skill for skill in skills}
         skills = [by_name[name] for name in wanted]
     return skills

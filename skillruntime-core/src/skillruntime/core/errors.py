@@ -70,11 +70,12 @@ class ExecutionTransportError(SkillRuntimeError):
 class RuntimeFileError(SkillRuntimeError):
     """A file operation in a runtime failed; ``path`` is the runtime path involved.
 
-    ``code`` is a stable, framework-neutral name of the failure kind, fixed per class (see
-    :func:`file_error_code`), so adapters map errors from the type alone.
+    ``kind`` is a stable, framework-neutral name of the failure, fixed per class (see
+    :func:`file_error_code`), so adapters map errors from the type alone. (It is not called
+    ``code``: backend errors carry their server's own error code under that name.)
     """
 
-    code: ClassVar[str] = "file_error"
+    kind: ClassVar[str] = "file_error"
 
     def __init__(self, message: str, *, path: str | None = None) -> None:
         super().__init__(message)
@@ -84,43 +85,43 @@ class RuntimeFileError(SkillRuntimeError):
 class RuntimeFileNotFoundError(RuntimeFileError, FileNotFoundError):
     """The runtime path does not exist (or is not the kind of entry the operation needs)."""
 
-    code: ClassVar[str] = "file_not_found"
+    kind: ClassVar[str] = "file_not_found"
 
 
 class RuntimeIsADirectoryError(RuntimeFileNotFoundError, IsADirectoryError):
     """The operation needs a file but the path is a directory (a read, a download, an edit)."""
 
-    code: ClassVar[str] = "is_directory"
+    kind: ClassVar[str] = "is_directory"
 
 
 class NotRegularFileError(RuntimeFileNotFoundError):
     """The path is a FIFO, socket or device: refused without opening it for reading or writing."""
 
-    code: ClassVar[str] = "invalid_path"
+    kind: ClassVar[str] = "invalid_path"
 
 
 class NotADirectoryFileError(RuntimeFileError, NotADirectoryError):
     """A component of the path that must be a directory (a parent, a listed path) is not one."""
 
-    code: ClassVar[str] = "invalid_path"
+    kind: ClassVar[str] = "invalid_path"
 
 
 class RuntimePermissionError(RuntimeFileError, PermissionError):
     """The runtime's user may not read, write or delete the path."""
 
-    code: ClassVar[str] = "permission_denied"
+    kind: ClassVar[str] = "permission_denied"
 
 
 class InvalidPathError(RuntimeFileError, ValueError):
     """The path cannot be resolved: a symlink loop, too long, too deep, or a NUL byte."""
 
-    code: ClassVar[str] = "invalid_path"
+    kind: ClassVar[str] = "invalid_path"
 
 
 class FileTooLargeError(RuntimeFileError):
     """A read went over its ``max_bytes`` limit; nothing beyond the limit was kept."""
 
-    code: ClassVar[str] = "file_too_large"
+    kind: ClassVar[str] = "file_too_large"
 
     def __init__(self, message: str, *, path: str | None = None, limit: int = 0) -> None:
         super().__init__(message, path=path)
@@ -130,7 +131,7 @@ class FileTooLargeError(RuntimeFileError):
 class WorkspaceEscapeError(SkillRuntimeError, ValueError):
     """A path leaves the conversation workspace; raised before any backend call is made."""
 
-    code: ClassVar[str] = "invalid_path"
+    kind: ClassVar[str] = "invalid_path"
 
 
 class RuntimeClosedError(SkillRuntimeError):
@@ -158,7 +159,7 @@ def file_error_code(error: BaseException) -> str | None:
     ``permission_denied``, ``invalid_path``, ``file_too_large``, ``file_error``), or ``None`` when
     ``error`` is not one. Derived from the type alone, never from message text."""
     if isinstance(error, RuntimeFileError | WorkspaceEscapeError):
-        return error.code
+        return error.kind
     return None
 
 

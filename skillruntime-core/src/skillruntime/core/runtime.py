@@ -35,7 +35,7 @@ from .skillfiles import (
     prepared_directory_name,
     skill_digest,
 )
-from .workspace import ConversationWorkspace, ScopedFileSystem
+from .workspace import ConversationWorkspace, ScopedFileSystem, resolve_against
 
 __all__ = [
     "BOOTSTRAP_OUTPUT_TAIL",
@@ -67,7 +67,11 @@ class SkillRuntime(Closeable, ABC):
     @property
     @abstractmethod
     def default_working_directory(self) -> str:
-        """Working directory of commands that name none; the default root of file searches."""
+        """Working directory of commands that name none; the default root of file searches.
+
+        An absolute path. Relative file paths and relative working directories resolve against
+        it, with or without a conversation. The runtime creates it on first use.
+        """
 
     @abstractmethod
     def prepare(self, request: SkillPreparationRequest) -> list[Skill]:
@@ -148,6 +152,10 @@ class BaseSkillRuntime(SkillRuntime):
 
     Environment precedence, lowest first: ``base_environment``, the configs of prepared skills
     (in preparation order), the request's environment.
+
+    Relative file paths and working directories are resolved here, before any hook sees them:
+    under the conversation workspace when there is one, else against
+    :attr:`default_working_directory` (lexically). Hooks always receive absolute paths.
     """
 
     def __init__(
@@ -249,6 +257,8 @@ class BaseSkillRuntime(SkillRuntime):
         cwd = request.working_directory or self.default_working_directory
         if self._workspace is not None:
             cwd = self._check_real_path(self._workspace.resolve(cwd))
+        else:
+            cwd = resolve_against(self.default_working_directory, cwd)
         # Checked again: a request built without validation must not smuggle bad names through.
         request_environment = validate_environment(request.environment)
         return self._run(request, cwd, self.effective_environment(request_environment))
@@ -263,6 +273,7 @@ class BaseSkillRuntime(SkillRuntime):
                     is_closed=lambda: self._closed,
                     check_real_path=self._check_real_path if self._workspace else None,
                     runtime_name=self.name,
+                    base_directory=None if self._workspace else self.default_working_directory,
                 )
             return self._file_system
 

@@ -1,14 +1,17 @@
 """Which files of a skill directory leave the host, their content digest, and fast local copies.
 
 Walking a skill never follows symbolic links (a link is skipped, never its target) and, by default,
-skips ``.git/``, ``.env``, ``.env.*`` and ``credentials*``. The content digest covers each kept
-file's relative path, executable bit and bytes, so changed content gets a new prepared copy and
-unchanged content is never sent twice.
+skips ``.git/`` and the files that hold secrets (``.env``, ``.env.*``, ``credentials.json``, key
+files, tool credential stores: see :class:`UploadPolicy`). Every skipped entry is logged by name.
+The content digest covers each kept file's relative path, executable bit and bytes, so changed
+content gets a new prepared copy and unchanged content is never sent twice.
 """
 
 from __future__ import annotations
 
 import errno
+import fnmatch
+import functools
 import hashlib
 import logging
 import os
@@ -26,13 +29,17 @@ from pydantic import BaseModel, ConfigDict
 
 __all__ = [
     "DEFAULT_UPLOAD_POLICY",
+    "SECRET_FILE_NAMES",
+    "SECRET_FILE_PATTERNS",
     "SkillFile",
+    "SkippedFile",
     "UploadPolicy",
     "clear_hash_memo",
     "copy_skill_files",
     "iter_skill_files",
     "prepared_directory_name",
     "skill_digest",
+    "skipped_skill_files",
 ]
 
 logger = logging.getLogger(__name__)
@@ -44,29 +51,106 @@ _RACY_SECONDS = 2
 _NO_COPY_RANGE = frozenset({errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP})
 
 
+SECRET_FILE_NAMES: tuple[str, ...] = (
+    ".env",
+    ".netrc",
+    "_netrc",
+    ".npmrc",
+    ".pypirc",
+    ".pgpass",
+    ".git-credentials",
+    ".htpasswd",
+    "credentials",
+    "credentials.json",
+    "credentials.yaml",
+    "credentials.yml",
+    "credentials.toml",
+    "credentials.ini",
+)
+"""File names the default policy never copies: dotenv files, tool credential stores (``netrc``,
+npm, PyPI, PostgreSQL, git), and credential files in data formats (``credentials.json``, the
+AWS-style ``credentials``). A document such as ``Credentials.md`` is kept."""
+
+SECRET_FILE_PATTERNS: tuple[str, ...] = (
+    "*.pem",
+    "*.key",
+    "*.p12",
+    "*.pfx",
+    "id_rsa*",
+    "id_dsa*",
+    "id_ecdsa*",
+    "id_ed25519*",
+)
+"""Shell-style patterns of key files the default policy never copies (PEM, PKCS#12, SSH keys)."""
+
+
 class UploadPolicy(BaseModel):
-    """Names excluded when a skill is copied or uploaded (compared case-insensitively)."""
+    """Names excluded when a skill is copied or uploaded, compared case-insensitively.
+
+    A directory is skipped (with everything in it) when its name is in ``excluded_directories``.
+    A file is skipped when its name is in ``excluded_file_names``, starts with one of
+    ``excluded_file_prefixes`` or matches one of the shell-style ``excluded_file_patterns``
+    (``*``, ``?``, ``[...]``, matched against the name, not the path). The defaults skip ``.git/``
+    and files that hold secrets (:data:`SECRET_FILE_NAMES`, ``.env.*``,
+    :data:`SECRET_FILE_PATTERNS`); give any field to replace its default.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     excluded_directories: tuple[str, ...] = (".git",)
-    excluded_file_names: tuple[str, ...] = (".env",)
-    excluded_file_prefixes: tuple[str, ...] = (".env.", "credentials")
+    excluded_file_names: tuple[str, ...] = SECRET_FILE_NAMES
+    excluded_file_prefixes: tuple[str, ...] = (".env.",)
+    excluded_file_patterns: tuple[str, ...] = SECRET_FILE_PATTERNS
 
     def allows_directory(self, name: str) -> bool:
         """True when a directory with this name is walked into."""
-        return name.lower() not in {d.lower() for d in self.excluded_directories}
+        return self.directory_rule(name) is None
 
     def allows_file(self, name: str) -> bool:
         """True when a regular file with this name is kept."""
+        return self.file_rule(name) is None
+
+    def directory_rule(self, name: str) -> str | None:
+        """The rule that excludes a directory with this name (e.g. ``"directory '.git'"``)."""
         lowered = name.lower()
-        if lowered in {n.lower() for n in self.excluded_file_names}:
-            return False
-        return not any(lowered.startswith(p.lower()) for p in self.excluded_file_prefixes)
+        for excluded in self.excluded_directories:
+            if lowered == excluded.lower():
+                return f"directory {excluded!r}"
+        return None
+
+    def file_rule(self, name: str) -> str | None:
+        """The rule that excludes a file with this name (``"name '.env'"``, ``"pattern '*.pem'"``,
+        ``"prefix '.env.'"``), or ``None`` when the file is kept."""
+        lowered = name.lower()
+        if not _file_matcher(
+            self.excluded_file_names, self.excluded_file_prefixes, self.excluded_file_patterns
+        ).match(lowered):
+            return None
+        for excluded in self.excluded_file_names:
+            if lowered == excluded.lower():
+                return f"name {excluded!r}"
+        for prefix in self.excluded_file_prefixes:
+            if lowered.startswith(prefix.lower()):
+                return f"prefix {prefix!r}"
+        for pattern in self.excluded_file_patterns:
+            if fnmatch.fnmatchcase(lowered, pattern.lower()):
+                return f"pattern {pattern!r}"
+        return None  # unreachable: the matcher matches only names a rule above excludes
+
+
+@functools.lru_cache(maxsize=64)
+def _file_matcher(
+    names: tuple[str, ...], prefixes: tuple[str, ...], patterns: tuple[str, ...]
+) -> re.Pattern[str]:
+    """One regular expression matching, in lower case, every file name the rules exclude."""
+    parts = [re.escape(n.lower()) + r"\Z" for n in names]
+    parts += [re.escape(p.lower()) for p in prefixes]
+    parts += [fnmatch.translate(p.lower()) for p in patterns]
+    return re.compile("|".join(f"(?:{part})" for part in parts) if parts else r"(?!)", re.DOTALL)
 
 
 DEFAULT_UPLOAD_POLICY = UploadPolicy()
-"""The default policy: skip ``.git/``, ``.env``, ``.env.*`` and ``credentials*``."""
+"""The default policy: skip ``.git/`` and files that hold secrets (see :class:`UploadPolicy`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,32 +165,67 @@ class SkillFile:
     """``(device, inode, size, mtime_ns, ctime_ns)`` when known: the key of the hash memo."""
 
 
+@dataclass(frozen=True, slots=True)
+class SkippedFile:
+    """An entry of a skill that is not copied: its relative POSIX path (a directory's ends in
+    ``/``) and why (``"symbolic link"``, ``"not a regular file"``, ``"upload policy: name
+    '.env'"``, ...). It never holds file content."""
+
+    relative_path: str
+    reason: str
+
+
 def iter_skill_files(
     root: Path, policy: UploadPolicy = DEFAULT_UPLOAD_POLICY
 ) -> Iterator[SkillFile]:
     """Yield the regular files of the skill at ``root`` that ``policy`` keeps, sorted by path.
 
-    Symbolic links (to files or directories) are skipped and logged at debug level, never followed.
+    Symbolic links (to files or directories) are skipped, never followed. Every skipped entry is
+    logged at INFO level on this module's logger with its relative path and the rule that
+    skipped it (never its content); :func:`skipped_skill_files` lists them.
     """
     root = Path(root)
     if not root.is_dir():
         raise FileNotFoundError(f"Skill directory does not exist: {root}")
-    yield from _walk(root, "", policy)
+    for item in _walk(root, "", policy):
+        if isinstance(item, SkippedFile):
+            logger.info("not copying %s of skill %s: %s", item.relative_path, root, item.reason)
+        else:
+            yield item
 
 
-def _walk(directory: Path, prefix: str, policy: UploadPolicy) -> Iterator[SkillFile]:
+def skipped_skill_files(
+    root: Path, policy: UploadPolicy = DEFAULT_UPLOAD_POLICY
+) -> list[SkippedFile]:
+    """The entries of the skill at ``root`` that :func:`iter_skill_files` leaves out, in path
+    order; an excluded directory is one entry (its content is not walked). Logs nothing."""
+    root = Path(root)
+    if not root.is_dir():
+        raise FileNotFoundError(f"Skill directory does not exist: {root}")
+    return [item for item in _walk(root, "", policy) if isinstance(item, SkippedFile)]
+
+
+def _walk(directory: Path, prefix: str, policy: UploadPolicy) -> Iterator[SkillFile | SkippedFile]:
     with os.scandir(directory) as scan:
         entries = sorted(scan, key=lambda e: e.name)
     for entry in entries:
         relative = f"{prefix}{entry.name}"
         if entry.is_symlink():
-            logger.debug("skipping symbolic link in skill: %s", relative)
+            yield SkippedFile(relative, "symbolic link (never followed)")
             continue
         if entry.is_dir(follow_symlinks=False):
-            if policy.allows_directory(entry.name):
+            rule = policy.directory_rule(entry.name)
+            if rule is None:
                 yield from _walk(Path(entry.path), f"{relative}/", policy)
+            else:
+                yield SkippedFile(f"{relative}/", f"upload policy: {rule}")
             continue
-        if not entry.is_file(follow_symlinks=False) or not policy.allows_file(entry.name):
+        if not entry.is_file(follow_symlinks=False):
+            yield SkippedFile(relative, "not a regular file")
+            continue
+        rule = policy.file_rule(entry.name)
+        if rule is not None:
+            yield SkippedFile(relative, f"upload policy: {rule}")
             continue
         info = entry.stat(follow_symlinks=False)
         yield SkillFile(

@@ -2,16 +2,22 @@
 
 A skill is a directory holding a ``SKILL.md`` whose first line is ``---``, followed by YAML
 frontmatter, a closing line ``---`` and a free-form Markdown body. The frontmatter is read with
-PyYAML ``safe_load`` semantics (UTF-8, a byte-order mark and CRLF line ends tolerated) and checked
-against the Agent Skills rules: ``name`` (1–64 of ``a-z``, ``0-9`` and ``-``, no leading or
-trailing ``-``, no ``--``, equal to the directory name), ``description`` (1–1024 characters) and the
-optional ``license``, ``compatibility`` (≤ 500 characters), ``metadata`` (a mapping) and
-``allowed-tools`` (a space-separated string or a list of strings). Unknown top-level keys are kept
-in :attr:`Skill.frontmatter` and reported as warnings.
+PyYAML's safe loader (UTF-8, a byte-order mark and CRLF line ends tolerated) **without implicit
+typing**: every scalar keeps its source text (``name: yes`` is the string ``"yes"``, ``version:
+1.10`` the string ``"1.10"``), as the specification's reference validator reads it; only an empty
+plain value (``license:``) is null, and an explicit tag (``!!int 5``) is honoured. Lists and
+nested mappings parse as usual. The frontmatter is checked against the Agent Skills rules:
+``name`` (1–64 of ``a-z``, ``0-9`` and ``-``, no leading or trailing ``-``, no ``--``, equal to
+the directory name), ``description`` (1–1024 characters) and the optional ``license``,
+``compatibility`` (≤ 500 characters), ``metadata`` (a mapping) and ``allowed-tools`` (a
+space-separated string or a list of strings). Other top-level keys are kept in
+:attr:`Skill.frontmatter`; they are warnings, and errors in strict mode (the specification allows
+no other key).
 
 Loading is lenient by default: every problem is logged as a warning and the skill is still loaded,
-unless it has no usable ``name`` or ``description``, in which case it is skipped (``None``).
-With ``strict=True`` any problem of level ``"error"`` raises :class:`InvalidSkillError` (a
+unless it has no usable ``name`` or ``description``, in which case it is skipped (``None``);
+``discover_skills(..., skip_invalid=True)`` also leaves out skills with errors. With
+``strict=True`` any problem of level ``"error"`` raises :class:`InvalidSkillError` (a
 :class:`SkillValidationError`) listing every problem found; warnings never raise.
 
 skillruntime reads two sections of ``metadata`` itself: ``metadata.skillruntime.bootstrap`` (the
@@ -22,6 +28,7 @@ commands that prepare a skill, see :func:`skill_bootstrap_commands`) and ``metad
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -44,9 +51,12 @@ __all__ = [
     "InvalidSkillError",
     "SkillProblem",
     "discover_skills",
+    "hidden_skill_folders",
     "load_skill",
     "parse_skill_markdown",
     "skill_bootstrap_commands",
+    "skill_directories",
+    "skill_frontmatter",
     "validate_skill_directory",
 ]
 
@@ -62,10 +72,12 @@ NAME_MAX_LENGTH = 64
 DESCRIPTION_MAX_LENGTH = 1024
 COMPATIBILITY_MAX_LENGTH = 500
 
-KNOWN_FRONTMATTER_KEYS = frozenset(
-    {"name", "description", "license", "compatibility", "metadata", "allowed-tools"}
-)
-"""Top-level frontmatter keys of the Agent Skills specification."""
+_SPEC_KEYS = ("name", "description", "license", "compatibility", "metadata", "allowed-tools")
+
+KNOWN_FRONTMATTER_KEYS = frozenset(_SPEC_KEYS)
+"""Top-level frontmatter keys of the Agent Skills specification (the only ones strict accepts)."""
+
+_KNOWN_KEYS_TEXT = ", ".join(_SPEC_KEYS)
 
 _OPENING = re.compile(r"---[ \t]*(?:\r\n|\n|\r)")
 _CLOSING = re.compile(r"^---[ \t]*(?:\r\n|\n|\r|\Z)", re.MULTILINE)
@@ -133,13 +145,25 @@ def parse_skill_markdown(
     description. Strict: errors raise :class:`InvalidSkillError` listing every problem.
     """
     problems = _Problems(os.path.join(base_path, SKILL_FILE_NAME))
-    skill = _analyse(text, base_path, directory_name, problems)
+    skill = _analyse(text, base_path, directory_name, problems, strict=strict)
     return _finish(problems, skill, strict=strict)
 
 
-def _analyse(
-    text: str, base_path: str, directory_name: str | None, problems: _Problems
-) -> Skill | None:
+def skill_frontmatter(text: str) -> dict[str, Any] | None:
+    """The frontmatter mapping of ``SKILL.md`` text, read exactly as loading reads it (scalars
+    keep their text), or ``None`` when there is no readable frontmatter mapping. Never raises
+    for content and logs nothing."""
+    problems = _Problems(SKILL_FILE_NAME)
+    parts = _split(text, problems)
+    if parts is None:
+        return None
+    data = _load_yaml(parts[0], problems)
+    return None if data is None else {str(key): value for key, value in data.items()}
+
+
+def _split(text: str, problems: _Problems) -> tuple[str, str] | None:
+    """``(frontmatter source, body)`` of ``SKILL.md`` text; ``None`` (with an error) when the
+    frontmatter is not delimited as required."""
     text = text.removeprefix("\ufeff")
     opening = _OPENING.match(text)
     if opening is None:
@@ -158,11 +182,20 @@ def _analyse(
             "after it"
         )
         return None
-    data = _load_yaml(text[opening.end() : closing.start()], problems)
-    body = text[closing.end() :]
+    return text[opening.end() : closing.start()], text[closing.end() :]
+
+
+def _analyse(
+    text: str, base_path: str, directory_name: str | None, problems: _Problems, *, strict: bool
+) -> Skill | None:
+    parts = _split(text, problems)
+    if parts is None:
+        return None
+    data = _load_yaml(parts[0], problems)
+    body = parts[1]
     if data is None:
         return None
-    frontmatter = _check_keys(data, problems)
+    frontmatter = _check_keys(data, problems, strict=strict)
     name = _check_name(frontmatter, directory_name, problems)
     description = _check_description(frontmatter, problems)
     _check_optional_fields(frontmatter, problems)
@@ -178,7 +211,18 @@ def _analyse(
 
 
 class _Loader(yaml.SafeLoader):
-    """The safe loader; duplicate keys are found on the node tree before construction."""
+    """The safe loader without YAML 1.1 implicit typing: a plain scalar is its text.
+
+    PyYAML would read ``yes``/``no``/``on``/``off`` as booleans, ``2048``, ``017``, ``0x1f`` and
+    ``1:30`` as integers, ``1.10`` as ``1.1``, ``2026-01-05`` as a date and ``null``/``~`` as
+    ``None``, losing what the author wrote. Only the empty plain scalar stays null (there is no
+    text to keep); explicit tags and quoting behave as usual. Duplicate keys and aliases are
+    found on the node tree before construction.
+    """
+
+    yaml_implicit_resolvers: dict[Any, list[tuple[str, re.Pattern[str]]]] = {
+        "": [("tag:yaml.org,2002:null", re.compile(r"\A\Z"))]
+    }
 
 
 def _load_yaml(source: str, problems: _Problems) -> Mapping[Any, Any] | None:
@@ -244,16 +288,23 @@ def _check_nodes(node: yaml.Node, problems: _Problems, seen: set[int]) -> bool:
     return False
 
 
-def _check_keys(data: Mapping[Any, Any], problems: _Problems) -> dict[str, Any]:
+def _check_keys(data: Mapping[Any, Any], problems: _Problems, *, strict: bool) -> dict[str, Any]:
+    """Copy the frontmatter with string keys; an unknown key is a warning, an error if strict."""
     frontmatter: dict[str, Any] = {}
     for key, value in data.items():
         if not isinstance(key, str):
             problems.error(f"frontmatter key {_show(key)} must be a string, not {_kind(key)}")
         elif key not in KNOWN_FRONTMATTER_KEYS:
-            problems.warning(
-                f"unknown frontmatter key {_show(key)} (not in the Agent Skills specification; "
-                "kept as is)"
-            )
+            if strict:
+                problems.error(
+                    f"unknown frontmatter key {_show(key)}: the Agent Skills specification "
+                    f"allows only {_KNOWN_KEYS_TEXT}; move it under 'metadata' or drop it"
+                )
+            else:
+                problems.warning(
+                    f"unknown frontmatter key {_show(key)} (not in the Agent Skills "
+                    "specification; kept as is)"
+                )
         frontmatter[str(key)] = value
     return frontmatter
 
@@ -394,11 +445,10 @@ def _bootstrap_problems(value: Any) -> list[str]:
             continue
         if isinstance(item, Mapping):
             command = item.get("command")
-            timeout = item.get("timeout_seconds", 1)
             extra = set(item) - {"command", "timeout_seconds"}
             if not isinstance(command, str) or not command.strip():
                 messages.append(f"{where} entry {index} needs a non-empty 'command' string")
-            if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+            if "timeout_seconds" in item and _seconds(item["timeout_seconds"]) is None:
                 messages.append(f"{where} entry {index} 'timeout_seconds' must be a number > 0")
             if extra:
                 keys = ", ".join(sorted(_show(k) for k in extra))
@@ -409,6 +459,17 @@ def _bootstrap_problems(value: Any) -> list[str]:
             f"'timeout_seconds', not {_kind(item)}"
         )
     return messages
+
+
+def _seconds(value: Any) -> float | None:
+    """A positive finite number of seconds from YAML text (``"30"``, ``"1.5"``) or a number."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        return None
+    try:
+        seconds = float(value.strip() if isinstance(value, str) else value)
+    except (ValueError, OverflowError):
+        return None
+    return seconds if math.isfinite(seconds) and seconds > 0 else None
 
 
 def skill_bootstrap_commands(skill: Skill) -> tuple[BootstrapCommand, ...]:
@@ -433,11 +494,17 @@ def skill_bootstrap_commands(skill: Skill) -> tuple[BootstrapCommand, ...]:
         raise SkillValidationError(f"Skill '{skill.name}': " + "; ".join(messages))
     # Checked above: each item is a command string or a {command[, timeout_seconds]} mapping.
     return tuple(
-        BootstrapCommand(command=item)
-        if isinstance(item, str)
-        else BootstrapCommand.model_validate(dict(item))
+        BootstrapCommand(command=item) if isinstance(item, str) else _bootstrap_command(item)
         for item in raw
     )
+
+
+def _bootstrap_command(item: Mapping[str, Any]) -> BootstrapCommand:
+    if "timeout_seconds" not in item:
+        return BootstrapCommand(command=item["command"])
+    seconds = _seconds(item["timeout_seconds"])
+    assert seconds is not None  # checked by _bootstrap_problems
+    return BootstrapCommand(command=item["command"], timeout_seconds=seconds)
 
 
 # ---------------------------------------------------------------------- files on disk
@@ -450,7 +517,7 @@ def _skill_directory(path: Path) -> Path:
     return path
 
 
-def _read_skill(directory: Path) -> tuple[_Problems, Skill | None]:
+def _read_skill(directory: Path, *, strict: bool) -> tuple[_Problems, Skill | None]:
     """Read and analyse the skill in ``directory`` (absolute); never raises for content."""
     skill_md = directory / SKILL_FILE_NAME
     problems = _Problems(str(skill_md))
@@ -487,7 +554,7 @@ def _read_skill(directory: Path) -> tuple[_Problems, Skill | None]:
             f"SKILL.md is not UTF-8 (invalid byte at offset {exc.start}): save it as UTF-8"
         )
         return problems, None
-    return problems, _analyse(text, str(directory), directory.name, problems)
+    return problems, _analyse(text, str(directory), directory.name, problems, strict=strict)
 
 
 def _missing_skill_md(directory: Path) -> str:
@@ -500,7 +567,9 @@ def _missing_skill_md(directory: Path) -> str:
     return "no SKILL.md in the skill directory"
 
 
-def _finish(problems: _Problems, skill: Skill | None, *, strict: bool) -> Skill | None:
+def _finish(
+    problems: _Problems, skill: Skill | None, *, strict: bool, skip_invalid: bool = False
+) -> Skill | None:
     if strict and problems.has_errors:
         raise InvalidSkillError(problems.items)
     for problem in problems.items:
@@ -509,15 +578,30 @@ def _finish(problems: _Problems, skill: Skill | None, *, strict: bool) -> Skill 
         logger.warning(
             "skipping the skill at %s: it has no usable name or description", problems.path
         )
+    elif skip_invalid and problems.has_errors:
+        errors = sum(p.level == "error" for p in problems.items)
+        logger.warning(
+            "skipping the skill at %s: it has %d error(s), listed above", problems.path, errors
+        )
+        return None
     return skill
 
 
-def load_skill(path: str | os.PathLike[str], *, strict: bool = False) -> Skill | None:
+def load_skill(
+    path: str | os.PathLike[str],
+    *,
+    strict: bool = False,
+    unknown_keys: Literal["warn", "error"] | None = None,
+) -> Skill | None:
     """Load the skill at ``path``: a skill directory or its ``SKILL.md``.
 
     :attr:`Skill.base_path` is the absolute skill directory. Lenient (default): problems are
     logged as warnings and ``None`` is returned when the skill is unusable (no ``SKILL.md``, no
     valid frontmatter, no name or description). Strict: errors raise :class:`InvalidSkillError`.
+    ``unknown_keys`` says what a top-level key outside the specification is — ``"error"`` or
+    ``"warn"``; by default an error exactly when ``strict``. Skill sources load with
+    ``strict=True, unknown_keys="warn"``: a broken skill is refused, while a skill written for
+    another agent (``when_to_use``, ``user-invocable``…) still loads.
     A ``path`` that does not exist raises :class:`SkillValidationError` in both modes.
     """
     given = Path(path)
@@ -528,16 +612,23 @@ def load_skill(path: str | os.PathLike[str], *, strict: bool = False) -> Skill |
         raise SkillValidationError(
             f"Not a skill: {given} (expected a skill directory or its {SKILL_FILE_NAME})"
         )
-    problems, skill = _read_skill(directory.resolve())
+    keys_strict = strict if unknown_keys is None else unknown_keys == "error"
+    problems, skill = _read_skill(directory.resolve(), strict=keys_strict)
     return _finish(problems, skill, strict=strict)
 
 
-def validate_skill_directory(path: str | os.PathLike[str]) -> list[SkillProblem]:
+def validate_skill_directory(
+    path: str | os.PathLike[str], *, strict: bool = False
+) -> list[SkillProblem]:
     """Every problem of the skill at ``path`` (a directory or its ``SKILL.md``), errors and
-    warnings alike; an empty list means the skill is valid. Never raises for content problems,
-    and reports a missing directory as a problem too. Logs nothing."""
+    warnings alike; an empty list means the skill is valid. ``strict=True`` applies the
+    specification exactly: a top-level key it does not define is an error, not a warning.
+    Never raises for content problems, and reports a missing directory as a problem too. Logs
+    nothing."""
     directory = _skill_directory(Path(path))
-    problems, _ = _read_skill(directory.resolve() if directory.is_dir() else directory)
+    problems, _ = _read_skill(
+        directory.resolve() if directory.is_dir() else directory, strict=strict
+    )
     return list(problems.items)
 
 
@@ -554,6 +645,63 @@ class _Candidate:
     def key(self) -> str:
         """The name used for selection: the skill's name, or its directory's when unusable."""
         return self.skill.name if self.skill is not None else self.directory.name
+
+
+def _existing_root(root: str | os.PathLike[str]) -> Path:
+    base = Path(root)
+    if not base.exists():
+        raise SkillValidationError(f"Skills root does not exist: {base}")
+    if not base.is_dir():
+        raise SkillValidationError(f"Skills root is not a directory: {base}")
+    return base.resolve()
+
+
+def skill_directories(root: str | os.PathLike[str]) -> list[Path]:
+    """The directories :func:`discover_skills` reads under ``root`` (absolute, sorted by name).
+
+    ``[root]`` when ``root`` holds a ``SKILL.md``, else its immediate, non-hidden subdirectories
+    that hold one; symbolic links are never followed. A missing or non-directory ``root`` raises
+    :class:`SkillValidationError`.
+    """
+    return _candidate_directories(_existing_root(root))
+
+
+def hidden_skill_folders(root: str | os.PathLike[str]) -> list[Path]:
+    """Hidden subdirectories of ``root`` (``.curated/``, ``.system/``) that hold skills, sorted.
+
+    Discovery ignores hidden entries; this names the ones it would miss: a hidden directory that
+    is a skill (``.x/SKILL.md``) or that holds skill directories (``.x/pdf/SKILL.md``). Empty
+    when ``root`` is itself a skill. Symbolic links are never followed; unreadable directories
+    are left out. A missing or non-directory ``root`` raises :class:`SkillValidationError`.
+    """
+    base = _existing_root(root)
+    if os.path.lexists(base / SKILL_FILE_NAME):
+        return []
+    return [
+        Path(entry.path)
+        for entry in _scan(base)
+        if entry.name.startswith(".")
+        and entry.is_dir(follow_symlinks=False)
+        and _holds_skills(Path(entry.path))
+    ]
+
+
+def _holds_skills(directory: Path) -> bool:
+    """True when ``directory`` is a skill or has a subdirectory that is one (links not followed)."""
+    return os.path.lexists(directory / SKILL_FILE_NAME) or any(
+        child.is_dir(follow_symlinks=False)
+        and os.path.lexists(os.path.join(child.path, SKILL_FILE_NAME))
+        for child in _scan(directory)
+    )
+
+
+def _scan(directory: Path) -> list[os.DirEntry[str]]:
+    """The entries of ``directory`` sorted by name; empty when it cannot be read."""
+    try:
+        with os.scandir(directory) as entries:
+            return sorted(entries, key=lambda e: e.name)
+    except OSError:
+        return []
 
 
 def _candidate_directories(root: Path) -> list[Path]:
@@ -587,28 +735,27 @@ def discover_skills(
     *,
     names: Iterable[str] | None = None,
     strict: bool = False,
+    skip_invalid: bool = False,
 ) -> list[Skill]:
     """Find the skills under ``root``, sorted by name.
 
     ``root`` is either a skill directory itself (it holds a ``SKILL.md``) or a directory whose
-    immediate subdirectories holding a ``SKILL.md`` are skills; hidden entries are ignored and
-    symbolic links are never followed (a linked skill directory is skipped with a warning).
-    ``names`` selects skills by name: a name that is not found raises
+    immediate subdirectories holding a ``SKILL.md`` are skills; hidden entries are ignored (see
+    :func:`hidden_skill_folders`) and symbolic links are never followed (a linked skill directory
+    is skipped with a warning). ``names`` selects skills by name: a name that is not found raises
     :class:`SkillValidationError` listing the names that exist; only the selected skills'
-    problems are logged or, with ``strict=True``, raised. Two skills with the same name raise in
-    both modes. A missing or non-directory ``root`` raises :class:`SkillValidationError`.
+    problems are logged or, with ``strict=True``, raised. ``skip_invalid=True`` leaves out, with a
+    warning, every lenient skill that has a problem of level ``"error"`` (what
+    :func:`validate_skill_directory` reports as invalid) instead of loading it anyway. Two skills
+    with the same name raise in both modes. A missing or non-directory ``root`` raises
+    :class:`SkillValidationError`.
     """
-    base = Path(root)
-    if not base.exists():
-        raise SkillValidationError(f"Skills root does not exist: {base}")
-    if not base.is_dir():
-        raise SkillValidationError(f"Skills root is not a directory: {base}")
-    base = base.resolve()
+    base = _existing_root(root)
     candidates = []
     for directory in _candidate_directories(base):
-        problems, skill = _read_skill(directory)
+        problems, skill = _read_skill(directory, strict=strict)
         candidates.append(_Candidate(directory, problems, skill))
-    _reject_duplicates(candidates)
+    _reject_duplicates([c for c in candidates if not (skip_invalid and c.problems.has_errors)])
     selected = candidates
     if names is not None:
         wanted = {names} if isinstance(names, str) else set(names)
@@ -622,7 +769,12 @@ def discover_skills(
     skills = [
         skill
         for candidate in selected
-        if (skill := _finish(candidate.problems, candidate.skill, strict=strict)) is not None
+        if (
+            skill := _finish(
+                candidate.problems, candidate.skill, strict=strict, skip_invalid=skip_invalid
+            )
+        )
+        is not None
     ]
     return sorted(skills, key=lambda s: s.name)
 

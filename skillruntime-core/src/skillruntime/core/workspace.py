@@ -21,6 +21,7 @@ __all__ = [
     "CONVERSATION_ID_PATTERN",
     "ConversationWorkspace",
     "ScopedFileSystem",
+    "resolve_against",
     "validate_conversation_id",
     "validate_conversations_root",
 ]
@@ -91,6 +92,23 @@ class ConversationWorkspace:
         return normalised
 
 
+def resolve_against(base_directory: str, path: str) -> str:
+    """``path`` made absolute against ``base_directory`` (lexically, POSIX rules).
+
+    An absolute ``path`` is only normalised; a relative one is joined to ``base_directory`` first.
+    Used where a runtime has no conversation workspace, so that relative paths mean the same
+    thing for its file system and its commands: relative to the default working directory.
+    """
+    if not isinstance(path, str) or not path.strip():
+        raise ValueError("path must not be empty")
+    if "\x00" in path:
+        raise WorkspaceEscapeError("path must not contain a NUL character")
+    normalised = posixpath.normpath(posixpath.join(base_directory, path))
+    if normalised.startswith("//"):
+        normalised = "/" + normalised.lstrip("/")
+    return normalised
+
+
 def local_real_path_checker(workspace: ConversationWorkspace) -> Callable[[str], str]:
     """A checker for host workspaces: resolves symlinks and refuses real paths outside.
 
@@ -118,7 +136,9 @@ class ScopedFileSystem(SkillRuntimeFileSystem):
     """Wraps a runtime file system: maps every path through a workspace and checks closure.
 
     ``is_closed`` is consulted before every call (``RuntimeClosedError`` once it returns true);
-    ``workspace`` (optional) scopes paths; ``check_real_path`` (optional) is applied to the scoped
+    ``workspace`` (optional) scopes paths; without one, ``base_directory`` (optional, an absolute
+    path: the runtime's default working directory) is where relative paths resolve, so the file
+    system and commands agree on them. ``check_real_path`` (optional) is applied to the scoped
     path before delegation, e.g. to refuse symlinks that lead out of a host workspace.
     """
 
@@ -130,9 +150,13 @@ class ScopedFileSystem(SkillRuntimeFileSystem):
         is_closed: Callable[[], bool] = lambda: False,
         check_real_path: Callable[[str], str] | None = None,
         runtime_name: str = "runtime",
+        base_directory: str | None = None,
     ) -> None:
+        if base_directory is not None and not base_directory.startswith("/"):
+            raise ValueError(f"base_directory must be absolute (got {base_directory!r})")
         self._inner = inner
         self._workspace = workspace
+        self._base_directory = base_directory
         self._is_closed = is_closed
         self._check_real_path = check_real_path
         self._runtime_name = runtime_name
@@ -147,6 +171,8 @@ class ScopedFileSystem(SkillRuntimeFileSystem):
             raise RuntimeClosedError(f"The {self._runtime_name} runtime is closed")
         if self._workspace is not None:
             path = self._workspace.resolve(path)
+        elif self._base_directory is not None:
+            path = resolve_against(self._base_directory, path)
         if self._check_real_path is not None:
             path = self._check_real_path(path)
         return path

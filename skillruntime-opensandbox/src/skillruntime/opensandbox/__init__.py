@@ -10,6 +10,9 @@ from .errors import (
     OpenSandboxExecutionError,
     OpenSandboxFileError,
     OpenSandboxFileNotFoundError,
+    OpenSandboxIsADirectoryError,
+    OpenSandboxNotADirectoryError,
+    OpenSandboxPermissionError,
     SandboxUnavailableError,
 )
 from .options import EgressRule, NetworkPolicyOptions, OpenSandboxRuntimeOptions
@@ -22,6 +25,9 @@ __all__ = [
     "OpenSandboxExecutionError",
     "OpenSandboxFileError",
     "OpenSandboxFileNotFoundError",
+    "OpenSandboxIsADirectoryError",
+    "OpenSandboxNotADirectoryError",
+    "OpenSandboxPermissionError",
     "OpenSandboxRuntimeOptions",
     "OpenSandboxSkillRuntime",
     "SandboxUnavailableError",

@@ -3,8 +3,9 @@
 Every error raised by this distribution derives from
 :class:`~skillruntime.core.errors.SkillRuntimeError` and carries what the SDK knew: the error
 ``code`` reported by the server (``FILE_NOT_FOUND``, ``DOCKER::SANDBOX_NOT_FOUND``…), the HTTP
-``status_code`` and the server's ``request_id``. Messages never contain API keys, environment
-values or file bodies.
+``status_code`` and the server's ``request_id``. File errors are also typed by kind (not found,
+is a directory, not a directory, permission denied; the core's ``kind``).
+Messages never contain API keys, environment values or file bodies.
 """
 
 from __future__ import annotations
@@ -18,8 +19,11 @@ from opensandbox.exceptions import (
 )
 from skillruntime.core.errors import (
     ExecutionTransportError,
+    NotADirectoryFileError,
     RuntimeFileError,
     RuntimeFileNotFoundError,
+    RuntimeIsADirectoryError,
+    RuntimePermissionError,
     SkillRuntimeError,
 )
 
@@ -29,6 +33,9 @@ __all__ = [
     "OpenSandboxExecutionError",
     "OpenSandboxFileError",
     "OpenSandboxFileNotFoundError",
+    "OpenSandboxIsADirectoryError",
+    "OpenSandboxNotADirectoryError",
+    "OpenSandboxPermissionError",
     "SandboxUnavailableError",
     "SdkErrorDetails",
     "describe",
@@ -44,7 +51,11 @@ TRANSIENT_STATUS_CODES = frozenset({429, 502, 503})
 
 
 class SdkErrorDetails:
-    """``code``, ``status_code`` and ``request_id`` of the SDK error behind an exception."""
+    """``code``, ``status_code`` and ``request_id`` of the SDK error behind an exception.
+
+    ``code`` is the server's error code (``FILE_NOT_FOUND``, ``RUNTIME_ERROR``…); a file error's
+    framework-neutral kind is the core's class-level ``kind`` (``permission_denied``…).
+    """
 
     code: str | None
     status_code: int | None
@@ -93,7 +104,7 @@ class OpenSandboxExecutionError(ExecutionTransportError, SdkErrorDetails):
 
 
 class OpenSandboxFileError(RuntimeFileError, SdkErrorDetails):
-    """A file operation in the sandbox failed."""
+    """A file operation in the sandbox failed; the subclasses below name the kind."""
 
     def __init__(
         self,
@@ -108,20 +119,20 @@ class OpenSandboxFileError(RuntimeFileError, SdkErrorDetails):
         self._set_details(code, status_code, request_id)
 
 
-class OpenSandboxFileNotFoundError(RuntimeFileNotFoundError, SdkErrorDetails):
+class OpenSandboxFileNotFoundError(OpenSandboxFileError, RuntimeFileNotFoundError):
     """The sandbox path does not exist (HTTP 404 / ``FILE_NOT_FOUND``)."""
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        path: str | None = None,
-        code: str | None = None,
-        status_code: int | None = None,
-        request_id: str | None = None,
-    ) -> None:
-        super().__init__(message, path=path)
-        self._set_details(code, status_code, request_id)
+
+class OpenSandboxIsADirectoryError(OpenSandboxFileError, RuntimeIsADirectoryError):
+    """The operation needs a file but the sandbox path is a directory."""
+
+
+class OpenSandboxNotADirectoryError(OpenSandboxFileError, NotADirectoryFileError):
+    """A component of the sandbox path that must be a directory is a file."""
+
+
+class OpenSandboxPermissionError(OpenSandboxFileError, RuntimePermissionError):
+    """execd may not write the path (permission denied, not permitted, read-only file system)."""
 
 
 def _status(exc: BaseException) -> int | None:
@@ -193,21 +204,39 @@ def execution_error(what: str, exc: BaseException) -> OpenSandboxExecutionError:
     )
 
 
-def file_error(what: str, path: str, exc: BaseException) -> RuntimeFileError:
-    """A file error for ``what`` on ``path``; a 404 becomes a not-found error."""
-    code, status, request_id, text = describe(exc)
+_REASON_CLASSES: tuple[tuple[tuple[str, ...], type[OpenSandboxFileError]], ...] = (
+    (
+        ("permission denied", "operation not permitted", "read-only file system"),
+        OpenSandboxPermissionError,
+    ),
+    (("is a directory",), OpenSandboxIsADirectoryError),
+    (("not a directory",), OpenSandboxNotADirectoryError),
+)
+"""execd reports a failed system call as 500 ``RUNTIME_ERROR`` with Go's error text (``open
+/x: permission denied``); the errno's text is all that names the kind."""
+
+
+def _file_error_class(exc: BaseException) -> type[OpenSandboxFileError]:
     if is_not_found(exc):
-        return OpenSandboxFileNotFoundError(
-            f"Path does not exist in the sandbox: {path}",
-            path=path,
-            code=code,
-            status_code=status,
-            request_id=request_id,
-        )
-    return OpenSandboxFileError(
-        f"OpenSandbox failed while {what} {path} ({text})",
-        path=path,
-        code=code,
-        status_code=status,
-        request_id=request_id,
+        return OpenSandboxFileNotFoundError
+    if isinstance(exc, SandboxApiException) and exc.status_code is not None:
+        text = " ".join(
+            part for part in (str(exc), exc.error.message if exc.error else None) if part
+        ).lower()
+        for reasons, cls in _REASON_CLASSES:
+            if any(reason in text for reason in reasons):
+                return cls
+    return OpenSandboxFileError
+
+
+def file_error(what: str, path: str, exc: BaseException) -> RuntimeFileError:
+    """A typed file error for ``what`` on ``path``: not found for a 404, permission denied, is a
+    directory or not a directory from execd's error text, else :class:`OpenSandboxFileError`."""
+    code, status, request_id, text = describe(exc)
+    cls = _file_error_class(exc)
+    message = (
+        f"Path does not exist in the sandbox: {path}"
+        if cls is OpenSandboxFileNotFoundError
+        else f"OpenSandbox failed while {what} {path} ({text})"
     )
+    return cls(message, path=path, code=code, status_code=status, request_id=request_id)

@@ -23,6 +23,7 @@ from typing import TypeVar
 from opensandbox.models.filesystem import DirectoryListEntry, EntryInfo, WriteEntry
 from opensandbox.sync.sandbox import SandboxSync
 from skillruntime.core.errors import (
+    NotADirectoryFileError,
     NotRegularFileError,
     RuntimeFileError,
     RuntimeFileNotFoundError,
@@ -31,7 +32,7 @@ from skillruntime.core.errors import (
 from skillruntime.core.filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT, SkillRuntimeFileSystem
 from skillruntime.core.models import FileInfo
 
-from .errors import file_error, is_not_found
+from .errors import OpenSandboxFileError, OpenSandboxIsADirectoryError, file_error, is_not_found
 from .retry import call_idempotent
 
 __all__ = [
@@ -225,12 +226,21 @@ class OpenSandboxFileSystem(SkillRuntimeFileSystem):
             )
 
     def _read_error(self, path: str, exc: Exception) -> RuntimeFileError:
-        if is_not_found(exc):
-            return file_error("reading", path, exc)
+        """The typed error of a failed download; when execd's answer does not name the kind, a
+        stat tells a directory apart (execd's answer for one is not documented)."""
+        error = file_error("reading", path, exc)
+        if type(error) is not OpenSandboxFileError:
+            return error
         info = self._stat_quietly(path)
         if info is not None and info.is_directory:
-            return RuntimeFileNotFoundError(f"Path is a directory, not a file: {path}", path=path)
-        return file_error("reading", path, exc)
+            return OpenSandboxIsADirectoryError(
+                f"Path is a directory, not a file: {path}",
+                path=path,
+                code=error.code,
+                status_code=error.status_code,
+                request_id=error.request_id,
+            )
+        return error
 
     def _stat_quietly(self, path: str) -> FileInfo | None:
         try:
@@ -253,6 +263,14 @@ class OpenSandboxFileSystem(SkillRuntimeFileSystem):
 
     def stat(self, path: str) -> FileInfo | None:
         try:
+            return self._info(path)
+        except NotADirectoryFileError:
+            return None  # a component is a file: the path does not exist
+
+    def _info(self, path: str) -> FileInfo | None:
+        """Like :meth:`stat`, but a path through a regular file raises
+        :class:`NotADirectoryFileError` instead of returning ``None``."""
+        try:
             found = self._call(lambda sandbox: sandbox.files.get_file_info([path]), idempotent=True)
         except Exception as exc:
             if is_not_found(exc):
@@ -266,7 +284,7 @@ class OpenSandboxFileSystem(SkillRuntimeFileSystem):
     def list_directory(
         self, path: str, depth: int = 1, limit: int = DEFAULT_LIST_LIMIT
     ) -> list[FileInfo]:
-        root = self.stat(path)
+        root = self._info(path)
         if root is None:
             raise RuntimeFileNotFoundError(f"Path does not exist: {path}", path=path)
         if not root.is_directory:

@@ -136,7 +136,7 @@ class VikingSkillSource(Closeable):
                 directory = Path(
                     stack.enter_context(self.store.lease(self.uri, progress=self._progress))
                 )
-                skill = load_skill(directory, strict=True)
+                skill = load_skill(directory, strict=True, unknown_keys="warn")
                 if skill is None:  # strict loading raises instead; kept for the type checker
                     raise ValueError(f"{directory} holds no usable skill")
                 if skill.name != self._name:

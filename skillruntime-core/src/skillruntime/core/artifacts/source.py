@@ -64,7 +64,7 @@ class ArtifactSkillSource(Closeable):
             stack = ExitStack()  # no skill loaded means no lease held
             try:
                 directory = stack.enter_context(self.store.lease(self.artifact))
-                skill = load_skill(directory, strict=True)
+                skill = load_skill(directory, strict=True, unknown_keys="warn")
             except BaseException:
                 stack.close()
                 raise

@@ -23,8 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, BinaryIO
 
-import yaml
-
+from ..skills import skill_frontmatter
 from .spi import ArtifactIntegrityError, PackageRejectedError, SkillArtifact
 
 __all__ = [
@@ -239,18 +238,8 @@ def _check_skill_md(members: list[_Member]) -> None:
 
 
 def _frontmatter_name(text: str) -> str | None:
-    lines = text.lstrip("\ufeff").splitlines()
-    if not lines or lines[0].strip() != "---":
-        return None
-    try:
-        end = next(i for i, line in enumerate(lines[1:], 1) if line.strip() == "---")
-    except StopIteration:
-        return None
-    try:
-        data = yaml.safe_load("\n".join(lines[1:end]))
-    except yaml.YAMLError:
-        return None
-    name = data.get("name") if isinstance(data, dict) else None
+    data = skill_frontmatter(text)
+    name = data.get("name") if data is not None else None
     return name.strip() if isinstance(name, str) else None
 
 

@@ -12,32 +12,48 @@
                 base_environment=base_environment,
             )
 
-Every contract of DESIGN §3 is one test method; see ``docs/custom-runtime.md`` for the list.
+Every contract of DESIGN §3 is one test method; see ``docs/custom-runtime.md`` for the list and
+for running the kit a second time without a conversation (``conversation_mode = False``).
 """
 
 from .base import ConformanceBase
 from .context import ConformanceContext
 from .conversation_contracts import ConversationContracts
 from .execute_contracts import ExecuteContracts, process_is_dead_command
+from .file_error_contracts import FileErrorContracts
 from .filesystem_contracts import FileSystemContracts
 from .lifecycle_contracts import LifecycleContracts
+from .permissions import immutable_host_directory
 from .prepare_contracts import PrepareContracts
 from .skills import SkillFactory
 from .spy import BackendSpy, install_backend_spy
-from .suite import CAPABILITY_TESTS, RuntimeConformance
+from .suite import (
+    CAPABILITY_TESTS,
+    CONVERSATION_ONLY_TESTS,
+    COPY_TESTS,
+    IN_PLACE_TESTS,
+    SHARED_FILES_TESTS,
+    RuntimeConformance,
+)
 
 __all__ = [
     "CAPABILITY_TESTS",
+    "CONVERSATION_ONLY_TESTS",
+    "COPY_TESTS",
+    "IN_PLACE_TESTS",
+    "SHARED_FILES_TESTS",
     "BackendSpy",
     "ConformanceBase",
     "ConformanceContext",
     "ConversationContracts",
     "ExecuteContracts",
+    "FileErrorContracts",
     "FileSystemContracts",
     "LifecycleContracts",
     "PrepareContracts",
     "RuntimeConformance",
     "SkillFactory",
+    "immutable_host_directory",
     "install_backend_spy",
     "process_is_dead_command",
 ]

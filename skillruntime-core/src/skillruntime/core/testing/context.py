@@ -53,18 +53,35 @@ class ConformanceContext(Closeable):
         return f"{self.prefix}-{label}"
 
     def workspace(self, label: str = "a") -> str:
-        """The runtime path of the conversation workspace for ``label``."""
+        """The runtime path of the conversation workspace for ``label`` (without a conversation:
+        the default working directory the runtime for ``label`` is built with)."""
         return posixpath.join(self.conversations_root, self.conversation_id(label))
+
+    def skills_directory(self, label: str = "a") -> str:
+        """Where the runtime for ``label`` puts prepared copies."""
+        if self.suite.conversation_mode:
+            return posixpath.join(self.workspace(label), "skills")
+        return self.suite.skills_directory(self.workspace(label))
 
     def runtime(
         self, label: str = "a", *, base_environment: Mapping[str, str] | None = None
     ) -> SkillRuntime:
-        """A new runtime object on conversation ``label`` (closed with the context)."""
-        runtime = self.suite.make_runtime(
-            conversation_id=self.conversation_id(label),
-            conversations_root=self.conversations_root,
-            base_environment=dict(base_environment or {}),
-        )
+        """A new runtime object on conversation ``label`` (closed with the context).
+
+        Without a conversation (``conversation_mode`` off) the runtime has no conversation and
+        :meth:`workspace` of ``label`` as its default working directory.
+        """
+        if self.suite.conversation_mode:
+            runtime = self.suite.make_runtime(
+                conversation_id=self.conversation_id(label),
+                conversations_root=self.conversations_root,
+                base_environment=dict(base_environment or {}),
+            )
+        else:
+            runtime = self.suite.make_runtime_without_conversation(
+                working_directory=self.workspace(label),
+                base_environment=dict(base_environment or {}),
+            )
         self._runtimes.append(runtime)
         if label not in self._labels:
             self._labels.append(label)

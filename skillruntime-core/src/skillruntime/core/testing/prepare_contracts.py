@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import posixpath
+import shlex
 from pathlib import Path
 
 import pytest
@@ -93,10 +94,27 @@ class PrepareContracts(ConformanceBase):
         skill = conformance.skills.create("Digest Named_Skill")
         (prepared,) = conformance.prepare(runtime, skill)
         parent, directory = posixpath.split(prepared.base_path.rstrip("/"))
-        assert parent == posixpath.join(conformance.workspace(), "skills")
+        assert parent == conformance.skills_directory()
         assert directory == _expected_directory(skill)
         assert directory.startswith("digest-named-skill-")
         assert len(directory.rsplit("-", 1)[1]) == 12
+
+    def test_prepare_in_place_returns_the_source_directory(
+        self, conformance: ConformanceContext
+    ) -> None:
+        runtime = conformance.runtime()
+        skill = conformance.skills.create("in-place")
+        log = conformance.log_path("in-place")
+        # Only the log changes: a bootstrap that writes into the skill changes its content.
+        command = f"{append_line_command(log)} && pwd >> {shlex.quote(log)}"
+        config = SkillRuntimeConfig(bootstrap=(BootstrapCommand(command=command),))
+        (prepared,) = conformance.prepare(runtime, skill, configs={"in-place": config})
+        assert prepared is not skill
+        assert prepared.base_path == str(Path(skill.base_path).resolve())
+        (again,) = conformance.prepare(runtime, skill, configs={"in-place": config})
+        assert again.base_path == prepared.base_path
+        lines = runtime.get_file_system().read_text(log).splitlines()
+        assert lines == ["run", prepared.base_path], "bootstrap ran again or elsewhere"
 
     def test_prepared_copy_holds_exact_files_and_bytes(
         self, conformance: ConformanceContext

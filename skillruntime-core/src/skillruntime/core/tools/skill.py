@@ -8,6 +8,10 @@ retries. Building the tools prepares nothing and creates no sandbox.
 Skills come from :class:`SkillSource` objects. :class:`LoadedSkillSource` wraps a
 :class:`~skillruntime.core.models.Skill` already loaded from disk; an artifact store plugs in by
 providing its own source whose :meth:`SkillSource.load` materialises the skill directory lazily.
+
+The listing of the skills in the tool description is bounded: :func:`skills_xml` keeps it within
+a character budget (:data:`DEFAULT_LISTING_BUDGET`) by shortening the longest descriptions first,
+never dropping a skill's name or location, and says how many descriptions it shortened.
 """
 
 from __future__ import annotations
@@ -26,15 +30,20 @@ from .policy import SkillPolicy, check_requirements
 
 __all__ = [
     "DEFAULT_DESCRIPTION_TEMPLATE",
+    "DEFAULT_LISTING_BUDGET",
     "SKILLS_PLACEHOLDER",
     "LoadedSkillSource",
     "SkillActivator",
     "SkillSource",
+    "listing_description",
     "skill_tool",
     "skills_xml",
 ]
 
 logger = logging.getLogger(__name__)
+
+DEFAULT_LISTING_BUDGET = 16_000
+"""Characters the ``<available_skills>`` listing may take (about 4 000 tokens) by default."""
 
 SKILLS_PLACEHOLDER = "{available_skills}"
 """The placeholder a custom ``skill`` description template must contain exactly once."""
@@ -110,7 +119,9 @@ class LoadedSkillSource:
 
     @property
     def description(self) -> str:
-        return self._skill.description
+        """The skill's description with its ``when_to_use`` folded in (see
+        :func:`listing_description`)."""
+        return listing_description(self._skill)
 
     @property
     def location(self) -> str:
@@ -125,16 +136,78 @@ class LoadedSkillSource:
         return self._skill
 
 
-def skills_xml(sources: list[SkillSource]) -> str:
-    """The ``<skill>`` entries of ``sources`` in configured order, XML-escaped."""
-    return "\n".join(
-        "<skill>\n"
-        f"<name>{escape(source.name)}</name>\n"
-        f"<description>{escape(source.description)}</description>\n"
-        f"<location>{escape(source.location)}</location>\n"
-        "</skill>"
-        for source in sources
+def listing_description(skill: Skill) -> str:
+    """What the listing shows for ``skill``: its description, and on a line of its own
+    ``When to use: …`` when the frontmatter has a (Claude Code style) ``when_to_use`` string."""
+    when = skill.frontmatter.get("when_to_use")
+    if isinstance(when, str) and when.strip():
+        return f"{skill.description}\nWhen to use: {' '.join(when.split())}"
+    return skill.description
+
+
+def skills_xml(sources: list[SkillSource], budget: int | None = DEFAULT_LISTING_BUDGET) -> str:
+    """The ``<skill>`` entries of ``sources`` in configured order, XML-escaped, in ``budget``
+    characters.
+
+    When the full listing is longer than ``budget``, every description longer than a common
+    limit is cut to that limit (ending in ``…``), the limit being the largest that fits; a last
+    line says how many of the descriptions were shortened. Names and locations are never cut, so
+    a budget too small for them alone gives empty descriptions and a listing longer than the
+    budget. ``budget=None`` lists everything in full; a negative budget raises ``ValueError``.
+    """
+    if budget is not None and budget < 0:
+        raise ValueError(f"the listing budget must be at least 0 characters, not {budget}")
+    names = [escape(source.name) for source in sources]
+    locations = [escape(source.location) for source in sources]
+    descriptions = [source.description for source in sources]
+
+    def render(limit: int | None) -> str:
+        entries = [
+            "<skill>\n"
+            f"<name>{name}</name>\n"
+            f"<description>{escape(_shorten(text, limit))}</description>\n"
+            f"<location>{location}</location>\n"
+            "</skill>"
+            for name, text, location in zip(names, descriptions, locations, strict=True)
+        ]
+        if limit is not None:
+            cut = sum(len(text) > limit for text in descriptions)
+            entries.append(
+                f"(The descriptions of {cut} of {len(descriptions)} skills were shortened to "
+                "fit the listing; invoke a skill to read its full instructions.)"
+            )
+        return "\n".join(entries)
+
+    full = render(None)
+    if budget is None or len(full) <= budget:
+        return full
+    low, high = 0, max(len(text) for text in descriptions)
+    while low < high:  # the largest limit whose listing fits (0 when none does)
+        middle = (low + high + 1) // 2
+        if len(render(middle)) <= budget:
+            low = middle
+        else:
+            high = middle - 1
+    listing = render(low)
+    logger.info(
+        "the skill listing of %d skills is %d characters, over its budget of %d: descriptions "
+        "cut to %d characters (%d shortened)",
+        len(sources),
+        len(full),
+        budget,
+        low,
+        sum(len(text) > low for text in descriptions),
     )
+    return listing
+
+
+def _shorten(text: str, limit: int | None) -> str:
+    """``text`` when it has at most ``limit`` characters, else its head ending in ``…``."""
+    if limit is None or len(text) <= limit:
+        return text
+    if limit == 0:
+        return ""
+    return text[: limit - 1].rstrip() + "…"
 
 
 class _Slot:

@@ -23,6 +23,7 @@ from .search import glob_tool, grep_tool, ls_tool
 from .shell import bash_tool
 from .skill import (
     DEFAULT_DESCRIPTION_TEMPLATE,
+    DEFAULT_LISTING_BUDGET,
     SKILLS_PLACEHOLDER,
     LoadedSkillSource,
     SkillActivator,
@@ -72,6 +73,9 @@ class SkillTools(Closeable):
     After a skill is activated, :attr:`tools` lists only the tools every active skill allows
     (``always_allowed`` names — by default just ``skill`` — always stay), and a call to another
     tool is refused with an ``Error:`` result.
+
+    The ``skill`` tool lists every configured skill within ``listing_budget`` characters (see
+    :func:`~skillruntime.core.tools.skill.skills_xml`; ``None`` for no budget).
     """
 
     def __init__(
@@ -83,6 +87,7 @@ class SkillTools(Closeable):
         publisher: FilePublisher | None = None,
         description_template: str = DEFAULT_DESCRIPTION_TEMPLATE,
         always_allowed: Collection[str] = ("skill",),
+        listing_budget: int | None = DEFAULT_LISTING_BUDGET,
     ) -> None:
         if description_template.count(SKILLS_PLACEHOLDER) != 1:
             raise ValueError(f"description_template must contain {SKILLS_PLACEHOLDER} exactly once")
@@ -112,7 +117,7 @@ class SkillTools(Closeable):
         self._activator = SkillActivator(runtime, sources, configs)
         context = ToolContext(runtime)
         description = description_template.replace(
-            SKILLS_PLACEHOLDER, skills_xml(list(sources.values()))
+            SKILLS_PLACEHOLDER, skills_xml(list(sources.values()), listing_budget)
         )
         guard = self._guard
         built = [
