@@ -6,6 +6,9 @@ and integrity (revision computed like the server, root fallback between scopes i
 ``GET /api/v1/content/download`` (octet-stream) and error envelopes (404 NOT_FOUND, 409
 CONFLICT ``path_busy``, 429 RESOURCE_EXHAUSTED, 400 INVALID_ARGUMENT, 401 UNAUTHENTICATED).
 
+Hostile behaviours (:class:`Faults`): an endless manifest, an error message echoing the
+credentials, and a download that drips one byte at a time.
+
 Identity: dev mode by default (``X-OpenViking-Account``/``X-OpenViking-User``, ``default``
 otherwise); with ``api_keys`` set, ``X-API-Key`` or ``Authorization: Bearer`` is required and
 chooses the identity. :class:`Faults` switches inject failures; ``downloads`` counts downloads
@@ -58,6 +61,16 @@ class Faults:
     """Called with every integrity ``result`` before it is sent (mutate it in place)."""
     download_delay: float = 0.0
     """Seconds each download waits before sending (widens races in concurrency tests)."""
+    endless_manifest: bool = False
+    """Hostile: integrity reads answer 200 and stream a JSON manifest that never ends (until
+    the client hangs up or 4 GiB were sent)."""
+    echo_credentials: bool = False
+    """Hostile: integrity reads answer 400 with a message that echoes the request's
+    ``X-API-Key`` and ``Authorization`` headers."""
+    drip_seconds: float = 0.0
+    """Hostile: downloads send one byte, then wait this long, byte after byte."""
+    manifest_drip_seconds: float = 0.0
+    """Hostile: integrity reads send their (valid) answer one byte at a time, this far apart."""
 
 
 def _sha(data: bytes) -> str:
@@ -368,6 +381,13 @@ class _Handler(BaseHTTPRequestHandler):
             declared = dict(faults.declared_sizes)
             exhausted = root in faults.exhausted
             hook = faults.manifest_hook
+        if integrity and faults.echo_credentials:
+            echoed = f"{self.headers.get('X-API-Key')} {self.headers.get('Authorization')}"
+            self._error(400, "INVALID_ARGUMENT", f"bad request from key {echoed}", {})
+            return
+        if integrity and faults.endless_manifest:
+            self._endless_manifest()
+            return
         if busy:
             self._error(
                 409,
@@ -407,7 +427,47 @@ class _Handler(BaseHTTPRequestHandler):
             result["revision"] = server_revision(entries)
             if hook is not None:
                 hook(result)
+        if integrity and faults.manifest_drip_seconds:
+            envelope = {"status": "ok", "result": result, "error": None}
+            self._drip(
+                json.dumps(envelope).encode(), faults.manifest_drip_seconds, "application/json"
+            )
+            return
         self._ok(result)
+
+    def _endless_manifest(self) -> None:
+        entry = json.dumps(
+            {"name": "f", "path": "f", "is_dir": False, "size": 1, "sha256": "0" * 64}
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        sent = 0
+        try:
+            self.wfile.write(b'{"status":"ok","result":{"files":[')
+            block = b",".join([entry] * 512) + b","
+            while sent < 4 * 1024**3:
+                self.wfile.write(block)
+                sent += len(block)
+        except OSError:  # the client hung up
+            return
+
+    def _drip(
+        self, data: bytes, seconds: float, content_type: str = "application/octet-stream"
+    ) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        try:
+            for index in range(len(data)):
+                self.wfile.write(data[index : index + 1])
+                self.wfile.flush()
+                time.sleep(seconds)
+        except OSError:  # the client hung up
+            self.close_connection = True
 
     def _download(self, identity: tuple[str, str], query: dict[str, str]) -> None:
         account, _user = identity
@@ -424,6 +484,7 @@ class _Handler(BaseHTTPRequestHandler):
             die = uri in faults.die_mid_stream
             change = faults.change_on_download.pop(uri, None)
             delay = faults.download_delay
+            drip = faults.drip_seconds
             if data is not None:
                 owner.downloads[uri] += 1
         if data is None:
@@ -435,6 +496,9 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(delay)
         if tamper and data:
             data = bytes([data[0] ^ 0xFF]) + data[1:]
+        if drip:
+            self._drip(data, drip)
+            return
         self.send_response(200)
         self.send_header("Content-Type", "application/octet-stream")
         self.send_header("Content-Length", str(len(data)))

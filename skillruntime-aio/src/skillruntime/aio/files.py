@@ -1,6 +1,8 @@
 """``AioFileSystem``: the six file-system primitives over the AIO Sandbox file API and shell.
 
-* reads stream ``GET /v1/file/download`` (binary-safe, bounded memory; retried when idempotent);
+* reads stream ``GET /v1/file/download`` (binary-safe, bounded memory; retried when idempotent)
+  after a ``stat`` command confirmed a regular file: a FIFO, socket or device is refused with
+  :class:`NotRegularFileError` before the service is asked to open it (it would block);
 * writes spool the content on this host (memory up to 1 MiB, then a temporary file), upload it to
   a fresh staging path with ``POST /v1/file/upload`` (multipart, streamed) and move it into place
   with one command that also creates the parents and sets the mode (two requests per write);
@@ -27,6 +29,7 @@ import requests
 from skillruntime.core.errors import (
     ExecutionTransportError,
     NotADirectoryFileError,
+    NotRegularFileError,
     RuntimeFileError,
     RuntimeFileNotFoundError,
     RuntimeIsADirectoryError,
@@ -90,6 +93,7 @@ def _parse_entry(line: str) -> FileInfo | None:
         size=0 if is_directory else size_value,
         modified_time=modified,
         is_executable=not is_directory and bool(permissions & 0o111),
+        is_special=kind not in ("f", "d", "l"),
     )
 
 
@@ -150,6 +154,7 @@ class AioFileSystem(SkillRuntimeFileSystem):
     # ------------------------------------------------------------------ reads
 
     def read_stream(self, path: str, chunk_size: int = CHUNK_SIZE) -> Generator[bytes, None, None]:
+        self._require_regular_file(path)
         try:
             response = self._client.open_stream("/v1/file/download", params={"path": path})
         except AioNotFoundError as exc:
@@ -166,6 +171,18 @@ class AioFileSystem(SkillRuntimeFileSystem):
             ) from exc
         finally:
             response.close()
+
+    def _require_regular_file(self, path: str) -> None:
+        """Refuse a missing path, a directory or a non-regular file before it is opened."""
+        info = self.stat(path)  # follows a final symbolic link, as the download does
+        if info is None:
+            raise RuntimeFileNotFoundError(f"File not found: {path}", path=path)
+        if info.is_directory:
+            raise RuntimeIsADirectoryError(f"Cannot read {path}: it is a directory", path=path)
+        if info.is_special:
+            raise NotRegularFileError(
+                f"Cannot read {path}: not a regular file (a FIFO, socket or device)", path=path
+            )
 
     def _read_error(self, path: str, exc: AioSandboxError) -> RuntimeFileError:
         """The typed error of a refused download. The service's answer for a directory is not

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 __all__ = [
     "DEFAULT_MAX_OUTPUT_BYTES",
     "ENV_NAME_PATTERN",
+    "SHELL_RESERVED_NAMES",
     "BootstrapCommand",
     "FileInfo",
     "Skill",
@@ -31,17 +32,61 @@ DEFAULT_MAX_OUTPUT_BYTES = 1024 * 1024
 ENV_NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 """Environment variable names accepted anywhere in skillruntime."""
 
+SHELL_RESERVED_NAMES: frozenset[str] = frozenset(
+    {
+        # read-only in bash: assigning or exporting them fails the command
+        "BASHOPTS",
+        "BASH_VERSINFO",
+        "EUID",
+        "PPID",
+        "SHELLOPTS",
+        "UID",
+        # set by bash itself: a given value is ignored or replaced
+        "BASH",
+        "BASHPID",
+        "BASH_ARGC",
+        "BASH_ARGV",
+        "BASH_COMMAND",
+        "BASH_EXECUTION_STRING",
+        "BASH_LINENO",
+        "BASH_SOURCE",
+        "BASH_SUBSHELL",
+        "BASH_VERSION",
+        "DIRSTACK",
+        "EPOCHREALTIME",
+        "EPOCHSECONDS",
+        "FUNCNAME",
+        "GROUPS",
+        "HISTCMD",
+        "LINENO",
+        "RANDOM",
+        "SECONDS",
+        "SRANDOM",
+    }
+)
+"""Environment names refused everywhere: bash's read-only variables and the variables bash sets
+itself, so a value given for them would make a command fail or silently not arrive."""
+
 _ALLOWED_TOOL_TOKEN = re.compile(r"[^\s(]+(?:\([^)]*\))?")
 
 
 def validate_environment(environment: Mapping[str, str]) -> dict[str, str]:
-    """Return a copy of ``environment`` after checking names (never values appear in errors)."""
+    """Return a copy of ``environment`` after checking names (never values appear in errors).
+
+    Names must match :data:`ENV_NAME_PATTERN` and must not be one of
+    :data:`SHELL_RESERVED_NAMES`; the error names the variable, never its value.
+    """
     result: dict[str, str] = {}
     for name, value in environment.items():
         if not isinstance(name, str) or not ENV_NAME_PATTERN.fullmatch(name):
             raise ValueError(
                 f"environment variable name {name!r} is invalid: names must match "
                 "[A-Za-z_][A-Za-z0-9_]*"
+            )
+        if name in SHELL_RESERVED_NAMES:
+            raise ValueError(
+                f"environment variable {name} cannot be set: bash keeps it read-only or sets it "
+                "itself, so commands would fail or not see the value"
             )
         if not isinstance(value, str):
             raise ValueError(f"environment variable {name} must have a string value")

@@ -184,7 +184,8 @@ class BaseSkillRuntime(SkillRuntime):
         return self._workspace.skills_directory if self._workspace else None
 
     def _check_real_path(self, path: str) -> str:
-        """Extra check applied to every scoped path (the local runtime resolves symlinks)."""
+        """Extra check applied to every scoped path (for example a symlink check); the local
+        runtime confines paths in its file system instead, race-free."""
         return path
 
     def _place_skill(self, skill: Skill, files: Sequence[SkillFile], target: str) -> None:

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Generator, Iterable
 from pathlib import Path
 
-from .errors import RuntimeClosedError, WorkspaceEscapeError
+from .errors import InvalidPathError, RuntimeClosedError, WorkspaceEscapeError
 from .filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT, DEFAULT_READ_LIMIT, SkillRuntimeFileSystem
 from .models import FileInfo
 
@@ -117,8 +117,13 @@ def local_real_path_checker(workspace: ConversationWorkspace) -> Callable[[str],
     """
 
     def check(path: str) -> str:
-        real_root = str(Path(workspace.directory).resolve())
-        real = str(Path(path).resolve())
+        try:
+            real_root = str(Path(workspace.directory).resolve())
+            real = str(Path(path).resolve())
+        except (RuntimeError, OSError) as exc:  # a symlink loop; RecursionError: too deep
+            raise InvalidPathError(
+                f"Path {path[:200]!r} cannot be resolved: {type(exc).__name__}", path=path
+            ) from exc
         if real != real_root and not real.startswith(real_root.rstrip("/") + "/"):
             raise WorkspaceEscapeError(
                 f"Path {path!r} leads outside the conversation workspace through a symbolic link"

@@ -113,16 +113,23 @@ class AsyncLocalSkillRuntime(AsyncBaseSkillRuntime):
     async def _run(
         self, request: SkillExecutionRequest, working_directory: str, environment: dict[str, str]
     ) -> SkillExecutionResult:
-        return await run_command_async(
-            [self._host.shell, "-c", request.command],
-            cwd=os.path.join(self.default_working_directory, working_directory),
-            env=self._host._process_environment(environment),
-            timeout=request.timeout_seconds,
-            max_output_bytes=request.max_output_bytes,
-            kill_grace=self._kill_grace,
-            drain_seconds=self._drain,
-            registry=self._processes,
-        )
+        cwd = os.path.join(self.default_working_directory, working_directory)
+        # Entered through the race-free descriptor of the sync runtime's confinement, as there.
+        directory_fd = self._host._open_working_directory(cwd)
+        try:
+            return await run_command_async(
+                [self._host.shell, "-c", request.command],
+                cwd=cwd if directory_fd is None else f"/proc/self/fd/{directory_fd}",
+                env=self._host._process_environment(environment),
+                timeout=request.timeout_seconds,
+                max_output_bytes=request.max_output_bytes,
+                kill_grace=self._kill_grace,
+                drain_seconds=self._drain,
+                registry=self._processes,
+            )
+        finally:
+            if directory_fd is not None:
+                os.close(directory_fd)
 
     def _raw_file_system(self) -> AsyncSkillRuntimeFileSystem:
         return self._files

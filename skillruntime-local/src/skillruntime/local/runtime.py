@@ -5,7 +5,10 @@ Three modes, chosen by the constructor arguments:
 * **Conversation** (``conversation_id``): the workspace is ``<conversations_root>/<id>``
   (``conversations_root`` defaults to :data:`DEFAULT_CONVERSATIONS_ROOT`). It is created on first
   use, is the default working directory, and scopes every file operation and working directory;
-  symbolic links are resolved, so a link cannot carry an operation out of it. Skills are copied to
+  symbolic links are resolved, so a link cannot carry an operation out of it. Resolution is
+  race-free: paths are walked through directory descriptors of the workspace, and a command's
+  working directory is entered through the descriptor the check opened, so a directory swapped
+  for a link meanwhile changes nothing. Skills are copied to
   ``<workspace>/skills/<name>-<digest12>/``.
 * **Work root** (``work_root``, no conversation): skills are copied to
   ``<work_root>/skills/<name>-<digest12>/``; the work root is the default working directory.
@@ -22,6 +25,7 @@ still running in other threads, whose ``execute`` then raises :class:`RuntimeClo
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import shutil
@@ -30,6 +34,12 @@ import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from skillruntime.core.errors import (
+    ExecutionTransportError,
+    InvalidPathError,
+    RuntimeFileError,
+    WorkspaceEscapeError,
+)
 from skillruntime.core.filesystem import SkillRuntimeFileSystem
 from skillruntime.core.models import (
     Skill,
@@ -44,8 +54,9 @@ from skillruntime.core.skillfiles import (
     UploadPolicy,
     copy_skill_files,
 )
-from skillruntime.core.workspace import ConversationWorkspace, local_real_path_checker
+from skillruntime.core.workspace import ConversationWorkspace
 
+from .confinement import MAX_SYMLINK_HOPS, ConfinedRoot, open_directory_below
 from .filesystem import LocalFileSystem
 from .process import (
     DEFAULT_DRAIN_SECONDS,
@@ -101,9 +112,10 @@ class LocalSkillRuntime(BaseSkillRuntime):
         if kill_grace_seconds < 0 or drain_seconds < 0:
             raise ValueError("kill_grace_seconds and drain_seconds must not be negative")
         self._work_root = _absolute(work_root) if work_root is not None else None
+        self._confinement: ConfinedRoot | None = None
         if workspace is not None:
             self._default_directory = workspace.directory
-            self._real_path_check = local_real_path_checker(workspace)
+            self._confinement = ConfinedRoot(workspace.directory)
         else:
             self._default_directory = self._work_root or os.getcwd()
         self._inherit_environment = inherit_environment
@@ -111,7 +123,9 @@ class LocalSkillRuntime(BaseSkillRuntime):
         self._drain = drain_seconds
         self._shell = shell or default_shell()
         self._processes = ProcessRegistry()
-        self._file_system_impl = LocalFileSystem(self._default_directory)
+        self._file_system_impl = LocalFileSystem(
+            self._default_directory, root=workspace.directory if workspace else None
+        )
         self._root_ready = workspace is None and self._work_root is None
         self._root_lock = threading.Lock()
 
@@ -150,16 +164,34 @@ class LocalSkillRuntime(BaseSkillRuntime):
     def _run(
         self, request: SkillExecutionRequest, working_directory: str, environment: dict[str, str]
     ) -> SkillExecutionResult:
-        return run_command(
-            [self._shell, "-c", request.command],
-            cwd=os.path.join(self._default_directory, working_directory),
-            env=self._process_environment(environment),
-            timeout=request.timeout_seconds,
-            max_output_bytes=request.max_output_bytes,
-            kill_grace=self._kill_grace,
-            drain_seconds=self._drain,
-            registry=self._processes,
-        )
+        cwd = os.path.join(self._default_directory, working_directory)
+        directory_fd = self._open_working_directory(cwd)
+        try:
+            return run_command(
+                [self._shell, "-c", request.command],
+                cwd=cwd if directory_fd is None else f"/proc/self/fd/{directory_fd}",
+                env=self._process_environment(environment),
+                timeout=request.timeout_seconds,
+                max_output_bytes=request.max_output_bytes,
+                kill_grace=self._kill_grace,
+                drain_seconds=self._drain,
+                registry=self._processes,
+            )
+        finally:
+            if directory_fd is not None:
+                os.close(directory_fd)
+
+    def _open_working_directory(self, cwd: str) -> int | None:
+        """In a workspace, open ``cwd`` race-free and return its descriptor, which the command
+        enters through ``/proc/self/fd`` (the child inherits it until ``exec``). ``None`` outside
+        a workspace or where ``/proc`` is missing (then the checked path is used)."""
+        if self._confinement is None:
+            return None
+        fd = self._open_confined_directory(self._confinement, cwd)
+        if os.path.isdir(f"/proc/self/fd/{fd}"):
+            return fd
+        os.close(fd)
+        return None
 
     def _process_environment(self, environment: dict[str, str]) -> dict[str, str] | None:
         """The exact environment of a command (``None``: this process's own, unchanged)."""
@@ -180,26 +212,66 @@ class LocalSkillRuntime(BaseSkillRuntime):
             return os.path.join(self._work_root, "skills")
         return super()._skills_root()
 
-    def _check_real_path(self, path: str) -> str:
-        if self._workspace is None:
-            return path
-        return self._real_path_check(path)
+    @staticmethod
+    def _open_confined_directory(confinement: ConfinedRoot, cwd: str) -> int:
+        """Open the directory ``cwd`` race-free (walked again when it turns into a link between
+        the walk and the open)."""
+        failure: BaseException | None = None
+        for _ in range(MAX_SYMLINK_HOPS):
+            try:
+                with confinement.locate(cwd, follow_final=True) as located:
+                    return open_directory_below(located.dir_fd, [located.name])
+            except (OSError, RuntimeFileError) as exc:
+                if isinstance(exc, WorkspaceEscapeError | InvalidPathError):
+                    raise
+                failure = exc
+                if not (isinstance(exc, OSError) and exc.errno in (errno.ENOTDIR, errno.ELOOP)):
+                    break
+        raise ExecutionTransportError(
+            f"Working directory does not exist or is not a directory: {cwd}"
+        ) from failure
+
+    def _is_ready(self, target: str) -> bool:
+        """A copy reached through a link out of the workspace is never ready (placing it then
+        fails with the reason)."""
+        try:
+            return super()._is_ready(target)
+        except WorkspaceEscapeError:
+            return False
 
     def _place_skill(self, skill: Skill, files: Sequence[SkillFile], target: str) -> None:
         """Copy into a staging sibling of ``target``, then rename it into place.
 
-        A failure leaves neither a half-copied ``target`` nor the staging directory.
+        In a workspace the parent is created and entered through a descriptor of the confined
+        walk, so a link swapped in meanwhile cannot carry the copy out. A failure leaves neither
+        a half-copied ``target`` nor the staging directory.
         """
         parent, name = os.path.split(target)
-        os.makedirs(parent, exist_ok=True)
-        self._check_real_path(parent)
-        staging = tempfile.mkdtemp(prefix=f".{name}.", suffix=".partial", dir=parent)
+        if self._confinement is None:
+            os.makedirs(parent, exist_ok=True)
+            self._copy_into(parent, name, target, files)
+            return
+        self._file_system_impl.make_directory(parent)
+        with self._confinement.locate(parent, follow_final=True) as located:
+            parent_fd = open_directory_below(located.dir_fd, [located.name])
+        try:
+            through_fd = f"/proc/self/fd/{parent_fd}"
+            directory = through_fd if os.path.isdir(through_fd) else parent
+            self._copy_into(directory, name, target, files)
+        finally:
+            os.close(parent_fd)
+
+    def _copy_into(
+        self, directory: str, name: str, target: str, files: Sequence[SkillFile]
+    ) -> None:
+        staging = tempfile.mkdtemp(prefix=f".{name}.", suffix=".partial", dir=directory)
         try:
             os.chmod(staging, 0o755)  # noqa: S103 - a skill copy is world-readable like its source
             copy_skill_files(files, Path(staging))
-            if os.path.lexists(target):  # an incomplete copy left by an earlier failure
+            placed = os.path.join(directory, name)
+            if os.path.lexists(placed):  # an incomplete copy left by an earlier failure
                 self._file_system_impl.delete(target)
-            os.rename(staging, target)
+            os.rename(staging, placed)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise

@@ -1,8 +1,10 @@
 """The sandbox file system over the SDK's file API (execd ``/files`` and ``/directories``).
 
-Reads stream (``read_bytes_stream``); writes and uploads are multipart requests whose file parts
-are streamed from their source, so memory stays bounded. Many files go up in batches: one request
-per :data:`UPLOAD_BATCH_FILES` files (or :data:`UPLOAD_BATCH_BYTES` bytes), not one per file.
+Reads stream (``read_bytes_stream``) after ``/files/info`` confirmed the entry is not a FIFO,
+socket, device or directory (execd would block opening a FIFO); writes and uploads are
+multipart requests whose file parts are streamed from their source, so memory stays bounded.
+Many files go up in batches: one request per :data:`UPLOAD_BATCH_FILES` files (or
+:data:`UPLOAD_BATCH_BYTES` bytes), not one per file.
 Modes use the SDK's decimal-digit convention (``644``, ``755`` for executables). Idempotent calls
 (stat, reads, listings) retry transient failures; writes and deletes are sent once.
 """
@@ -23,8 +25,10 @@ from opensandbox.models.filesystem import DirectoryListEntry, EntryInfo, WriteEn
 from opensandbox.sync.sandbox import SandboxSync
 from skillruntime.core.errors import (
     NotADirectoryFileError,
+    NotRegularFileError,
     RuntimeFileError,
     RuntimeFileNotFoundError,
+    RuntimeIsADirectoryError,
 )
 from skillruntime.core.filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT, SkillRuntimeFileSystem
 from skillruntime.core.models import FileInfo
@@ -100,8 +104,9 @@ def _mode_is_executable(mode: int) -> bool:
 
 
 def entry_to_file_info(path: str, entry: EntryInfo) -> FileInfo:
-    """A :class:`FileInfo` for the SDK entry of ``path``."""
-    is_directory = (entry.entry_type or "").lower() in {"directory", "dir"}
+    """A :class:`FileInfo` for the SDK entry of ``path`` (execd's ``other`` is ``is_special``)."""
+    kind = (entry.entry_type or "").lower()
+    is_directory = kind in {"directory", "dir"}
     modified = entry.modified_at.timestamp() if entry.modified_at is not None else None
     return FileInfo(
         path=path,
@@ -109,6 +114,7 @@ def entry_to_file_info(path: str, entry: EntryInfo) -> FileInfo:
         size=0 if is_directory else max(0, int(entry.size or 0)),
         modified_time=modified,
         is_executable=not is_directory and _mode_is_executable(int(entry.mode or 0)),
+        is_special=kind == "other",
     )
 
 
@@ -222,6 +228,7 @@ class OpenSandboxFileSystem(SkillRuntimeFileSystem):
 
     def read_stream(self, path: str, chunk_size: int = CHUNK_SIZE) -> Generator[bytes, None, None]:
         def generate() -> Generator[bytes, None, None]:
+            self._require_readable(path)
             try:
                 stream = self._call(
                     lambda sandbox: sandbox.files.read_bytes_stream(path, chunk_size=chunk_size),
@@ -239,6 +246,22 @@ class OpenSandboxFileSystem(SkillRuntimeFileSystem):
                     close()
 
         return generate()
+
+    def _require_readable(self, path: str) -> None:
+        """Refuse a missing path, a directory or a FIFO, socket or device before the download.
+
+        execd describes an entry without following a final symbolic link, so the target of a
+        link is not checked here.
+        """
+        info = self.stat(path)
+        if info is None:
+            raise RuntimeFileNotFoundError(f"File not found: {path}", path=path)
+        if info.is_directory:
+            raise RuntimeIsADirectoryError(f"Path is a directory, not a file: {path}", path=path)
+        if info.is_special:
+            raise NotRegularFileError(
+                f"Cannot read {path}: not a regular file (a FIFO, socket or device)", path=path
+            )
 
     def _read_error(self, path: str, exc: Exception) -> RuntimeFileError:
         """The typed error of a failed download; when execd's answer does not name the kind, a

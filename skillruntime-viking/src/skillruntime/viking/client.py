@@ -1,28 +1,43 @@
-"""``VikingClient``: the few OpenViking HTTP calls the store makes, with timeouts and retries.
+"""``VikingClient``: the few OpenViking HTTP calls the store makes, bounded in time and memory.
 
-Every request carries ``(connect_timeout, read_timeout)``. A ``409 CONFLICT`` whose details say
-``path_busy``/``retryable`` (the integrity read's tree lock), a ``503`` and a refused connection
-are retried with exponential backoff, a bounded number of times. The API key goes in
-``X-API-Key`` and is never logged or put into an error.
+Every request carries ``(connect_timeout, read_timeout)`` and every body is read in small pieces
+as they arrive, so the client never trusts the server with its memory or its time:
+
+* a JSON answer over ``max_json_bytes`` is refused while it streams (``SKILL_PACKAGE_TOO_LARGE``);
+* every read or listing, retries included, and every file download ends within
+  ``operation_timeout`` seconds (a silent server is also cut by ``read_timeout``);
+* a download slower on average than ``min_download_bytes_per_second`` once
+  ``download_rate_grace_seconds`` have passed is stopped (``SKILL_UNAVAILABLE``).
+
+A ``409 CONFLICT`` whose details say ``path_busy``/``retryable`` (the integrity read's tree lock)
+and a ``503`` are retried with exponential backoff, a bounded number of times. A refused or failed
+connection is retried briefly (twice, 0.2 s apart) and then reported as an unreachable server. The
+API key goes in ``X-API-Key`` and is never logged or put into an error; text the server sends
+(error codes and messages) is passed through :class:`~skillruntime.viking.redaction.Redactor`
+first, so a server echoing the key or a token does not leak it.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import queue
 import threading
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
 import requests
 from tenacity import (
+    RetryCallState,
     Retrying,
     retry_if_exception,
-    stop_after_attempt,
     wait_exponential,
 )
+from urllib3 import BaseHTTPResponse
+from urllib3.exceptions import HTTPError as TransportError
 
 from .errors import (
     SKILL_ACCESS_DENIED,
@@ -33,6 +48,7 @@ from .errors import (
     VikingStoreError,
 )
 from .options import VikingStoreOptions
+from .redaction import Redactor
 
 __all__ = ["VikingClient"]
 
@@ -40,32 +56,81 @@ logger = logging.getLogger(__name__)
 
 _MAX_ERROR_BODY = 64 * 1024
 _IDLE_SESSIONS = 16
+_READ_BYTES = 64 * 1024
+_UNREACHABLE_RETRIES = 2
+_UNREACHABLE_WAIT_SECONDS = 0.2
 
 
 class _RetryableError(Exception):
-    """A transient answer (busy lock, 503, connection refused) worth another try."""
+    """A transient answer (busy lock, 503) worth another try."""
 
     def __init__(self, error: VikingStoreError) -> None:
         super().__init__(str(error))
         self.error = error
 
 
-def _error_body(response: requests.Response) -> bytes | None:
-    """The error body when it has at most ``_MAX_ERROR_BODY`` bytes (never more is held)."""
+class _UnreachableError(_RetryableError):
+    """The connection was refused or failed: retried briefly, then reported as unreachable."""
+
+
+class _Clock:
+    """The deadline of one operation."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.started = time.monotonic()
+        self.deadline = self.started + seconds
+
+    def remaining(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+
+class _DeadlineError(Exception):
+    """The operation's deadline passed while a body was being read."""
+
+
+def _pieces(response: requests.Response, size: int) -> Iterator[bytes]:
+    """The body as it arrives: each piece is what one read of the connection returned (at most
+    ``size``), so the caller regains control after every read however slowly the server sends."""
+    raw = response.raw
+    if isinstance(raw, BaseHTTPResponse):
+        read = functools.partial(raw.read1, size, decode_content=True)
+    else:  # a plain binary stream (a transport adapter's body)
+        read = functools.partial(raw.read1, size)
+    while piece := read():
+        yield piece
+
+
+def _bounded_body(response: requests.Response, limit: int, clock: _Clock | None) -> bytes | None:
+    """The whole body, or ``None`` once it grows over ``limit`` bytes (never more is held).
+
+    Raises :class:`_DeadlineError` when ``clock`` runs out; transport errors propagate.
+    """
     body = bytearray()
-    try:
-        for chunk in response.iter_content(64 * 1024):
-            body += chunk
-            if len(body) > _MAX_ERROR_BODY:
-                return None
-    except requests.RequestException:
-        return None
+    for piece in _pieces(response, _READ_BYTES):
+        body += piece
+        if len(body) > limit:
+            return None
+        if clock is not None and clock.remaining() <= 0:
+            raise _DeadlineError
     return bytes(body)
 
 
-def _envelope_error(response: requests.Response) -> tuple[str, str, dict[str, Any]]:
-    """``(code, message, details)`` from an OpenViking error envelope (best effort)."""
-    raw = _error_body(response)
+def _envelope_error(
+    response: requests.Response,
+    *,
+    clock: _Clock | None = None,
+    redact: Callable[[str], str] = str,
+) -> tuple[str, str, dict[str, Any]]:
+    """``(code, message, details)`` of an OpenViking error envelope (best effort), read within
+    :data:`_MAX_ERROR_BODY` bytes and ``clock``; ``redact`` runs before anything is cut."""
+    try:
+        raw = _bounded_body(response, _MAX_ERROR_BODY, clock)
+    except (_DeadlineError, requests.RequestException, TransportError, OSError):
+        raw = None
     try:
         body = json.loads(raw) if raw else None
     except ValueError:
@@ -74,8 +139,8 @@ def _envelope_error(response: requests.Response) -> tuple[str, str, dict[str, An
     if isinstance(error, dict):
         details = error.get("details")
         return (
-            str(error.get("code") or ""),
-            str(error.get("message") or "")[:500],
+            redact(str(error.get("code") or ""))[:100],
+            redact(str(error.get("message") or ""))[:500],
             details if isinstance(details, dict) else {},
         )
     return "", "", {}
@@ -91,8 +156,9 @@ class VikingClient:
         self._lock = threading.Lock()
         self._closed = False
         headers = {"Accept": "application/json", "User-Agent": "skillruntime-viking"}
-        if options.api_key is not None:
-            headers["X-API-Key"] = options.api_key.get_secret_value()
+        key = options.api_key.get_secret_value() if options.api_key is not None else None
+        if key is not None:
+            headers["X-API-Key"] = key
         if options.account:
             headers["X-OpenViking-Account"] = options.account
         if options.user:
@@ -100,7 +166,7 @@ class VikingClient:
         if options.agent:
             headers["X-OpenViking-Actor-Peer"] = options.agent
         self._headers = headers
-        self._timeout = (options.connect_timeout, options.read_timeout)
+        self._redact = Redactor([key])
 
     @property
     def base_url(self) -> str:
@@ -140,11 +206,46 @@ class VikingClient:
             except queue.Empty:
                 break
 
-    def _raise_for(self, response: requests.Response, what: str, uri: str) -> None:
+    # -- bounded reading -------------------------------------------------------------------
+    def _timeout(self, clock: _Clock) -> tuple[float, float]:
+        """Connect and per-read timeouts, never beyond the operation's deadline."""
+        left = max(clock.remaining(), 0.001)
+        return (min(self._options.connect_timeout, left), min(self._options.read_timeout, left))
+
+    def _late(self, clock: _Clock, what: str, uri: str) -> VikingStoreError:
+        return VikingStoreError(
+            f"{self._redact(what)} did not finish within {clock.seconds:g}s",
+            code=SKILL_UNAVAILABLE,
+            uri=uri,
+        )
+
+    def _read_body(
+        self, response: requests.Response, limit: int, clock: _Clock, what: str, uri: str
+    ) -> bytes | None:
+        """:func:`_bounded_body` with failures as :class:`VikingStoreError`."""
+        try:
+            return _bounded_body(response, limit, clock)
+        except _DeadlineError:
+            raise self._late(clock, what, uri) from None
+        except (requests.RequestException, TransportError, OSError) as error:
+            raise self._transport_error(error, clock, what, uri) from None
+
+    def _transport_error(
+        self, error: BaseException, clock: _Clock, what: str, uri: str
+    ) -> VikingStoreError:
+        if clock.remaining() <= 0:
+            return self._late(clock, what, uri)
+        return VikingStoreError(
+            f"{self._redact(what)} broke off: {type(error).__name__}",
+            code=SKILL_UNAVAILABLE,
+            uri=uri,
+        )
+
+    def _raise_for(self, response: requests.Response, what: str, uri: str, clock: _Clock) -> None:
         """Translate a non-2xx answer into a :class:`VikingStoreError` (retryable ones wrapped)."""
-        code, message, details = _envelope_error(response)
+        code, message, details = _envelope_error(response, clock=clock, redact=self._redact)
         status = response.status_code
-        text = f"{what} failed: HTTP {status} {code} {message}".rstrip()
+        text = f"{self._redact(what)} failed: HTTP {status} {code} {message}".rstrip()
         if status == 404:
             raise VikingStoreError(text, code=SKILL_NOT_FOUND, uri=uri)
         if status in (401, 403):
@@ -161,54 +262,96 @@ class VikingClient:
             raise VikingStoreError(text, code=SKILL_INVALID, uri=uri)
         raise VikingStoreError(text, code=SKILL_UNAVAILABLE, uri=uri)
 
-    def _retrying(self) -> Retrying:
+    def _unreachable(self, error: BaseException, what: str, uri: str) -> _UnreachableError:
+        return _UnreachableError(
+            VikingStoreError(
+                f"{self._redact(what)} failed: the OpenViking server at {self.base_url} is "
+                f"unreachable ({type(error).__name__}); check that it runs and server_url",
+                code=SKILL_UNAVAILABLE,
+                uri=uri,
+            )
+        )
+
+    def _retrying(self, clock: _Clock) -> Retrying:
         options = self._options
+        busy_wait = wait_exponential(multiplier=options.busy_backoff_seconds, max=2.0)
+
+        def stop(state: RetryCallState) -> bool:
+            error = state.outcome.exception() if state.outcome is not None else None
+            if isinstance(error, _UnreachableError):
+                return state.attempt_number > _UNREACHABLE_RETRIES
+            return state.attempt_number > options.busy_retries or clock.remaining() <= 0
+
+        def wait(state: RetryCallState) -> float:
+            error = state.outcome.exception() if state.outcome is not None else None
+            pause = (
+                _UNREACHABLE_WAIT_SECONDS
+                if isinstance(error, _UnreachableError)
+                else busy_wait(state)
+            )
+            return max(0.0, min(pause, clock.remaining()))
+
         return Retrying(
-            stop=stop_after_attempt(options.busy_retries + 1),
-            wait=wait_exponential(multiplier=options.busy_backoff_seconds, max=2.0),
+            stop=stop,
+            wait=wait,
             retry=retry_if_exception(lambda error: isinstance(error, _RetryableError)),
             reraise=True,
         )
 
     def _get_json(self, path: str, params: Mapping[str, str], what: str, uri: str) -> Any:
         url = f"{self.base_url}{path}"
+        clock = _Clock(self._options.operation_timeout)
 
         def attempt() -> Any:
-            try:
-                with self._session() as session:
-                    response = session.get(url, params=dict(params), timeout=self._timeout)
-            except requests.ConnectionError as error:
-                raise _RetryableError(
-                    VikingStoreError(
-                        f"{what} failed: cannot reach {self.base_url} ({type(error).__name__})",
-                        code=SKILL_UNAVAILABLE,
-                        uri=uri,
+            if clock.remaining() <= 0:
+                raise self._late(clock, what, uri)
+            with self._session() as session:
+                try:
+                    response = session.get(
+                        url, params=dict(params), timeout=self._timeout(clock), stream=True
                     )
-                ) from None
-            except requests.RequestException as error:
+                except requests.ConnectionError as error:
+                    if clock.remaining() <= 0:
+                        raise self._late(clock, what, uri) from None
+                    raise self._unreachable(error, what, uri) from None
+                except requests.RequestException as error:
+                    raise self._transport_error(error, clock, what, uri) from None
+                with response:
+                    if response.status_code >= 300:
+                        self._raise_for(response, what, uri, clock)
+                    raw = self._read_body(response, self._options.max_json_bytes, clock, what, uri)
+            if raw is None:
                 raise VikingStoreError(
-                    f"{what} failed: {type(error).__name__}", code=SKILL_UNAVAILABLE, uri=uri
-                ) from None
-            if response.status_code >= 300:
-                self._raise_for(response, what, uri)
+                    f"{self._redact(what)} answered with more than "
+                    f"{self._options.max_json_bytes} bytes of JSON",
+                    code=SKILL_PACKAGE_TOO_LARGE,
+                    uri=uri,
+                )
             try:
-                body = response.json()
+                body = json.loads(raw)
             except ValueError:
                 raise VikingStoreError(
-                    f"{what} returned no JSON", code=SKILL_UNAVAILABLE, uri=uri
+                    f"{self._redact(what)} returned no JSON", code=SKILL_UNAVAILABLE, uri=uri
                 ) from None
             if not isinstance(body, dict) or body.get("status") != "ok":
                 raise VikingStoreError(
-                    f"{what} returned no 'ok' envelope", code=SKILL_UNAVAILABLE, uri=uri
+                    f"{self._redact(what)} returned no 'ok' envelope",
+                    code=SKILL_UNAVAILABLE,
+                    uri=uri,
                 )
             return body.get("result")
 
         try:
-            return self._retrying()(attempt)
-        except _RetryableError as busy:
+            return self._retrying(clock)(attempt)
+        except _UnreachableError as unreachable:
             logger.warning(
-                "%s: server still busy after %d tries", what, self._options.busy_retries + 1
+                "%s: the OpenViking server is unreachable after %d tries",
+                self._redact(what),
+                _UNREACHABLE_RETRIES + 1,
             )
+            raise unreachable.error from None
+        except _RetryableError as busy:
+            logger.warning("%s: server still busy, giving up", self._redact(what))
             raise busy.error from None
 
     def get_skill(self, name: str, *, target_uri: str | None, uri: str) -> dict[str, Any]:
@@ -239,38 +382,57 @@ class VikingClient:
 
     @contextmanager
     def download(self, file_uri: str, *, skill_uri: str) -> Iterator[Iterator[bytes]]:
-        """Stream ``GET /api/v1/content/download?uri=<file_uri>`` as chunks of ``chunk_bytes``.
+        """Stream ``GET /api/v1/content/download?uri=<file_uri>`` in pieces of at most
+        ``chunk_bytes``, within ``operation_timeout`` and above the minimum rate.
 
-        Transport failures, including a connection that breaks mid-body, raise
-        :class:`VikingStoreError` (``SKILL_UNAVAILABLE``) from the iterator.
+        Transport failures, including a connection that breaks mid-body, a deadline passed and
+        a rate too low, raise :class:`VikingStoreError` (``SKILL_UNAVAILABLE``) from the
+        iterator.
         """
         url = f"{self.base_url}/api/v1/content/download"
         what = f"downloading {file_uri}"
+        options = self._options
+        clock = _Clock(options.operation_timeout)
         with self._session() as session:
             try:
                 response = session.get(
-                    url, params={"uri": file_uri}, timeout=self._timeout, stream=True
+                    url, params={"uri": file_uri}, timeout=self._timeout(clock), stream=True
                 )
+            except requests.ConnectionError as error:
+                raise self._unreachable(error, what, skill_uri).error from None
             except requests.RequestException as error:
-                raise VikingStoreError(
-                    f"{what} failed: {type(error).__name__}", code=SKILL_UNAVAILABLE, uri=skill_uri
-                ) from None
+                raise self._transport_error(error, clock, what, skill_uri) from None
             try:
                 if response.status_code >= 300:
-                    self._raise_for(response, what, skill_uri)
+                    self._raise_for(response, what, skill_uri, clock)
 
                 def chunks() -> Iterator[bytes]:
+                    received = 0
                     try:
-                        yield from response.iter_content(self._options.chunk_bytes)
-                    except requests.RequestException as error:
-                        raise VikingStoreError(
-                            f"{what} broke off: {type(error).__name__}",
-                            code=SKILL_UNAVAILABLE,
-                            uri=skill_uri,
-                        ) from None
+                        for piece in _pieces(response, options.chunk_bytes):
+                            received += len(piece)
+                            self._check_pace(clock, received, what, skill_uri)
+                            yield piece
+                    except (requests.RequestException, TransportError, OSError) as error:
+                        raise self._transport_error(error, clock, what, skill_uri) from None
 
                 yield chunks()
             except _RetryableError as busy:
                 raise busy.error from None
             finally:
                 response.close()
+
+    def _check_pace(self, clock: _Clock, received: int, what: str, uri: str) -> None:
+        """Stop a download past its deadline or, after the grace period, below the rate."""
+        if clock.remaining() <= 0:
+            raise self._late(clock, what, uri)
+        elapsed = clock.elapsed()
+        options = self._options
+        floor = options.min_download_bytes_per_second
+        if elapsed > options.download_rate_grace_seconds and received < floor * elapsed:
+            raise VikingStoreError(
+                f"{self._redact(what)} is too slow: {received} bytes in {elapsed:.1f}s, below "
+                f"the minimum of {floor} bytes/s",
+                code=SKILL_UNAVAILABLE,
+                uri=uri,
+            )

@@ -83,6 +83,26 @@ class VikingStoreOptions(BaseSettings):
         default=4, ge=1, le=8, description="Files of one skill downloaded at the same time."
     )
     chunk_bytes: int = Field(default=1 * MiB, ge=4096, description="Streaming chunk size.")
+    max_json_bytes: int = Field(
+        default=16 * MiB,
+        ge=1024,
+        description="Bytes of one JSON answer (a manifest with SKILL.md content) at most.",
+    )
+    operation_timeout: float = Field(
+        default=300,
+        gt=0,
+        description="Seconds one read, listing (retries included) or file download may take.",
+    )
+    min_download_bytes_per_second: int = Field(
+        default=16 * 1024,
+        ge=0,
+        description="Slowest average download rate accepted once the grace period is over.",
+    )
+    download_rate_grace_seconds: float = Field(
+        default=10,
+        ge=0,
+        description="Seconds a download may stay below the minimum rate (slow start).",
+    )
 
     @field_validator("server_url")
     @classmethod

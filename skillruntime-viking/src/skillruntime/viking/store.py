@@ -9,6 +9,7 @@ rename. The lease holds the entry against eviction until the ``with`` block ends
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -20,7 +21,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar, cast
 
 from skillruntime.core.closing import Closeable
 from skillruntime.core.errors import RuntimeClosedError
@@ -37,11 +38,32 @@ from .locks import HostLock, LockTimeoutError
 from .manifest import ManifestLimits, verify_manifest
 from .models import VikingCacheEntry, VikingSkillFile, VikingSkillManifest, VikingSkillSummary
 from .options import VikingStoreOptions
+from .redaction import Redactor
 from .uris import AGENT_SKILLS_ROOT, parse_skill_uri
 
 __all__ = ["Progress", "VikingSkillStore"]
 
 logger = logging.getLogger(__name__)
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _redacting(method: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Redact credentials from the message of a :class:`VikingStoreError` the store method
+    raises (it may quote server-sent names: a file path, a root URI)."""
+
+    @functools.wraps(method)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return method(*args, **kwargs)
+        except VikingStoreError as error:
+            redact = cast(VikingSkillStore, args[0])._redact
+            error.args = tuple(redact(arg) if isinstance(arg, str) else arg for arg in error.args)
+            raise
+
+    return wrapper
+
 
 Progress = Callable[[int, int], None]
 """``progress(bytes_done, bytes_total)``, called as bytes of a package arrive (from download
@@ -75,6 +97,9 @@ class VikingSkillStore(Closeable):
         self.options = options
         self._clock = clock or time.time
         self._client = VikingClient(options)
+        self._redact = Redactor(
+            [options.api_key.get_secret_value() if options.api_key is not None else None]
+        )
         self._limits = ManifestLimits(
             max_files=options.effective_max_files,
             max_file_bytes=options.effective_max_file_bytes,
@@ -121,6 +146,7 @@ class VikingSkillStore(Closeable):
         return self._cache is not None
 
     # -- reading ---------------------------------------------------------------------------
+    @_redacting
     def resolve(self, uri: str) -> VikingSkillManifest:
         """The verified manifest of the skill's current revision (nothing is downloaded).
 
@@ -138,6 +164,7 @@ class VikingSkillStore(Closeable):
             check_revision=self.options.verify_revision,
         )
 
+    @_redacting
     def list_skills(self, scope: str | None = None) -> list[VikingSkillSummary]:
         """Skills visible to this identity, by URI: by default the caller's user skills and the
         account's shared ``viking://agent/skills`` (what ``GET /api/v1/skills`` lists); with
@@ -227,6 +254,7 @@ class VikingSkillStore(Closeable):
         finally:
             remove_tree(private.parent)
 
+    @_redacting
     def materialize(self, uri: str, *, progress: Progress | None = None) -> Path:
         """Like :meth:`lease` but without holding the directory.
 
@@ -261,6 +289,7 @@ class VikingSkillStore(Closeable):
             error if isinstance(error, _BypassError) else type(error).__name__,
         )
 
+    @_redacting
     def _from_cache(
         self,
         cache: SnapshotCache,
@@ -317,6 +346,7 @@ class VikingSkillStore(Closeable):
             )
             return cache.snapshot_dir(key)
 
+    @_redacting
     def _materialize_private(
         self, manifest: VikingSkillManifest, progress: Progress | None
     ) -> Path:

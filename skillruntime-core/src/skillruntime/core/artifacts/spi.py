@@ -66,7 +66,7 @@ class PackageRejectedError(ArtifactStoreError, ValueError):
 
     Codes: ``NOT_A_ZIP``, ``ESCAPE``, ``SYMLINK``, ``SPECIAL_FILE``, ``DUPLICATE``,
     ``TOO_MANY_MEMBERS``, ``TOO_LARGE``, ``COMPRESSION_RATIO``, ``SKILL_MD``, ``NAME_MISMATCH``,
-    ``CORRUPT``.
+    ``CORRUPT``, ``NAME_TOO_LONG``.
     """
 
     def __init__(self, message: str, *, reason: str) -> None:

@@ -11,6 +11,7 @@ root whose ``name`` equals the artifact name.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
@@ -40,6 +41,10 @@ _CHUNK = 1024 * 1024
 _SKILL_MD = "SKILL.md"
 _SKILL_MD_MAX_BYTES = 1024 * 1024
 _MIB = 1024 * 1024
+_MAX_SEGMENT_BYTES = 255
+"""Longest member path segment, in UTF-8 bytes (the usual file-name limit)."""
+_MAX_NAME_BYTES = 1024
+"""Longest member name, in UTF-8 bytes, so the extracted path stays far below ``PATH_MAX``."""
 
 
 @dataclass(frozen=True)
@@ -130,6 +135,14 @@ def _split(name: str) -> tuple[tuple[str, ...], bool]:
     if any(part in {"", ".", ".."} for part in parts):
         raise PackageRejectedError(
             f"member {shown!r} escapes the package or is not a normalized path", reason="ESCAPE"
+        )
+    size = len(name.encode("utf-8", "surrogateescape"))
+    longest = max(len(part.encode("utf-8", "surrogateescape")) for part in parts)
+    if size > _MAX_NAME_BYTES or longest > _MAX_SEGMENT_BYTES:
+        raise PackageRejectedError(
+            f"member {shown!r}... has a name of {size} bytes or a segment of {longest} bytes; "
+            f"at most {_MAX_NAME_BYTES} and {_MAX_SEGMENT_BYTES} are accepted",
+            reason="NAME_TOO_LONG",
         )
     return parts, is_dir
 
@@ -290,11 +303,20 @@ def _extract_all(
     budget = limits.max_uncompressed_bytes
     for member in sorted(members, key=lambda m: m.parts):
         destination = target.joinpath(*member.parts)
-        if member.is_dir:
-            destination.mkdir(mode=0o755, parents=True, exist_ok=True)
-            continue
-        destination.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-        budget -= _extract_file(archive, member, destination, budget)
+        try:
+            if member.is_dir:
+                destination.mkdir(mode=0o755, parents=True, exist_ok=True)
+                continue
+            destination.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+            budget -= _extract_file(archive, member, destination, budget)
+        except OSError as error:
+            if error.errno != errno.ENAMETOOLONG:
+                raise
+            raise PackageRejectedError(
+                f"member {member.info.filename[:200]!r}... cannot be extracted here: its path is "
+                "too long for the file system",
+                reason="NAME_TOO_LONG",
+            ) from None
 
 
 def _extract_file(archive: zipfile.ZipFile, member: _Member, destination: Path, budget: int) -> int:
