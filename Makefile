@@ -1,11 +1,16 @@
 # The two commands of the README: `make demo` (set up, run the main job) and `make test`.
-.PHONY: setup demo test lint bench
+.PHONY: setup demo test test-lowest lint bench
 
 setup:
 	bash scripts/setup.sh
 
 demo: setup
 	.venv/bin/python examples/demo.py
+
+# The suite again with every distribution's dependencies at their lowest declared versions
+# (a separate environment, .venv-lowest; see scripts/test-lowest.sh).
+test-lowest:
+	bash scripts/test-lowest.sh
 
 lint: setup
 	.venv/bin/ruff check .

@@ -16,7 +16,8 @@ from tenacity import (
     before_sleep_log,
     retry_if_exception,
     stop_after_delay,
-    wait_exponential_jitter,
+    wait_exponential,
+    wait_random,
 )
 
 from .errors import is_transient
@@ -46,7 +47,9 @@ def call_idempotent(
     retrying = Retrying(
         retry=retry_if_exception(is_transient),
         stop=stop_after_delay(budget_seconds),
-        wait=wait_exponential_jitter(multiplier=initial_wait, max=max_wait),
+        # Exponential back-off plus up to one initial wait of jitter, spelled with strategies
+        # every supported tenacity has (``wait_exponential_jitter`` renamed its parameters).
+        wait=wait_exponential(multiplier=initial_wait, max=max_wait) + wait_random(0, initial_wait),
         reraise=True,
         before_sleep=before_sleep_log(logger, logging.DEBUG),
     )
