@@ -54,6 +54,13 @@ class DoubleServer(ThreadingHTTPServer):
         self.registry = registry
         self.api_key = api_key
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that closes its connection (as one that stops reading a command stream
+        early does) is normal traffic, not an error worth a traceback."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
     @property
     def base_url(self) -> str:
         """``http://127.0.0.1:PORT``."""
