@@ -1,6 +1,6 @@
 # The two commands of the README: `make demo` (set up, run the main job) and `make test`.
 # `make test-quick` is the inner loop: the fast suites, without reinstalling anything.
-.PHONY: setup demo test test-quick lint bench dist
+.PHONY: setup demo test test-quick test-lowest lint bench dist
 QUICK_TESTS = tests/core tests/local tests/cli tests/docs
 
 setup:
@@ -11,6 +11,11 @@ demo: setup
 	@echo
 	@echo "The skillruntime command is installed in .venv: run .venv/bin/skillruntime --help,"
 	@echo "or 'source .venv/bin/activate' first to have skillruntime on PATH."
+
+# The suite again with every distribution's dependencies at their lowest declared versions
+# (a separate environment, .venv-lowest; see scripts/test-lowest.sh).
+test-lowest:
+	bash scripts/test-lowest.sh
 
 lint: setup
 	.venv/bin/ruff check .

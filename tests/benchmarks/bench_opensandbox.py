@@ -13,13 +13,21 @@ a ratio against a baseline measured in the same run:
    inherited one-request-per-file ``upload_files``;
 2. **resumed prepare**: a new runtime object (another process would behave the same) opening the
    same conversation and preparing the same skill, attach included — seconds, requests and files
-   uploaded — against the first prepare.
+   uploaded — against the first prepare;
+3. **command latency against execd's grace**: median seconds of ``execute("true")`` while the
+   double keeps each command stream open ``--grace`` seconds after its final event (execd's
+   default: 1 s), against the same command with no grace at all;
+4. **one long line**: a child process runs a command printing a single ``--line-mib`` MiB line
+   (no newline) with the default 1 MiB output cap and reports the growth of its peak RSS
+   (``ru_maxrss``) over the same child running ``true``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -40,7 +48,7 @@ from skillruntime.core.models import (
     SkillExecutionRequest,
     SkillPreparationRequest,
 )
-from skillruntime.core.skillfiles import SkillFile, skill_digest
+from skillruntime.core.skillfiles import SkillFile
 from skillruntime.opensandbox import OpenSandboxSkillRuntime
 
 
@@ -48,8 +56,6 @@ class PerFileRuntime(OpenSandboxSkillRuntime):
     """Baseline: one upload request per file (the file system's inherited ``upload_files``)."""
 
     def _place_skill(self, skill: Skill, files: Sequence[SkillFile], target: str) -> None:
-        with self._lock:
-            self._pending_digests[target] = skill_digest(files)
         fs = self._raw_file_system()
         fs.make_directory(target)
         SkillRuntimeFileSystem.upload_files(
@@ -131,10 +137,62 @@ def bench_resume(
     )
 
 
+def bench_latency(double: OpenSandboxDouble, runs: int, grace: float) -> tuple[float, float]:
+    """Median seconds of ``execute("true")`` with ``grace`` seconds of linger, and without."""
+    runtime = OpenSandboxSkillRuntime(domain=double.domain, api_key=double.api_key)
+    try:
+        runtime.execute(SkillExecutionRequest(command="true"))  # the sandbox exists
+        figures = []
+        for linger in (grace, 0.0):
+            double.set_tail_delay(linger)
+            times = []
+            for _ in range(runs):
+                start = time.perf_counter()
+                runtime.execute(SkillExecutionRequest(command="true"))
+                times.append(time.perf_counter() - start)
+            figures.append(statistics.median(times))
+    finally:
+        double.set_tail_delay(grace)
+        runtime.close()
+    return figures[0], figures[1]
+
+
+_RSS_CHILD = """
+import json, resource, sys
+from skillruntime.core.models import SkillExecutionRequest
+from skillruntime.opensandbox import OpenSandboxSkillRuntime
+runtime = OpenSandboxSkillRuntime(domain=sys.argv[1], api_key=sys.argv[2])
+runtime.execute(SkillExecutionRequest(command="true"))
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+runtime.execute(SkillExecutionRequest(command=sys.argv[3], timeout_seconds=600))
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+runtime.close()
+print(json.dumps({"growth_kib": after - before, "peak_kib": after}))
+"""
+
+
+def bench_long_line(double: OpenSandboxDouble, line_mib: int) -> tuple[int, int, int]:
+    """Peak-RSS growth (KiB) of a child printing one ``line_mib`` MiB line, of one running
+    ``true``, and the first child's peak RSS."""
+    figures = []
+    for command in (f"head -c {line_mib}M /dev/zero | tr '\\0' x", "true"):
+        child = subprocess.run(
+            [sys.executable, "-c", _RSS_CHILD, double.domain, double.api_key, command],
+            capture_output=True,
+            check=True,
+            timeout=900,
+        )
+        figures.append(json.loads(child.stdout))
+    return figures[0]["growth_kib"], figures[1]["growth_kib"], figures[0]["peak_kib"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--files", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--latency-runs", type=int, default=10)
+    parser.add_argument("--grace", type=float, default=1.0)
+    parser.add_argument("--line-mib", type=int, default=256)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch, OpenSandboxDouble() as double:
         skill = make_skill(Path(scratch) / "bench-skill", args.files, 2048)
@@ -151,6 +209,16 @@ def main() -> None:
             f"{resumed_n} requests / {resumed_files} files uploaded; first prepare on the same "
             f"conversations {first_s:.3f}s; time ratio resumed/first {resumed_s / first_s:.3f}, "
             f"request ratio resumed/first {resumed_n / batched_n:.3f}"
+        )
+        with_grace, without = bench_latency(double, args.latency_runs, args.grace)
+        print(
+            f"[3] execute('true') with {args.grace:g}s of execd grace: {with_grace:.3f}s median; "
+            f"without grace {without:.3f}s; ratio {with_grace / without:.2f}"
+        )
+        line_kib, true_kib, peak_kib = bench_long_line(double, args.line_mib)
+        print(
+            f"[4] one {args.line_mib} MiB line: client peak RSS grew {line_kib / 1024:.1f} MiB "
+            f"(peak {peak_kib / 1024:.1f} MiB); 'true' grew {true_kib / 1024:.1f} MiB"
         )
 
 

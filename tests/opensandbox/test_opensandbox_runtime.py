@@ -341,17 +341,30 @@ def test_a_lost_stream_after_the_terminal_event_still_yields_the_result(
     assert not result.timed_out
 
 
-def test_a_stream_without_terminal_event_is_an_error_not_exit_zero(
+def test_a_stream_without_terminal_event_still_yields_the_reported_result(
+    make: RuntimeFactory, opensandbox_double: OpenSandboxDouble
+) -> None:
+    """The wrapper's report precedes execd's terminal event and carries the whole result."""
+    runtime = make()
+    assert _run(runtime, "true").ok
+    opensandbox_double.set_fault("no_terminal", count=1)
+    result = _run(runtime, "printf 'x\\n'; exit 5")
+    assert result.exit_code == 5
+    assert result.stdout == "x\n"
+
+
+def test_a_stream_lost_before_the_report_is_an_error_not_exit_zero(
     make: RuntimeFactory, opensandbox_double: OpenSandboxDouble
 ) -> None:
     runtime = make()
     assert _run(runtime, "true").ok
     commands = opensandbox_double.stats()["commands"]
-    opensandbox_double.set_fault("no_terminal", count=1)
-    with pytest.raises(OpenSandboxExecutionError, match="without a completion"):
-        _run(runtime, "printf x >> once.txt")
+    opensandbox_double.set_fault("drop_mid_stream", count=1, after_events=0)
+    with pytest.raises(OpenSandboxExecutionError, match="was not retried"):
+        _run(runtime, "printf x >> once.txt; sleep 0.5")
     assert opensandbox_double.stats()["commands"] == commands + 1, "the command was retried"
-    assert _run(runtime, "cat once.txt").stdout == "x"
+    # Killed with the stream, maybe before it wrote: never twice.
+    assert _run(runtime, "cat once.txt 2>/dev/null").stdout in ("", "x")
 
 
 def test_server_timeout_reports_timed_out(make: RuntimeFactory) -> None:
@@ -365,12 +378,18 @@ def test_the_outer_deadline_interrupts_a_command_the_server_does_not_stop(
     make: RuntimeFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     real = commands_module.RunCommandOpts  # type: ignore[attr-defined]
+    real_wrapper = commands_module.build_wrapper  # type: ignore[attr-defined]
 
     def lenient(**fields: Any) -> Any:
         fields["timeout"] = fields["timeout"] * 1000
         return real(**fields)
 
+    def no_watchdog(**fields: Any) -> str:
+        fields["timeout"] = fields["timeout"] * 1000
+        return str(real_wrapper(**fields))
+
     monkeypatch.setattr(commands_module, "RunCommandOpts", lenient)
+    monkeypatch.setattr(commands_module, "build_wrapper", no_watchdog)
     runtime = make(deadline_grace_seconds=0.5)
     result = _run(runtime, "printf 'started\\n'; sleep 60", timeout_seconds=1.0)
     assert result.timed_out

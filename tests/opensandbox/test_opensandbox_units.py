@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import socket
-import subprocess
-from collections.abc import Iterator
 
 import pytest
 from opensandbox.exceptions import (
@@ -24,7 +22,6 @@ from skillruntime.core.errors import (
 )
 from skillruntime.core.plugins import available_runtimes, create_runtime
 from skillruntime.opensandbox import OpenSandboxRuntimeOptions, OpenSandboxSkillRuntime
-from skillruntime.opensandbox.commands import wrap_command
 from skillruntime.opensandbox.conversation import ConversationBinding
 from skillruntime.opensandbox.errors import (
     OpenSandboxFileError,
@@ -37,86 +34,8 @@ from skillruntime.opensandbox.errors import (
     is_transient,
 )
 from skillruntime.opensandbox.files import IterableReader, entry_to_file_info
-from skillruntime.opensandbox.output import LineOutput
 from skillruntime.opensandbox.retry import call_idempotent
 from skillruntime.opensandbox.sandbox import clip_metadata
-
-
-def _execd_line_events(data: bytes) -> Iterator[str]:
-    """Split output the way execd reports it: one event per line, terminator stripped, a blank
-    line as ``"\\n"``, a last unterminated line as itself."""
-    text = data.decode()
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    for line in lines:
-        yield line if line else "\n"
-
-
-EXACTNESS_COMMANDS = [
-    "printf 'out'",
-    "printf 'a\\n'",
-    "printf 'a\\n\\nb\\n'",
-    "printf '\\n\\n'",
-    "printf ''",
-    "true",
-    "printf 'x\\n\\n'",
-    "printf 'no newline\\nat end'",
-    "seq 1 5",
-    "echo one; exit 3",
-    "printf 'é ✓\\n\\n🎉'",
-]
-
-
-@pytest.mark.parametrize("command", EXACTNESS_COMMANDS)
-def test_wrapped_output_rebuilds_exactly_from_line_events(command: str) -> None:
-    direct = subprocess.run(["bash", "-c", command], capture_output=True, check=False)
-    wrapped = subprocess.run(
-        ["bash", "-c", wrap_command(command)], capture_output=True, check=False
-    )
-    assert wrapped.returncode == direct.returncode
-    rebuilt = LineOutput(1 << 20)
-    for event in _execd_line_events(wrapped.stdout):
-        rebuilt.add_line(event)
-    text, truncated = rebuilt.finish(drop_final_newline=True)
-    assert text == direct.stdout.decode()
-    assert not truncated
-
-
-def test_wrapped_command_has_empty_stdin_and_keeps_its_exit_code() -> None:
-    result = subprocess.run(
-        ["bash", "-c", wrap_command("n=$(cat | wc -c); echo $n; exit 42")],
-        input=b"should not be read",
-        capture_output=True,
-        check=False,
-    )
-    assert result.returncode == 42
-    assert result.stdout.split() == [b"0"]
-    assert result.stderr == b"\n"
-
-
-def test_a_trailing_comment_does_not_swallow_the_wrapper() -> None:
-    result = subprocess.run(
-        ["bash", "-c", wrap_command("echo hi # a comment")], capture_output=True, check=False
-    )
-    assert result.returncode == 0
-    assert result.stdout == b"hi\n\n"
-
-
-def test_unfinished_output_keeps_a_newline_after_every_line() -> None:
-    output = LineOutput(1024)
-    for event in ("a", "\n", "b"):
-        output.add_line(event)
-    assert output.finish(drop_final_newline=False) == ("a\n\nb\n", False)
-
-
-def test_line_output_memory_is_bounded_by_its_limit() -> None:
-    output = LineOutput(4096)
-    for _ in range(20_000):
-        output.add_line("x" * 100)
-    text, truncated = output.finish(drop_final_newline=True)
-    assert truncated
-    assert len(text) < 4096 + 100
 
 
 def test_iterable_reader_hands_out_sized_reads_and_counts() -> None:

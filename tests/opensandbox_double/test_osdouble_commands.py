@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import threading
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import requests
 
 from doubles._polling import proc_state, process_gone, wait_until
 from doubles.opensandbox import OpenSandboxDouble
 from doubles.opensandbox.rawclient import RawSandbox, create_raw
+from doubles.opensandbox.registry import Registry
 
 
 def _texts(events: list[dict[str, Any]], kind: str) -> list[str]:
@@ -317,3 +320,79 @@ def test_death_by_signal_is_minus_one_with_go_wording(sandbox: RawSandbox) -> No
     status = sandbox.call("GET", f"/command/status/{events[0]['text']}").json()
     assert status["exit_code"] == -1
     assert status["error"] == "signal: terminated"
+
+
+def test_a_bare_carriage_return_ends_a_line_as_in_execd(sandbox: RawSandbox) -> None:
+    events = sandbox.run({"command": "printf 'a\\rb\\n'; printf 'c\\r\\nd\\r\\re\\n\\n\\r\\nf'"})
+    assert _texts(events, "stdout") == ["a", "b", "c", "d", "\n", "e", "\n", "\n", "f"]
+
+
+def test_a_long_line_is_one_event_never_split(sandbox: RawSandbox) -> None:
+    """A 5 MiB line without a newline, then a short one: two events, every byte in place."""
+    size = 5 * 1024 * 1024 + 3
+    events = sandbox.run(
+        {"command": f"head -c {size} /dev/zero | tr '\\0' x; printf '\\nnext\\n'; echo e >&2"}
+    )
+    texts = _texts(events, "stdout")
+    assert [len(t) for t in texts] == [size, 4]
+    assert texts[0] == "x" * size
+    assert texts[1] == "next"
+    assert _texts(events, "stderr") == ["e"]
+    assert events[-1]["type"] == "execution_complete"
+
+
+def test_a_long_multibyte_line_keeps_every_character(sandbox: RawSandbox) -> None:
+    """Pieces of a long line are cut by bytes (1 MiB is not a multiple of the 9-byte unit);
+    characters across the cuts survive."""
+    events = sandbox.run({"command": "yes 'é€😀' | head -n 200000 | tr -d '\\n'"})
+    assert _texts(events, "stdout") == ["é€😀" * 200000]
+
+
+def _read_after_terminal(sandbox: RawSandbox, wait: float) -> tuple[str, bytes | None]:
+    """Run ``true`` over a raw socket; return the terminal event's type and what the stream
+    delivered within ``wait`` seconds after it (``None``: still open, nothing more)."""
+    url = urlsplit(sandbox.execd)
+    body = json.dumps({"command": "true"}).encode()
+    with socket.create_connection((url.hostname, url.port), timeout=30) as conn:
+        conn.sendall(
+            f"POST {url.path}/command HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        received = b""
+        while b"execution_complete" not in received:
+            chunk = conn.recv(65536)
+            assert chunk, "stream ended before the terminal event"
+            received += chunk
+        after = received.split(b"execution_complete", 1)[1]
+        while b"\n\n" not in after:
+            after += conn.recv(65536)
+        tail = after.split(b"\n\n", 1)[1]
+        conn.settimeout(wait)
+        try:
+            more = conn.recv(65536)
+        except TimeoutError:
+            return "execution_complete", None
+        return "execution_complete", tail + more
+
+
+def test_the_grace_after_the_terminal_event_is_one_second_by_default(tmp_path: Path) -> None:
+    assert Registry(tmp_path).tail_delay == 1.0
+
+
+def test_the_stream_stays_open_after_the_terminal_event(sandbox: RawSandbox) -> None:
+    """execd's grace: the final chunk comes only after ``tail_delay`` (1 s by default)."""
+    sandbox.double.set_tail_delay(30.0)
+    try:
+        kind, more = _read_after_terminal(sandbox, 0.5)
+    finally:
+        sandbox.double.set_tail_delay(1.0)
+    assert kind == "execution_complete"
+    assert more is None  # nothing, not even the end of the chunked body
+    sandbox.double.set_tail_delay(0.0)
+    try:
+        kind, more = _read_after_terminal(sandbox, 10.0)
+    finally:
+        sandbox.double.set_tail_delay(1.0)
+    assert more is not None
+    assert b"0\r\n\r\n" in more  # the chunked body's end follows at once

@@ -3,9 +3,14 @@
 Each command runs as ``bash -c TEXT`` (or the literal ``argv``) in a new session (its own
 process group) inside a private mount namespace, under a root file system of its own where
 the sandbox's host directories are bind-mounted onto ``/workspace``, ``/tmp`` and ``/root``.
-Like execd, stdout and stderr go to files that are tailed: output is read incrementally in
-blocks and turned into one event per line, so memory stays bounded whatever the command
-prints, and the relative order of stdout and stderr lines is not preserved.
+Like execd, stdout and stderr go to files that are tailed and turned into one event per line,
+and the relative order of stdout and stderr lines is not preserved.
+
+Line rules are execd's (``commandOutputTail``): ``\n`` and a bare ``\r`` each end a line,
+``\r\n`` is one break, an empty line is the text ``"\n"``, a final unterminated line is sent
+when the command ends, and a line is never split, whatever its length. execd holds a whole line
+in memory before writing its event; the double writes the same event bytes but streams a long
+line's text as it reads it (see :class:`Chunk`), so the double's own memory stays bounded.
 
 Exit codes follow Go's ``ExitCode()``: the process's status, or ``-1`` when it was killed by a
 signal (timeout, interrupt, sandbox deletion).
@@ -13,10 +18,12 @@ signal (timeout, interrupt, sandbox deletion).
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import logging
 import os
 import pwd
+import re
 import signal
 import subprocess
 import threading
@@ -33,7 +40,8 @@ from doubles.opensandbox.sandboxfs import ApiError, base_env, resolve
 log = logging.getLogger(__name__)
 
 READ_BLOCK = 64 * 1024
-MAX_LINE = 1024 * 1024
+PIECE_BYTES = 1024 * 1024
+"""A longer unfinished line is handed on in pieces of this size (all within one event)."""
 POLL_INTERVAL = 0.02
 
 FREEZER_ROOT = Path("/sys/fs/cgroup/freezer")
@@ -466,13 +474,13 @@ class CommandTable:
             data = b""
         return data, max(cursor, 0) + len(data)
 
-    def stream_lines(self, record: CommandRecord) -> Iterator[tuple[str, str] | None]:
-        """Tail the command's output files until it finishes; yield ``(kind, text)`` per line.
+    def stream_lines(self, record: CommandRecord) -> Iterator[Chunk | None]:
+        """Tail the command's output files until it finishes; yield the text of each line.
 
         ``None`` is yielded when nothing new arrived for a poll interval, so the caller can
-        send keep-alive pings and notice a vanished client. A blank line is yielded as
-        ``"\\n"`` (execd's convention); a trailing partial line is yielded at the end; a line
-        longer than 1 MiB is split into 1 MiB pieces.
+        send keep-alive pings and notice a vanished client. While a long line is open (its
+        first :class:`Chunk` yielded without ``end``) only that stream is read until the line
+        ends, so the chunks of one event are never interleaved with another event.
         """
         tails = [
             _Tail("stdout", record.stdout_path),
@@ -483,14 +491,16 @@ class CommandTable:
                 finished = record.done.is_set()
                 produced = False
                 for tail in tails:
-                    for text in tail.read_available():
+                    if any(other.open for other in tails if other is not tail):
+                        continue
+                    for chunk in tail.read_available():
                         produced = True
-                        yield (tail.kind, text)
+                        yield chunk
                 if finished and not produced:
                     for tail in tails:
                         rest = tail.flush()
                         if rest is not None:
-                            yield (tail.kind, rest)
+                            yield rest
                     return
                 if not produced:
                     yield None
@@ -536,14 +546,35 @@ class SpawnError(Exception):
     """The command could not be started; execd reports this as an ``error`` event."""
 
 
+@dataclass(frozen=True)
+class Chunk:
+    """Text of one output line, or a piece of it.
+
+    ``start`` marks the first piece of an event and ``end`` the last; a line read whole is one
+    chunk with both set. The pieces of one line are consecutive and make one event together.
+    """
+
+    kind: str
+    text: str
+    start: bool = True
+    end: bool = True
+
+
+_BREAK = re.compile(rb"[\r\n]")
+
+
 class _Tail:
-    """Incremental line reader of one output file."""
+    """Incremental reader of one output file with execd's line rules."""
 
     def __init__(self, kind: str, path: Path) -> None:
         self.kind = kind
         self._path = path
         self._fh: Any = None
         self._partial = bytearray()
+        self._last_was_cr = False
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self.open = False
+        """Whether the current line's event has started (a piece was already handed on)."""
 
     def _open(self) -> bool:
         if self._fh is None:
@@ -553,42 +584,51 @@ class _Tail:
                 return False
         return True
 
-    def read_available(self) -> Iterator[str]:
+    def _line_end(self) -> Chunk:
+        chunk = Chunk(
+            self.kind, self._decoder.decode(bytes(self._partial), final=True), not self.open
+        )
+        self._partial.clear()
+        self._decoder.reset()
+        self.open = False
+        return chunk
+
+    def read_available(self) -> Iterator[Chunk]:
         if not self._open():
             return
         for _ in range(16):
             block = self._fh.read(READ_BLOCK)
             if not block:
                 return
-            self._partial.extend(block)
-            while True:
-                index = self._partial.find(b"\n")
-                if index < 0:
-                    break
-                line = bytes(self._partial[:index])
-                del self._partial[: index + 1]
-                yield _text(line)
-            while len(self._partial) >= MAX_LINE:
-                piece = bytes(self._partial[:MAX_LINE])
-                del self._partial[:MAX_LINE]
-                yield _text(piece)
+            position = 0
+            for match in _BREAK.finditer(block):
+                index = match.start()
+                if index > position:
+                    self._partial += block[position:index]
+                    self._last_was_cr = False
+                position = index + 1
+                byte = block[index]
+                if self._partial or self.open:
+                    yield self._line_end()
+                elif not (byte == 0x0A and self._last_was_cr):
+                    yield Chunk(self.kind, "\n")
+                self._last_was_cr = byte == 0x0D
+            if position < len(block):
+                self._partial += block[position:]
+                self._last_was_cr = False
+            if len(self._partial) >= PIECE_BYTES:
+                yield Chunk(
+                    self.kind, self._decoder.decode(bytes(self._partial)), not self.open, False
+                )
+                self._partial.clear()
+                self.open = True
 
-    def flush(self) -> str | None:
-        if not self._partial:
+    def flush(self) -> Chunk | None:
+        if not self._partial and not self.open:
             return None
-        rest = bytes(self._partial)
-        self._partial.clear()
-        return _text(rest)
+        return self._line_end()
 
     def close(self) -> None:
         if self._fh is not None:
             self._fh.close()
             self._fh = None
-
-
-def _text(line: bytes) -> str:
-    if line.endswith(b"\r"):
-        line = line[:-1]
-    if not line:
-        return "\n"
-    return line.decode("utf-8", "replace")

@@ -2,7 +2,9 @@
 
 JSON keys are snake_case; errors are flat ``{code, message}``. ``POST /command`` answers a
 ``text/event-stream`` whose frames are bare JSON objects each followed by ``\\n\\n`` (no
-``data:`` prefix), exactly as execd writes them.
+``data:`` prefix), exactly as execd writes them. After the terminal event the stream stays open
+for the registry's ``tail_delay`` (execd's ``EXECD_API_GRACE_SHUTDOWN``, 1 s by default) before
+it ends.
 """
 
 from __future__ import annotations
@@ -27,7 +29,13 @@ from doubles._multipart import (
     parse_multipart,
 )
 from doubles.opensandbox import sandboxfs as sfs
-from doubles.opensandbox.commands import CommandRecord, CommandTable, SpawnError, now_ms
+from doubles.opensandbox.commands import (
+    Chunk,
+    CommandRecord,
+    CommandTable,
+    SpawnError,
+    now_ms,
+)
 from doubles.opensandbox.exchange import Exchange
 from doubles.opensandbox.registry import Registry, Sandbox
 from doubles.opensandbox.sandboxfs import ApiError
@@ -41,6 +49,19 @@ class StreamAbortedError(Exception):
 
 def _frame(event: dict[str, Any]) -> bytes:
     return json.dumps(event, ensure_ascii=False).encode() + b"\n\n"
+
+
+def _output_bytes(chunk: Chunk) -> bytes:
+    """The bytes of one output chunk: the pieces of one line concatenate to exactly the frame
+    ``_frame({"type": kind, "text": line, "timestamp": ...})``."""
+    if chunk.start and chunk.end:
+        return _frame({"type": chunk.kind, "text": chunk.text, "timestamp": now_ms()})
+    data = json.dumps(chunk.text, ensure_ascii=False)[1:-1].encode()
+    if chunk.start:
+        data = json.dumps({"type": chunk.kind})[:-1].encode() + b', "text": "' + data
+    if chunk.end:
+        data += f'", "timestamp": {now_ms()}}}'.encode() + b"\n\n"
+    return data
 
 
 def _json_body(ex: Exchange) -> Any:
@@ -107,6 +128,7 @@ def stream_record(
         )
         last_write = time.monotonic()
         output_events = 0
+        inside_event = False
         for item in table.stream_lines(record):
             if (
                 fault is not None
@@ -115,13 +137,14 @@ def stream_record(
             ):
                 raise StreamAbortedError("stream dropped before the terminal event")
             if item is None:
-                if time.monotonic() - last_write >= registry.ping_interval:
+                if not inside_event and time.monotonic() - last_write >= registry.ping_interval:
                     writer.write(_frame({"type": "ping", "text": "pong", "timestamp": now_ms()}))
                     last_write = time.monotonic()
                 continue
-            kind, text = item
-            writer.write(_frame({"type": kind, "text": text, "timestamp": now_ms()}))
-            output_events += 1
+            writer.write(_output_bytes(item))
+            inside_event = not item.end
+            if item.end:
+                output_events += 1
             last_write = time.monotonic()
         if fault is not None and fault.kind == "drop_mid_stream":
             raise StreamAbortedError("stream dropped before the terminal event")

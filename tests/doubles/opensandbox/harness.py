@@ -120,7 +120,7 @@ class DoubleAdmin:
 
     def set_tail_delay(self, seconds: float) -> None:
         """Make execd linger ``seconds`` after the terminal event before ending the stream
-        (execd's graceful-shutdown sleep; 0 by default in the double)."""
+        (execd's graceful-shutdown sleep, ``EXECD_API_GRACE_SHUTDOWN``: 1 s by default)."""
         self._call("POST", "config", {"tail_delay": seconds})
 
     def set_ping_interval(self, seconds: float) -> None:
@@ -136,9 +136,11 @@ class DoubleAdmin:
 class OpenSandboxDouble(DoubleAdmin):
     """Context manager running the double as a subprocess on ``127.0.0.1``, port 0.
 
-    Attributes once started: ``domain`` (``"127.0.0.1:PORT"``, what ``ConnectionConfigSync``
-    wants), ``url`` (``"http://127.0.0.1:PORT"``), ``api_key`` and ``data_dir`` (the host
-    directory holding each sandbox's files under ``<data_dir>/<sandbox id>/workspace``).
+    ``tail_delay`` sets execd's linger after a command's terminal event (default 1 s, as execd's
+    ``EXECD_API_GRACE_SHUTDOWN``). Attributes once started: ``domain`` (``"127.0.0.1:PORT"``,
+    what ``ConnectionConfigSync`` wants), ``url`` (``"http://127.0.0.1:PORT"``), ``api_key`` and
+    ``data_dir`` (the host directory holding each sandbox's files under
+    ``<data_dir>/<sandbox id>/workspace``).
     """
 
     def __init__(
@@ -148,12 +150,14 @@ class OpenSandboxDouble(DoubleAdmin):
         data_dir: Path | None = None,
         startup_timeout: float = 20.0,
         log_level: str = "WARNING",
+        tail_delay: float | None = None,
     ) -> None:
         self.api_key = api_key if api_key is not None else "double-" + secrets.token_hex(8)
         self._own_data_dir = data_dir is None
         self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="opensandbox-double-"))
         self._startup_timeout = startup_timeout
         self._log_level = log_level
+        self._tail_delay = tail_delay
         self._process: subprocess.Popen[bytes] | None = None
         self.port = 0
         self.domain = ""
@@ -177,6 +181,7 @@ class OpenSandboxDouble(DoubleAdmin):
                 "--watch-stdin",
                 "--log-level",
                 self._log_level,
+                *(["--tail-delay", str(self._tail_delay)] if self._tail_delay is not None else []),
             ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

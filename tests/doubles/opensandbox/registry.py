@@ -35,6 +35,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 STATE_RUNNING = "Running"
+DEFAULT_TAIL_DELAY = 1.0
+"""Seconds a command stream stays open after its terminal event (execd's
+``EXECD_API_GRACE_SHUTDOWN`` default)."""
 STATE_PAUSED = "Paused"
 
 
@@ -146,7 +149,7 @@ class Registry:
         self._faults: list[Fault] = []
         self._counters: Counter[str] = Counter()
         self._routes: Counter[str] = Counter()
-        self.tail_delay = 0.0
+        self.tail_delay = DEFAULT_TAIL_DELAY
         self.ping_interval = 3.0
 
     # -- clock -------------------------------------------------------------------------------

@@ -54,6 +54,13 @@ class DoubleServer(ThreadingHTTPServer):
         self.registry = registry
         self.api_key = api_key
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that closes its connection (as one that stops reading a command stream
+        early does) is normal traffic, not an error worth a traceback."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
     @property
     def base_url(self) -> str:
         """``http://127.0.0.1:PORT``."""
@@ -409,6 +416,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", required=True)
     parser.add_argument("--watch-stdin", action="store_true")
     parser.add_argument("--log-level", default="WARNING")
+    parser.add_argument(
+        "--tail-delay",
+        type=float,
+        default=None,
+        help="seconds a command stream stays open after its terminal event (default 1)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level, stream=sys.stderr)
 
@@ -418,6 +431,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--data-dir must not lie under {masked} (sandboxes mount over it)")
     data_dir.mkdir(parents=True, exist_ok=True)
     registry = Registry(data_dir)
+    if args.tail_delay is not None:
+        registry.tail_delay = args.tail_delay
     server = DoubleServer((args.host, args.port), registry, args.api_key)
     stop = threading.Event()
 

@@ -1,7 +1,9 @@
 """Bounded capture of one output stream: keep the head and the tail, count what is dropped.
 
 Shared by runtimes that collect command output in this process (the local runtime reads pipes
-into it, the OpenSandbox runtime rebuilds line events into it).
+into :class:`HeadTailBuffer`) and by runtimes whose sandbox cuts the output at the source and
+sends only its head and tail (the OpenSandbox runtime renders them with :func:`head_tail_text`),
+so every runtime shows a cut stream the same way.
 
 Memory stays bounded whatever a command prints: at most ``limit`` bytes of head and tail plus
 one tail's worth of slack and the chunk being fed. Decoding is UTF-8 with ``errors="replace"``;
@@ -11,7 +13,7 @@ shown as a replacement character.
 
 from __future__ import annotations
 
-__all__ = ["HeadTailBuffer", "truncation_marker"]
+__all__ = ["HeadTailBuffer", "head_tail_text", "truncation_marker"]
 
 
 def truncation_marker(dropped: int) -> str:
@@ -90,18 +92,27 @@ class HeadTailBuffer:
 
     def text(self) -> tuple[str, bool]:
         """Return ``(decoded output, truncated)``; a marker replaces the dropped middle."""
-        if not self.truncated:
-            return (bytes(self._head) + bytes(self._tail)).decode("utf-8", "replace"), False
-        head = self._head
-        tail = self._tail[-self._tail_limit :]
-        cut_head = _incomplete_utf8_suffix(head)
-        cut_tail = _continuation_prefix(tail)
-        kept_head = bytes(head[: len(head) - cut_head])
-        kept_tail = bytes(tail[cut_tail:])
-        dropped = self._total - len(kept_head) - len(kept_tail)
-        decoded = (
-            kept_head.decode("utf-8", "replace")
-            + truncation_marker(dropped)
-            + kept_tail.decode("utf-8", "replace")
-        )
-        return decoded, True
+        return head_tail_text(self._head, self._tail[-self._tail_limit :], self._total)
+
+
+def head_tail_text(
+    head: bytes | bytearray, tail: bytes | bytearray, total: int
+) -> tuple[str, bool]:
+    """Render a stream of ``total`` bytes of which only ``head`` (its first bytes) and ``tail``
+    (its last bytes) were kept: ``(decoded output, truncated)``.
+
+    When ``total`` does not exceed what was kept, the stream is ``head + tail`` and is returned
+    whole. Otherwise a :func:`truncation_marker` stands for the dropped middle; a multibyte
+    character cut at either edge is dropped whole and counted.
+    """
+    if total <= len(head) + len(tail):
+        return (bytes(head) + bytes(tail)).decode("utf-8", "replace"), False
+    kept_head = bytes(head[: len(head) - _incomplete_utf8_suffix(head)])
+    kept_tail = bytes(tail[_continuation_prefix(tail) :])
+    dropped = total - len(kept_head) - len(kept_tail)
+    decoded = (
+        kept_head.decode("utf-8", "replace")
+        + truncation_marker(dropped)
+        + kept_tail.decode("utf-8", "replace")
+    )
+    return decoded, True

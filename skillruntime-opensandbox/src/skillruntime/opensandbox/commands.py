@@ -1,26 +1,32 @@
-"""Running one command through execd's event stream into bounded buffers.
+"""Running one command in a sandbox through execd's event stream.
 
-The command is sent as shell text (execd runs it with ``bash -c``, ``sh -c`` where bash is
-missing) wrapped as ``( <command>\\n) </dev/null; rc=$?; printf '\\n'; printf '\\n' >&2; exit $rc``:
-stdin is empty, and both streams end with one extra newline that the wrapper adds.
+The command runs inside the wrapper of :mod:`.wrapper`: its output goes to files in the sandbox
+and only the head and tail of each stream (``max_output_bytes``), base64-encoded, cross the
+network after the command ended, followed by a trailer with the exit status, the timeout flag
+and the full stream sizes. So the output is rebuilt byte for byte (``\\r``, trailing newlines and
+invalid UTF-8 included, decoded with replacement characters), the client keeps at most the caps
+in memory whatever the command prints (one 256 MiB line included: it never reaches the event
+stream, which the SDK buffers an event at a time), and a cut stream shows the same marker as on
+every runtime (:func:`skillruntime.core.output.head_tail_text`).
 
-**Trailing-newline rule.** execd reports output line by line without terminators, so whether the
-last line ended with a newline is lost on the wire. Because the wrapper appends exactly one
-newline to each stream, the output is rebuilt exactly: every line gets its newline back and the
-appended one is dropped. When the wrapper did not finish (the command was killed for time or
-interrupted) the last line is reported with a newline whether or not it had one.
+**Returning early.** execd keeps the stream open about a second after its final event
+(``EXECD_API_GRACE_SHUTDOWN``) and the SDK reads a foreground stream to its end. The runner
+stops reading as soon as the trailer (or, without one, the terminal event) has arrived, and
+closes that connection, so a command costs no grace period.
 
-Timeouts are enforced twice: execd kills the command's process group after
-``timeout_seconds`` (exit code ``-1``), and because the SDK's stream has no read timeout an outer
-deadline (``timeout_seconds`` plus a grace period) interrupts the command and returns what was
-collected if the stream does not end. A stream lost *after* its terminal event still yields the
-result; a stream that ends without one is an :class:`~.errors.OpenSandboxExecutionError`, never
-exit code 0. Commands are never retried.
+Timeouts are enforced in the sandbox: the wrapper's watchdog kills the command's process group
+at ``timeout_seconds`` and the result says ``timed_out`` with the output produced so far. execd
+is given a later timeout as a backstop, and because the SDK's stream has no read timeout an
+outer deadline (``timeout_seconds`` plus a grace period) interrupts the command and returns what
+is known if the stream does not end. A stream lost after the trailer or the terminal event still
+yields the result; a stream that ends without either is an
+:class:`~.errors.OpenSandboxExecutionError`, never exit code 0. Commands are never retried.
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 import threading
 import time
 from collections.abc import Mapping
@@ -34,13 +40,18 @@ from opensandbox.sync.sandbox import SandboxSync
 from skillruntime.core.models import SkillExecutionResult
 
 from .errors import OpenSandboxExecutionError, execution_error
-from .output import LineOutput
+from .wrapper import (
+    FLAG_INTERRUPTED,
+    FLAG_NO_BASE64,
+    FLAG_TIMED_OUT,
+    WrapperOutput,
+    build_wrapper,
+)
 
 __all__ = [
     "DEFAULT_DEADLINE_GRACE_SECONDS",
     "CommandNotStartedError",
     "CommandRunner",
-    "wrap_command",
 ]
 
 logger = logging.getLogger(__name__)
@@ -51,6 +62,12 @@ DEFAULT_DEADLINE_GRACE_SECONDS = 10.0
 INTERRUPT_WAIT_SECONDS = 5.0
 """Seconds the outer deadline waits for the stream to end after interrupting the command."""
 
+BACKSTOP_SECONDS = 2.0
+"""execd's own timeout is the command's plus this: the wrapper's watchdog fires first."""
+
+RUN_DIRECTORY = "/tmp/.skillruntime-runs"
+"""Private directory (mode 0700) of the wrapper's output files, suffixed with the uid."""
+
 _SIGNAL_KILLED = -1
 
 
@@ -58,12 +75,12 @@ class CommandNotStartedError(OpenSandboxExecutionError):
     """The request failed before execd acknowledged the command (no ``init`` event)."""
 
 
-def wrap_command(command: str) -> str:
-    """The shell text actually sent: empty stdin and one appended newline per stream."""
-    return (
-        f"( {command}\n) </dev/null; __skillruntime_rc=$?; "
-        "printf '\\n'; printf '\\n' >&2; exit $__skillruntime_rc"
-    )
+class _StreamDoneError(BaseException):
+    """Raised from an event handler once the result is known, to stop reading the stream.
+
+    A ``BaseException``: the SDK's ``run`` converts (and logs) every ``Exception``, but lets this
+    one through after closing the response.
+    """
 
 
 @dataclass
@@ -104,10 +121,13 @@ class CommandRunner:
         max_output_bytes: int,
     ) -> SkillExecutionResult:
         """Run ``command`` once and return its result (see the module docs)."""
-        stdout = LineOutput(max_output_bytes)
-        stderr = LineOutput(max_output_bytes)
+        nonce = secrets.token_hex(8)
+        output = WrapperOutput(nonce, max_output_bytes)
         progress = _Progress()
         lock = threading.Lock()
+
+        def stop_reading() -> None:
+            raise _StreamDoneError  # leaves the SDK's reading loop and closes the response
 
         def on_init(event: Any) -> None:
             with lock:
@@ -115,18 +135,20 @@ class CommandRunner:
 
         def on_stdout(message: Any) -> None:
             with lock:
-                if not progress.abandoned:
-                    stdout.add_line(str(message.text or ""))
+                if progress.abandoned:
+                    return
+                done = output.add_line(str(message.text or ""))
+            if done:
+                stop_reading()
 
         def on_stderr(message: Any) -> None:
-            with lock:
-                if not progress.abandoned:
-                    stderr.add_line(str(message.text or ""))
+            logger.debug("the command wrapper wrote %d characters to stderr", len(message.text))
 
         def on_complete(_: Any) -> None:
             with lock:
                 progress.terminal = True
                 progress.exit_code = 0
+            stop_reading()
 
         def on_error(error: Any) -> None:
             with lock:
@@ -136,6 +158,7 @@ class CommandRunner:
                 except (TypeError, ValueError):
                     progress.exit_code = None
                     progress.error_text = str(getattr(error, "name", "") or "error")
+            stop_reading()
 
         handlers = ExecutionHandlersSync(
             on_init=on_init,
@@ -147,17 +170,27 @@ class CommandRunner:
         )
         opts = RunCommandOpts(
             working_directory=working_directory,
-            timeout=timedelta(milliseconds=max(1, int(timeout_seconds * 1000))),
+            timeout=timedelta(milliseconds=int((timeout_seconds + BACKSTOP_SECONDS) * 1000)),
             envs=dict(environment),
             uid=self._uid,
             gid=self._gid if self._uid is not None else None,
+        )
+        script = build_wrapper(
+            command=command,
+            run_dir=f"{RUN_DIRECTORY}-{self._uid if self._uid is not None else 'default'}",
+            run_id=secrets.token_hex(8),
+            nonce=nonce,
+            cap=max_output_bytes,
+            timeout=timeout_seconds,
         )
         outcome: dict[str, BaseException] = {}
         finished = threading.Event()
 
         def stream() -> None:
             try:
-                sandbox.commands.run(wrap_command(command), opts=opts, handlers=handlers)
+                sandbox.commands.run(script, opts=opts, handlers=handlers)
+            except _StreamDoneError:
+                pass
             except BaseException as exc:  # handed to the caller's thread
                 outcome["error"] = exc
             finally:
@@ -174,36 +207,76 @@ class CommandRunner:
         with lock:
             progress.abandoned = True
             duration = time.monotonic() - started
-            error = outcome.get("error")
-            if not progress.terminal and not interrupted:
-                if error is not None:
-                    failure = execution_error("running a command", error)
-                    if progress.execution_id is None:
-                        raise CommandNotStartedError(
-                            str(failure),
-                            code=failure.code,
-                            status_code=failure.status_code,
-                            request_id=failure.request_id,
-                        ) from error
-                    raise failure from error
+            return self._result(
+                progress,
+                output,
+                error=outcome.get("error"),
+                interrupted=interrupted,
+                duration=duration,
+                timeout_seconds=timeout_seconds,
+            )
+
+    @staticmethod
+    def _result(
+        progress: _Progress,
+        output: WrapperOutput,
+        *,
+        error: BaseException | None,
+        interrupted: bool,
+        duration: float,
+        timeout_seconds: float,
+    ) -> SkillExecutionResult:
+        trailer = output.trailer
+        if output.malformed:
+            logger.warning("the command wrapper's report was malformed; output may be incomplete")
+        if output.setup_failed:
+            raise OpenSandboxExecutionError(
+                "the command could not start: the sandbox's run directory under /tmp cannot be "
+                "created"
+            )
+        if trailer is None and not progress.terminal and not interrupted:
+            if error is not None:
+                failure = execution_error("running a command", error)
+                if progress.execution_id is None:
+                    raise CommandNotStartedError(
+                        str(failure),
+                        code=failure.code,
+                        status_code=failure.status_code,
+                        request_id=failure.request_id,
+                    ) from error
+                raise failure from error
+            raise OpenSandboxExecutionError(
+                "The OpenSandbox command stream ended without the command's report or a "
+                "completion or error event; the command's outcome is unknown (it was not retried)"
+            )
+        if error is not None:
+            logger.debug("command stream lost after the command's report: %s", type(error))
+        if trailer is not None:
+            if trailer.flag == FLAG_NO_BASE64:
                 raise OpenSandboxExecutionError(
-                    "The OpenSandbox command stream ended without a completion or error event; "
-                    "the command's outcome is unknown (it was not retried)"
+                    f"the command ran (exit code {trailer.exit_code}) but its output cannot be "
+                    "sent: the sandbox image has no base64 program"
                 )
-            if error is not None and progress.terminal:
-                logger.debug("command stream lost after its terminal event: %s", type(error))
+            timed_out = interrupted or trailer.flag in (FLAG_TIMED_OUT, FLAG_INTERRUPTED)
+            exit_code = -1 if timed_out else trailer.exit_code
+        else:
             if progress.terminal and progress.exit_code is None:
                 raise OpenSandboxExecutionError(
                     f"OpenSandbox could not run the command ({progress.error_text})"
                 )
-            exit_code = progress.exit_code if progress.terminal else None
-            killed = exit_code is None or exit_code == _SIGNAL_KILLED
-            timed_out = interrupted or (killed and duration >= timeout_seconds * 0.95 - 0.05)
-            wrapper_finished = exit_code is not None and exit_code >= 0
-            out_text, out_truncated = stdout.finish(drop_final_newline=wrapper_finished)
-            err_text, err_truncated = stderr.finish(drop_final_newline=wrapper_finished)
+            code = progress.exit_code if progress.terminal else None
+            killed = code is None or code == _SIGNAL_KILLED
+            if not killed and not interrupted:
+                raise OpenSandboxExecutionError(
+                    f"the command wrapper ended (exit code {code}) without reporting the "
+                    "command's result"
+                )
+            timed_out = interrupted or duration >= timeout_seconds * 0.95 - 0.05
+            exit_code = -1
+        out_text, out_truncated = output.stdout()
+        err_text, err_truncated = output.stderr()
         return SkillExecutionResult(
-            exit_code=-1 if timed_out or exit_code is None else exit_code,
+            exit_code=exit_code,
             stdout=out_text,
             stderr=err_text,
             timed_out=timed_out,

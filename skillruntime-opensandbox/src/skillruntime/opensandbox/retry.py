@@ -20,7 +20,8 @@ from tenacity import (
     Retrying,
     before_sleep_log,
     retry_if_exception,
-    wait_exponential_jitter,
+    wait_exponential,
+    wait_random,
 )
 
 from .errors import is_transient
@@ -55,7 +56,9 @@ def call_idempotent(
     end = time.monotonic() + max(0.0, budget_seconds)
     if deadline is not None:
         end = min(end, deadline)
-    backoff = wait_exponential_jitter(multiplier=initial_wait, max=max_wait)
+    # Exponential back-off plus up to one initial wait of jitter, spelled with strategies every
+    # supported tenacity has (``wait_exponential_jitter`` renamed its parameters).
+    backoff = wait_exponential(multiplier=initial_wait, max=max_wait) + wait_random(0, initial_wait)
 
     def worth_retrying(exc: BaseException) -> bool:
         if not is_transient(exc):

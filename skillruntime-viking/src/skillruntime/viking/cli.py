@@ -212,27 +212,47 @@ _as_json = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
     "--dest",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Copy the verified skill to this new directory (default: print the cache directory).",
+    help=(
+        "Copy the verified skill to this new directory (default: print its directory in the "
+        "host cache; required when the cache cannot be written)."
+    ),
 )
 @click.pass_context
 def pull_command(ctx: click.Context, uri: str, dest: Path | None) -> None:
-    """Download (or reuse from the cache) the skill at URI, verify it and print its directory."""
+    """Download (or reuse from the cache) the skill at URI, verify it and print its directory.
+
+    Without ``--dest`` the printed directory is the cache entry, which outlives the command.
+    When the cache cannot be written the store only has a private copy that is deleted when the
+    command ends, so the command fails (exit status 2) and asks for ``--dest`` instead of
+    printing a directory that no longer exists.
+    """
     if dest is not None and dest.exists():
         raise CliUsageError(f"destination already exists: {dest}")
     progress = _Progress(f"Downloading {uri}")
     with _open_store(ctx) as store:
+        cache_dir = store.options.resolved_cache_dir()
+        if dest is None and not store.cache_available:
+            raise _needs_dest(cache_dir)
         try:
-            if dest is None:
-                directory = Path(store.materialize(uri, progress=progress))
-                progress.finish()
-                click.echo(str(directory))
-                return
             with store.lease(uri, progress=progress) as leased:
                 progress.finish()
-                _copy_tree(Path(leased), dest)
+                if dest is None:
+                    if not Path(leased).is_relative_to(cache_dir):
+                        raise _needs_dest(cache_dir)
+                    directory = Path(leased)
+                else:
+                    _copy_tree(Path(leased), dest)
+                    directory = dest
         finally:
             progress.finish()
-    click.echo(str(dest))
+    click.echo(str(directory))
+
+
+def _needs_dest(cache_dir: Path) -> CliUsageError:
+    return CliUsageError(
+        f"the skill cache {cache_dir} cannot be written, so no copy would outlive this "
+        "command; pass --dest DIR to keep one"
+    )
 
 
 def _copy_tree(source: Path, dest: Path) -> None:

@@ -1,0 +1,197 @@
+"""The POSIX shell wrapper every command runs in, inside the sandbox.
+
+execd reports output line by line (a bare ``\\r`` ends a line too, the terminators are dropped)
+and never splits a line, so a command printing one huge line would arrive as one huge event that
+the SDK buffers whole. The wrapper keeps the command's output off the event stream instead:
+
+* the command runs with ``bash -c`` (``bash`` from ``/bin``, ``/usr/bin`` or ``/usr/local/bin``;
+  ``/bin/sh`` where there is none), stdin from ``/dev/null``, in its own session and process
+  group (``setsid``), stdout and stderr into two files of a private run directory;
+* a watchdog in a session of its own kills the command's whole process group at the deadline
+  (even if the wrapper itself is gone) and leaves a marker saying it did; a ``TERM``, ``INT`` or
+  ``HUP`` sent to the wrapper (execd's interrupt) kills the command's group too;
+* when the command has ended, each stream is sent cut to ``cap`` bytes (the head ``cap // 2``
+  and the tail ``cap - cap // 2`` around the dropped middle), base64-encoded in lines of at most
+  64 KiB, so the event stream never carries more than the caps, in events of bounded size, and
+  the bytes (``\\r``, a missing final newline, invalid UTF-8) survive exactly;
+* a trailer tagged with a per-run nonce gives the exit status, the timeout flag and the full
+  size of each stream.
+
+Stream layout (the wrapper's stdout; its stderr carries nothing)::
+
+    <tag> O            then base64 lines: all of stdout, or its head when it was cut
+    <tag> o            then base64 lines: the tail of stdout (only when it was cut)
+    <tag> E / <tag> e  the same for stderr
+    <tag> S RC TO NO NE   exit status, 1 if the watchdog fired (2: interrupted), byte sizes
+    <tag> X            instead of all of it: the run directory could not be created
+
+where ``<tag>`` is ``SROS`` followed by the nonce. Sections of an empty stream are left out.
+Without ``setsid`` the command shares the wrapper's process group and a timeout kills both, so
+the output of a timed-out command is then lost (the result still says it timed out). Without
+``base64`` the trailer carries flag 3 and no output.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+import shlex
+from dataclasses import dataclass, field
+
+from skillruntime.core.output import head_tail_text
+
+__all__ = ["WrapperOutput", "WrapperTrailer", "build_wrapper"]
+
+_TAG = "SROS"
+_LINE_CHARS = 65536
+"""Width of a base64 line (a multiple of 4: each line decodes on its own)."""
+
+FLAG_TIMED_OUT = 1
+FLAG_INTERRUPTED = 2
+FLAG_NO_BASE64 = 3
+
+
+def build_wrapper(
+    *, command: str, run_dir: str, run_id: str, nonce: str, cap: int, timeout: float
+) -> str:
+    """The shell text sent to execd for one command (see the module docs)."""
+    if not re.fullmatch(r"[A-Za-z0-9]+", run_id) or not re.fullmatch(r"[A-Za-z0-9]+", nonce):
+        raise ValueError("run_id and nonce must be made of letters and digits")
+    if cap < 2:
+        raise ValueError("cap must be at least 2 bytes")
+    q = shlex.quote
+    v = f"_sr{nonce[:6]}"  # prefix of every wrapper variable (none is exported)
+    tag = f"{_TAG}{nonce}"
+    head = cap // 2
+    tail = cap - head
+    out, err, mark = f'"${v}F.o"', f'"${v}F.e"', f'"${v}F.t"'
+    lines = [
+        "set +m 2>/dev/null",
+        f'{v}R={q(run_dir)}; {v}F="${v}R"/{run_id}; {v}C={q(command)}',
+        f'{{ [ -d "${v}R" ] || command -p mkdir -p -m 700 -- "${v}R"; }} 2>/dev/null',
+        f"{{ : > {out} && : > {err}; }} 2>/dev/null || {{ echo '{tag} X'; exit 125; }}",
+        f"{v}B=/bin/sh; for {v}x in /bin/bash /usr/bin/bash /usr/local/bin/bash; do "
+        f'if [ -x "${v}x" ]; then {v}B=${v}x; break; fi; done',
+        f"{v}S=0; {v}I=0; {v}RC=0; {v}NO=0; {v}NE=0; {v}K=0",
+        f"if command -p -v setsid >/dev/null 2>&1; then {v}S=1; fi",
+        # A background job of a shell without job control is never a process group leader, so
+        # setsid does not fork: the job's pid is the id of the new session and process group.
+        f'if [ ${v}S = 1 ]; then command -p setsid "${v}B" -c "${v}C" </dev/null >{out} 2>{err} &',
+        f'else "${v}B" -c "${v}C" </dev/null >{out} 2>{err} & fi',
+        f"{v}P=$!",
+        f"trap '{v}I=1; kill -KILL -\"${v}P\" 2>/dev/null' TERM INT HUP",
+        f"if [ ${v}S = 1 ]; then command -p setsid /bin/sh -c "
+        '\'command -p sleep "$1" || exit 0; : > "$2"; kill -KILL -"$3"\' '
+        f'sh {timeout:g} {mark} "${v}P" </dev/null >/dev/null 2>&1 &',
+        f"else ( command -p sleep {timeout:g} || exit 0; : > {mark}; kill -KILL 0 ) "
+        "</dev/null >/dev/null 2>&1 & fi",
+        f"{v}W=$!",
+        f'wait "${v}P"; {v}RC=$?',
+        f'while kill -0 "${v}P" 2>/dev/null; do wait "${v}P"; {v}RC=$?; done',
+        f'kill -KILL -"${v}W" 2>/dev/null || kill -KILL "${v}W" 2>/dev/null',
+        f"{v}TO=0; [ ! -e {mark} ] || {v}TO={FLAG_TIMED_OUT}; "
+        f"[ ${v}I = 0 ] || {v}TO={FLAG_INTERRUPTED}",
+        f"if [ -s {out} ] || [ -s {err} ]; then",
+        f"set -- $(command -p wc -c -- {out} {err}); {v}NO=$1; {v}NE=$3",
+        f"if command -p base64 -w 0 </dev/null >/dev/null 2>&1; then {v}K=-w{_LINE_CHARS}; "
+        f"elif command -p -v base64 >/dev/null 2>&1; then {v}K=; "
+        f"else {v}TO={FLAG_NO_BASE64}; {v}NO=0; {v}NE=0; fi",
+        "fi",
+        # One stream: $1 file, $2 size, $3 section letter of the whole/head part, $4 of the tail.
+        f'{v}e() {{ [ "$2" -gt 0 ] || return 0; echo "{tag} $3"; '
+        f'if [ "$2" -le {cap} ]; then command -p base64 ${v}K < "$1"; '
+        f'else command -p head -c {head} < "$1" | command -p base64 ${v}K; echo "{tag} $4"; '
+        f'command -p tail -c {tail} < "$1" | command -p base64 ${v}K; fi; }}',
+        f'{v}e {out} "${v}NO" O o',
+        f'{v}e {err} "${v}NE" E e',
+        f'echo "{tag} S ${v}RC ${v}TO ${v}NO ${v}NE"',
+        f"command -p rm -f -- {out} {err} {mark}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class WrapperTrailer:
+    """What the trailer reported: exit status, flag (see the module docs) and stream sizes."""
+
+    exit_code: int
+    flag: int
+    stdout_size: int
+    stderr_size: int
+
+
+@dataclass
+class _Section:
+    data: bytearray = field(default_factory=bytearray)
+
+
+class WrapperOutput:
+    """Collects the wrapper's stdout line events into bounded stdout/stderr heads and tails.
+
+    Memory is bounded by the cap: no section keeps more than ``cap`` bytes, whatever arrives.
+    """
+
+    def __init__(self, nonce: str, cap: int) -> None:
+        self._prefix = f"{_TAG}{nonce} "
+        self._cap = cap
+        self._sections = {letter: _Section() for letter in "OoEe"}
+        self._current: _Section | None = None
+        self.trailer: WrapperTrailer | None = None
+        self.setup_failed = False
+        self.malformed = False
+
+    def add_line(self, text: str) -> bool:
+        """Feed one stdout line event; ``True`` once the trailer (or a setup failure) arrived,
+        after which nothing more is expected."""
+        if self.trailer is not None or self.setup_failed:
+            return True
+        if text.startswith(self._prefix):
+            self._marker(text[len(self._prefix) :].split())
+            return self.trailer is not None or self.setup_failed
+        section = self._current
+        if section is None:
+            self.malformed = True
+            return False
+        try:
+            data = base64.b64decode(text.strip(), validate=True)
+        except (binascii.Error, ValueError):
+            self.malformed = True
+            return False
+        room = self._cap - len(section.data)
+        section.data += data[: max(room, 0)]
+        return False
+
+    def _marker(self, fields: list[str]) -> None:
+        if not fields:
+            self.malformed = True
+        elif fields[0] in self._sections:
+            self._current = self._sections[fields[0]]
+        elif fields[0] == "X":
+            self.setup_failed = True
+        elif fields[0] == "S" and len(fields) == 5:
+            try:
+                rc, flag, out_size, err_size = (int(x) for x in fields[1:])
+            except ValueError:
+                self.malformed = True
+                return
+            self.trailer = WrapperTrailer(rc, flag, out_size, err_size)
+            self._current = None
+        else:
+            self.malformed = True
+
+    def stdout(self) -> tuple[str, bool]:
+        """``(text, truncated)`` of stdout, rendered like every runtime's cut output."""
+        size = self.trailer.stdout_size if self.trailer else None
+        return self._render("O", "o", size)
+
+    def stderr(self) -> tuple[str, bool]:
+        """``(text, truncated)`` of stderr."""
+        size = self.trailer.stderr_size if self.trailer else None
+        return self._render("E", "e", size)
+
+    def _render(self, whole: str, tail: str, size: int | None) -> tuple[str, bool]:
+        head_bytes = self._sections[whole].data
+        tail_bytes = self._sections[tail].data
+        total = size if size is not None else len(head_bytes) + len(tail_bytes)
+        return head_tail_text(head_bytes, tail_bytes, total)
