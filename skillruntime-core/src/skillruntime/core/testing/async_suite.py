@@ -53,6 +53,28 @@ class AsyncRuntimeConformance(RuntimeConformance, CancellationContracts):
             )
         )
 
+    def make_async_runtime_without_conversation(
+        self, *, working_directory: str, base_environment: Mapping[str, str]
+    ) -> AsyncSkillRuntime:
+        """Build a new async runtime without a conversation (same rules as
+        ``make_runtime_without_conversation`` of the sync kit; used when ``conversation_mode`` is
+        off)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} sets conversation_mode = False and must implement "
+            "make_async_runtime_without_conversation()"
+        )
+
+    def make_runtime_without_conversation(
+        self, *, working_directory: str, base_environment: Mapping[str, str]
+    ) -> SkillRuntime:
+        """The async driver: the runtime of :meth:`make_async_runtime_without_conversation`
+        behind ``to_sync``."""
+        return to_sync(
+            self.make_async_runtime_without_conversation(
+                working_directory=working_directory, base_environment=base_environment
+            )
+        )
+
     def backend_call_counter(self, runtime: SkillRuntime) -> Callable[[], int] | None:
         """Spies on the hooks of the :class:`AsyncBaseSkillRuntime` behind the driver, or of the
         :class:`BaseSkillRuntime` behind a thread bridge (else ``None``)."""
