@@ -4,6 +4,8 @@ The service is someone else's: the runtime never creates or stops it. See
 :class:`AioSandboxSkillRuntime` and ``docs/aio-runtime.md``.
 """
 
+from .async_client import AsyncAioClient
+from .async_runtime import AsyncAioSkillRuntime
 from .client import AioClient
 from .errors import (
     AioAuthenticationError,
@@ -30,4 +32,6 @@ __all__ = [
     "AioSandboxSkillRuntime",
     "AioServerError",
     "AioTransportError",
+    "AsyncAioClient",
+    "AsyncAioSkillRuntime",
 ]
