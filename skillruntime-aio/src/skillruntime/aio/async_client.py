@@ -41,8 +41,8 @@ _UPLOAD_BLOCK = 1 << 20
 class AsyncAioClient:
     """Async HTTP access to one AIO Sandbox service (it never creates or stops the service).
 
-    Arguments as :class:`~skillruntime.aio.client.AioClient`; ``pool_size`` bounds the
-    connections of the one pool. Safe to share between the tasks of one event loop;
+    Arguments as :class:`~skillruntime.aio.client.AioClient`; ``pool_size`` is the number
+    of idle connections the one pool keeps. Safe to share between the tasks of one event loop;
     :attr:`request_count` counts HTTP requests sent (retries included).
     """
 
@@ -71,7 +71,9 @@ class AsyncAioClient:
         self._has_credentials = bool(token or api_key)
         self._http = httpx.AsyncClient(
             headers=auth_headers(token, api_key),
-            limits=httpx.Limits(max_connections=pool_size, max_keepalive_connections=pool_size),
+            # Like the sync client's pool: ``pool_size`` connections are kept, more are opened
+            # when more calls run at once (a long command never waits for a free connection).
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=pool_size),
             timeout=httpx.Timeout(read_timeout, connect=connect_timeout),
         )
         self._request_count = 0
