@@ -1,6 +1,7 @@
 """What the native async AIO runtime does beyond the kit: the async client's error mapping and
-retry rules, the plugin's native factory, no thread per command, and the kill sweep that stops a
-cancelled command's processes (closing its session alone would not)."""
+retry rules, the plugin's native factory, no thread per command, the kill sweep that stops a
+cancelled command's processes (closing its session alone would not), and close() killing the
+commands still running."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from skillruntime.aio import (
     AioServerError,
     AsyncAioSkillRuntime,
 )
-from skillruntime.core.errors import ExecutionTransportError
+from skillruntime.core.errors import ExecutionTransportError, RuntimeClosedError
 from skillruntime.core.models import SkillExecutionRequest
 from skillruntime.core.plugins import create_async_runtime
 from skillruntime.core.testing.execute_contracts import process_is_dead_command
@@ -168,6 +169,54 @@ def test_concurrent_commands_start_no_thread_per_command(aio_bash: AioDouble) ->
     assert peak == before
 
 
+_TREE = "sh -c 'sleep 60 & echo $! > {pid}; wait' & sleep 60"
+
+
+async def _start_tree(rt: AsyncAioSkillRuntime, pid_file: str) -> asyncio.Task[Any]:
+    """A command whose grandchild writes its pid to ``pid_file``, started and running."""
+    task = asyncio.create_task(
+        rt.execute(SkillExecutionRequest(command=_TREE.format(pid=pid_file), timeout_seconds=120))
+    )
+    fs = await rt.get_file_system()
+    while not await fs.exists(pid_file):
+        await asyncio.sleep(0.05)
+    return task
+
+
+def _state(double: AioDouble, conversation: str, pid_file: str) -> str:
+    """``dead`` (or an unreaped zombie) or ``alive``, seen by a sync runtime; then killed."""
+    with AioSandboxSkillRuntime(
+        base_url=double.url,
+        token=double.token,
+        conversation_id=conversation,
+        conversations_root=ROOT,
+    ) as sync_rt:
+        state = sync_rt.execute(
+            SkillExecutionRequest(command=process_is_dead_command(pid_file, 2.0))
+        ).stdout
+        sync_rt.execute(
+            SkillExecutionRequest(command=f"kill -9 $(cat {pid_file}) 2>/dev/null; true")
+        )
+        return state.strip()
+
+
+@pytest.mark.parametrize("fixture", ["aio_bash", "aio_shell"])
+def test_close_kills_running_commands(fixture: str, request: pytest.FixtureRequest) -> None:
+    double: AioDouble = request.getfixturevalue(fixture)
+    conversation = f"close-{uuid.uuid4().hex[:8]}"
+    pid_file = posixpath.join(ROOT, conversation, "closed.pid")
+
+    async def main() -> None:
+        rt = _runtime(double, conversation)
+        task = await _start_tree(rt, pid_file)
+        await rt.close()
+        with pytest.raises(RuntimeClosedError):
+            await task
+
+    asyncio.run(main())
+    assert _state(double, conversation, pid_file) == "dead"
+
+
 @pytest.mark.parametrize("fixture", ["aio_bash", "aio_shell"])
 def test_the_kill_sweep_is_what_stops_a_cancelled_tree(
     fixture: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
@@ -177,44 +226,20 @@ def test_the_kill_sweep_is_what_stops_a_cancelled_tree(
     double: AioDouble = request.getfixturevalue(fixture)
     conversation = f"sweep-{uuid.uuid4().hex[:8]}"
 
-    async def cancel_tree(rt: AsyncAioSkillRuntime, pid_file: str) -> None:
-        command = f"sh -c 'sleep 60 & echo $! > {pid_file}; wait' & sleep 60"
-        task = asyncio.create_task(
-            rt.execute(SkillExecutionRequest(command=command, timeout_seconds=120))
-        )
-        fs = await rt.get_file_system()
-        while not await fs.exists(pid_file):
-            await asyncio.sleep(0.05)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-
-    def alive(pid_file: str) -> str:
-        with AioSandboxSkillRuntime(
-            base_url=double.url,
-            token=double.token,
-            conversation_id=conversation,
-            conversations_root=ROOT,
-        ) as sync_rt:
-            state = sync_rt.execute(
-                SkillExecutionRequest(command=process_is_dead_command(pid_file, 2.0))
-            ).stdout
-            sync_rt.execute(
-                SkillExecutionRequest(command=f"kill -9 $(cat {pid_file}) 2>/dev/null; true")
-            )
-            return state.strip()
-
     async def main(pid_file: str) -> None:
         async with _runtime(double, conversation) as rt:
-            await cancel_tree(rt, pid_file)
+            task = await _start_tree(rt, pid_file)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
 
     workspace = posixpath.join(ROOT, conversation)
     asyncio.run(main(posixpath.join(workspace, "with-sweep.pid")))
-    assert alive(posixpath.join(workspace, "with-sweep.pid")) == "dead"
+    assert _state(double, conversation, posixpath.join(workspace, "with-sweep.pid")) == "dead"
 
     async def no_sweep(self: AsyncAioSkillRuntime, token: str) -> None:
         return None
 
     monkeypatch.setattr(AsyncAioSkillRuntime, "_kill", no_sweep)
     asyncio.run(main(posixpath.join(workspace, "without-sweep.pid")))
-    assert alive(posixpath.join(workspace, "without-sweep.pid")) == "alive"
+    assert _state(double, conversation, posixpath.join(workspace, "without-sweep.pid")) == "alive"

@@ -14,8 +14,9 @@ retires the command's session on the service, then runs the kill sweep of
 to every process holding the marker (the whole tree the command started), and only then lets the
 cancellation propagate. The runtime stays usable.
 
-:meth:`close` closes the command sessions this runtime opened and its HTTP connections; it
-deletes no workspace and no prepared copy.
+:meth:`close` kills the commands still running (the same sweep; their :meth:`execute` raises
+``RuntimeClosedError``), then closes the command sessions this runtime opened and its HTTP
+connections; it deletes no workspace and no prepared copy.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from skillruntime.core.models import (
     SkillPreparationRequest,
 )
 from skillruntime.core.runtime import ready_marker_path
+from skillruntime.core.runtime_rules import closed_error
 from skillruntime.core.skillfiles import DEFAULT_UPLOAD_POLICY, SkillFile, UploadPolicy
 from skillruntime.core.workspace import ConversationWorkspace
 
@@ -115,6 +117,7 @@ class AsyncAioSkillRuntime(AsyncBaseSkillRuntime):
         )
         self._root_ready = False
         self._root_lock = asyncio.Lock()
+        self._running: set[str] = set()
 
     # ------------------------------------------------------------------- SPI
 
@@ -163,11 +166,20 @@ class AsyncAioSkillRuntime(AsyncBaseSkillRuntime):
             cap=request.max_output_bytes,
             make_dirs=make_dirs,
         )
+        self._running.add(token)
         try:
             outcome = await self._runner.run(spec)
         except asyncio.CancelledError:
             await asyncio.shield(self._kill(token))
             raise
+        except Exception as exc:
+            if self.closed:
+                raise closed_error(self.name) from exc
+            raise
+        finally:
+            self._running.discard(token)
+        if self.closed:
+            raise closed_error(self.name)  # close() killed the command
         result = execution_result(outcome, request, cwd, started)
         self._root_ready = True
         return result
@@ -191,6 +203,10 @@ class AsyncAioSkillRuntime(AsyncBaseSkillRuntime):
         return self._files
 
     async def _close_resources(self) -> None:
+        running = sorted(self._running)
+        if running:
+            await asyncio.gather(*(self._kill(token) for token in running))
+            logger.info("killed %d running command(s) of the closed AIO runtime", len(running))
         try:
             await self._runner.close()
         finally:
