@@ -7,9 +7,10 @@
    the thread bridge (``to_async(LocalSkillRuntime())``, its default pool) beside it.
 2. ``execute("true")`` on the async local runtime against the sync one, interleaved, medians
    (target ≤ 1.2×).
-3. ``--remote`` concurrent ``execute("sleep 1")`` on the AIO and OpenSandbox doubles: one async
-   runtime (the sync runtime behind the thread bridge, one connection pool) driven by asyncio
-   tasks, against the sync runtime driven by as many threads; wall time and peak threads.
+3. ``--remote`` concurrent ``execute("sleep 1")`` on the AIO and OpenSandbox doubles, each with
+   one connection pool: the sync runtime driven by as many threads (the baseline), the sync
+   runtime behind the thread bridge driven by asyncio tasks, and, for AIO, the native async
+   runtime (httpx) driven by asyncio tasks; wall time, ratio to the baseline and peak threads.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from doubles.aio import AioDouble
 from doubles.opensandbox import OpenSandboxDouble
-from skillruntime.aio import AioSandboxSkillRuntime
+from skillruntime.aio import AioSandboxSkillRuntime, AsyncAioSkillRuntime
 from skillruntime.core.async_runtime import AsyncSkillRuntime
 from skillruntime.core.bridge import to_async
 from skillruntime.core.models import SkillExecutionRequest
@@ -144,6 +145,19 @@ async def _bridged(runtime: SkillRuntime, count: int) -> tuple[float, int]:
         return await _concurrent(bridged, count)
 
 
+async def _native(make: Callable[[], AsyncSkillRuntime], count: int) -> tuple[float, int]:
+    async with make() as native:
+        await native.execute(TRUE)
+        return await _concurrent(native, count)
+
+
+def _row(name: str, count: int, label: str, seconds: float, threads: int, base: float) -> None:
+    print(
+        f"[3] {name:11s} {count} concurrent, {label:24s} {seconds:6.3f} s  "
+        f"ratio {seconds / base:5.2f}  peak threads {threads}"
+    )
+
+
 def bench_remote(count: int) -> None:
     with AioDouble() as aio, OpenSandboxDouble() as opensandbox:
         makers: dict[str, Callable[[], SkillRuntime]] = {
@@ -152,16 +166,20 @@ def bench_remote(count: int) -> None:
                 domain=opensandbox.domain, api_key=opensandbox.api_key
             ),
         }
+        natives: dict[str, Callable[[], AsyncSkillRuntime]] = {
+            "aio": lambda: AsyncAioSkillRuntime(base_url=aio.url, token=aio.token),
+        }
         for name, make in makers.items():
             with make() as sync_runtime:
                 sync_runtime.execute(TRUE)
                 sync_s, sync_threads = _threaded(sync_runtime, count)
-            async_s, async_threads = asyncio.run(_bridged(make(), count))
-            print(
-                f"[3] {name:11s} {count} concurrent: sync with {count} threads {sync_s:6.3f} s "
-                f"(peak threads {sync_threads}); async (bridge) {async_s:6.3f} s "
-                f"(peak threads {async_threads}); ratio {async_s / sync_s:5.2f}"
-            )
+            _row(name, count, f"sync, {count} threads", sync_s, sync_threads, sync_s)
+            bridge_s, bridge_threads = asyncio.run(_bridged(make(), count))
+            _row(name, count, "async, thread bridge", bridge_s, bridge_threads, sync_s)
+            native = natives.get(name)
+            if native is not None:
+                native_s, native_threads = asyncio.run(_native(native, count))
+                _row(name, count, "async, native", native_s, native_threads, sync_s)
 
 
 def main() -> None:

@@ -5,6 +5,8 @@ The service is someone else's: the runtime never creates or stops it. See
 """
 
 from ._version import __version__
+from .async_client import AsyncAioClient
+from .async_runtime import AsyncAioSkillRuntime
 from .client import AioClient
 from .errors import (
     AioAuthenticationError,
@@ -31,5 +33,7 @@ __all__ = [
     "AioSandboxSkillRuntime",
     "AioServerError",
     "AioTransportError",
+    "AsyncAioClient",
+    "AsyncAioSkillRuntime",
     "__version__",
 ]

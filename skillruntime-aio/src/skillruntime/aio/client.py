@@ -10,28 +10,24 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from typing import IO, Any, TypeVar
 from urllib.parse import urlsplit
 
 import requests
 from requests.adapters import HTTPAdapter
-from tenacity import (
-    Retrying,
-    retry_if_exception,
-    stop_after_attempt,
-    wait_exponential,
-)
+from tenacity import Retrying
 
-from .errors import (
-    AioAuthenticationError,
-    AioNotFoundError,
-    AioOperationError,
-    AioRequestError,
-    AioSandboxError,
-    AioServerError,
-    AioTransportError,
+from .errors import AioSandboxError
+from .wire import (
+    RETRYABLE_STATUSES,
+    MultipartFrame,
+    auth_headers,
+    envelope_data,
+    http_error,
+    json_instead_of_content,
+    retry_settings,
+    transport_error,
 )
 
 __all__ = [
@@ -49,54 +45,7 @@ DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_READ_TIMEOUT = 60.0
 """Seconds to wait for a response to a call that does not run a command."""
 
-RETRYABLE_STATUSES = frozenset({502, 503, 504})
-"""HTTP statuses after which an idempotent call is retried."""
-
-_MESSAGE_LIMIT = 300
-
 T = TypeVar("T")
-
-
-def _is_retryable(error: BaseException) -> bool:
-    if isinstance(error, AioTransportError):
-        return True
-    return isinstance(error, AioServerError) and error.status in RETRYABLE_STATUSES
-
-
-def _short(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= _MESSAGE_LIMIT else text[: _MESSAGE_LIMIT - 1] + "…"
-
-
-def _server_message(body: Any) -> str:
-    """The human part of an error body: ``message``, or FastAPI's ``detail`` (``loc``/``msg``
-    only — never ``input``, which echoes request values)."""
-    if not isinstance(body, Mapping):
-        return ""
-    message = body.get("message")
-    if isinstance(message, str) and message:
-        return _short(message)
-    detail = body.get("detail")
-    if isinstance(detail, str):
-        return _short(detail)
-    if isinstance(detail, list):
-        parts = []
-        for item in detail[:5]:
-            if isinstance(item, Mapping):
-                loc = ".".join(str(x) for x in item.get("loc", ()) if x != "body")
-                parts.append(f"{loc}: {item.get('msg', '')}".strip(": "))
-        return _short("; ".join(parts))
-    return ""
-
-
-def _error_type(body: Any) -> str | None:
-    if isinstance(body, Mapping):
-        data = body.get("data")
-        if isinstance(data, Mapping):
-            value = data.get("error_type")
-            if isinstance(value, str):
-                return value
-    return None
 
 
 class _MultipartBody:
@@ -107,19 +56,11 @@ class _MultipartBody:
     """
 
     def __init__(self, fields: Mapping[str, str], source: IO[bytes], size: int, name: str) -> None:
-        self.boundary = f"skillruntime-{uuid.uuid4().hex}"
-        parts = []
-        for key, value in fields.items():
-            parts.append(
-                f'--{self.boundary}\r\nContent-Disposition: form-data; name="{key}"\r\n\r\n'
-                f"{value}\r\n".encode()
-            )
-        parts.append(
-            f'--{self.boundary}\r\nContent-Disposition: form-data; name="file"; '
-            f'filename="{name}"\r\nContent-Type: application/octet-stream\r\n\r\n'.encode()
-        )
-        self._head = b"".join(parts)
-        self._tail = f"\r\n--{self.boundary}--\r\n".encode()
+        frame = MultipartFrame.build(fields, name)
+        self.boundary = frame.boundary
+        self._frame = frame
+        self._head = frame.head
+        self._tail = frame.tail
         self._source = source
         self._size = size
         self._stage = 0
@@ -127,10 +68,10 @@ class _MultipartBody:
 
     @property
     def content_type(self) -> str:
-        return f"multipart/form-data; boundary={self.boundary}"
+        return self._frame.content_type
 
     def __len__(self) -> int:
-        return len(self._head) + self._size + len(self._tail)
+        return self._frame.length(self._size)
 
     def read(self, size: int = -1) -> bytes:
         if size is None or size < 0:
@@ -192,10 +133,7 @@ class AioClient:
         adapter = HTTPAdapter(pool_connections=4, pool_maxsize=pool_size)
         self._session.mount("http://", adapter)
         self._session.mount("https://", adapter)
-        if token:
-            self._session.headers["Authorization"] = f"Bearer {token}"
-        if api_key:
-            self._session.headers["X-AIO-API-Key"] = api_key
+        self._session.headers.update(auth_headers(token, api_key))
         self._count_lock = threading.Lock()
         self._request_count = 0
 
@@ -257,14 +195,9 @@ class AioClient:
             if content_type.startswith("application/json"):
                 # A JSON body on a download is an envelope, never file content.
                 try:
-                    self._data(endpoint, response)
+                    raise json_instead_of_content(endpoint, response)
                 finally:
                     response.close()
-                raise AioOperationError(
-                    f"AIO Sandbox {endpoint} answered with JSON instead of file content",
-                    endpoint=endpoint,
-                    status=response.status_code,
-                )
             return response
 
         return self.retrying(attempt, idempotent=idempotent)
@@ -307,16 +240,7 @@ class AioClient:
         errors, timeouts, HTTP 502/503/504) with exponential back-off."""
         if not idempotent or self._retry_attempts == 1:
             return attempt()
-        policy = Retrying(
-            stop=stop_after_attempt(self._retry_attempts),
-            wait=wait_exponential(multiplier=0.2, max=2.0),
-            retry=retry_if_exception(_is_retryable),
-            reraise=True,
-            before_sleep=lambda state: logger.info(
-                "retrying an idempotent AIO Sandbox call after: %s",
-                state.outcome.exception() if state.outcome else "?",
-            ),
-        )
+        policy = Retrying(**retry_settings(self._retry_attempts))
         return policy(attempt)
 
     def _send(
@@ -348,16 +272,9 @@ class AioClient:
                 timeout=timeout,
             )
         except requests.Timeout as exc:
-            raise AioTransportError(
-                f"AIO Sandbox {endpoint} timed out (connect {timeout[0]:g}s, read {timeout[1]:g}s)",
-                endpoint=endpoint,
-            ) from exc
+            raise transport_error(endpoint, self.base_url, exc, timeout=timeout) from exc
         except requests.RequestException as exc:
-            raise AioTransportError(
-                f"Cannot reach the AIO Sandbox service at {self.base_url} ({endpoint}): "
-                f"{type(exc).__name__}; check base_url and that the service is running",
-                endpoint=endpoint,
-            ) from exc
+            raise transport_error(endpoint, self.base_url, exc, timeout=None) from exc
         logger.debug(
             "AIO %s %s -> %d in %.3fs",
             method,
@@ -368,64 +285,7 @@ class AioClient:
         return response
 
     def _data(self, endpoint: str, response: requests.Response) -> Any:
-        if response.status_code >= 300:
-            raise self._http_error(endpoint, response)
-        try:
-            body = response.json()
-        except ValueError as exc:
-            raise AioServerError(
-                f"AIO Sandbox {endpoint} returned a body that is not JSON "
-                f"(HTTP {response.status_code})",
-                endpoint=endpoint,
-                status=response.status_code,
-            ) from exc
-        if not isinstance(body, Mapping):
-            return body
-        if body.get("success", True) is False:
-            message = _server_message(body) or "no message"
-            raise AioOperationError(
-                f"AIO Sandbox {endpoint} failed: {message}",
-                endpoint=endpoint,
-                status=response.status_code,
-                error_type=_error_type(body),
-            )
-        return body.get("data") if "data" in body or "success" in body else body
+        return envelope_data(endpoint, response, has_credentials=self._has_credentials)
 
     def _http_error(self, endpoint: str, response: requests.Response) -> AioSandboxError:
-        status = response.status_code
-        body: Any = None
-        try:
-            body = response.json()
-        except ValueError:
-            body = None
-        message = _server_message(body)
-        suffix = f": {message}" if message else ""
-        if status in (401, 403):
-            what = "rejected the credentials" if self._has_credentials else "requires credentials"
-            return AioAuthenticationError(
-                f"AIO Sandbox {what} (HTTP {status} on {endpoint}); set the `token` option "
-                "(SKILLRUNTIME_AIO_TOKEN, sent as a Bearer JWT) or the `api_key` option "
-                "(SKILLRUNTIME_AIO_API_KEY, sent as X-AIO-API-Key) to a value the service accepts",
-                endpoint=endpoint,
-                status=status,
-            )
-        if status == 404:
-            return AioNotFoundError(
-                f"AIO Sandbox {endpoint} not found (HTTP 404){suffix}",
-                endpoint=endpoint,
-                status=status,
-                error_type=_error_type(body),
-            )
-        if status >= 500:
-            return AioServerError(
-                f"AIO Sandbox {endpoint} failed with HTTP {status}{suffix}",
-                endpoint=endpoint,
-                status=status,
-                error_type=_error_type(body),
-            )
-        return AioRequestError(
-            f"AIO Sandbox refused {endpoint} with HTTP {status}{suffix}",
-            endpoint=endpoint,
-            status=status,
-            error_type=_error_type(body),
-        )
+        return http_error(endpoint, response, has_credentials=self._has_credentials)

@@ -16,6 +16,12 @@ process group and output bounded on the service.
 
 Commands are never retried otherwise. Internal read-only queries (stat, listings) may be marked
 ``retry_safe`` and then go through the client's retry policy.
+
+The rules live once, in :class:`CommandPlans`: each flow is a generator that yields the I/O it
+needs (:class:`Call`, :class:`Fetch`, :class:`Staging`) and receives the answers; failures are
+thrown into it, so its ``try``/``finally`` blocks clean up as the flow would. :class:`CommandRunner`
+performs the steps with the blocking :class:`~skillruntime.aio.client.AioClient`, the async runner
+(:mod:`.async_commands`) with the async client.
 """
 
 from __future__ import annotations
@@ -29,9 +35,9 @@ import shlex
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
 
 import requests
 
@@ -49,7 +55,18 @@ from .script import (
     started_path,
 )
 
-__all__ = ["TEMP_ROOT_PATTERN", "CommandMode", "CommandRunner", "CommandSpec"]
+__all__ = [
+    "TEMP_ROOT_PATTERN",
+    "Call",
+    "CommandMode",
+    "CommandPlans",
+    "CommandRunner",
+    "CommandSpec",
+    "Fetch",
+    "Plan",
+    "Staging",
+    "Step",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +85,64 @@ _SHELL_RUNNING = ("running", "no_change_timeout")
 
 _KILLED = WrapperOutcome(-1, True, False, b"", b"", 0, 0)
 """The outcome of a command the service stopped at its deadline before the wrapper reported."""
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Call:
+    """Step: one JSON call of the client; the answer sent back is the envelope's ``data``."""
+
+    method: str
+    endpoint: str
+    json: Mapping[str, Any] | None = field(default=None)
+    idempotent: bool = False
+    read_timeout: float | None = None
+
+
+@dataclass(frozen=True)
+class Fetch:
+    """Step: download the small file ``path``; the answer is its bytes. A refused download
+    raises the client's error; more than ``limit`` bytes raise ``ExecutionTransportError``."""
+
+    path: str
+    limit: int
+
+
+@dataclass(frozen=True)
+class Staging:
+    """Step: a fresh staging path ending in ``suffix``, with ``temp_root`` created."""
+
+    suffix: str = ""
+
+
+Step = Call | Fetch | Staging
+"""The I/O a command flow asks its runner for."""
+
+Plan = Generator[Step, Any, T]
+"""A command flow: yields steps, receives their answers, returns its result."""
+
+
+def drive(plan: Plan[T], perform: Any) -> T:
+    """Run ``plan`` to its end, performing each step with the blocking ``perform(step)``;
+    a failure of a step is thrown into the plan."""
+    try:
+        step = next(plan)
+        while True:
+            try:
+                answer = perform(step)
+            except BaseException as exc:
+                step = plan.throw(exc)
+            else:
+                step = plan.send(answer)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+
+
+def too_large_result() -> ExecutionTransportError:
+    """The error of a command result file larger than the wrapper can have written."""
+    return ExecutionTransportError("The command result file is larger than expected")
 
 
 @dataclass(frozen=True)
@@ -121,24 +196,22 @@ def _env_file_text(environment: Mapping[str, str]) -> str:
     return "".join(f"{name}={shlex.quote(value)}\n" for name, value in environment.items())
 
 
-class CommandRunner:
-    """Runs wrapped commands through the service's bash or shell API (see the module docs).
+class CommandPlans:
+    """The command flows of both runners, free of I/O (see the module docs).
 
     ``mode`` forces an API (``bash``/``shell``) or detects it on first use (``auto``).
-    ``temp_root`` is a directory on the service for run directories and staged files.
+    ``temp_root`` is a directory on the service for run directories and staged files;
+    ``read_timeout`` is the client's read timeout, added to every long call's own.
     """
 
-    def __init__(
-        self, client: AioClient, *, mode: CommandMode = "auto", temp_root: str = "/tmp"
-    ) -> None:
+    def __init__(self, *, read_timeout: float, mode: CommandMode, temp_root: str) -> None:
         if not TEMP_ROOT_PATTERN.fullmatch(temp_root) or temp_root.rstrip("/") == "":
             raise ValueError(
                 "temp_root must be an absolute path other than / made of letters, digits, "
                 "'.', '_', '-' and '/'"
             )
-        self._client = client
+        self._read_timeout = read_timeout
         self._mode: Literal["bash", "shell"] | None = None if mode == "auto" else mode
-        self._mode_lock = threading.Lock()
         self._temp_root = posixpath.join(temp_root, ".skillruntime-aio")
         self._staging_root = temp_root.rstrip("/")
         self._bash = _Pool()
@@ -146,89 +219,50 @@ class CommandRunner:
         self._shell_used: set[str] = set()
         self._closed = False
         self._staging_ready = False
-        self._staging_lock = threading.Lock()
 
-    @property
-    def mode(self) -> Literal["bash", "shell"]:
-        """The API in use, detected on first call in ``auto`` mode."""
-        return self._detect()
-
-    def staging_path(self, suffix: str = "") -> str:
-        """A fresh path on the service for a staged upload; ``temp_root`` exists once it returns
-        (the service's file API does not create missing parents)."""
-        self._ensure_staging_root()
+    def _new_staging_path(self, suffix: str) -> str:
         return posixpath.join(self._staging_root, f".skillruntime-aio-{uuid.uuid4().hex}{suffix}")
 
-    def _ensure_staging_root(self) -> None:
-        """Create ``temp_root`` with one command unless a command already ran (every wrapper
-        creates its run directory below it)."""
-        if self._staging_ready:
-            return
-        with self._staging_lock:
-            if self._staging_ready:
-                return
-            self.run(
-                CommandSpec(
-                    command=":",
-                    cwd="/",
-                    environment={},
-                    timeout=60.0,
-                    cap=1024,
-                    make_dirs=(self._staging_root,),
-                ),
-                retry_safe=True,
-            )
+    def _staging_spec(self) -> CommandSpec:
+        """The command that creates ``temp_root`` (every wrapper creates its run directory
+        below it, so any command would)."""
+        return CommandSpec(
+            command=":",
+            cwd="/",
+            environment={},
+            timeout=60.0,
+            cap=1024,
+            make_dirs=(self._staging_root,),
+        )
 
-    # --------------------------------------------------------------- running
-
-    def run(self, spec: CommandSpec, *, retry_safe: bool = False) -> WrapperOutcome:
-        """Run ``spec`` and return what the wrapper reported.
-
-        Raises :class:`ExecutionTransportError` when the result cannot be obtained. With
-        ``retry_safe`` (read-only queries) transient failures are retried.
-        """
-        try:
-            if retry_safe:
-                outcome = self._client.retrying(lambda: self._run_once(spec), idempotent=True)
-            else:
-                outcome = self._run_once(spec)
-        except AioSandboxError as exc:
-            raise ExecutionTransportError(str(exc)) from exc
-        self._staging_ready = True  # the wrapper created its run directory under temp_root
-        return outcome
-
-    def _run_once(self, spec: CommandSpec) -> WrapperOutcome:
-        if self._detect() == "bash":
+    def _command_plan(
+        self, mode: Literal["bash", "shell"], spec: CommandSpec
+    ) -> Plan[WrapperOutcome]:
+        if mode == "bash":
             return self._run_bash(spec)
         return self._run_shell(spec)
 
-    def _detect(self) -> Literal["bash", "shell"]:
-        if self._mode is not None:
-            return self._mode
-        with self._mode_lock:
-            if self._mode is None:
-                try:
-                    session_id = self._create_bash_session()
-                except AioNotFoundError:
-                    logger.info("the AIO Sandbox has no /v1/bash API; using /v1/shell sessions")
-                    self._mode = "shell"
-                else:
-                    self._bash.give_back(session_id)
-                    self._mode = "bash"
-            return self._mode
+    def _detect_plan(self) -> Plan[Literal["bash", "shell"]]:
+        try:
+            session_id = yield from self._create_bash_session()
+        except AioNotFoundError:
+            logger.info("the AIO Sandbox has no /v1/bash API; using /v1/shell sessions")
+            return "shell"
+        self._bash.give_back(session_id)
+        return "bash"
 
     # ------------------------------------------------------------------ bash
 
-    def _create_bash_session(self) -> str:
+    def _create_bash_session(self) -> Plan[str]:
         session_id = f"skillruntime-{uuid.uuid4().hex[:16]}"
-        self._client.call(
+        yield Call(
             "POST", "/v1/bash/sessions/create", json={"session_id": session_id}, idempotent=True
         )
         self._bash.add(session_id)
         return session_id
 
-    def _run_bash(self, spec: CommandSpec) -> WrapperOutcome:
-        session_id = self._bash.take() or self._create_bash_session()
+    def _run_bash(self, spec: CommandSpec) -> Plan[WrapperOutcome]:
+        session_id = self._bash.take() or (yield from self._create_bash_session())
         nonce = uuid.uuid4().hex
         script = build_wrapper(
             command=spec.command,
@@ -249,17 +283,19 @@ class CommandRunner:
         }
         if spec.environment:
             body["env"] = dict(spec.environment)
-        read_timeout = spec.timeout + 2 * _GRACE + self._client.read_timeout
+        read_timeout = spec.timeout + 2 * _GRACE + self._read_timeout
         healthy = False
         try:
-            data = self._client.call("POST", "/v1/bash/exec", json=body, read_timeout=read_timeout)
-            stdout, stderr, status = self._bash_finish(session_id, data, spec.timeout + _GRACE)
+            data = yield Call("POST", "/v1/bash/exec", json=body, read_timeout=read_timeout)
+            stdout, stderr, status = yield from self._bash_finish(
+                session_id, data, spec.timeout + _GRACE
+            )
             healthy = True
         finally:
             if healthy:
                 self._bash.give_back(session_id)
             else:
-                self._retire_bash(session_id)
+                yield from self._retire_bash(session_id)
         outcome = parse_stream_result(nonce, stdout, stderr)
         if outcome is not None:
             return outcome
@@ -270,14 +306,14 @@ class CommandRunner:
             "the command wrapper could not run"
         )
 
-    def _retire_bash(self, session_id: str) -> None:
+    def _retire_bash(self, session_id: str) -> Plan[None]:
         self._bash.retire(session_id)
         with contextlib.suppress(AioSandboxError):
-            self._client.call("POST", f"/v1/bash/sessions/{session_id}/close")
+            yield Call("POST", f"/v1/bash/sessions/{session_id}/close")
 
     def _bash_finish(
         self, session_id: str, data: Any, budget: float
-    ) -> tuple[str, str, str | None]:
+    ) -> Plan[tuple[str, str, str | None]]:
         """Poll ``/v1/bash/output`` while the command is still ``running``."""
         if not isinstance(data, Mapping):
             raise ExecutionTransportError("The AIO Sandbox /v1/bash/exec answer has no data")
@@ -293,7 +329,7 @@ class CommandRunner:
         deadline = time.monotonic() + budget
         while time.monotonic() < deadline:
             wait = max(1.0, min(_SOFT_TIMEOUT, deadline - time.monotonic()))
-            result = self._client.call(
+            result = yield Call(
                 "POST",
                 "/v1/bash/output",
                 json={
@@ -304,7 +340,7 @@ class CommandRunner:
                     "wait": True,
                     "wait_timeout": wait,
                 },
-                read_timeout=wait + self._client.read_timeout,
+                read_timeout=wait + self._read_timeout,
             )
             out_parts.append(str(result.get("stdout") or ""))
             err_parts.append(str(result.get("stderr") or ""))
@@ -315,7 +351,7 @@ class CommandRunner:
             if status not in ("running", "pending"):
                 return "".join(out_parts), "".join(err_parts), status
         with contextlib.suppress(AioSandboxError):
-            self._client.call(
+            yield Call(
                 "POST", "/v1/bash/kill", json={"session_id": session_id, "signal": "SIGKILL"}
             )
         raise ExecutionTransportError(
@@ -324,9 +360,9 @@ class CommandRunner:
 
     # ----------------------------------------------------------------- shell
 
-    def _create_shell_session(self, no_change_timeout: int) -> str:
+    def _create_shell_session(self, no_change_timeout: int) -> Plan[str]:
         session_id = f"skillruntime-{uuid.uuid4().hex[:16]}"
-        self._client.call(
+        yield Call(
             "POST",
             "/v1/shell/sessions/create",
             json={"id": session_id, "no_change_timeout": no_change_timeout},
@@ -336,31 +372,31 @@ class CommandRunner:
         self._shell_used.add(session_id)
         return session_id
 
-    def _retire_shell(self, session_id: str) -> None:
+    def _retire_shell(self, session_id: str) -> Plan[None]:
         self._shell.retire(session_id)
         with contextlib.suppress(AioSandboxError):
-            self._client.call("DELETE", f"/v1/shell/sessions/{session_id}")
+            yield Call("DELETE", f"/v1/shell/sessions/{session_id}")
 
-    def _run_shell(self, spec: CommandSpec) -> WrapperOutcome:
+    def _run_shell(self, spec: CommandSpec) -> Plan[WrapperOutcome]:
         no_change = math.ceil(spec.timeout + _GRACE) + 30
         env_file: str | None = None
         if spec.environment:
-            env_file = self.staging_path(".env")
-            self._client.call(
+            env_file = yield Staging(".env")
+            yield Call(
                 "POST",
                 "/v1/file/write",
                 json={"file": env_file, "content": _env_file_text(spec.environment)},
             )
         try:
-            session_id = self._shell.take() or self._create_shell_session(no_change)
-            return self._shell_attempt(spec, session_id, env_file, no_change, retried=False)
+            session_id = self._shell.take() or (yield from self._create_shell_session(no_change))
+            return (
+                yield from self._shell_attempt(spec, session_id, env_file, no_change, retried=False)
+            )
         except BaseException:
             if env_file is not None:
                 # The wrapper may not have run: blank the file so no value stays behind.
                 with contextlib.suppress(AioSandboxError):
-                    self._client.call(
-                        "POST", "/v1/file/write", json={"file": env_file, "content": ""}
-                    )
+                    yield Call("POST", "/v1/file/write", json={"file": env_file, "content": ""})
             raise
 
     def _shell_attempt(
@@ -371,7 +407,7 @@ class CommandRunner:
         no_change: int,
         *,
         retried: bool,
-    ) -> WrapperOutcome:
+    ) -> Plan[WrapperOutcome]:
         nonce = uuid.uuid4().hex
         run_dir = posixpath.join(self._temp_root, session_id)
         run_id = uuid.uuid4().hex
@@ -400,16 +436,16 @@ class CommandRunner:
             "hard_timeout": spec.timeout + _GRACE,
         }
 
-        def again() -> WrapperOutcome:
-            fresh = self._create_shell_session(no_change)
-            return self._shell_attempt(spec, fresh, env_file, no_change, retried=True)
+        def again() -> Plan[WrapperOutcome]:
+            fresh = yield from self._create_shell_session(no_change)
+            return (yield from self._shell_attempt(spec, fresh, env_file, no_change, retried=True))
 
         try:
-            data = self._client.call(
+            data = yield Call(
                 "POST",
                 "/v1/shell/exec",
                 json=body,
-                read_timeout=soft + self._client.read_timeout,
+                read_timeout=soft + self._read_timeout,
             )
         except AioNotFoundError:
             # The session expired or was evicted: the command cannot have run.
@@ -417,24 +453,24 @@ class CommandRunner:
             if retried:
                 raise
             logger.info("AIO shell session vanished; running the command on a new session")
-            return again()
+            return (yield from again())
         except BaseException:
-            self._retire_shell(session_id)
+            yield from self._retire_shell(session_id)
             raise
         status = data.get("status") if isinstance(data, Mapping) else None
         try:
-            status = self._shell_poll(session_id, status, deadline)
+            status = yield from self._shell_poll(session_id, status, deadline)
         except BaseException:
-            self._retire_shell(session_id)
+            yield from self._retire_shell(session_id)
             raise
         if status == "terminated":
-            self._retire_shell(session_id)
-            outcome = self._shell_result(result, nonce, spec.cap)
+            yield from self._retire_shell(session_id)
+            outcome = yield from self._shell_result(result, nonce, spec.cap)
             if outcome is not None:
                 return outcome
-            if not retried and not self._exists(started_path(run_dir, run_id)):
+            if not retried and not (yield from self._exists(started_path(run_dir, run_id))):
                 logger.info("AIO shell session was terminated; running the command on a new one")
-                return again()
+                return (yield from again())
             raise ExecutionTransportError(
                 "The AIO Sandbox shell session was terminated while the command ran; "
                 "it was not run again"
@@ -442,12 +478,12 @@ class CommandRunner:
         if status in _SHELL_RUNNING:
             # The client deadline passed although the wrapper enforces the timeout itself.
             with contextlib.suppress(AioSandboxError):
-                self._client.call("POST", "/v1/shell/kill", json={"id": session_id})
-            self._retire_shell(session_id)
-            return self._shell_result(result, nonce, spec.cap) or _KILLED
-        outcome = self._shell_result(result, nonce, spec.cap)
+                yield Call("POST", "/v1/shell/kill", json={"id": session_id})
+            yield from self._retire_shell(session_id)
+            return (yield from self._shell_result(result, nonce, spec.cap)) or _KILLED
+        outcome = yield from self._shell_result(result, nonce, spec.cap)
         if status == "hard_timeout":
-            self._retire_shell(session_id)
+            yield from self._retire_shell(session_id)
             return outcome or _KILLED
         self._shell.give_back(session_id)
         if outcome is None:
@@ -457,44 +493,154 @@ class CommandRunner:
             )
         return outcome
 
-    def _shell_poll(self, session_id: str, status: Any, deadline: float) -> Any:
+    def _shell_poll(self, session_id: str, status: Any, deadline: float) -> Plan[Any]:
         while status in _SHELL_RUNNING:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return status
             seconds = max(1, min(int(_SOFT_TIMEOUT), math.ceil(remaining)))
-            self._client.call(
+            yield Call(
                 "POST",
                 "/v1/shell/wait",
                 json={"id": session_id, "seconds": seconds},
-                read_timeout=seconds + self._client.read_timeout,
+                read_timeout=seconds + self._read_timeout,
             )
-            view = self._client.call("POST", "/v1/shell/view", json={"id": session_id})
+            view = yield Call("POST", "/v1/shell/view", json={"id": session_id})
             status = view.get("status") if isinstance(view, Mapping) else None
         return status
 
-    def _shell_result(self, path: str, nonce: str, cap: int) -> WrapperOutcome | None:
-        data = self._download_small(path, 2 * cap + 8192)
+    def _shell_result(self, path: str, nonce: str, cap: int) -> Plan[WrapperOutcome | None]:
+        data = yield from self._download_small(path, 2 * cap + 8192)
         return None if data is None else parse_file_result(nonce, data, cap)
 
-    def _exists(self, path: str) -> bool:
-        return self._download_small(path, 1024) is not None
+    def _exists(self, path: str) -> Plan[bool]:
+        return (yield from self._download_small(path, 1024)) is not None
 
-    def _download_small(self, path: str, limit: int) -> bytes | None:
+    def _download_small(self, path: str, limit: int) -> Plan[bytes | None]:
         try:
-            response = self._client.open_stream("/v1/file/download", params={"path": path})
+            data: bytes = yield Fetch(path, limit)
         except (AioNotFoundError, AioOperationError):
             return None
         except AioSandboxError as exc:
             if exc.status == 400:
                 return None
             raise
+        return data
+
+    # ----------------------------------------------------------------- close
+
+    def _close_plan(self) -> Plan[None]:
+        """Close the sessions this runner created (never the service's other sessions)."""
+        for session_id in self._bash.drain():
+            with contextlib.suppress(AioSandboxError):
+                yield Call("POST", f"/v1/bash/sessions/{session_id}/close")
+        shell_ids = self._shell.drain()
+        if shell_ids:
+            yield from self._cleanup_shell_dirs(shell_ids[0], sorted(self._shell_used))
+        for session_id in shell_ids:
+            with contextlib.suppress(AioSandboxError):
+                yield Call("DELETE", f"/v1/shell/sessions/{session_id}")
+
+    def _cleanup_shell_dirs(self, session_id: str, all_ids: Sequence[str]) -> Plan[None]:
+        dirs = " ".join(shlex.quote(posixpath.join(self._temp_root, s)) for s in all_ids)
+        with contextlib.suppress(AioSandboxError):
+            yield Call(
+                "POST",
+                "/v1/shell/exec",
+                json={
+                    "id": session_id,
+                    "command": f"(rm -rf -- {dirs})",
+                    "async_mode": False,
+                    "timeout": 10,
+                },
+                read_timeout=10 + self._read_timeout,
+            )
+
+
+class CommandRunner(CommandPlans):
+    """Runs wrapped commands through the service's bash or shell API with the blocking client
+    (see the module docs); safe to share between threads."""
+
+    def __init__(
+        self, client: AioClient, *, mode: CommandMode = "auto", temp_root: str = "/tmp"
+    ) -> None:
+        super().__init__(read_timeout=client.read_timeout, mode=mode, temp_root=temp_root)
+        self._client = client
+        self._mode_lock = threading.Lock()
+        self._staging_lock = threading.Lock()
+
+    @property
+    def mode(self) -> Literal["bash", "shell"]:
+        """The API in use, detected on first call in ``auto`` mode."""
+        return self._detect()
+
+    def staging_path(self, suffix: str = "") -> str:
+        """A fresh path on the service for a staged upload; ``temp_root`` exists once it returns
+        (the service's file API does not create missing parents)."""
+        self._ensure_staging_root()
+        return self._new_staging_path(suffix)
+
+    def _ensure_staging_root(self) -> None:
+        """Create ``temp_root`` with one command unless a command already ran."""
+        if self._staging_ready:
+            return
+        with self._staging_lock:
+            if self._staging_ready:
+                return
+            self.run(self._staging_spec(), retry_safe=True)
+
+    # --------------------------------------------------------------- running
+
+    def run(self, spec: CommandSpec, *, retry_safe: bool = False) -> WrapperOutcome:
+        """Run ``spec`` and return what the wrapper reported.
+
+        Raises :class:`ExecutionTransportError` when the result cannot be obtained. With
+        ``retry_safe`` (read-only queries) transient failures are retried.
+        """
+        try:
+            if retry_safe:
+                outcome = self._client.retrying(lambda: self._run_once(spec), idempotent=True)
+            else:
+                outcome = self._run_once(spec)
+        except AioSandboxError as exc:
+            raise ExecutionTransportError(str(exc)) from exc
+        self._staging_ready = True  # the wrapper created its run directory under temp_root
+        return outcome
+
+    def _run_once(self, spec: CommandSpec) -> WrapperOutcome:
+        return drive(self._command_plan(self._detect(), spec), self._perform)
+
+    def _detect(self) -> Literal["bash", "shell"]:
+        if self._mode is not None:
+            return self._mode
+        with self._mode_lock:
+            mode = self._mode
+            if mode is None:
+                mode = drive(self._detect_plan(), self._perform)
+                self._mode = mode
+            return mode
+
+    def _perform(self, step: Step) -> Any:
+        if isinstance(step, Call):
+            return self._client.call(
+                step.method,
+                step.endpoint,
+                json=step.json,
+                idempotent=step.idempotent,
+                read_timeout=step.read_timeout,
+            )
+        if isinstance(step, Fetch):
+            return self._fetch(step)
+        return self.staging_path(step.suffix)
+
+    def _fetch(self, step: Fetch) -> bytes:
+        response = self._client.open_stream("/v1/file/download", params={"path": step.path})
         buffer = bytearray()
         try:
             for chunk in response.iter_content(64 * 1024):
                 buffer.extend(chunk)
-                if len(buffer) > limit:
-                    raise ExecutionTransportError("The command result file is larger than expected")
+                if len(buffer) > step.limit:
+                    raise too_large_result()
         except requests.RequestException as exc:
             raise ExecutionTransportError(
                 f"Reading a command result from the AIO Sandbox failed: {type(exc).__name__}"
@@ -510,27 +656,4 @@ class CommandRunner:
         if self._closed:
             return
         self._closed = True
-        for session_id in self._bash.drain():
-            with contextlib.suppress(AioSandboxError):
-                self._client.call("POST", f"/v1/bash/sessions/{session_id}/close")
-        shell_ids = self._shell.drain()
-        if shell_ids:
-            self._cleanup_shell_dirs(shell_ids[0], sorted(self._shell_used))
-        for session_id in shell_ids:
-            with contextlib.suppress(AioSandboxError):
-                self._client.call("DELETE", f"/v1/shell/sessions/{session_id}")
-
-    def _cleanup_shell_dirs(self, session_id: str, all_ids: Sequence[str]) -> None:
-        dirs = " ".join(shlex.quote(posixpath.join(self._temp_root, s)) for s in all_ids)
-        with contextlib.suppress(AioSandboxError):
-            self._client.call(
-                "POST",
-                "/v1/shell/exec",
-                json={
-                    "id": session_id,
-                    "command": f"(rm -rf -- {dirs})",
-                    "async_mode": False,
-                    "timeout": 10,
-                },
-                read_timeout=10 + self._client.read_timeout,
-            )
+        drive(self._close_plan(), self._perform)

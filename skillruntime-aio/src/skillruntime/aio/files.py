@@ -43,7 +43,24 @@ from .commands import CommandRunner, CommandSpec
 from .errors import AioNotFoundError, AioSandboxError
 from .script import WrapperOutcome
 
-__all__ = ["AioFileSystem"]
+__all__ = [
+    "LIST_OUTPUT_CAP",
+    "QUERY_OUTPUT_CAP",
+    "AioFileSystem",
+    "checked_outcome",
+    "command_failure",
+    "delete_script",
+    "file_command",
+    "list_result",
+    "list_script",
+    "make_directory_script",
+    "marker_script",
+    "move_into_place_script",
+    "refused_read",
+    "refused_read_after_stat",
+    "stat_result",
+    "stat_script",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -97,6 +114,144 @@ def _parse_entry(line: str) -> FileInfo | None:
     )
 
 
+def file_command(script: str, timeout: float, cap: int) -> CommandSpec:
+    """The command of one file operation (C locale, run from ``/``, no environment), keeping
+    ``cap`` bytes per stream."""
+    return CommandSpec(
+        command=_C_LOCALE + script, cwd="/", environment={}, timeout=timeout, cap=cap
+    )
+
+
+def checked_outcome(outcome: WrapperOutcome, path: str, timeout: float) -> WrapperOutcome:
+    """``outcome``, unless the file command timed out (a :class:`RuntimeFileError`)."""
+    if outcome.timed_out:
+        raise RuntimeFileError(f"File operation on {path} timed out after {timeout:g}s", path=path)
+    return outcome
+
+
+def command_failure(outcome: WrapperOutcome, what: str, path: str) -> RuntimeFileError:
+    """The typed error of a failed file command, classified by the reason it printed."""
+    detail = outcome.stderr.decode("utf-8", "replace").strip()[-300:]
+    suffix = f": {detail}" if detail else ""
+    cls = next(
+        (kind for reasons, kind in _REASONS if any(reason in detail for reason in reasons)),
+        RuntimeFileError,
+    )
+    return cls(f"Cannot {what} {path}{suffix}", path=path)
+
+
+def refused_read(path: str, exc: AioSandboxError) -> RuntimeFileError | None:
+    """The typed error of a refused download, or ``None`` when a stat must tell it apart
+    (:func:`refused_read_after_stat`): the service's answer for a directory is not documented
+    (an image answers 400)."""
+    if exc.error_type in _PERMISSION_TYPES or "Permission denied" in str(exc):
+        return RuntimePermissionError(f"Cannot read {path}: permission denied", path=path)
+    if exc.status != 400 and exc.error_type not in _NOT_FOUND_TYPES:
+        return RuntimeFileError(f"Cannot read {path}: {exc}", path=path)
+    return None
+
+
+def refused_read_after_stat(path: str, info: FileInfo | None) -> RuntimeFileError:
+    """A refused download of a directory, or of a missing or irregular file."""
+    if info is not None and info.is_directory:
+        return RuntimeIsADirectoryError(f"Path is a directory, not a file: {path}", path=path)
+    return RuntimeFileNotFoundError(f"Not a readable regular file: {path}", path=path)
+
+
+def move_into_place_script(staging: str, path: str, mode: int) -> str:
+    """Move an uploaded ``staging`` file to ``path`` (parents created, ``mode`` set)."""
+    q = shlex.quote
+    return (
+        f"s={q(staging)}; t={q(path)}; "
+        f'mkdir -p -- {q(posixpath.dirname(path) or "/")} && mv -fT -- "$s" "$t" '
+        f'&& chmod {mode:o} -- "$t" || {{ rm -f -- "$s"; exit 1; }}'
+    )
+
+
+def stat_script(path: str) -> str:
+    """Print the entry of ``path`` (a link itself when dangling); exit 44 when missing."""
+    q = shlex.quote
+    return (
+        f'p={q(path)}; if [ -e "$p" ]; then find -H "$p" -maxdepth 0 -printf \'{_FIELDS}\'; '
+        f'elif [ -L "$p" ]; then find "$p" -maxdepth 0 -printf \'{_FIELDS}\'; '
+        f"else exit {_MISSING}; fi"
+    )
+
+
+def stat_result(outcome: WrapperOutcome, path: str) -> FileInfo | None:
+    """The answer of :func:`stat_script`."""
+    if outcome.exit_code == _MISSING:
+        return None
+    if outcome.exit_code != 0:
+        raise command_failure(outcome, "stat", path)
+    text = outcome.stdout.decode("utf-8", "replace").rstrip("\n")
+    info = _parse_entry(text)
+    if info is None:
+        raise RuntimeFileError(f"Unexpected stat answer for {path}", path=path)
+    return info.model_copy(update={"path": path})
+
+
+def list_script(path: str, depth: int, limit: int) -> str:
+    """List ``path`` down to ``depth`` (at least 1), at most ``limit`` entries."""
+    q = shlex.quote
+    return (
+        f'p={q(path)}; if [ -d "$p" ]; then '
+        f"find -H \"$p\" -mindepth 1 -maxdepth {int(depth)} -printf '{_FIELDS}' "
+        f"| LC_ALL=C sort -t '\t' -k5 | head -n {int(limit)}; "
+        f'elif [ -e "$p" ] || [ -L "$p" ]; then find "$p" -maxdepth 0 -printf \'{_FIELDS}\'; '
+        # Missing: below a regular file (the nearest existing ancestor) or simply absent.
+        f'else a="$p"; while a=$(dirname -- "$a"); [ "$a" != / ] && [ ! -e "$a" ]; do :; '
+        f'done; [ -d "$a" ] || exit {_NOT_A_DIRECTORY}; exit {_MISSING}; fi'
+    )
+
+
+def list_result(outcome: WrapperOutcome, path: str, limit: int) -> list[FileInfo]:
+    """The answer of :func:`list_script`."""
+    if outcome.exit_code == _MISSING:
+        raise RuntimeFileNotFoundError(f"Path does not exist: {path}", path=path)
+    if outcome.exit_code == _NOT_A_DIRECTORY:
+        raise NotADirectoryFileError(
+            f"Cannot list {path}: a component of the path is not a directory", path=path
+        )
+    if outcome.exit_code != 0:
+        raise command_failure(outcome, "list", path)
+    entries = []
+    for line in outcome.stdout.decode("utf-8", "replace").split("\n"):
+        if line:
+            info = _parse_entry(line)
+            if info is not None:
+                entries.append(info)
+    if len(entries) == 1 and entries[0].path == path and not entries[0].is_directory:
+        return entries
+    entries.sort(key=lambda item: item.path)
+    return entries[:limit]
+
+
+def delete_script(path: str) -> str:
+    """Delete ``path`` recursively; the root directory is refused."""
+    if path.rstrip("/") in ("", "/"):
+        raise RuntimeFileError("Refusing to delete the root directory", path=path)
+    return f"rm -rf -- {shlex.quote(path)}"
+
+
+def make_directory_script(path: str) -> str:
+    """Create ``path`` and its parents."""
+    return f"mkdir -p -- {shlex.quote(path)}"
+
+
+def marker_script(path: str, text: str) -> str:
+    """Write the small text file ``path`` (parents created)."""
+    q = shlex.quote
+    return f"mkdir -p -- {q(posixpath.dirname(path) or '/')} && printf '%s' {q(text)} > {q(path)}"
+
+
+LIST_OUTPUT_CAP = 64 * 1024 * 1024
+"""Bytes of a listing kept per stream."""
+
+QUERY_OUTPUT_CAP = 1024 * 1024
+"""Bytes of the other file commands' output kept per stream."""
+
+
 class AioFileSystem(SkillRuntimeFileSystem):
     """Unscoped file access on the service (see the module docs); paths are absolute.
 
@@ -119,37 +274,19 @@ class AioFileSystem(SkillRuntimeFileSystem):
     # ---------------------------------------------------------------- helpers
 
     def _command(
-        self, script: str, path: str, *, retry_safe: bool, cap: int = 1024 * 1024
+        self, script: str, path: str, *, retry_safe: bool, cap: int = QUERY_OUTPUT_CAP
     ) -> WrapperOutcome:
+        spec = file_command(script, self._query_timeout, cap)
         try:
-            outcome = self._runner.run(
-                CommandSpec(
-                    command=_C_LOCALE + script,
-                    cwd="/",
-                    environment={},
-                    timeout=self._query_timeout,
-                    cap=cap,
-                ),
-                retry_safe=retry_safe,
-            )
+            outcome = self._runner.run(spec, retry_safe=retry_safe)
         except ExecutionTransportError as exc:
             raise RuntimeFileError(str(exc), path=path) from exc
-        if outcome.timed_out:
-            raise RuntimeFileError(
-                f"File operation on {path} timed out after {self._query_timeout:g}s", path=path
-            )
-        return outcome
+        return checked_outcome(outcome, path, self._query_timeout)
 
     @staticmethod
     def _failure(outcome: WrapperOutcome, what: str, path: str) -> RuntimeFileError:
         """The typed error of a failed file command, classified by the reason it printed."""
-        detail = outcome.stderr.decode("utf-8", "replace").strip()[-300:]
-        suffix = f": {detail}" if detail else ""
-        cls = next(
-            (kind for reasons, kind in _REASONS if any(reason in detail for reason in reasons)),
-            RuntimeFileError,
-        )
-        return cls(f"Cannot {what} {path}{suffix}", path=path)
+        return command_failure(outcome, what, path)
 
     # ------------------------------------------------------------------ reads
 
@@ -185,20 +322,15 @@ class AioFileSystem(SkillRuntimeFileSystem):
             )
 
     def _read_error(self, path: str, exc: AioSandboxError) -> RuntimeFileError:
-        """The typed error of a refused download. The service's answer for a directory is not
-        documented (an image answers 400), so a refusal that is no permission error is told
-        apart with a stat: a directory, or a missing or irregular file."""
-        if exc.error_type in _PERMISSION_TYPES or "Permission denied" in str(exc):
-            return RuntimePermissionError(f"Cannot read {path}: permission denied", path=path)
-        if exc.status != 400 and exc.error_type not in _NOT_FOUND_TYPES:
-            return RuntimeFileError(f"Cannot read {path}: {exc}", path=path)
+        """The typed error of a refused download (a stat tells a directory apart)."""
+        error = refused_read(path, exc)
+        if error is not None:
+            return error
         try:
             info = self.stat(path)
         except RuntimeFileError:
             info = None
-        if info is not None and info.is_directory:
-            return RuntimeIsADirectoryError(f"Path is a directory, not a file: {path}", path=path)
-        return RuntimeFileNotFoundError(f"Not a readable regular file: {path}", path=path)
+        return refused_read_after_stat(path, info)
 
     # ----------------------------------------------------------------- writes
 
@@ -223,12 +355,7 @@ class AioFileSystem(SkillRuntimeFileSystem):
             )
         except AioSandboxError as exc:
             raise RuntimeFileError(f"Cannot upload {path}: {exc}", path=path) from exc
-        q = shlex.quote
-        script = (
-            f"s={q(staging)}; t={q(path)}; "
-            f'mkdir -p -- {q(posixpath.dirname(path) or "/")} && mv -fT -- "$s" "$t" '
-            f'&& chmod {mode:o} -- "$t" || {{ rm -f -- "$s"; exit 1; }}'
-        )
+        script = move_into_place_script(staging, path, mode)
         outcome = self._command(script, path, retry_safe=False)
         if outcome.exit_code != 0:
             raise self._failure(outcome, "write", path)
@@ -236,79 +363,32 @@ class AioFileSystem(SkillRuntimeFileSystem):
     # --------------------------------------------------------------- metadata
 
     def stat(self, path: str) -> FileInfo | None:
-        q = shlex.quote
-        script = (
-            f'p={q(path)}; if [ -e "$p" ]; then find -H "$p" -maxdepth 0 -printf \'{_FIELDS}\'; '
-            f'elif [ -L "$p" ]; then find "$p" -maxdepth 0 -printf \'{_FIELDS}\'; '
-            f"else exit {_MISSING}; fi"
-        )
-        outcome = self._command(script, path, retry_safe=True)
-        if outcome.exit_code == _MISSING:
-            return None
-        if outcome.exit_code != 0:
-            raise self._failure(outcome, "stat", path)
-        text = outcome.stdout.decode("utf-8", "replace").rstrip("\n")
-        info = _parse_entry(text)
-        if info is None:
-            raise RuntimeFileError(f"Unexpected stat answer for {path}", path=path)
-        return info.model_copy(update={"path": path})
+        return stat_result(self._command(stat_script(path), path, retry_safe=True), path)
 
     def list_directory(
         self, path: str, depth: int = 1, limit: int = DEFAULT_LIST_LIMIT
     ) -> list[FileInfo]:
         if limit <= 0:
             return []
-        depth = max(depth, 1)
-        q = shlex.quote
-        script = (
-            f'p={q(path)}; if [ -d "$p" ]; then '
-            f"find -H \"$p\" -mindepth 1 -maxdepth {int(depth)} -printf '{_FIELDS}' "
-            f"| LC_ALL=C sort -t '\t' -k5 | head -n {int(limit)}; "
-            f'elif [ -e "$p" ] || [ -L "$p" ]; then find "$p" -maxdepth 0 -printf \'{_FIELDS}\'; '
-            # Missing: below a regular file (the nearest existing ancestor) or simply absent.
-            f'else a="$p"; while a=$(dirname -- "$a"); [ "$a" != / ] && [ ! -e "$a" ]; do :; '
-            f'done; [ -d "$a" ] || exit {_NOT_A_DIRECTORY}; exit {_MISSING}; fi'
-        )
-        outcome = self._command(script, path, retry_safe=True, cap=64 * 1024 * 1024)
-        if outcome.exit_code == _MISSING:
-            raise RuntimeFileNotFoundError(f"Path does not exist: {path}", path=path)
-        if outcome.exit_code == _NOT_A_DIRECTORY:
-            raise NotADirectoryFileError(
-                f"Cannot list {path}: a component of the path is not a directory", path=path
-            )
-        if outcome.exit_code != 0:
-            raise self._failure(outcome, "list", path)
-        entries = []
-        for line in outcome.stdout.decode("utf-8", "replace").split("\n"):
-            if line:
-                info = _parse_entry(line)
-                if info is not None:
-                    entries.append(info)
-        if len(entries) == 1 and entries[0].path == path and not entries[0].is_directory:
-            return entries
-        entries.sort(key=lambda item: item.path)
-        return entries[:limit]
+        script = list_script(path, max(depth, 1), limit)
+        outcome = self._command(script, path, retry_safe=True, cap=LIST_OUTPUT_CAP)
+        return list_result(outcome, path, limit)
 
     # ---------------------------------------------------------------- changes
 
     def delete(self, path: str) -> None:
-        if path.rstrip("/") in ("", "/"):
-            raise RuntimeFileError("Refusing to delete the root directory", path=path)
-        outcome = self._command(f"rm -rf -- {shlex.quote(path)}", path, retry_safe=False)
+        outcome = self._command(delete_script(path), path, retry_safe=False)
         if outcome.exit_code != 0:
             raise self._failure(outcome, "delete", path)
 
     def make_directory(self, path: str) -> None:
-        outcome = self._command(f"mkdir -p -- {shlex.quote(path)}", path, retry_safe=False)
+        outcome = self._command(make_directory_script(path), path, retry_safe=False)
         if outcome.exit_code != 0:
             raise self._failure(outcome, "create directory", path)
 
     def write_marker(self, path: str, text: str) -> None:
         """Write a small text file with one command (parents created)."""
-        q = shlex.quote
-        script = (
-            f"mkdir -p -- {q(posixpath.dirname(path) or '/')} && printf '%s' {q(text)} > {q(path)}"
-        )
+        script = marker_script(path, text)
         outcome = self._command(script, path, retry_safe=False)
         if outcome.exit_code != 0:
             raise self._failure(outcome, "write", path)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from skillruntime.core.async_runtime import AsyncSkillRuntime
 from skillruntime.core.plugins import RuntimeProvider, hookimpl
 from skillruntime.core.runtime import SkillRuntime
 
 from .options import AioRuntimeOptions
 
-__all__ = ["create_aio_runtime", "skillruntime_runtimes"]
+__all__ = ["create_aio_runtime", "create_async_aio_runtime", "skillruntime_runtimes"]
 
 
 def create_aio_runtime(options: AioRuntimeOptions) -> SkillRuntime:
@@ -17,6 +18,13 @@ def create_aio_runtime(options: AioRuntimeOptions) -> SkillRuntime:
     from .runtime import AioSandboxSkillRuntime
 
     return AioSandboxSkillRuntime(**options.runtime_arguments())
+
+
+def create_async_aio_runtime(options: AioRuntimeOptions) -> AsyncSkillRuntime:
+    """Async factory of the ``aio`` provider: a native :class:`AsyncAioSkillRuntime`."""
+    from .async_runtime import AsyncAioSkillRuntime
+
+    return AsyncAioSkillRuntime(**options.runtime_arguments())
 
 
 @hookimpl
@@ -29,5 +37,6 @@ def skillruntime_runtimes() -> list[RuntimeProvider[Any]]:
             options_model=AioRuntimeOptions,
             factory=create_aio_runtime,
             distribution="skillruntime-aio",
+            async_factory=create_async_aio_runtime,
         )
     ]

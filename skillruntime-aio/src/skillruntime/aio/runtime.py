@@ -45,17 +45,95 @@ from .commands import CommandMode, CommandRunner, CommandSpec
 from .errors import AioSandboxError
 from .files import AioFileSystem
 from .options import DEFAULT_CONVERSATIONS_ROOT, DEFAULT_REMOTE_ROOT, validate_base_url
+from .script import WrapperOutcome
 
-__all__ = ["AioSandboxSkillRuntime"]
+__all__ = [
+    "PREPARE_TIMEOUT",
+    "AioSandboxSkillRuntime",
+    "checked_remote_root",
+    "command_cwd",
+    "execution_result",
+    "unpack_error",
+    "unpack_failure",
+    "unpack_spec",
+    "upload_failure",
+]
 
 logger = logging.getLogger(__name__)
 
-_PREPARE_TIMEOUT = 600.0
+PREPARE_TIMEOUT = 600.0
 """Seconds the unpack command of a skill archive may take."""
 
 
 def _decode(data: bytes) -> str:
     return data.decode("utf-8", "replace")
+
+
+def checked_remote_root(remote_root: str) -> str:
+    """``remote_root`` normalised; it must be absolute and not ``/``."""
+    if not remote_root.startswith("/") or remote_root.rstrip("/") == "":
+        raise ValueError("remote_root must be an absolute path on the service other than /")
+    return posixpath.normpath(remote_root)
+
+
+def command_cwd(default_directory: str, working_directory: str) -> str:
+    """The absolute working directory of a command on the service."""
+    return posixpath.normpath(posixpath.join(default_directory, working_directory))
+
+
+def execution_result(
+    outcome: WrapperOutcome, request: SkillExecutionRequest, cwd: str, started: float
+) -> SkillExecutionResult:
+    """The SPI result of a wrapper run (``started``: its ``time.monotonic()``); a missing
+    working directory raises ``ExecutionTransportError``."""
+    if outcome.missing_cwd:
+        raise ExecutionTransportError(f"Working directory does not exist: {cwd}")
+    cap = request.max_output_bytes
+    return SkillExecutionResult(
+        exit_code=outcome.exit_code,
+        stdout=_decode(outcome.stdout),
+        stderr=_decode(outcome.stderr),
+        timed_out=outcome.timed_out,
+        duration_seconds=time.monotonic() - started,
+        stdout_truncated=outcome.stdout_size > cap,
+        stderr_truncated=outcome.stderr_size > cap,
+    )
+
+
+def upload_failure(skill: Skill, exc: AioSandboxError) -> SkillPrepareError:
+    """The error of a skill archive the service refused."""
+    return SkillPrepareError(
+        f"Uploading skill '{skill.name}' to the AIO Sandbox failed: {exc}", skill_name=skill.name
+    )
+
+
+def unpack_spec(command: str) -> CommandSpec:
+    """The command that unpacks a staged skill archive (see :func:`.archive.unpack_command`)."""
+    return CommandSpec(
+        command=command, cwd="/", environment={}, timeout=PREPARE_TIMEOUT, cap=64 * 1024
+    )
+
+
+def unpack_error(skill: Skill, exc: ExecutionTransportError) -> SkillPrepareError:
+    """The error of an unpack command that could not run."""
+    return SkillPrepareError(
+        f"Unpacking skill '{skill.name}' on the AIO Sandbox failed: {exc}", skill_name=skill.name
+    )
+
+
+def unpack_failure(skill: Skill, outcome: WrapperOutcome) -> SkillPrepareError | None:
+    """The error of an unpack command that failed; ``None`` when it succeeded."""
+    if outcome.exit_code == 0 and not outcome.timed_out:
+        return None
+    detail = _decode(outcome.stderr).strip()[-500:]
+    return SkillPrepareError(
+        f"Unpacking skill '{skill.name}' on the AIO Sandbox failed "
+        f"(exit code {outcome.exit_code}): {detail}",
+        skill_name=skill.name,
+        exit_code=outcome.exit_code,
+        output_tail=detail,
+        timed_out=outcome.timed_out,
+    )
 
 
 class AioSandboxSkillRuntime(BaseSkillRuntime):
@@ -93,9 +171,7 @@ class AioSandboxSkillRuntime(BaseSkillRuntime):
         super().__init__(
             base_environment=base_environment, workspace=workspace, upload_policy=upload_policy
         )
-        if not remote_root.startswith("/") or remote_root.rstrip("/") == "":
-            raise ValueError("remote_root must be an absolute path on the service other than /")
-        self._remote_root = posixpath.normpath(remote_root)
+        self._remote_root = checked_remote_root(remote_root)
         self._owns_client = client is None
         self._client = client or AioClient(
             validate_base_url(base_url),
@@ -149,7 +225,7 @@ class AioSandboxSkillRuntime(BaseSkillRuntime):
     def _run(
         self, request: SkillExecutionRequest, working_directory: str, environment: dict[str, str]
     ) -> SkillExecutionResult:
-        cwd = posixpath.normpath(posixpath.join(self._default_directory, working_directory))
+        cwd = command_cwd(self._default_directory, working_directory)
         make_dirs = () if self._root_ready else (self._default_directory,)
         started = time.monotonic()
         outcome = self._runner.run(
@@ -162,19 +238,9 @@ class AioSandboxSkillRuntime(BaseSkillRuntime):
                 make_dirs=make_dirs,
             )
         )
-        if outcome.missing_cwd:
-            raise ExecutionTransportError(f"Working directory does not exist: {cwd}")
+        result = execution_result(outcome, request, cwd, started)
         self._root_ready = True
-        cap = request.max_output_bytes
-        return SkillExecutionResult(
-            exit_code=outcome.exit_code,
-            stdout=_decode(outcome.stdout),
-            stderr=_decode(outcome.stderr),
-            timed_out=outcome.timed_out,
-            duration_seconds=time.monotonic() - started,
-            stdout_truncated=outcome.stdout_size > cap,
-            stderr_truncated=outcome.stderr_size > cap,
-        )
+        return result
 
     def _raw_file_system(self) -> SkillRuntimeFileSystem:
         return self._files
@@ -199,37 +265,16 @@ class AioSandboxSkillRuntime(BaseSkillRuntime):
             try:
                 self._client.upload(staging, archive, size, idempotent=True, read_timeout=600.0)
             except AioSandboxError as exc:
-                raise SkillPrepareError(
-                    f"Uploading skill '{skill.name}' to the AIO Sandbox failed: {exc}",
-                    skill_name=skill.name,
-                ) from exc
+                raise upload_failure(skill, exc) from exc
         finally:
             archive.close()
         try:
-            outcome = self._runner.run(
-                CommandSpec(
-                    command=unpack_command(staging, target),
-                    cwd="/",
-                    environment={},
-                    timeout=_PREPARE_TIMEOUT,
-                    cap=64 * 1024,
-                )
-            )
+            outcome = self._runner.run(unpack_spec(unpack_command(staging, target)))
         except ExecutionTransportError as exc:
-            raise SkillPrepareError(
-                f"Unpacking skill '{skill.name}' on the AIO Sandbox failed: {exc}",
-                skill_name=skill.name,
-            ) from exc
-        if outcome.exit_code != 0 or outcome.timed_out:
-            detail = _decode(outcome.stderr).strip()[-500:]
-            raise SkillPrepareError(
-                f"Unpacking skill '{skill.name}' on the AIO Sandbox failed "
-                f"(exit code {outcome.exit_code}): {detail}",
-                skill_name=skill.name,
-                exit_code=outcome.exit_code,
-                output_tail=detail,
-                timed_out=outcome.timed_out,
-            )
+            raise unpack_error(skill, exc) from exc
+        failure = unpack_failure(skill, outcome)
+        if failure is not None:
+            raise failure
         logger.debug("uploaded skill %s as one %d-byte archive", skill.name, size)
 
     def _mark_ready(self, target: str, *, digest: str) -> None:
