@@ -12,6 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from .allowed_tools import split_allowed_tools
+
 __all__ = [
     "DEFAULT_MAX_OUTPUT_BYTES",
     "ENV_NAME_PATTERN",
@@ -30,8 +32,6 @@ DEFAULT_MAX_OUTPUT_BYTES = 1024 * 1024
 
 ENV_NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 """Environment variable names accepted anywhere in skillruntime."""
-
-_ALLOWED_TOOL_TOKEN = re.compile(r"[^\s(]+(?:\([^)]*\))?")
 
 
 def validate_environment(environment: Mapping[str, str]) -> dict[str, str]:
@@ -75,15 +75,13 @@ class Skill(_Frozen):
 
     @property
     def allowed_tools(self) -> tuple[str, ...] | None:
-        """The ``allowed-tools`` entries, or ``None`` when the skill does not restrict tools."""
-        raw = self.frontmatter.get("allowed-tools")
-        if raw is None:
-            return None
-        if isinstance(raw, str):
-            return tuple(_ALLOWED_TOOL_TOKEN.findall(raw))
-        if isinstance(raw, list | tuple):
-            return tuple(str(item).strip() for item in raw if str(item).strip())
-        return (str(raw),)
+        """The ``allowed-tools`` entries, or ``None`` when the skill does not restrict tools.
+
+        Split by :func:`~skillruntime.core.allowed_tools.split_allowed_tools` (whitespace and
+        commas outside parentheses), exactly as the tool policy reads them; raises
+        :class:`ValueError` for unbalanced parentheses.
+        """
+        return split_allowed_tools(self.frontmatter.get("allowed-tools"))
 
     @property
     def metadata(self) -> dict[str, Any]:
