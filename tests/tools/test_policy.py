@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from skillruntime.core.models import Skill, SkillRuntimeConfig
 from skillruntime.core.runtime import SkillRuntime
+from skillruntime.core.skills import validate_skill_directory
 from skillruntime.core.tools import SkillTools, ToolSpec, parse_allowed_tools
 from skillruntime.core.tools.policy import (
     Requirements,
@@ -86,6 +90,7 @@ def test_command_matches(pattern: str, command: str, expected: bool) -> None:
         "git log $(rm x)",
         'git log "$(rm x)"',
         "git log 'unbalanced",
+        "echo $HOME",
     ],
 )
 def test_compound_commands_are_refused(command: str) -> None:
@@ -93,7 +98,7 @@ def test_compound_commands_are_refused(command: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "command", ["git status", "python x.py 'a;b'", 'git commit -m "a | b"', "echo $HOME"]
+    "command", ["git status", "python x.py 'a;b'", 'git commit -m "a | b"', "echo '$HOME'"]
 )
 def test_simple_commands_pass(command: str) -> None:
     assert compound_command_reason(command) is None
@@ -258,3 +263,65 @@ def test_requirements_are_checked_once_when_met(
     assert tools.dispatch("skill", {"command": "ok"}).startswith(f"Runtime: {runtime.name}")
     assert tools.dispatch("skill", {"command": "ok"}).startswith(f"Runtime: {runtime.name}")
     assert len([r for r in wrapped.executed if "command -v" in r.command]) == 1
+
+
+# ------------------------------------------------- one allowed-tools splitter
+
+ENTRY = st.sampled_from(["Bash", "Read", "Bash(git:*)", "Bash(python *)", "Grep", "Write(a, b)"])
+SEPARATOR = st.sampled_from([" ", ",", ", ", " ,", "\t", "\n", " , "])
+
+
+def test_skill_allowed_tools_splits_commas_like_the_policy() -> None:
+    skill = Skill(name="s", base_path="/s", frontmatter={"allowed-tools": "Bash, Read"})
+    assert skill.allowed_tools == ("Bash", "Read")
+    listed = Skill(name="s", base_path="/s", frontmatter={"allowed-tools": ["Bash, Read", "Ls"]})
+    assert listed.allowed_tools == ("Bash", "Read", "Ls")
+    assert Skill(name="s", base_path="/s").allowed_tools is None
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(entries=st.lists(ENTRY, max_size=6), separators=st.lists(SEPARATOR, min_size=6))
+def test_skill_allowed_tools_and_policy_read_the_same_entries(
+    entries: list[str], separators: list[str]
+) -> None:
+    text = "".join(entry + separators[index] for index, entry in enumerate(entries))
+    skill = Skill(name="s", base_path="/s", frontmatter={"allowed-tools": text})
+    specs = parse_allowed_tools(text)
+    assert specs is not None
+    assert skill.allowed_tools == tuple(entries)
+    assert tuple(spec.raw for spec in specs) == tuple(entries)
+
+
+def test_unbalanced_allowed_tools_is_reported_by_validation_and_the_property(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "SKILL.md").write_text(
+        "---\nname: s\ndescription: d\nallowed-tools: Bash(git:* Read\n---\nbody\n"
+    )
+    problems = validate_skill_directory(tmp_path)
+    assert any("unbalanced '('" in problem.message for problem in problems)
+    skill = Skill(name="s", base_path="/s", frontmatter={"allowed-tools": "Bash(git:* Read"})
+    with pytest.raises(ValueError, match="unbalanced"):
+        _ = skill.allowed_tools
+
+
+@pytest.mark.parametrize(
+    ("pattern", "command", "expected"),
+    [
+        ("git:*", "'git' status", True),
+        ("git:*", "'git status'", False),
+        ("git log:*", "git log -1", True),
+        ("git log:*", "git 'log -1'", False),
+        ("git * main", "git push origin main", True),
+        ("git * main", "git main", False),
+        ("python *", "python 'a b'", True),
+        ("python *.py", "python x.py", True),
+        ("python *.py", "python x.py y", False),
+        ("git:*", "git status#;touch pwned", False),
+        ("git:*", "git $'\\x3b' ls", False),
+    ],
+)
+def test_patterns_match_the_words_bash_will_pass(
+    pattern: str, command: str, expected: bool
+) -> None:
+    assert command_matches(pattern, command) is expected

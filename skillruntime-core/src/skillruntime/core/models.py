@@ -12,6 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from .allowed_tools import split_allowed_tools
+
 __all__ = [
     "DEFAULT_MAX_OUTPUT_BYTES",
     "ENV_NAME_PATTERN",
@@ -67,8 +69,6 @@ SHELL_RESERVED_NAMES: frozenset[str] = frozenset(
 """Environment names refused everywhere: bash's read-only variables and the variables bash sets
 itself, so a value given for them would make a command fail or silently not arrive."""
 
-_ALLOWED_TOOL_TOKEN = re.compile(r"[^\s(]+(?:\([^)]*\))?")
-
 
 def validate_environment(environment: Mapping[str, str]) -> dict[str, str]:
     """Return a copy of ``environment`` after checking names (never values appear in errors).
@@ -120,15 +120,13 @@ class Skill(_Frozen):
 
     @property
     def allowed_tools(self) -> tuple[str, ...] | None:
-        """The ``allowed-tools`` entries, or ``None`` when the skill does not restrict tools."""
-        raw = self.frontmatter.get("allowed-tools")
-        if raw is None:
-            return None
-        if isinstance(raw, str):
-            return tuple(_ALLOWED_TOOL_TOKEN.findall(raw))
-        if isinstance(raw, list | tuple):
-            return tuple(str(item).strip() for item in raw if str(item).strip())
-        return (str(raw),)
+        """The ``allowed-tools`` entries, or ``None`` when the skill does not restrict tools.
+
+        Split by :func:`~skillruntime.core.allowed_tools.split_allowed_tools` (whitespace and
+        commas outside parentheses), exactly as the tool policy reads them; raises
+        :class:`ValueError` for unbalanced parentheses.
+        """
+        return split_allowed_tools(self.frontmatter.get("allowed-tools"))
 
     @property
     def metadata(self) -> dict[str, Any]:

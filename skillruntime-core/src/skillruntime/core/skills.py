@@ -38,6 +38,7 @@ from typing import Any, Literal
 
 import yaml
 
+from .allowed_tools import split_allowed_tools
 from .errors import SkillValidationError
 from .models import BootstrapCommand, Skill
 
@@ -388,6 +389,11 @@ def _check_optional_fields(frontmatter: Mapping[str, Any], problems: _Problems) 
 
 
 def _check_allowed_tools(value: Any, problems: _Problems) -> None:
+    if isinstance(value, str | list):
+        try:
+            split_allowed_tools(value)
+        except ValueError as exc:
+            problems.error(str(exc))
     if isinstance(value, str):
         return
     if isinstance(value, list):

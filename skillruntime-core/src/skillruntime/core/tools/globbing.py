@@ -4,26 +4,27 @@ Glob rules: ``*`` matches any characters except ``/``; ``?`` one character excep
 ``[...]``/``[!...]`` a character class; ``{a,b}`` alternatives; ``**`` as a whole path segment
 matches zero or more directories (``**/x`` matches ``x``, ``a/x`` and ``a/b/x``; ``a/**`` everything
 below ``a``). A pattern without ``/`` matches the file *name* at any depth; a pattern with ``/`` is
-matched against the whole path relative to the search root.
+matched against the whole path relative to the search root. The walk skips entries that are
+neither regular files nor directories (``FileInfo.is_special``: FIFOs, sockets, devices).
 """
 
 from __future__ import annotations
 
 import posixpath
-import re
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 
 from ..filesystem import SkillRuntimeFileSystem
 from ..models import FileInfo
+from .wildcard import STAR, char_matches, compile_wildcard, match_sequence
 
 __all__ = [
     "IGNORED_DIRECTORIES",
+    "MAX_GLOB_ALTERNATIVES",
     "GlobMatcher",
     "WalkResult",
-    "glob_to_regex",
+    "expand_braces",
     "relative_path",
     "walk",
 ]
@@ -53,62 +54,70 @@ IGNORED_DIRECTORIES = frozenset(
 
 _LISTING_LIMIT = 100_000
 
+MAX_GLOB_ALTERNATIVES = 256
+"""At most this many patterns after ``{a,b}`` expansion; a larger product is refused."""
 
-def _translate(pattern: str) -> str:
-    out: list[str] = []
-    i, n = 0, len(pattern)
-    while i < n:
-        char = pattern[i]
-        if char == "*":
-            if pattern.startswith("**", i):
-                at_start = i == 0 or pattern[i - 1] == "/"
-                end = i + 2
-                if at_start and end < n and pattern[end] == "/":
-                    out.append("(?:[^/]*/)*")
-                    i = end + 1
-                    continue
-                if at_start and end == n:
-                    out.append(".*")
-                    i = end
-                    continue
-                out.append("[^/]*")
-                i = end
-                continue
-            out.append("[^/]*")
-        elif char == "?":
-            out.append("[^/]")
-        elif char == "[":
-            close = pattern.find("]", i + 2 if pattern.startswith("[!", i) else i + 1)
-            if close == -1:
-                out.append(re.escape(char))
-            else:
-                body = pattern[i + 1 : close]
-                if body.startswith("!"):
-                    body = "^" + body[1:]
-                out.append("[" + body.replace("\\", "\\\\") + "]")
-                i = close
-        elif char == "{":
-            close = pattern.find("}", i)
-            if close == -1:
-                out.append(re.escape(char))
-            else:
-                options = pattern[i + 1 : close].split(",")
-                out.append("(?:" + "|".join(_translate(option) for option in options) + ")")
-                i = close
+
+class _AnySegment:
+    """Segment token matching exactly one path segment (the first of a trailing ``**``)."""
+
+
+_ANY_SEGMENT = _AnySegment()
+
+
+def expand_braces(pattern: str) -> list[str]:
+    """The patterns ``{a,b}`` alternatives stand for (first ``}`` closes; no nesting).
+
+    A ``{`` without a later ``}`` is literal. Raises :class:`ValueError` when the expansion would
+    exceed :data:`MAX_GLOB_ALTERNATIVES` patterns.
+    """
+    results = [""]
+    index = 0
+    while index < len(pattern):
+        opening = pattern.find("{", index)
+        closing = pattern.find("}", opening + 1) if opening >= 0 else -1
+        if opening < 0 or closing < 0:
+            results = [prefix + pattern[index:] for prefix in results]
+            break
+        head = pattern[index:opening]
+        options = pattern[opening + 1 : closing].split(",")
+        if len(results) * len(options) > MAX_GLOB_ALTERNATIVES:
+            raise ValueError(
+                f"the glob pattern has more than {MAX_GLOB_ALTERNATIVES} {{...}} alternatives"
+            )
+        results = [prefix + head + option for prefix in results for option in options]
+        index = closing + 1
+    return results
+
+
+def _segment_tokens(pattern: str) -> tuple[object, ...]:
+    segments = pattern.split("/")
+    tokens: list[object] = []
+    for position, segment in enumerate(segments):
+        if segment == "**":
+            last = position == len(segments) - 1
+            tokens.extend((_ANY_SEGMENT, STAR) if last else (STAR,))
         else:
-            out.append(re.escape(char))
-        i += 1
-    return "".join(out)
+            tokens.append(compile_wildcard(segment))
+    return tuple(tokens)
 
 
-@lru_cache(maxsize=256)
-def glob_to_regex(pattern: str) -> re.Pattern[str]:
-    """Compile a glob (rules in the module docstring) to an anchored regular expression."""
-    return re.compile(r"\A" + _translate(pattern) + r"\Z")
+def _segment_matches(token: object, segment: str) -> bool:
+    if token is _ANY_SEGMENT:
+        return True
+    assert isinstance(token, tuple)
+    return match_sequence(token, segment, char_matches, STAR)
 
 
 class GlobMatcher:
-    """Matches paths relative to a search root against one glob pattern."""
+    """Matches paths relative to a search root against one glob pattern (rules above).
+
+    Matching cannot backtrack exponentially: each ``{...}`` alternative is matched with the
+    two-pointer wildcard algorithm (:mod:`.wildcard`), characters within a segment and segments
+    within the path (``**`` as the segment star), so one match costs at most
+    ``O(len(pattern) * len(path))`` steps per alternative. Raises :class:`ValueError` for a
+    pattern with more than :data:`MAX_GLOB_ALTERNATIVES` alternatives.
+    """
 
     def __init__(self, pattern: str) -> None:
         pattern = pattern.strip()
@@ -116,12 +125,18 @@ class GlobMatcher:
             pattern = pattern[2:]
         self.pattern = pattern
         self._by_name = "/" not in pattern
-        self._regex = glob_to_regex(pattern)
+        self._alternatives = tuple(
+            _segment_tokens(alternative) for alternative in dict.fromkeys(expand_braces(pattern))
+        )
 
     def matches(self, relative: str) -> bool:
         """True when ``relative`` (POSIX, relative to the root) matches the pattern."""
         subject = posixpath.basename(relative) if self._by_name else relative
-        return self._regex.match(subject) is not None
+        segments = subject.split("/")
+        return any(
+            match_sequence(tokens, segments, _segment_matches, STAR)
+            for tokens in self._alternatives
+        )
 
 
 def relative_path(path: str, root: str) -> str:
@@ -151,10 +166,13 @@ def walk(
 ) -> WalkResult:
     """Breadth-first listing below ``root``, never entering :data:`IGNORED_DIRECTORIES`.
 
-    A regular-file ``root`` yields itself. Each directory is listed with one
+    A regular-file ``root`` yields itself; a special ``root`` (FIFO, socket, device) and special
+    entries below a directory are skipped. Each directory is listed with one
     ``list_directory(dir, 1)`` call, so noise directories cost nothing. Stops after ``limit``
     kept entries (``truncated`` tells whether more existed). ``keep`` filters entries counted.
     """
+    if root.is_special:
+        return WalkResult([], False)
     if not root.is_directory:
         kept = keep is None or keep(root)
         return WalkResult([root] if kept else [], False)
@@ -166,6 +184,8 @@ def walk(
             files.list_directory(directory, 1, _LISTING_LIMIT), key=lambda item: item.path
         )
         for entry in entries:
+            if entry.is_special:
+                continue
             if entry.is_directory and entry.name in IGNORED_DIRECTORIES:
                 continue
             if entry.is_directory and level < depth:

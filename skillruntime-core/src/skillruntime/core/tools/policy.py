@@ -5,15 +5,22 @@ Rules (from the VikingBot remote-skill RFC, DESIGN §6):
 * A skill without ``allowed-tools`` does not restrict tools. With it, only the listed tools are
   allowed; the effective set is the **intersection** over every activated skill.
 * ``allowed-tools`` is a YAML list or a string split on whitespace/commas outside parentheses, so
-  ``Bash(git:*) Bash(python *) Read`` is three entries. Heads are case-insensitive and mapped to the
-  tool names of this package (``Bash``/``exec``/``shell`` → ``bash``, ``Read``/``read_file`` →
-  ``read``, ``LS`` → ``ls``, …); unknown heads name tools outside this tool set and grant nothing.
-* ``Bash(pattern)`` admits one *simple* command matching ``pattern`` (``fnmatch`` over the whole
-  command, ``*`` matching anything); ``Bash(prefix:*)`` admits ``prefix`` alone or followed by a
-  space and arguments. A body may hold alternatives separated by ``|``. A constrained command that
-  contains ``;``, ``&``, ``&&``, ``||``, ``|``, ``<``, ``>``, a newline, a backtick or ``$(`` is
-  refused. Several patterns of one skill are alternatives; several skills must all agree. A plain
-  ``Bash`` entry in a skill lifts that skill's constraint.
+  ``Bash(git:*) Bash(python *) Read`` is three entries (one splitter,
+  :func:`skillruntime.core.allowed_tools.split_allowed_tools`, also behind
+  ``Skill.allowed_tools``). Heads are case-insensitive and mapped to the tool names of this
+  package (``Bash``/``exec``/``shell`` → ``bash``, ``Read``/``read_file`` → ``read``, ``LS`` →
+  ``ls``, …); unknown heads name tools outside this tool set and grant nothing.
+* A constrained command is admitted only when the bash grammar says it is exactly one simple
+  command of literal words (:mod:`.simple_command`: no operators, redirections, expansions,
+  substitutions, assignments, comments, unquoted glob/brace/tilde characters); the pattern is then
+  matched against the words bash will pass to the program, after quote removal.
+  ``Bash(prefix:*)`` admits the words of ``prefix`` alone or followed by any arguments; any other
+  body is split on whitespace into pattern words: a lone ``*`` matches one or more whole words,
+  every other pattern word matches exactly one word as a wildcard (:mod:`.wildcard`: ``*``, ``?``,
+  ``[...]``). A body may hold alternatives separated by ``|``. Several patterns of one skill are
+  alternatives; several skills must all agree. A plain ``Bash`` entry in a skill lifts that
+  skill's constraint. This is a literal allow-list of single commands, not a sandbox: an admitted
+  program may itself run anything.
 * Argument constraints exist only for ``bash``; a constrained entry for another tool (``Read(x)``)
   allows nothing unless the same skill also lists the plain tool.
 * ``metadata.requires`` (``bins`` and ``env``, lists or single strings) is checked inside the
@@ -23,15 +30,17 @@ Rules (from the VikingBot remote-skill RFC, DESIGN §6):
 
 from __future__ import annotations
 
-import fnmatch
 import re
 import shlex
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..allowed_tools import split_allowed_tools
 from ..models import ENV_NAME_PATTERN, Skill, SkillExecutionRequest
 from ..runtime import SkillRuntime
+from .simple_command import UnclassifiedCommandError, simple_command_words
+from .wildcard import STAR, match_sequence, wildcard_match
 
 __all__ = [
     "REQUIREMENTS_TIMEOUT_SECONDS",
@@ -45,6 +54,7 @@ __all__ = [
     "effective_allowed_tools",
     "parse_allowed_tools",
     "refusal_reason",
+    "words_match",
 ]
 
 REQUIREMENTS_TIMEOUT_SECONDS = 10.0
@@ -71,7 +81,6 @@ TOOL_ALIASES: Mapping[str, str] = {
 }
 """``allowed-tools`` heads (lowercased) mapped to tool names of this package."""
 
-_CONTROL_CHARACTERS = ";&|<>"
 _BIN_PATTERN = re.compile(r"[^\x00-\x1f/][^\x00-\x1f]*")
 
 
@@ -82,30 +91,6 @@ class ToolSpec:
     tool: str
     constraint: str | None = None
     raw: str = ""
-
-
-def _split_entries(text: str) -> list[str]:
-    entries: list[str] = []
-    depth = 0
-    current: list[str] = []
-    for char in text:
-        if char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-            if depth < 0:
-                raise ValueError(f"allowed-tools has an unbalanced ')': {text!r}")
-        if depth == 0 and (char.isspace() or char == ","):
-            if current:
-                entries.append("".join(current))
-                current = []
-            continue
-        current.append(char)
-    if depth != 0:
-        raise ValueError(f"allowed-tools has an unbalanced '(': {text!r}")
-    if current:
-        entries.append("".join(current))
-    return entries
 
 
 def _parse_entry(entry: str) -> ToolSpec:
@@ -128,56 +113,58 @@ def parse_allowed_tools(raw: Any) -> tuple[ToolSpec, ...] | None:
 
     Raises :class:`ValueError` for unbalanced parentheses or an entry without a tool name.
     """
-    if raw is None:
+    entries = split_allowed_tools(raw)
+    if entries is None:
         return None
-    items: Iterable[Any] = raw if isinstance(raw, list | tuple) else [raw]
-    entries: list[str] = []
-    for item in items:
-        entries.extend(_split_entries(str(item)))
     return tuple(_parse_entry(entry) for entry in entries)
 
 
 def compound_command_reason(command: str) -> str | None:
-    """Why ``command`` is not one simple command (``None`` when it is one)."""
-    if "\n" in command or "\r" in command:
-        return "it contains a newline"
-    if "`" in command:
-        return "it contains a backtick"
-    if "$(" in command:
-        return "it contains a command substitution $(...)"
-    lexer = shlex.shlex(command, posix=True, punctuation_chars=_CONTROL_CHARACTERS)
-    lexer.whitespace_split = True
+    """Why ``command`` is not one simple command of literal words (``None`` when it is one)."""
     try:
-        tokens = list(lexer)
-    except ValueError as exc:
-        return f"it cannot be parsed ({exc})"
-    for token in tokens:
-        if token and all(char in _CONTROL_CHARACTERS for char in token):
-            return f"it contains the control operator {token!r}"
-    if not tokens:
-        return "it is empty"
+        simple_command_words(command)
+    except UnclassifiedCommandError as exc:
+        return exc.reason
     return None
 
 
-def command_matches(pattern: str, command: str) -> bool:
-    """True when ``command`` (stripped) matches one ``Bash(...)`` pattern body.
+class _AnyWord:
+    """Pattern token matching exactly one word (the first word of a lone ``*``)."""
 
-    ``a|b`` holds alternatives; ``prefix:*`` matches ``prefix`` alone or ``prefix <args>``; any
-    other body is an ``fnmatch`` pattern over the whole command.
-    """
-    command = command.strip()
+
+_ANY_WORD = _AnyWord()
+
+
+def _word_token_matches(token: object, word: str) -> bool:
+    return token is _ANY_WORD or (isinstance(token, str) and wildcard_match(token, word))
+
+
+def words_match(pattern: str, words: Sequence[str]) -> bool:
+    """True when the command ``words`` match one ``Bash(...)`` pattern body (rules above)."""
     for raw_alternative in pattern.split("|"):
         alternative = raw_alternative.strip()
         if not alternative:
             continue
         if alternative.endswith(":*"):
-            prefix = alternative[:-2].strip()
-            if command == prefix or command.startswith(prefix + " "):
+            prefix = alternative[:-2].split()
+            if prefix and tuple(words[: len(prefix)]) == tuple(prefix):
                 return True
             continue
-        if fnmatch.fnmatchcase(command, alternative):
+        tokens: list[object] = []
+        for pattern_word in alternative.split():
+            tokens.extend((_ANY_WORD, STAR) if pattern_word == "*" else (pattern_word,))
+        if match_sequence(tokens, words, _word_token_matches, STAR):
             return True
     return False
+
+
+def command_matches(pattern: str, command: str) -> bool:
+    """True when ``command`` is one literal simple command whose words match ``pattern``."""
+    try:
+        words = simple_command_words(command)
+    except UnclassifiedCommandError:
+        return False
+    return words_match(pattern, words)
 
 
 @dataclass(frozen=True)
@@ -298,14 +285,15 @@ class SkillPolicy:
         if any(spec.constraint is None for spec in specs):
             return None
         patterns = [spec.constraint for spec in specs if spec.constraint]
-        compound = compound_command_reason(command)
-        if compound is not None:
+        try:
+            words = simple_command_words(command)
+        except UnclassifiedCommandError as exc:
             return (
                 f"skill '{self.skill_name}' allows only single simple commands "
                 f"({', '.join(spec.raw for spec in specs)}) and this command is refused "
-                f"because {compound}"
+                f"because {exc.reason}"
             )
-        if any(command_matches(pattern, command) for pattern in patterns):
+        if any(words_match(pattern, words) for pattern in patterns):
             return None
         return (
             f"skill '{self.skill_name}' allows only commands matching "

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-import re
+import time
 from collections.abc import Callable
 
 from ..models import FileInfo
@@ -11,10 +11,12 @@ from .arguments import GlobArguments, GrepArguments, LsArguments
 from .base import Guard, SkillTool
 from .context import ToolContext, truncate
 from .globbing import GlobMatcher, relative_path, walk
+from .linear_regex import InvalidPatternError, LinearPattern
 
 __all__ = [
     "DEFAULT_LS_RESULTS",
     "FILE_TYPES",
+    "GREP_TIME_BUDGET_SECONDS",
     "MAX_DEPTH",
     "MAX_FILES",
     "MAX_FILE_BYTES",
@@ -37,6 +39,8 @@ MAX_GLOB_RESULTS = 1000
 MAX_FILE_BYTES = 2 * 1024 * 1024
 MAX_OUTPUT_CHARS = 100_000
 MAX_GREP_LINE_LENGTH = 10_000
+GREP_TIME_BUDGET_SECONDS = 30.0
+"""Wall-clock budget of one ``grep`` call; past it the search stops and says so."""
 
 FILE_TYPES: dict[str, tuple[str, ...]] = {
     "py": ("*.py", "*.pyi"),
@@ -67,8 +71,9 @@ GLOB_DESCRIPTION = (
     "Returns absolute runtime paths, newest first, at most 1000."
 )
 GREP_DESCRIPTION = (
-    "Searches UTF-8 file contents with a Python regular expression inside the configured skill "
-    "runtime. Output modes: files_with_matches (default, one path per line), content "
+    "Searches UTF-8 file contents with a regular expression (RE2 syntax: linear time, no "
+    "backreferences or lookaround) inside the configured skill runtime. Output modes: "
+    "files_with_matches (default, one path per line), content "
     "('path:line:text' for matches, 'path-line-text' for context lines) and count "
     "('path:matches'). Skips noise directories and files over 2 MiB; use head_limit and offset to "
     "page through results."
@@ -122,7 +127,10 @@ def glob_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
     def run(arguments: GlobArguments) -> str:
         if not arguments.pattern.strip():
             return "Error: The glob pattern must not be empty"
-        matcher = GlobMatcher(arguments.pattern)
+        try:
+            matcher = GlobMatcher(arguments.pattern)
+        except ValueError as exc:
+            return f"Error: Invalid glob pattern: {exc}"
         root, info = _search_root(context, arguments.path)
         if info is None:
             return f"Error: Path does not exist in {context.name} runtime: {root}"
@@ -194,7 +202,7 @@ class _Collector:
 def _content_lines(
     path: str,
     lines: list[str],
-    regex: re.Pattern[str],
+    regex: LinearPattern,
     arguments: GrepArguments,
     collector: _Collector,
 ) -> None:
@@ -231,18 +239,22 @@ def grep_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
     """Build the ``grep`` tool."""
 
     def run(arguments: GrepArguments) -> str:
-        flags = re.MULTILINE
-        if arguments.case_insensitive:
-            flags |= re.IGNORECASE
-        if arguments.multiline:
-            flags |= re.DOTALL
         try:
-            regex = re.compile(arguments.pattern, flags)
-        except re.error as exc:
+            regex = LinearPattern(
+                arguments.pattern,
+                case_insensitive=bool(arguments.case_insensitive),
+                dot_matches_newline=bool(arguments.multiline),
+            )
+        except InvalidPatternError as exc:
             return f"Error: Invalid regex pattern: {exc}"
+        deadline = time.monotonic() + GREP_TIME_BUDGET_SECONDS
         root, info = _search_root(context, arguments.path)
         if info is None:
             return f"Error: Path does not exist in {context.name} runtime: {root}"
+        try:
+            file_filter = _file_filter(arguments, root)
+        except ValueError as exc:
+            return f"Error: Invalid glob pattern: {exc}"
         files = context.files
         candidates = walk(
             files,
@@ -250,11 +262,15 @@ def grep_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
             depth=MAX_DEPTH,
             limit=MAX_FILES,
             include_directories=False,
-            keep=_file_filter(arguments, root),
+            keep=file_filter,
         )
         collector = _Collector(arguments.offset, arguments.head_limit)
+        out_of_time = False
         for entry in candidates.entries:
             if collector.full:
+                break
+            if time.monotonic() > deadline:
+                out_of_time = True
                 break
             if entry.size > MAX_FILE_BYTES:
                 continue
@@ -265,9 +281,19 @@ def grep_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
                 continue
             _search_file(entry.path, text, regex, arguments, collector)
         window = collector.window()
+        budget_note = (
+            f"... (search stopped after its {GREP_TIME_BUDGET_SECONDS:g} s time budget; results "
+            "are partial: narrow the path or glob)"
+            if out_of_time
+            else ""
+        )
         if not window:
+            if budget_note:
+                return f"No matches found for pattern: {arguments.pattern}\n{budget_note}"
             return f"No matches found for pattern: {arguments.pattern}"
         output = "\n".join(window)
+        if budget_note:
+            output += "\n" + budget_note
         if candidates.truncated:
             output += f"\n... (search stopped after {MAX_FILES} files; narrow the path or glob)"
         return truncate(output, MAX_OUTPUT_CHARS)
@@ -285,13 +311,13 @@ def grep_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
 def _search_file(
     path: str,
     text: str,
-    regex: re.Pattern[str],
+    regex: LinearPattern,
     arguments: GrepArguments,
     collector: _Collector,
 ) -> None:
     mode = arguments.output_mode
     if arguments.multiline:
-        matches = list(regex.finditer(text))
+        matches = list(regex.spans(text))
         if not matches:
             return
         if mode == "files_with_matches":
@@ -299,9 +325,9 @@ def _search_file(
         elif mode == "count":
             collector.add(f"{path}:{len(matches)}")
         else:
-            for match in matches:
-                line = text.count("\n", 0, match.start()) + 1
-                snippet = match.group(0)[:MAX_GREP_LINE_LENGTH]
+            for start, end in matches:
+                line = text.count("\n", 0, start) + 1
+                snippet = text[start:end][:MAX_GREP_LINE_LENGTH]
                 prefix = f"{path}:{line}:" if arguments.show_line_numbers else f"{path}:"
                 collector.add(prefix + snippet)
                 if collector.full:
@@ -316,6 +342,6 @@ def _search_file(
         if any(regex.search(line) for line in searchable):
             collector.add(path)
         return
-    count = sum(sum(1 for _ in regex.finditer(line)) for line in searchable)
+    count = sum(sum(1 for _ in regex.spans(line)) for line in searchable)
     if count:
         collector.add(f"{path}:{count}")
