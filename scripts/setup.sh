@@ -14,4 +14,5 @@ fi
     -e ./skillruntime-opensandbox \
     -e ./skillruntime-aio \
     -e ./skillruntime-viking \
+    -e ./skillruntime-mcp \
     -r requirements-dev.txt
