@@ -102,4 +102,4 @@ def serve_command(
     if conversation_id is None:
         conversation_id = f"mcp-{uuid.uuid4().hex[:12]}"
     click.echo(f"skillruntime mcp: conversation {conversation_id}", err=True)
-    run_until_signal(serve_stdio(config, conversation_id))
+    run_until_signal(lambda stop: serve_stdio(config, conversation_id, stop))

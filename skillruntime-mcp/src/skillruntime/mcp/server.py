@@ -22,6 +22,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from mcp import types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
@@ -35,7 +36,6 @@ from mcp.server.subscriptions import (
 from mcp.shared.exceptions import MCPError
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
-from mcp import types
 from skillruntime.core.errors import SkillRuntimeError
 
 from .conversations import ServeConfig, ServedConversation
