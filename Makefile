@@ -21,3 +21,4 @@ bench: setup
 	.venv/bin/python tests/benchmarks/bench_aio.py
 	.venv/bin/python tests/benchmarks/bench_viking.py
 	.venv/bin/python tests/benchmarks/bench_async.py
+	.venv/bin/python tests/benchmarks/bench_mcp.py
