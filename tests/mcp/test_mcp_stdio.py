@@ -11,8 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
-from mcp import ClientSession
+from mcp import Client, ClientSession
+from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import ToolsListChanged
+from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_clients import (
     SKILLRUNTIME,
@@ -239,3 +242,27 @@ def test_a_signal_closes_the_runtime_and_kills_running_commands(
         if process.poll() is None:
             os.kill(process.pid, signal.SIGKILL)
             process.wait()
+
+
+def test_a_2026_era_client_gets_tool_changes_on_its_listen_stream(
+    skills_root: Path, conversations_root: Path
+) -> None:
+    parameters = StdioServerParameters(
+        command=SKILLRUNTIME, args=local_args(skills_root, conversations_root)
+    )
+
+    async def scenario() -> None:
+        async with Client(parameters, mode="auto") as client:
+            assert client.protocol_version in MODERN_PROTOCOL_VERSIONS
+            async with client.listen(tools_list_changed=True) as subscription:
+                loaded = await client.call_tool("skill", {"command": "notes-only"})
+                assert loaded.is_error is False
+                async with asyncio.timeout(30):
+                    event = await anext(aiter(subscription))
+                assert isinstance(event, ToolsListChanged)
+            listed = await client.list_tools()
+            assert [tool.name for tool in listed.tools] == ["skill", "bash", "read", "grep"]
+            refused = await client.call_tool("write", {"file_path": "x", "content": "y"})
+            assert refused.is_error is True
+
+    asyncio.run(scenario())
