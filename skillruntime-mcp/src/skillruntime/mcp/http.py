@@ -2,14 +2,16 @@
 
 - **Conversations**: each MCP session (``Mcp-Session-Id``) gets its own conversation with a
   generated id, opened on its first request after ``initialize`` and closed when the client
-  ends the session (``DELETE``) or the server stops. A client may name a conversation instead
-  with the :data:`CONVERSATION_HEADER` header; sessions naming the same id share it, and it is
-  kept until the server stops (with a conversation store, another server process can resume
-  it). A 2026-era client (no ``initialize`` handshake, so no session) must name one.
+  ends the session (``DELETE``), when the session has been idle longer than the SDK's session
+  idle timeout (the SDK has then expired it), or when the server stops. A client may name a
+  conversation instead with the :data:`CONVERSATION_HEADER` header; sessions naming the same id
+  share it, and it is kept until the server stops (with a conversation store, another server
+  process can resume it). A 2026-era client (no ``initialize`` handshake, so no session) must
+  name one.
 - **Authentication**: with a token, every HTTP request must carry ``Authorization: Bearer
   <token>`` (compared in constant time); anything else is answered 401 before the MCP layer.
 - **Origin and Host**: requests whose ``Origin`` (when present) or ``Host`` is not allowed are
-  refused with 403 (DNS-rebinding protection, as the MCP transport specification asks). On a
+  refused with 403 and 421 (DNS-rebinding protection, as the MCP transport specification asks). On a
   loopback address only loopback origins and hosts are allowed by default; on another address,
   that address, plus the names given as ``allowed_hosts`` (on a wildcard bind such as
   ``0.0.0.0``, list the names clients use).
@@ -30,6 +32,7 @@ from typing import Any
 import uvicorn
 from mcp import types
 from mcp.server.context import ServerRequestContext
+from mcp.server.streamable_http_manager import DEFAULT_SESSION_IDLE_TIMEOUT
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from starlette.responses import JSONResponse
@@ -60,12 +63,18 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 class HttpConversations:
     """The conversations of an HTTP server: by MCP session, or by the name a client gives.
 
-    One conversation is opened per key even under concurrent first requests.
+    One conversation is opened per key even under concurrent first requests. A session's
+    conversation unused for ``session_idle_timeout`` seconds (the idle period after which the
+    SDK closes the session) is closed on the next request of any session.
     """
 
-    def __init__(self, config: ServeConfig) -> None:
+    def __init__(
+        self, config: ServeConfig, session_idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT
+    ) -> None:
         self._config = config
+        self._idle_timeout = session_idle_timeout
         self._opening: dict[str, asyncio.Task[ServedConversation]] = {}
+        self._last_used: dict[str, float] = {}
 
     async def resolve(self, ctx: ServerRequestContext[Any, Any]) -> ServedConversation:
         """The conversation of the request in ``ctx`` (opened on first use)."""
@@ -80,7 +89,31 @@ class HttpConversations:
                 f"this request has no MCP session: name a conversation with the "
                 f"{CONVERSATION_HEADER} header",
             )
-        return await self._get(f"session:{session_id}", None)
+        key = f"session:{session_id}"
+        now = asyncio.get_running_loop().time()
+        await self._close_idle(now)
+        self._last_used[key] = now
+        return await self._get(key, None)
+
+    async def _close_idle(self, now: float) -> None:
+        idle = [key for key, used in self._last_used.items() if now - used > self._idle_timeout]
+        for key in idle:
+            del self._last_used[key]
+            await self._close(key)
+
+    async def _close(self, key: str) -> None:
+        task = self._opening.pop(key, None)
+        if task is None:
+            return
+        try:
+            conversation = await task
+        except Exception as exc:  # it never opened: nothing to close
+            logger.debug("a conversation that failed to open is skipped: %s", exc)
+            return
+        try:
+            await conversation.aclose()
+        except Exception as exc:
+            logger.warning("closing a conversation failed: %s", exc)
 
     async def _get(self, key: str, conversation_id: str | None) -> ServedConversation:
         task = self._opening.get(key)
@@ -99,25 +132,16 @@ class HttpConversations:
 
     async def end_session(self, session_id: str) -> None:
         """Close the conversation of MCP session ``session_id`` (the client ended it)."""
-        task = self._opening.pop(f"session:{session_id}", None)
-        if task is not None:
-            with contextlib.suppress(Exception):
-                await (await task).aclose()
+        key = f"session:{session_id}"
+        self._last_used.pop(key, None)
+        await self._close(key)
 
     async def aclose(self) -> None:
-        """Close every open conversation."""
-        tasks = list(self._opening.values())
-        self._opening.clear()
-        for task in tasks:
-            try:
-                conversation = await task
-            except Exception as exc:  # it never opened: nothing to close
-                logger.debug("a conversation that failed to open is skipped: %s", exc)
-                continue
-            try:
-                await conversation.aclose()
-            except Exception as exc:  # the others still need closing
-                logger.warning("closing a conversation failed: %s", exc)
+        """Close every open conversation (a failure to close one is logged; the others are
+        still closed)."""
+        self._last_used.clear()
+        for key in list(self._opening):
+            await self._close(key)
 
 
 class BearerTokenMiddleware:
@@ -206,6 +230,7 @@ async def serve_http(
         transport_security=transport_security(host, allowed_hosts, allowed_origins),
         max_request_body_size=max_body_bytes,
         max_sessions=max_sessions,
+        session_idle_timeout=DEFAULT_SESSION_IDLE_TIMEOUT,
     )
     app = SessionEndMiddleware(app, conversations)
     if token:
