@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/skillruntime-dist.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
-DISTRIBUTIONS=(core local opensandbox aio viking)
+DISTRIBUTIONS=(core local opensandbox aio viking mcp)
 
 step() { printf '==> %s\n' "$*"; }
 
@@ -73,4 +73,23 @@ PYEOF
     )
     "$venv/bin/skillruntime" runtimes >/dev/null
 done
+# The MCP server is an integration, not a runtime: with core, local and it, its CLI command works.
+step "fresh venv: skillruntime-core + skillruntime-local + skillruntime-mcp wheels"
+venv="$WORK/venv-mcp"
+if command -v uv >/dev/null 2>&1; then
+    uv venv --quiet --python "$PY" "$venv"
+    uv pip install --quiet --python "$venv/bin/python" "$core_wheel" \
+        "$WORK"/dist/skillruntime_local-*.whl "$WORK"/dist/skillruntime_mcp-*.whl
+else
+    "$PY" -m venv "$venv"
+    "$venv/bin/python" -m pip install --disable-pip-version-check "$core_wheel" \
+        "$WORK"/dist/skillruntime_local-*.whl "$WORK"/dist/skillruntime_mcp-*.whl \
+        >"$WORK/pip-mcp.log" 2>&1 || { tail -n 30 "$WORK/pip-mcp.log" >&2; exit 1; }
+fi
+(cd "$WORK" && "$venv/bin/python" -c '
+import importlib.metadata as md, skillruntime.mcp as m
+assert m.__version__ == md.version("skillruntime-mcp"), m.__version__
+assert "site-packages" in (m.__file__ or ""), m.__file__
+print(f"    skillruntime.mcp {m.__version__} imports")')
+"$venv/bin/skillruntime" mcp serve --help >/dev/null
 step "distributions ok"

@@ -44,5 +44,6 @@ pip_install \
     -e ./skillruntime-opensandbox \
     -e ./skillruntime-aio \
     -e ./skillruntime-viking \
+    -e ./skillruntime-mcp \
     -r requirements-dev.txt
 step "ready: .venv ($(.venv/bin/python --version)); pip's full output is in $LOG"

@@ -1,0 +1,23 @@
+"""skillruntime skill tools and skills as a Model Context Protocol server.
+
+``skillruntime mcp serve`` (added to the ``skillruntime`` command) serves one runtime's
+:class:`~skillruntime.core.tools.SkillTools` and ``skill://`` resources on the official MCP
+Python SDK; :class:`SkillMcpServer` is the server object for embedding.
+"""
+
+from ._version import __version__
+from .conversations import ServeConfig, ServedConversation
+from .resources import SCHEME, parse_skill_uri, skill_uri
+from .server import SkillMcpServer
+from .stdio import serve_stdio
+
+__all__ = [
+    "SCHEME",
+    "ServeConfig",
+    "ServedConversation",
+    "SkillMcpServer",
+    "__version__",
+    "parse_skill_uri",
+    "serve_stdio",
+    "skill_uri",
+]
