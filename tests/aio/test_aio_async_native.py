@@ -4,6 +4,7 @@ of the AIO Sandbox double."""
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import ClassVar
@@ -15,7 +16,7 @@ from skillruntime.aio import AsyncAioSkillRuntime
 from skillruntime.core.async_runtime import AsyncSkillRuntime
 from skillruntime.core.bridge import LoopThreadRuntime
 from skillruntime.core.runtime import SkillRuntime
-from skillruntime.core.testing import AsyncRuntimeConformance
+from skillruntime.core.testing import AsyncRuntimeConformance, immutable_host_directory
 
 CONVERSATIONS_ROOT = "/home/gem/workspace/conversations"
 
@@ -25,6 +26,7 @@ class _NativeAioAsyncConformance(AsyncRuntimeConformance):
 
     fixture_name: ClassVar[str] = ""
     resolves_symlinks = False
+    makes_unwritable_directories = True
     timeout_seconds = 2.0
     double: AioDouble
 
@@ -50,6 +52,20 @@ class _NativeAioAsyncConformance(AsyncRuntimeConformance):
             base_environment=base_environment,
         )
 
+    def make_async_runtime_without_conversation(
+        self, *, working_directory: str, base_environment: Mapping[str, str]
+    ) -> AsyncSkillRuntime:
+        return AsyncAioSkillRuntime(
+            base_url=self.double.url,
+            token=self.double.token,
+            remote_root=posixpath.join(working_directory, "skills"),
+            base_environment=base_environment,
+        )
+
+    def make_directory_unwritable(self, runtime: SkillRuntime, path: str) -> Callable[[], None]:
+        # Commands run as root in the double; an immutable directory refuses root too.
+        return immutable_host_directory(self.double.host_path(path))
+
     def backend_call_counter(self, runtime: SkillRuntime) -> Callable[[], int] | None:
         assert isinstance(runtime, LoopThreadRuntime)
         native = runtime.async_runtime
@@ -68,3 +84,17 @@ class TestNativeAioShellAsyncConformance(_NativeAioAsyncConformance):
     """Every contract through the ``/v1/shell`` fallback, natively async."""
 
     fixture_name = "aio_shell"
+
+
+class TestNativeAioBashAsyncWithoutConversation(_NativeAioAsyncConformance):
+    """The contracts without a conversation through ``/v1/bash/exec``, natively async."""
+
+    fixture_name = "aio_bash"
+    conversation_mode = False
+
+
+class TestNativeAioShellAsyncWithoutConversation(_NativeAioAsyncConformance):
+    """The contracts without a conversation through the ``/v1/shell`` fallback, natively async."""
+
+    fixture_name = "aio_shell"
+    conversation_mode = False

@@ -64,3 +64,36 @@ class TestOpenSandboxAsyncConformance(AsyncRuntimeConformance):
             )
             with contextlib.closing(runtime):
                 runtime.destroy_conversation_sandbox()
+
+
+class TestOpenSandboxAsyncWithoutConversation(AsyncRuntimeConformance):
+    """The contracts that hold without a conversation (a private sandbox per runtime object),
+    driven from asyncio."""
+
+    resolves_symlinks: ClassVar[bool] = False
+    timeout_seconds: ClassVar[float] = 1.5
+    conversation_mode = False
+    keeps_files_across_runtime_objects = False
+
+    @pytest.fixture(autouse=True)
+    def _double(self, opensandbox_double: OpenSandboxDouble) -> None:
+        self.double = opensandbox_double
+
+    def conversations_root(self, tmp_path: Path) -> str:
+        return CONVERSATIONS_ROOT
+
+    def make_async_runtime_without_conversation(
+        self, *, working_directory: str, base_environment: Mapping[str, str]
+    ) -> AsyncSkillRuntime:
+        return to_async(
+            OpenSandboxSkillRuntime(
+                domain=self.double.domain,
+                api_key=self.double.api_key,
+                remote_root=working_directory,
+                base_environment=base_environment,
+                deadline_grace_seconds=5.0,
+            )
+        )
+
+    def skills_directory(self, working_directory: str) -> str:
+        return working_directory

@@ -368,6 +368,8 @@ def _read_after_terminal(sandbox: RawSandbox, wait: float) -> tuple[str, bytes |
         while b"\n\n" not in after:
             after += conn.recv(65536)
         tail = after.split(b"\n\n", 1)[1]
+        if b"0\r\n\r\n" in tail:  # the body's end came in the same read as the terminal event
+            return "execution_complete", tail
         conn.settimeout(wait)
         try:
             more = conn.recv(65536)

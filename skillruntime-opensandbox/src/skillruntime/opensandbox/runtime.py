@@ -377,12 +377,16 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
             logger.warning("sandbox %s vanished before a command started; re-attaching", sandbox.id)
             return self._run_in(self._handle(), request, working_directory, environment)
         except OpenSandboxExecutionError as exc:
-            if self._vanished(sandbox):
+            if self._vanished(sandbox, patient=True):
                 if pinned is not None:
                     raise _SandboxReplacedWhilePreparingError(sandbox.id) from exc
                 raise self._replaced_error(sandbox.id) from exc
             raise
-        if result.exit_code == -1 and not result.timed_out and self._vanished(sandbox):
+        if (
+            result.exit_code == -1
+            and not result.timed_out
+            and self._vanished(sandbox, patient=True)
+        ):
             # The command was killed with its sandbox (e.g. the server restarted).
             if pinned is not None:
                 raise _SandboxReplacedWhilePreparingError(sandbox.id)
@@ -722,14 +726,15 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
         """
         return _may_mean_sandbox_gone(exc) and self._vanished(sandbox)
 
-    def _vanished(self, sandbox: SandboxSync) -> bool:
-        """Ask the server once whether ``sandbox`` has ended; if so drop the handle.
+    def _vanished(self, sandbox: SandboxSync, *, patient: bool = False) -> bool:
+        """Ask the server whether ``sandbox`` has ended; if so drop the handle.
 
-        One attempt, no retries: callers are inside a retry budget of their own. ``False`` when
-        the server cannot be asked.
+        One attempt, no retries, for callers inside a retry budget of their own; ``patient``
+        (after a command came back killed, where no budget is running) retries a server that is
+        still coming back for ``retry_seconds``. ``False`` when the server cannot be asked.
         """
         try:
-            state = self._client.state(sandbox.id, deadline=time.monotonic())
+            state = self._client.state(sandbox.id, deadline=None if patient else time.monotonic())
         except OpenSandboxError:
             return False
         if state is not None and state.lower() not in ENDED_STATES:
