@@ -2,7 +2,7 @@
 
 Every skill is a fresh directory under the test's temporary directory with a ``SKILL.md``, an
 executable script, a binary asset holding all 256 byte values, and optionally the files the
-upload policy must keep out of a runtime (``.git/``, ``.env``, ``credentials*``, symbolic links).
+upload policy must keep out of a runtime (``.git/``, ``.env``, credential files, symbolic links).
 """
 
 from __future__ import annotations
