@@ -36,7 +36,7 @@ fi
 : >"$LOG"
 step "updating pip"
 pip_install --upgrade pip
-step "installing the five distributions (editable) and the development tools" \
+step "installing every distribution (editable) and the development tools" \
     "(a first run downloads about 100 packages and takes a few minutes)"
 pip_install \
     -e './skillruntime-core[sql,postgresql,mysql,testing,s3]' \
