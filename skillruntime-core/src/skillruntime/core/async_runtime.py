@@ -40,12 +40,11 @@ from .runtime_rules import (
     MarkReady,
     PlaceFiles,
     PrepareKey,
+    RuntimeState,
     bootstrap_failure,
     bootstrap_requests,
     bootstrap_transport_failure,
-    closed_error,
     command_directory,
-    merge_environment,
     place_failure,
     preparation_plan,
     prepare_key,
@@ -111,7 +110,7 @@ async def run_bootstrap_async(
             raise failure
 
 
-class AsyncBaseSkillRuntime(AsyncSkillRuntime):
+class AsyncBaseSkillRuntime(RuntimeState, AsyncSkillRuntime):
     """Shared implementation of the async SPI; a backend supplies a few hooks.
 
     Hooks: :meth:`_run` (coroutine: one command with the final cwd and environment overlay),
@@ -182,28 +181,6 @@ class AsyncBaseSkillRuntime(AsyncSkillRuntime):
     async def _mark_ready(self, target: str, *, digest: str) -> None:
         """Record that the copy at ``target`` (content ``digest``) is complete and bootstrapped."""
         await self._raw_file_system().write_text(ready_marker_path(target), "ok\n")
-
-    # ------------------------------------------------------------------- state
-
-    @property
-    def workspace(self) -> ConversationWorkspace | None:
-        """The conversation workspace, when the runtime has one."""
-        return self._workspace
-
-    @property
-    def closed(self) -> bool:
-        """True once :meth:`close` was called."""
-        return self._closed
-
-    def _ensure_open(self) -> None:
-        if self._closed:
-            raise closed_error(self.name)
-
-    def effective_environment(self, request_environment: Mapping[str, str]) -> dict[str, str]:
-        """The environment overlay of a command: base < prepared skill configs < request."""
-        with self._lock:
-            layers = list(self._skill_environment.values())
-        return merge_environment(self._base_environment, layers, request_environment)
 
     # --------------------------------------------------------------------- SPI
 

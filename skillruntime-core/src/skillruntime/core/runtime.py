@@ -32,13 +32,12 @@ from .runtime_rules import (
     MarkReady,
     PlaceFiles,
     PreparationStep,
+    RuntimeState,
     bootstrap_failure,
     bootstrap_requests,
     bootstrap_transport_failure,
-    closed_error,
     command_directory,
     drive,
-    merge_environment,
     place_failure,
     preparation_plan,
     prepare_key,
@@ -130,7 +129,7 @@ def run_bootstrap(runtime: SkillRuntime, skill: Skill, config: SkillRuntimeConfi
             raise failure
 
 
-class BaseSkillRuntime(SkillRuntime):
+class BaseSkillRuntime(RuntimeState, SkillRuntime):
     """Shared implementation of the SPI; a backend supplies a few hooks.
 
     Hooks: :meth:`_run` (one command with the final cwd and environment overlay),
@@ -211,28 +210,6 @@ class BaseSkillRuntime(SkillRuntime):
         """Record that the copy at ``target`` (content ``digest``) is complete and bootstrapped;
         called once per prepared copy, after its upload and bootstrap succeeded."""
         self._raw_file_system().write_text(ready_marker_path(target), "ok\n")
-
-    # ------------------------------------------------------------------- state
-
-    @property
-    def workspace(self) -> ConversationWorkspace | None:
-        """The conversation workspace, when the runtime has one."""
-        return self._workspace
-
-    @property
-    def closed(self) -> bool:
-        """True once :meth:`close` was called."""
-        return self._closed
-
-    def _ensure_open(self) -> None:
-        if self._closed:
-            raise closed_error(self.name)
-
-    def effective_environment(self, request_environment: Mapping[str, str]) -> dict[str, str]:
-        """The environment overlay of a command: base < prepared skill configs < request."""
-        with self._lock:
-            layers = list(self._skill_environment.values())
-        return merge_environment(self._base_environment, layers, request_environment)
 
     # --------------------------------------------------------------------- SPI
 

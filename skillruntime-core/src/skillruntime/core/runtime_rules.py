@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -100,6 +101,41 @@ def merge_environment(
         merged.update(layer)
     merged.update(request)
     return merged
+
+
+class RuntimeState:
+    """The state both base runtimes keep and read the same way: workspace, closed flag, base
+    environment and the environment layers of prepared skills (a mixin; the base classes set
+    the attributes)."""
+
+    _workspace: ConversationWorkspace | None
+    _closed: bool
+    _lock: AbstractContextManager[Any]
+    _base_environment: dict[str, str]
+    _skill_environment: dict[str, dict[str, str]]
+
+    def _runtime_name(self) -> str:
+        return str(getattr(self, "name", "runtime"))
+
+    @property
+    def workspace(self) -> ConversationWorkspace | None:
+        """The conversation workspace, when the runtime has one."""
+        return self._workspace
+
+    @property
+    def closed(self) -> bool:
+        """True once ``close`` was called."""
+        return self._closed
+
+    def _ensure_open(self) -> None:
+        if self._closed:
+            raise closed_error(self._runtime_name())
+
+    def effective_environment(self, request_environment: Mapping[str, str]) -> dict[str, str]:
+        """The environment overlay of a command: base < prepared skill configs < request."""
+        with self._lock:
+            layers = list(self._skill_environment.values())
+        return merge_environment(self._base_environment, layers, request_environment)
 
 
 @dataclass(frozen=True)
