@@ -31,7 +31,7 @@ from skillruntime.core.errors import (
     RuntimePermissionError,
 )
 from skillruntime.core.plugins import available_runtimes, create_runtime
-from skillruntime.core.skillfiles import iter_skill_files
+from skillruntime.core.skills.files import iter_skill_files
 from skillruntime.core.testing import immutable_host_directory
 
 # ------------------------------------------------------------------------- options

@@ -43,7 +43,7 @@ from skillruntime.core.models import (
     SkillPreparationRequest,
 )
 from skillruntime.core.runtime import BaseSkillRuntime
-from skillruntime.core.skillfiles import SkillFile
+from skillruntime.core.skills.files import SkillFile
 
 ROOT = "/home/gem/workspace/conversations"
 

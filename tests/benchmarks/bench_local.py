@@ -33,7 +33,7 @@ from pathlib import Path
 from bench_common import default_scratch, make_skill
 
 from skillruntime.core.models import Skill, SkillExecutionRequest, SkillPreparationRequest
-from skillruntime.core.skillfiles import (
+from skillruntime.core.skills.files import (
     clear_hash_memo,
     copy_skill_files,
     iter_skill_files,

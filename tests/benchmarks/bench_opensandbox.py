@@ -48,7 +48,7 @@ from skillruntime.core.models import (
     SkillExecutionRequest,
     SkillPreparationRequest,
 )
-from skillruntime.core.skillfiles import SkillFile
+from skillruntime.core.skills.files import SkillFile
 from skillruntime.opensandbox import OpenSandboxSkillRuntime
 
 

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from skillruntime.core.cli import cli
-from skillruntime.core.cli_runtime import skill_runtime_config
+from skillruntime.core.cli.runtime import skill_runtime_config
 from skillruntime.core.models import BootstrapCommand, Skill, SkillExecutionResult
 
 # ------------------------------------------------------------- with the recording runtime

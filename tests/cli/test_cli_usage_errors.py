@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from skillruntime.core.cli import cli
-from skillruntime.core.cli_progress import TransferProgress, format_size
+from skillruntime.core.cli.progress import TransferProgress, format_size
 
 SKILL_MD = "---\nname: demo\ndescription: A demo skill.\n---\nBody.\n"
 

@@ -16,7 +16,7 @@ from skillruntime.core.conversations import (
     ConversationStore,
     InMemoryConversationStore,
 )
-from skillruntime.core.sql import SqlConversationStore
+from skillruntime.core.conversations.sql import SqlConversationStore
 
 SERVICE = "http://sandbox.example:8080"
 

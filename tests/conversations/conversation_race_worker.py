@@ -23,7 +23,7 @@ from skillruntime.core.conversations import (
     modify_record,
     open_conversation_store,
 )
-from skillruntime.core.sql import SqlConversationStore
+from skillruntime.core.conversations.sql import SqlConversationStore
 
 
 def main() -> None:

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from conversations.conversation_backends import new_record
 from skillruntime.core.cli import build_cli
-from skillruntime.core.sql import SqlConversationStore
+from skillruntime.core.conversations.sql import SqlConversationStore
 
 
 def test_create_schema_reads_the_url_from_the_environment(tmp_path: Path) -> None:

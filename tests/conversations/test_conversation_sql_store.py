@@ -25,7 +25,7 @@ from skillruntime.core.conversations import (
     InMemoryConversationStore,
     open_conversation_store,
 )
-from skillruntime.core.sql import SqlConversationStore, conversation_table, schema_ddl
+from skillruntime.core.conversations.sql import SqlConversationStore, conversation_table, schema_ddl
 
 HERE = Path(__file__).resolve().parent
 PASSWORD = "s3cret-Pa55word"

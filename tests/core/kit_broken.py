@@ -31,7 +31,7 @@ from skillruntime.core.models import (
     SkillPreparationRequest,
     SkillRuntimeConfig,
 )
-from skillruntime.core.skillfiles import SkillFile, UploadPolicy
+from skillruntime.core.skills.files import SkillFile, UploadPolicy
 from skillruntime.core.workspace import ConversationWorkspace, ScopedFileSystem
 
 __all__ = ["BROKEN_RUNTIMES", "TIMEOUT_TESTS"]

@@ -29,7 +29,7 @@ from skillruntime.core.errors import (
 from skillruntime.core.filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT, SkillRuntimeFileSystem
 from skillruntime.core.models import FileInfo, SkillExecutionRequest, SkillExecutionResult
 from skillruntime.core.runtime import BaseSkillRuntime
-from skillruntime.core.skillfiles import DEFAULT_UPLOAD_POLICY, UploadPolicy
+from skillruntime.core.skills.files import DEFAULT_UPLOAD_POLICY, UploadPolicy
 from skillruntime.core.workspace import ConversationWorkspace, local_real_path_checker
 
 __all__ = ["BoundedBuffer", "HostFileSystem", "ReferenceRuntime"]

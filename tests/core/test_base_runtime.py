@@ -22,7 +22,7 @@ from skillruntime.core.models import (
     SkillRuntimeConfig,
 )
 from skillruntime.core.runtime import BaseSkillRuntime, ready_marker_path
-from skillruntime.core.skillfiles import SkillFile
+from skillruntime.core.skills.files import SkillFile
 from skillruntime.core.workspace import ConversationWorkspace
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from skillruntime.core.skillfiles import (
+from skillruntime.core.skills.files import (
     UploadPolicy,
     copy_skill_files,
     iter_skill_files,
@@ -115,7 +115,7 @@ def test_digest_of_a_large_skill_is_the_same_on_several_threads(tmp_path: Path) 
 def test_hash_memo_skips_rereading_unchanged_files_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import skillruntime.core.skillfiles as skillfiles
+    import skillruntime.core.skills.files as skillfiles
 
     skillfiles.clear_hash_memo()
     reads: list[str] = []

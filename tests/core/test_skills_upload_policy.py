@@ -10,7 +10,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from skillruntime.core.skillfiles import (
+from skillruntime.core.skills.files import (
     DEFAULT_UPLOAD_POLICY,
     SECRET_FILE_NAMES,
     SECRET_FILE_PATTERNS,
@@ -86,7 +86,7 @@ def test_files_that_hold_secrets_are_skipped_at_any_depth_and_logged_by_name_onl
         root = Path(scratch)
         _write(root, "SKILL.md", "---\nname: x\ndescription: d\n---\n")
         _write(root, f"{folder}{name}")
-        logger = logging.getLogger("skillruntime.core.skillfiles")
+        logger = logging.getLogger("skillruntime.core.skills.files")
         records: list[logging.LogRecord] = []
         handler = logging.Handler(logging.INFO)
         handler.emit = records.append  # type: ignore[method-assign]

@@ -14,7 +14,7 @@ import sys
 import threading
 
 from skillruntime.core.conversations import ConversationRecord, ConversationStore
-from skillruntime.core.sql import SqlConversationStore
+from skillruntime.core.conversations.sql import SqlConversationStore
 from skillruntime.opensandbox import OpenSandboxSkillRuntime
 
 

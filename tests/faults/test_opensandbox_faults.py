@@ -25,6 +25,7 @@ from doubles._process import double_env, read_ready_line
 from doubles.opensandbox import OpenSandboxDouble
 from faults.figures import record_figure
 from skillruntime.core.conversations import InMemoryConversationStore
+from skillruntime.core.conversations.sql import SqlConversationStore
 from skillruntime.core.errors import RuntimeFileError, RuntimeFileNotFoundError
 from skillruntime.core.models import (
     BootstrapCommand,
@@ -33,7 +34,6 @@ from skillruntime.core.models import (
     SkillPreparationRequest,
     SkillRuntimeConfig,
 )
-from skillruntime.core.sql import SqlConversationStore
 from skillruntime.opensandbox import OpenSandboxSkillRuntime, SandboxReplacedError
 from skillruntime.opensandbox.files import UPLOAD_BATCH_FILES
 

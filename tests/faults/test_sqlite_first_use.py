@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conversations.conversation_backends import new_record
-from skillruntime.core.sql import SqlConversationStore
+from skillruntime.core.conversations.sql import SqlConversationStore
 
 RUNS = int(os.environ.get("SKILLRUNTIME_SQLITE_STRESS_RUNS", "3"))
 NODES = 4

@@ -27,8 +27,8 @@ from skillruntime.core.conversations import (
     ConversationStoreError,
     modify_record,
 )
+from skillruntime.core.conversations.sql import SqlConversationStore
 from skillruntime.core.errors import StoreConflictError
-from skillruntime.core.sql import SqlConversationStore
 
 KINDS = ["postgresql", "mariadb"]
 CONNECT_TIMEOUT = 1.0

@@ -20,7 +20,7 @@ from skillruntime.core.models import (
     SkillRuntimeConfig,
 )
 from skillruntime.core.plugins import RuntimeOptionsError, available_runtimes, create_runtime
-from skillruntime.core.skillfiles import iter_skill_files, skill_digest
+from skillruntime.core.skills.files import iter_skill_files, skill_digest
 from skillruntime.local import DEFAULT_CONVERSATIONS_ROOT, LocalRuntimeOptions, LocalSkillRuntime
 
 

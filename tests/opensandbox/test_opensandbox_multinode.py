@@ -15,7 +15,7 @@ import pytest
 
 from doubles.opensandbox import OpenSandboxDouble
 from skillruntime.core.conversations import service_key_for_url, storage_key_for
-from skillruntime.core.sql import SqlConversationStore
+from skillruntime.core.conversations.sql import SqlConversationStore
 from sql_databases import temporary_database
 
 NODES = 8

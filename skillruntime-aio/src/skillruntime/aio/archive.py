@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Sequence
 from typing import IO
 
-from skillruntime.core.skillfiles import SkillFile
+from skillruntime.core.skills.files import SkillFile
 
 __all__ = ["ARCHIVE_SPOOL_MEMORY", "build_skill_archive", "unpack_command"]
 

@@ -40,7 +40,7 @@ from skillruntime.core.models import (
 )
 from skillruntime.core.runtime import ready_marker_path
 from skillruntime.core.runtime_rules import closed_error
-from skillruntime.core.skillfiles import DEFAULT_UPLOAD_POLICY, SkillFile, UploadPolicy
+from skillruntime.core.skills.files import DEFAULT_UPLOAD_POLICY, SkillFile, UploadPolicy
 from skillruntime.core.workspace import ConversationWorkspace
 
 from .archive import build_skill_archive, unpack_command

@@ -9,7 +9,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from skillruntime.core.plugins import RuntimeOptions
-from skillruntime.core.skillfiles import DEFAULT_UPLOAD_POLICY, UploadPolicy
+from skillruntime.core.skills.files import DEFAULT_UPLOAD_POLICY, UploadPolicy
 from skillruntime.core.workspace import validate_conversation_id, validate_conversations_root
 
 from .client import DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT

@@ -36,7 +36,7 @@ from skillruntime.core.models import (
     SkillPreparationRequest,
 )
 from skillruntime.core.runtime import BaseSkillRuntime, ready_marker_path
-from skillruntime.core.skillfiles import DEFAULT_UPLOAD_POLICY, SkillFile, UploadPolicy
+from skillruntime.core.skills.files import DEFAULT_UPLOAD_POLICY, SkillFile, UploadPolicy
 from skillruntime.core.workspace import ConversationWorkspace
 
 from .archive import build_skill_archive, unpack_command

@@ -1,5 +1,6 @@
 """skillruntime core: the SkillRuntime SPI, its models, skill files and conversation workspaces."""
 
+from . import _moved
 from ._version import __version__
 from .async_filesystem import AsyncSkillRuntimeFileSystem
 from .async_runtime import AsyncBaseSkillRuntime, AsyncSkillRuntime
@@ -37,6 +38,8 @@ from .models import (
 )
 from .runtime import BaseSkillRuntime, SkillRuntime
 from .workspace import ConversationWorkspace, ScopedFileSystem
+
+_moved.install()
 
 __all__ = [
     "ArtifactIntegrityError",

@@ -43,7 +43,7 @@ from .runtime_rules import (
     prepare_key,
     scan_skill,
 )
-from .skillfiles import DEFAULT_UPLOAD_POLICY, SkillFile, UploadPolicy
+from .skills.files import DEFAULT_UPLOAD_POLICY, SkillFile, UploadPolicy
 from .workspace import ConversationWorkspace, ScopedFileSystem
 
 __all__ = [

@@ -25,7 +25,7 @@ from .models import (
     SkillExecutionResult,
     SkillRuntimeConfig,
 )
-from .skillfiles import (
+from .skills.files import (
     SkillFile,
     UploadPolicy,
     iter_skill_files,

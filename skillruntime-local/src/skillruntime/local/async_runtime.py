@@ -27,7 +27,7 @@ from skillruntime.core.models import (
     SkillExecutionResult,
     SkillPreparationRequest,
 )
-from skillruntime.core.skillfiles import DEFAULT_UPLOAD_POLICY, SkillFile, UploadPolicy
+from skillruntime.core.skills.files import DEFAULT_UPLOAD_POLICY, SkillFile, UploadPolicy
 
 from .async_process import run_command_async
 from .process import DEFAULT_DRAIN_SECONDS, DEFAULT_KILL_GRACE_SECONDS, ProcessRegistry

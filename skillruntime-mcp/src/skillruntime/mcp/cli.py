@@ -13,8 +13,8 @@ from typing import Any
 
 import click
 
-from skillruntime.core.cli_errors import CliError, CliUsageError
-from skillruntime.core.cli_runtime import (
+from skillruntime.core.cli.errors import CliError, CliUsageError
+from skillruntime.core.cli.runtime import (
     parse_assignments,
     runtime_options,
     skill_runtime_config,

@@ -10,7 +10,7 @@ from pydantic_settings import SettingsConfigDict
 from skillruntime.core.conversations import ConversationStore
 from skillruntime.core.models import validate_environment
 from skillruntime.core.plugins import RuntimeOptions
-from skillruntime.core.skillfiles import DEFAULT_UPLOAD_POLICY, UploadPolicy
+from skillruntime.core.skills.files import DEFAULT_UPLOAD_POLICY, UploadPolicy
 from skillruntime.core.workspace import validate_conversation_id, validate_conversations_root
 
 __all__ = [

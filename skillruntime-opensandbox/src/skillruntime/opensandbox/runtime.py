@@ -65,7 +65,7 @@ from skillruntime.core.models import (
     SkillRuntimeConfig,
 )
 from skillruntime.core.runtime import BaseSkillRuntime
-from skillruntime.core.skillfiles import (
+from skillruntime.core.skills.files import (
     DEFAULT_UPLOAD_POLICY,
     SkillFile,
     UploadPolicy,

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from skillruntime.core.cli_errors import CliUsageError, as_cli_error
+from skillruntime.core.cli.errors import CliUsageError, as_cli_error
 
 if TYPE_CHECKING:
     from .store import VikingSkillStore
@@ -67,7 +67,7 @@ def _open_store(ctx: click.Context) -> Iterator[VikingSkillStore]:
     """Build the store from the group's settings; translate its errors for the command line."""
     from pydantic import ValidationError
 
-    from skillruntime.core.cli_errors import validation_message
+    from skillruntime.core.cli.errors import validation_message
 
     from .errors import VikingStoreError
     from .store import VikingSkillStore

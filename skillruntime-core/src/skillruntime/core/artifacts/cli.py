@@ -12,7 +12,7 @@ from typing import Any
 import click
 from pydantic import ValidationError
 
-from ..cli_errors import CliError, CliUsageError, validation_message
+from ..cli.errors import CliError, CliUsageError, validation_message
 from ..errors import SkillRuntimeError
 from .spi import SkillArtifact, SkillArtifactStore, SkillPackage
 from .urls import open_artifact_store

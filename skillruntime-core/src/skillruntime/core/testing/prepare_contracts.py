@@ -11,7 +11,7 @@ import pytest
 from ..errors import SkillPrepareError
 from ..models import BootstrapCommand, Skill, SkillRuntimeConfig
 from ..runtime import SkillRuntime
-from ..skillfiles import iter_skill_files, prepared_directory_name, skill_digest
+from ..skills.files import iter_skill_files, prepared_directory_name, skill_digest
 from .base import ConformanceBase
 from .context import ConformanceContext
 from .skills import ALL_BYTES, POLICY_EXCLUDED_PATHS, STANDARD_FILES, append_line_command

@@ -6,9 +6,10 @@ in it. Stores never overwrite blindly: :meth:`ConversationStore.create` is an at
 insert-if-absent and :meth:`ConversationStore.update` a compare-and-set on ``version``. Callers
 that change a record use :func:`modify_record`, which re-reads and retries on conflict.
 
-Built in: :class:`InMemoryConversationStore` (one process) here and ``SqlConversationStore`` in
-:mod:`skillruntime.core.sql` (extra ``skillruntime-core[sql]``). :func:`open_conversation_store`
-builds a store from a URL through the ``skillruntime_conversation_stores`` plugin hook.
+Built in: ``InMemoryConversationStore`` (one process) in :mod:`.memory` and
+``SqlConversationStore`` in :mod:`.sql` (extra ``skillruntime-core[sql]``).
+:func:`open_conversation_store` builds a store from a URL through the
+``skillruntime_conversation_stores`` plugin hook.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import random
-import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
@@ -26,15 +26,14 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .closing import Closeable
-from .errors import SkillRuntimeError, StoreConflictError
-from .workspace import validate_conversation_id
+from ..closing import Closeable
+from ..errors import SkillRuntimeError, StoreConflictError
+from ..workspace import validate_conversation_id
 
 __all__ = [
     "ConversationRecord",
     "ConversationStore",
     "ConversationStoreError",
-    "InMemoryConversationStore",
     "modify_record",
     "open_conversation_store",
     "service_key_for_url",
@@ -185,37 +184,6 @@ class ConversationStore(Closeable, ABC):
         """Release connections (idempotent); the default holds nothing."""
 
 
-class InMemoryConversationStore(ConversationStore):
-    """A store for one process: records live in a dict guarded by a lock."""
-
-    def __init__(self) -> None:
-        self._records: dict[str, ConversationRecord] = {}
-        self._lock = threading.Lock()
-
-    def get(self, storage_key: str) -> ConversationRecord | None:
-        with self._lock:
-            return self._records.get(storage_key)
-
-    def create(self, record: ConversationRecord) -> bool:
-        with self._lock:
-            if record.storage_key in self._records:
-                return False
-            self._records[record.storage_key] = record.with_changes(version=1)
-            return True
-
-    def update(self, record: ConversationRecord) -> bool:
-        with self._lock:
-            current = self._records.get(record.storage_key)
-            if current is None or current.version != record.version:
-                return False
-            self._records[record.storage_key] = record.with_changes(version=record.version + 1)
-            return True
-
-    def delete(self, storage_key: str) -> ConversationRecord | None:
-        with self._lock:
-            return self._records.pop(storage_key, None)
-
-
 def modify_record(
     store: ConversationStore,
     storage_key: str,
@@ -302,7 +270,7 @@ def open_conversation_store(url: str, **options: Any) -> ConversationStore:
     The scheme before any ``+driver`` selects a provider registered through the
     ``skillruntime_conversation_stores`` hook; the whole URL goes to its factory.
     """
-    from .plugins import available_conversation_stores
+    from ..plugins import available_conversation_stores
 
     scheme = url.partition("://")[0].lower() if "://" in url else ""
     base = scheme.partition("+")[0]

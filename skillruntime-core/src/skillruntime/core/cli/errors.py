@@ -9,8 +9,8 @@ from __future__ import annotations
 import click
 from pydantic import ValidationError
 
-from .errors import SkillRuntimeError
-from .plugins import RuntimeOptionsError
+from ..errors import SkillRuntimeError
+from ..plugins import RuntimeOptionsError
 
 __all__ = [
     "FAILURE_EXIT_CODE",

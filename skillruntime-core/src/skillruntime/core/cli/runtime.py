@@ -23,23 +23,23 @@ from typing import Any, TypeVar, Union, get_args, get_origin
 import click
 from pydantic import BaseModel, ValidationError
 
-from .cli_errors import CliError, CliUsageError, validation_message
-from .cli_progress import TransferProgress
-from .filesystem import SkillRuntimeFileSystem, iter_local_file
-from .models import (
+from ..filesystem import SkillRuntimeFileSystem, iter_local_file
+from ..models import (
     Skill,
     SkillExecutionRequest,
     SkillPreparationRequest,
     SkillRuntimeConfig,
 )
-from .plugins import (
+from ..plugins import (
     RuntimeOptionsError,
     RuntimeProvider,
     create_runtime,
     describe_options,
     get_runtime_provider,
 )
-from .runtime import SkillRuntime
+from ..runtime import SkillRuntime
+from .errors import CliError, CliUsageError, validation_message
+from .progress import TransferProgress
 
 __all__ = [
     "TIMEOUT_EXIT_CODE",
@@ -200,7 +200,7 @@ def skill_runtime_config(skill: Skill) -> SkillRuntimeConfig:
     validate`` checks). Raises :class:`~skillruntime.core.errors.SkillValidationError` (a
     :class:`ValueError`) naming the skill when the section is malformed.
     """
-    from .skills import skill_bootstrap_commands
+    from ..skills import skill_bootstrap_commands
 
     return SkillRuntimeConfig(bootstrap=skill_bootstrap_commands(skill))
 
@@ -210,7 +210,7 @@ def _load_skills(skills_root: Path | None, names: Sequence[str]) -> list[Skill]:
         if names:
             raise click.UsageError("--skill needs --skills-root to say where skills live")
         return []
-    from .skills import discover_skills
+    from ..skills import discover_skills
 
     wanted = list(dict.fromkeys(names))
     # Invalid skills are skipped with a warning; a name discovery does not know raises there,

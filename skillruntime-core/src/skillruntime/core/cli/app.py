@@ -15,17 +15,17 @@ from typing import Any
 
 import click
 
-from .artifacts.cli import artifacts_group
-from .cli_errors import as_cli_error
-from .cli_runtime import exec_command, files_group
-from .cli_skills import skills_group
-from .plugins import (
+from ..artifacts.cli import artifacts_group
+from ..plugins import (
     RuntimeProvider,
     available_runtimes,
     describe_options,
     plugin_problems,
     register_cli_commands,
 )
+from .errors import as_cli_error
+from .runtime import exec_command, files_group
+from .skills import skills_group
 
 __all__ = ["SkillRuntimeGroup", "build_cli", "cli", "main"]
 

@@ -16,7 +16,8 @@ timeout so several processes of one host share the file), ``postgresql[+psycopg]
 matching extra (``psycopg`` or ``pymysql``). Every driver gets a connect timeout and a bound on
 how long one statement (or lock wait) may take. On PostgreSQL and MySQL/MariaDB every call also
 has a client-side deadline of ``connect_timeout + statement_timeout`` (see
-:mod:`skillruntime.core.sql_deadline`): a silent network cannot hold a call longer than that.
+:mod:`skillruntime.core.conversations.sql_deadline`): a silent network cannot hold a call longer
+than that.
 Errors are :class:`ConversationStoreError` whose text shows the URL with its password hidden.
 """
 
@@ -66,8 +67,8 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.schema import CreateTable
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
-from .conversations import ConversationRecord, ConversationStore, ConversationStoreError
-from .errors import StoreConflictError
+from ..errors import StoreConflictError
+from .spi import ConversationRecord, ConversationStore, ConversationStoreError
 from .sql_deadline import CallDeadline, start_deadline
 
 __all__ = [

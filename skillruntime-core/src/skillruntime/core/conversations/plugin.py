@@ -11,7 +11,7 @@ Schemes served:
 * ``postgresql[+driver]://``, ``mysql[+driver]://``, ``mariadb[+driver]://`` — a shared SQL store
   for several nodes. The factory does **not** create the table unless ``create_schema=True`` is
   passed: on a server the schema is usually created once by a deployment step (see
-  :meth:`~skillruntime.core.sql.SqlConversationStore.create_schema`).
+  :meth:`~skillruntime.core.conversations.sql.SqlConversationStore.create_schema`).
 
 The SQL stores need the ``sql`` extra (``postgresql``/``mysql`` extras add the drivers); this
 module imports SQLAlchemy only when such a store is built, so ``memory://`` works without it.
@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .conversations import ConversationStoreError, InMemoryConversationStore
-from .plugins import ConversationStoreProvider, hookimpl
+from ..plugins import ConversationStoreProvider, hookimpl
+from .memory import InMemoryConversationStore
+from .spi import ConversationStoreError
 
 if TYPE_CHECKING:
     from .sql import SqlConversationStore
@@ -127,7 +128,7 @@ def conversations_group() -> None:
 @click.option("--table", "table_name", default=None, help="Table name (default: the store's).")
 def create_schema_command(url: str, table_name: str | None) -> None:
     """Create the conversation table if it is absent (safe to run on every deployment)."""
-    from .cli_errors import as_cli_error
+    from ..cli.errors import as_cli_error
 
     scheme = _base_scheme(url)
     if scheme not in SQL_SCHEMES:
@@ -149,7 +150,7 @@ def create_schema_command(url: str, table_name: str | None) -> None:
 @click.option("--table", "table_name", default=None, help="Table name (default: the store's).")
 def ddl_command(dialect: str, table_name: str | None) -> None:
     """Print the CREATE TABLE statement of the conversation table for DIALECT."""
-    from .cli_errors import CliError
+    from ..cli.errors import CliError
 
     try:
         from .sql import DEFAULT_TABLE_NAME, schema_ddl

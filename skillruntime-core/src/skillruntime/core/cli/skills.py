@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from .cli_errors import CliError
+from .errors import CliError
 
 __all__ = ["skills_group"]
 
@@ -27,7 +27,7 @@ def skills_group() -> None:
 
 def _hidden_hint(root: Path) -> str | None:
     """How to use the skills in ``root``'s hidden folders, or ``None`` when it has none."""
-    from .skills import hidden_skill_folders
+    from ..skills import hidden_skill_folders
 
     hidden = hidden_skill_folders(root)
     if not hidden:
@@ -43,7 +43,7 @@ def _hidden_hint(root: Path) -> str | None:
 def _skill_targets(path: Path) -> list[Path] | None:
     """The skill directories to validate for ``path``: ``[path]`` when it is a skill (or a
     ``SKILL.md``), its skill subdirectories when it is a root, ``None`` when it holds neither."""
-    from .skills import SKILL_FILE_NAME, skill_directories
+    from ..skills import SKILL_FILE_NAME, skill_directories
 
     if not path.is_dir() or os.path.lexists(path / SKILL_FILE_NAME):
         return [path]
@@ -70,8 +70,8 @@ def skills_validate(paths: Sequence[Path], strict: bool) -> None:
       skillruntime skills validate skills/pdf skills/csv
       skillruntime skills validate --strict skills
     """
-    from .skillfiles import skipped_skill_files
-    from .skills import validate_skill_directory
+    from ..skills import validate_skill_directory
+    from ..skills.files import skipped_skill_files
 
     errors = 0
     for path in paths:
@@ -114,7 +114,7 @@ def skills_list(roots: Sequence[Path], as_json: bool) -> None:
     (those `skillruntime skills validate` reports errors for) are skipped with a warning on
     stderr. When nothing is found, a hint names hidden folders that hold skills.
     """
-    from .skills import discover_skills
+    from ..skills import discover_skills
 
     skills = [skill for root in roots for skill in discover_skills(root, skip_invalid=True)]
     rows = [

@@ -1,0 +1,43 @@
+"""Agent Skills on disk: parse, validate, discover, and choose the files that are uploaded.
+
+:mod:`.spec` parses and validates ``SKILL.md`` and loads one skill (with its bootstrap metadata);
+:mod:`.discovery` finds the skills under a root; :mod:`.policy` is the :class:`UploadPolicy` of
+names that never leave the host; :mod:`.files` walks a skill under that policy, computes its
+content digest and copies it.
+"""
+
+from .discovery import discover_skills, hidden_skill_folders, skill_directories
+from .spec import (
+    COMPATIBILITY_MAX_LENGTH,
+    DESCRIPTION_MAX_LENGTH,
+    KNOWN_FRONTMATTER_KEYS,
+    MAX_SKILL_MD_BYTES,
+    NAME_MAX_LENGTH,
+    SKILL_FILE_NAME,
+    InvalidSkillError,
+    SkillProblem,
+    load_skill,
+    parse_skill_markdown,
+    skill_bootstrap_commands,
+    skill_frontmatter,
+    validate_skill_directory,
+)
+
+__all__ = [
+    "COMPATIBILITY_MAX_LENGTH",
+    "DESCRIPTION_MAX_LENGTH",
+    "KNOWN_FRONTMATTER_KEYS",
+    "MAX_SKILL_MD_BYTES",
+    "NAME_MAX_LENGTH",
+    "SKILL_FILE_NAME",
+    "InvalidSkillError",
+    "SkillProblem",
+    "discover_skills",
+    "hidden_skill_folders",
+    "load_skill",
+    "parse_skill_markdown",
+    "skill_bootstrap_commands",
+    "skill_directories",
+    "skill_frontmatter",
+    "validate_skill_directory",
+]

@@ -1,0 +1,65 @@
+"""The old flat module names of core still import, with a warning, the objects of the new homes."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+
+import pytest
+
+from skillruntime.core._moved import MOVED_MODULES
+
+
+@pytest.mark.parametrize(("old", "new"), sorted(MOVED_MODULES.items()))
+def test_old_name_warns_and_holds_the_new_objects(old: str, new: str) -> None:
+    sys.modules.pop(old, None)
+    with pytest.warns(DeprecationWarning, match=new.replace(".", r"\.")):
+        moved = importlib.import_module(old)
+    target = importlib.import_module(new)
+    public = [name for name in vars(target) if not name.startswith("_")]
+    assert public
+    for name in public:
+        assert getattr(moved, name) is getattr(target, name)
+    assert getattr(moved, "__all__", None) == getattr(target, "__all__", None)
+
+
+def test_from_import_of_an_old_name_works_in_a_fresh_interpreter() -> None:
+    code = (
+        "import warnings; warnings.simplefilter('error')\n"
+        "try:\n"
+        "    from skillruntime.core.skillfiles import UploadPolicy\n"
+        "except DeprecationWarning as w: print('warned', w)\n"
+        "warnings.simplefilter('ignore')\n"
+        "from skillruntime.core.skillfiles import UploadPolicy\n"
+        "from skillruntime.core.skills.policy import UploadPolicy as New\n"
+        "print(UploadPolicy is New)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "warned skillruntime.core.skillfiles is deprecated" in out.stdout
+    assert out.stdout.strip().endswith("True")
+
+
+def test_unknown_names_are_not_served() -> None:
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("skillruntime.core.no_such_module")
+
+
+@pytest.mark.parametrize(
+    ("package", "names"),
+    [
+        (
+            "skillruntime.core.conversations",
+            ["InMemoryConversationStore", "open_conversation_store"],
+        ),
+        ("skillruntime.core.skills", ["discover_skills", "load_skill", "SKILL_FILE_NAME"]),
+        ("skillruntime.core.cli", ["main", "cli", "build_cli"]),
+    ],
+)
+def test_old_flat_names_that_became_packages_export_the_same_names(
+    package: str, names: list[str]
+) -> None:
+    module = importlib.import_module(package)
+    for name in names:
+        assert name in module.__all__
+        assert hasattr(module, name)
