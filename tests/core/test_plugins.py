@@ -398,11 +398,15 @@ def test_plugin_cli_commands_are_added_but_cannot_replace_builtins() -> None:
     register_plugin(CliPlugin(), "cli-plugin")
 
     group = build_cli()
+    ctx = click.Context(group)
 
-    assert "hello" in group.commands
-    assert group.commands["exec"].name == "exec"
-    assert group.commands["exec"].callback is not None
-    assert group.commands["exec"].callback.__name__ == "exec_command"
+    assert "hello" in group.list_commands(ctx)
+    assert group.get_command(ctx, "hello") is not None
+    exec_command = group.get_command(ctx, "exec")
+    assert exec_command is not None
+    assert exec_command.name == "exec"
+    assert exec_command.callback is not None
+    assert exec_command.callback.__name__ == "exec_command"
 
 
 def test_installed_local_distribution_is_discovered_through_its_entry_point(

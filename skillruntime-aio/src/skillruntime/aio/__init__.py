@@ -4,21 +4,47 @@ The service is someone else's: the runtime never creates or stops it. See
 :class:`AioSandboxSkillRuntime` and ``docs/aio-runtime.md``.
 """
 
+from typing import TYPE_CHECKING
+
+from skillruntime.core._lazy import lazy_attributes
+
 from ._version import __version__
-from .async_client import AsyncAioClient
-from .async_runtime import AsyncAioSkillRuntime
-from .client import AioClient
-from .errors import (
-    AioAuthenticationError,
-    AioNotFoundError,
-    AioOperationError,
-    AioRequestError,
-    AioSandboxError,
-    AioServerError,
-    AioTransportError,
+
+if TYPE_CHECKING:
+    from .async_client import AsyncAioClient
+    from .async_runtime import AsyncAioSkillRuntime
+    from .client import AioClient
+    from .errors import (
+        AioAuthenticationError,
+        AioNotFoundError,
+        AioOperationError,
+        AioRequestError,
+        AioSandboxError,
+        AioServerError,
+        AioTransportError,
+    )
+    from .options import DEFAULT_CONVERSATIONS_ROOT, DEFAULT_REMOTE_ROOT, AioRuntimeOptions
+    from .runtime import AioSandboxSkillRuntime
+
+__getattr__, __dir__ = lazy_attributes(
+    __name__,
+    {
+        "AsyncAioClient": ".async_client",
+        "AsyncAioSkillRuntime": ".async_runtime",
+        "AioClient": ".client",
+        "AioAuthenticationError": ".errors",
+        "AioNotFoundError": ".errors",
+        "AioOperationError": ".errors",
+        "AioRequestError": ".errors",
+        "AioSandboxError": ".errors",
+        "AioServerError": ".errors",
+        "AioTransportError": ".errors",
+        "DEFAULT_CONVERSATIONS_ROOT": ".options",
+        "DEFAULT_REMOTE_ROOT": ".options",
+        "AioRuntimeOptions": ".options",
+        "AioSandboxSkillRuntime": ".runtime",
+    },
 )
-from .options import DEFAULT_CONVERSATIONS_ROOT, DEFAULT_REMOTE_ROOT, AioRuntimeOptions
-from .runtime import AioSandboxSkillRuntime
 
 __all__ = [
     "DEFAULT_CONVERSATIONS_ROOT",

@@ -18,6 +18,7 @@ import requests
 from requests.adapters import HTTPAdapter
 from tenacity import Retrying
 
+from .defaults import DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT
 from .errors import AioSandboxError
 from .wire import (
     RETRYABLE_STATUSES,
@@ -39,11 +40,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_CONNECT_TIMEOUT = 10.0
-"""Seconds to establish a connection to the service."""
-
-DEFAULT_READ_TIMEOUT = 60.0
-"""Seconds to wait for a response to a call that does not run a command."""
 
 T = TypeVar("T")
 

@@ -30,7 +30,6 @@ import contextlib
 import logging
 import math
 import posixpath
-import re
 import shlex
 import threading
 import time
@@ -44,6 +43,7 @@ import requests
 from skillruntime.core.errors import ExecutionTransportError
 
 from .client import AioClient
+from .defaults import TEMP_ROOT_PATTERN
 from .errors import AioNotFoundError, AioOperationError, AioSandboxError
 from .script import (
     WrapperOutcome,
@@ -77,9 +77,6 @@ _SOFT_TIMEOUT = 20.0
 
 _GRACE = 10.0
 """Seconds past a command's own deadline before the client gives up on the service."""
-
-TEMP_ROOT_PATTERN = re.compile(r"/[A-Za-z0-9._/-]*")
-"""What ``temp_root`` may look like: it is put into wrapper scripts, so only plain characters."""
 
 _SHELL_RUNNING = ("running", "no_change_timeout")
 

@@ -12,8 +12,7 @@ from skillruntime.core.plugins import RuntimeOptions
 from skillruntime.core.skills.files import DEFAULT_UPLOAD_POLICY, UploadPolicy
 from skillruntime.core.workspace import validate_conversation_id, validate_conversations_root
 
-from .client import DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT
-from .commands import TEMP_ROOT_PATTERN
+from .defaults import DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT, TEMP_ROOT_PATTERN
 
 __all__ = [
     "DEFAULT_CONVERSATIONS_ROOT",

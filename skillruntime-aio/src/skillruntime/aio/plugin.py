@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from skillruntime.core.async_runtime import AsyncSkillRuntime
 from skillruntime.core.plugins import RuntimeProvider, hookimpl
-from skillruntime.core.runtime import SkillRuntime
+
+if TYPE_CHECKING:
+    from skillruntime.core.async_runtime import AsyncSkillRuntime
+    from skillruntime.core.runtime import SkillRuntime
 
 from .options import AioRuntimeOptions
 

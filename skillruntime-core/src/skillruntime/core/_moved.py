@@ -9,7 +9,6 @@ it. The old files are gone (no stub files), so each moved module keeps its histo
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import importlib.machinery
 import sys
 import warnings
@@ -31,11 +30,15 @@ MOVED_MODULES: dict[str, str] = {
 """Old module name -> the module that now holds its contents."""
 
 
-class _MovedLoader(importlib.abc.Loader):
-    """Builds the old module as a copy of the new one's public namespace."""
+class _MovedLoader:
+    """Builds the old module as a copy of the new one's public namespace (an import loader)."""
 
     def __init__(self, new_name: str) -> None:
         self._new_name = new_name
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> None:
+        """Let the import system create a plain module."""
+        return None
 
     def exec_module(self, module: ModuleType) -> None:
         warnings.warn(
@@ -53,7 +56,7 @@ class _MovedLoader(importlib.abc.Loader):
             module.__dict__["__all__"] = list(names)
 
 
-class _MovedFinder(importlib.abc.MetaPathFinder):
+class _MovedFinder:
     """Finds only the names in :data:`MOVED_MODULES`; every other import passes through."""
 
     def find_spec(
@@ -65,7 +68,7 @@ class _MovedFinder(importlib.abc.MetaPathFinder):
         new_name = MOVED_MODULES.get(fullname)
         if new_name is None:
             return None
-        return importlib.machinery.ModuleSpec(fullname, _MovedLoader(new_name))
+        return importlib.machinery.ModuleSpec(fullname, _MovedLoader(new_name))  # type: ignore[arg-type]
 
 
 def install() -> None:

@@ -20,17 +20,18 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import click
 import pluggy
 from pydantic import ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
-from .async_runtime import AsyncSkillRuntime
-from .bridge import to_async
 from .errors import PluginNotFoundError, SkillRuntimeError
-from .runtime import SkillRuntime
+
+if TYPE_CHECKING:  # the runtime modules load when a runtime is built, not with the plugins
+    from .async_runtime import AsyncSkillRuntime
+    from .runtime import SkillRuntime
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -522,4 +523,6 @@ def create_async_runtime(name: str, /, **options: Any) -> AsyncSkillRuntime:
     logger.debug("creating async runtime %s with options %s", name, sorted(options))
     if provider.async_factory is not None:
         return provider.async_factory(validated)
+    from .bridge import to_async
+
     return to_async(provider.factory(validated))

@@ -1,10 +1,27 @@
 """skillruntime-local: run skill commands and files on this host (not a sandbox)."""
 
+from typing import TYPE_CHECKING
+
+from skillruntime.core._lazy import lazy_attributes
+
 from ._version import __version__
-from .async_runtime import AsyncLocalSkillRuntime
-from .filesystem import LocalFileSystem
-from .options import LocalRuntimeOptions
-from .runtime import DEFAULT_CONVERSATIONS_ROOT, LocalSkillRuntime
+
+if TYPE_CHECKING:
+    from .async_runtime import AsyncLocalSkillRuntime
+    from .filesystem import LocalFileSystem
+    from .options import LocalRuntimeOptions
+    from .runtime import DEFAULT_CONVERSATIONS_ROOT, LocalSkillRuntime
+
+__getattr__, __dir__ = lazy_attributes(
+    __name__,
+    {
+        "AsyncLocalSkillRuntime": ".async_runtime",
+        "LocalFileSystem": ".filesystem",
+        "LocalRuntimeOptions": ".options",
+        "DEFAULT_CONVERSATIONS_ROOT": ".runtime",
+        "LocalSkillRuntime": ".runtime",
+    },
+)
 
 __all__ = [
     "DEFAULT_CONVERSATIONS_ROOT",

@@ -2,26 +2,30 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from skillruntime.core.async_runtime import AsyncSkillRuntime
 from skillruntime.core.plugins import RuntimeProvider, hookimpl
-from skillruntime.core.runtime import SkillRuntime
 
-from .async_runtime import AsyncLocalSkillRuntime
+if TYPE_CHECKING:
+    from skillruntime.core.async_runtime import AsyncSkillRuntime
+    from skillruntime.core.runtime import SkillRuntime
+
 from .options import LocalRuntimeOptions
-from .runtime import LocalSkillRuntime
 
 __all__ = ["create_async_local_runtime", "create_local_runtime", "skillruntime_runtimes"]
 
 
 def create_local_runtime(options: LocalRuntimeOptions) -> SkillRuntime:
     """Factory of the ``local`` provider: a :class:`LocalSkillRuntime` from validated options."""
+    from .runtime import LocalSkillRuntime
+
     return LocalSkillRuntime(**options.runtime_arguments())
 
 
 def create_async_local_runtime(options: LocalRuntimeOptions) -> AsyncSkillRuntime:
     """Async factory of the ``local`` provider: an :class:`AsyncLocalSkillRuntime`."""
+    from .async_runtime import AsyncLocalSkillRuntime
+
     return AsyncLocalSkillRuntime(**options.runtime_arguments())
 
 

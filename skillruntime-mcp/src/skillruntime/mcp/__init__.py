@@ -5,11 +5,30 @@
 Python SDK; :class:`SkillMcpServer` is the server object for embedding.
 """
 
+from typing import TYPE_CHECKING
+
+from skillruntime.core._lazy import lazy_attributes
+
 from ._version import __version__
-from .conversations import ServeConfig, ServedConversation
-from .resources import SCHEME, parse_skill_uri, skill_uri
-from .server import SkillMcpServer
-from .stdio import serve_stdio
+
+if TYPE_CHECKING:
+    from .conversations import ServeConfig, ServedConversation
+    from .resources import SCHEME, parse_skill_uri, skill_uri
+    from .server import SkillMcpServer
+    from .stdio import serve_stdio
+
+__getattr__, __dir__ = lazy_attributes(
+    __name__,
+    {
+        "ServeConfig": ".conversations",
+        "ServedConversation": ".conversations",
+        "SCHEME": ".resources",
+        "parse_skill_uri": ".resources",
+        "skill_uri": ".resources",
+        "SkillMcpServer": ".server",
+        "serve_stdio": ".stdio",
+    },
+)
 
 __all__ = [
     "SCHEME",

@@ -5,20 +5,45 @@ Install ``skillruntime-opensandbox`` and build it with
 :class:`OpenSandboxSkillRuntime`. See ``docs/opensandbox-runtime.md``.
 """
 
+from typing import TYPE_CHECKING
+
+from skillruntime.core._lazy import lazy_attributes
+
 from ._version import __version__
-from .errors import (
-    OpenSandboxError,
-    OpenSandboxExecutionError,
-    OpenSandboxFileError,
-    OpenSandboxFileNotFoundError,
-    OpenSandboxIsADirectoryError,
-    OpenSandboxNotADirectoryError,
-    OpenSandboxPermissionError,
-    SandboxReplacedError,
-    SandboxUnavailableError,
+
+if TYPE_CHECKING:
+    from .errors import (
+        OpenSandboxError,
+        OpenSandboxExecutionError,
+        OpenSandboxFileError,
+        OpenSandboxFileNotFoundError,
+        OpenSandboxIsADirectoryError,
+        OpenSandboxNotADirectoryError,
+        OpenSandboxPermissionError,
+        SandboxReplacedError,
+        SandboxUnavailableError,
+    )
+    from .options import EgressRule, NetworkPolicyOptions, OpenSandboxRuntimeOptions
+    from .runtime import OpenSandboxSkillRuntime
+
+__getattr__, __dir__ = lazy_attributes(
+    __name__,
+    {
+        "OpenSandboxError": ".errors",
+        "OpenSandboxExecutionError": ".errors",
+        "OpenSandboxFileError": ".errors",
+        "OpenSandboxFileNotFoundError": ".errors",
+        "OpenSandboxIsADirectoryError": ".errors",
+        "OpenSandboxNotADirectoryError": ".errors",
+        "OpenSandboxPermissionError": ".errors",
+        "SandboxReplacedError": ".errors",
+        "SandboxUnavailableError": ".errors",
+        "EgressRule": ".options",
+        "NetworkPolicyOptions": ".options",
+        "OpenSandboxRuntimeOptions": ".options",
+        "OpenSandboxSkillRuntime": ".runtime",
+    },
 )
-from .options import EgressRule, NetworkPolicyOptions, OpenSandboxRuntimeOptions
-from .runtime import OpenSandboxSkillRuntime
 
 __all__ = [
     "EgressRule",

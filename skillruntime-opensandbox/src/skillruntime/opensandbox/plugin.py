@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from skillruntime.core.plugins import RuntimeProvider, hookimpl
-from skillruntime.core.runtime import SkillRuntime
 
 from .options import OpenSandboxRuntimeOptions
-from .runtime import OpenSandboxSkillRuntime
+
+if TYPE_CHECKING:
+    from skillruntime.core.runtime import SkillRuntime
 
 __all__ = ["create_opensandbox_runtime", "skillruntime_runtimes"]
 
 
 def create_opensandbox_runtime(options: OpenSandboxRuntimeOptions) -> SkillRuntime:
-    """Factory of the ``opensandbox`` provider: a runtime from validated options."""
+    """Factory of the ``opensandbox`` provider: a runtime from validated options.
+
+    The runtime (and the OpenSandbox SDK) is imported here, not when the plugin loads.
+    """
+    from .runtime import OpenSandboxSkillRuntime
+
     return OpenSandboxSkillRuntime(**options.runtime_arguments())
 
 

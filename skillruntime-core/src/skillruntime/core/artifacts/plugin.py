@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..plugins import ArtifactStoreProvider, hookimpl
-from .objectstore import ObjectSkillArtifactStore
-from .zipstore import ZipSkillArtifactStore
+
+if TYPE_CHECKING:  # the stores load when one is opened, not with the plugins
+    from .objectstore import ObjectSkillArtifactStore
+    from .zipstore import ZipSkillArtifactStore
 
 __all__ = ["OBJECT_STORE_SCHEMES", "skillruntime_artifact_stores"]
 
@@ -21,6 +23,8 @@ def _zip_store(url: str, **options: Any) -> ZipSkillArtifactStore:
     path = url.removeprefix("file://")
     if url.startswith("file://") and not path.startswith("/"):
         raise ValueError(f"a file URL must hold an absolute path: {url}")
+    from .zipstore import ZipSkillArtifactStore
+
     return ZipSkillArtifactStore(Path(path), **options)
 
 
@@ -31,6 +35,8 @@ def _object_store(url: str, **options: Any) -> ObjectSkillArtifactStore:
     known = {"cache_dir", "limits", "storage_options", "filesystem"}
     storage_options = dict(options.pop("storage_options", None) or {})
     storage_options.update({k: options.pop(k) for k in list(options) if k not in known})
+    from .objectstore import ObjectSkillArtifactStore
+
     return ObjectSkillArtifactStore(url, storage_options=storage_options, **options)
 
 

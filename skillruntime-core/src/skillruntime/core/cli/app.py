@@ -2,38 +2,167 @@
 
 Errors are printed as one ``Error: ...`` line on stderr with exit status 2 for usage mistakes
 (bad options) and 1 for failures; ``--debug`` shows the traceback and debug logging instead.
-Installed plugins may add commands through the ``skillruntime_cli`` hook.
+Installed plugins add commands through the ``skillruntime.cli`` entry points (imported only when
+the command runs) or the older ``skillruntime_cli`` hook.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import logging
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..artifacts.cli import artifacts_group
-from ..plugins import (
-    RuntimeProvider,
-    available_runtimes,
-    describe_options,
-    plugin_problems,
-    register_cli_commands,
-)
-from .errors import as_cli_error
-from .runtime import exec_command, files_group
-from .skills import skills_group
+from .._version import __version__
 
-__all__ = ["SkillRuntimeGroup", "build_cli", "cli", "main"]
+if TYPE_CHECKING:
+    from ..plugins import RuntimeProvider
+
+__all__ = [
+    "BUILTIN_COMMANDS",
+    "CLI_ENTRY_POINT_GROUP",
+    "SkillRuntimeGroup",
+    "build_cli",
+    "cli",
+    "main",
+]
 
 logger = logging.getLogger(__name__)
 
 
+BUILTIN_COMMANDS: dict[str, str] = {
+    "skills": "skillruntime.core.cli.skills:skills_group",
+    "exec": "skillruntime.core.cli.runtime:exec_command",
+    "files": "skillruntime.core.cli.runtime:files_group",
+    "artifacts": "skillruntime.core.artifacts.cli:artifacts_group",
+}
+"""Built-in commands defined outside this module, by name: imported only when invoked or listed."""
+
+CLI_ENTRY_POINT_GROUP = "skillruntime.cli"
+"""Entry-point group of plugin commands: ``name = "module:attribute"`` naming a click command.
+
+A command declared here is imported only when it is invoked (or help lists every command), so an
+installed plugin costs nothing when another command runs. The older ``skillruntime_cli`` hook
+still works; its plugins are loaded only for a name no built-in or entry point serves, and when
+help lists the commands.
+"""
+
+
+def _load_command(target: str, name: str) -> click.Command:
+    module_name, _, attribute = target.partition(":")
+    try:
+        command = getattr(importlib.import_module(module_name), attribute)
+    except Exception as error:  # a broken plugin must not break other commands
+        raise click.ClickException(
+            f"the command {name!r} ({target}) failed to load: {type(error).__name__}: {error}"
+        ) from None
+    if not isinstance(command, click.Command):
+        raise click.ClickException(
+            f"the command {name!r} ({target}) is {type(command).__name__}, not a click command"
+        )
+    return command
+
+
+def _entry_point_commands() -> dict[str, str]:
+    import importlib.metadata
+
+    return {
+        entry_point.name: entry_point.value
+        for entry_point in importlib.metadata.entry_points(group=CLI_ENTRY_POINT_GROUP)
+    }
+
+
 class SkillRuntimeGroup(click.Group):
-    """The root group: turns library errors into short messages unless ``--debug`` is given."""
+    """The root group: turns library errors into short messages unless ``--debug`` is given.
+
+    ``lazy_commands`` maps names to ``"module:attribute"`` commands imported on first use. With
+    ``plugins=True`` the group also serves the commands plugins declare in the
+    :data:`CLI_ENTRY_POINT_GROUP` entry points (lazily) and through the ``skillruntime_cli`` hook
+    (loading every plugin, only when needed). A plugin command never replaces a built-in one: a
+    clash is logged and the plugin's command is dropped.
+    """
+
+    def __init__(
+        self,
+        *args: Any,
+        lazy_commands: Mapping[str, str] | None = None,
+        plugins: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy_commands = dict(lazy_commands or {})
+        self.plugins = plugins
+        self._plugin_commands: dict[str, str] | None = None
+        self._hook_loaded = False
+        self._listing = False
+
+    def _builtin(self, name: str) -> bool:
+        return name in self.commands or name in self.lazy_commands
+
+    def _declared(self) -> dict[str, str]:
+        if not self.plugins:
+            return {}
+        if self._plugin_commands is None:
+            declared: dict[str, str] = {}
+            for name, target in _entry_point_commands().items():
+                if self._builtin(name):
+                    logger.warning(
+                        "a plugin tried to replace the built-in command %r; ignored", name
+                    )
+                    continue
+                declared[name] = target
+            self._plugin_commands = declared
+        return self._plugin_commands
+
+    def _load_hook(self) -> None:
+        if not self.plugins or self._hook_loaded:
+            return
+        self._hook_loaded = True
+        from ..plugins import register_cli_commands
+
+        scratch = click.Group("plugins")
+        register_cli_commands(scratch)
+        declared = self._declared()
+        for name, command in scratch.commands.items():
+            if self._builtin(name):
+                logger.warning("a plugin tried to replace the built-in command %r; ignored", name)
+                continue
+            if name in declared:
+                continue  # the same command declared as an entry point too: that one serves it
+            self.add_command(command, name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self._load_hook()
+        return sorted(set(self.commands) | set(self.lazy_commands) | set(self._declared()))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = self.commands.get(cmd_name)
+        if command is not None:
+            return command
+        target = self.lazy_commands.get(cmd_name) or self._declared().get(cmd_name)
+        if target is None:
+            self._load_hook()
+            return self.commands.get(cmd_name)
+        try:
+            command = _load_command(target, cmd_name)
+        except click.ClickException as error:
+            if not self._listing:
+                raise
+            logger.warning("%s", error.message)  # help lists the others
+            return None
+        self.add_command(command, cmd_name)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        self._listing = True
+        try:
+            super().format_commands(ctx, formatter)
+        finally:
+            self._listing = False
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -43,6 +172,8 @@ class SkillRuntimeGroup(click.Group):
         except Exception as error:
             if ctx.params.get("debug"):
                 raise
+            from .errors import as_cli_error
+
             raise as_cli_error(error) from None
 
 
@@ -57,8 +188,12 @@ def _configure_logging(debug: bool) -> None:
     )
 
 
-@click.group(cls=SkillRuntimeGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="skillruntime-core", prog_name="skillruntime")
+@click.group(
+    cls=SkillRuntimeGroup,
+    lazy_commands=BUILTIN_COMMANDS,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+@click.version_option(__version__, prog_name="skillruntime")
 @click.option("--debug", is_flag=True, help="Show tracebacks and debug logging.")
 def cli(debug: bool) -> None:
     """One execution boundary for Agent Skills.
@@ -78,7 +213,7 @@ def _provider_json(provider: RuntimeProvider[Any]) -> dict[str, Any]:
         "name": provider.name,
         "description": provider.description,
         "distribution": provider.distribution,
-        "options": [dataclasses.asdict(info) for info in describe_options(provider)],
+        "options": [dataclasses.asdict(info) for info in _describe_options(provider)],
     }
 
 
@@ -90,6 +225,8 @@ def runtimes_command(as_json: bool) -> None:
     Each option can be given as `--option NAME=VALUE` (or to `create_runtime`) or through the
     environment variable shown.
     """
+    from ..plugins import available_runtimes, plugin_problems
+
     providers = available_runtimes()
     for problem in plugin_problems():
         origin = f" ({problem.distribution})" if problem.distribution else ""
@@ -108,44 +245,37 @@ def runtimes_command(as_json: bool) -> None:
             click.echo()
         origin = f"  [{provider.distribution}]" if provider.distribution else ""
         click.echo(f"{provider.name}  {provider.description}{origin}")
-        for info in describe_options(provider):
+        for info in _describe_options(provider):
             default = "required" if info.required else f"default: {info.default}"
             click.echo(f"    {info.name} ({info.type}; {default}; env {info.env_var})")
             if info.description:
                 click.echo(f"        {info.description}")
 
 
-cli.add_command(skills_group)
-cli.add_command(exec_command)
-cli.add_command(files_group)
-cli.add_command(artifacts_group)
+def _describe_options(provider: RuntimeProvider[Any]) -> list[Any]:
+    from ..plugins import describe_options
+
+    return list(describe_options(provider))
 
 
 # ---------------------------------------------------------------------------------- main
 
 
 def build_cli() -> click.Group:
-    """The root group with the commands plugins add through ``skillruntime_cli``.
+    """The root group with the commands plugins add (see :class:`SkillRuntimeGroup`).
 
-    A plugin command never replaces a built-in one: a clash is logged and the plugin's command
-    is dropped.
+    Nothing of a plugin is imported until one of its commands runs, or help lists them all.
     """
-    scratch = click.Group("plugins")
-    register_cli_commands(scratch)
-    group = SkillRuntimeGroup(
+    return SkillRuntimeGroup(
         name=cli.name,
         commands=dict(cli.commands),
         params=list(cli.params),
         callback=cli.callback,
         help=cli.help,
         context_settings=cli.context_settings,
+        lazy_commands=BUILTIN_COMMANDS,
+        plugins=True,
     )
-    for name, command in scratch.commands.items():
-        if name in group.commands:
-            logger.warning("a plugin tried to replace the built-in command %r; ignored", name)
-            continue
-        group.add_command(command, name)
-    return group
 
 
 def main(args: Sequence[str] | None = None) -> None:

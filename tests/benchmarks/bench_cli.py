@@ -1,0 +1,73 @@
+"""Benchmark of the ``skillruntime`` command's start-up, with every distribution installed.
+
+Run from the repository root::
+
+    .venv/bin/python tests/benchmarks/bench_cli.py [--runs 21]
+
+Measures, in one run, interleaved, the median wall time of a fresh process for:
+
+1. ``python -c pass`` — the floor;
+2. ``skillruntime --version`` (target <= 0.15 s on a quiet machine, i.e. a few times the floor);
+3. ``skillruntime runtimes`` (target <= 0.4 s), whose floor is importing pydantic-settings, click
+   and pluggy, which listing the runtimes' options needs — timed as line 4.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def _command() -> list[str]:
+    found = shutil.which("skillruntime", path=str(Path(sys.executable).parent))
+    if found is None:
+        raise SystemExit("the skillruntime command is not installed next to this interpreter")
+    return [found]
+
+
+def _timed(argv: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=21, help="runs of each command")
+    args = parser.parse_args()
+    command = _command()
+    cases = {
+        "python -c pass": [sys.executable, "-c", "pass"],
+        "skillruntime --version": [*command, "--version"],
+        "skillruntime runtimes": [*command, "runtimes"],
+        "import pydantic_settings, click, pluggy": [
+            sys.executable,
+            "-c",
+            "import pydantic_settings, click, pluggy",
+        ],
+    }
+    for argv in cases.values():  # warm the byte-code and file caches
+        _timed(argv)
+    samples: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(args.runs):
+        for name, argv in cases.items():
+            samples[name].append(_timed(argv))
+    medians = {name: statistics.median(values) for name, values in samples.items()}
+    floor = medians["python -c pass"]
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, median of {args.runs}")
+    targets = {"skillruntime --version": 0.15, "skillruntime runtimes": 0.4}
+    for index, (name, median) in enumerate(medians.items(), start=1):
+        target = f"; target <= {targets[name]} s" if name in targets else ""
+        print(f"[{index}] {name}: {median * 1000:.1f} ms, ratio {median / floor:.2f}{target}")
+    deps = medians["import pydantic_settings, click, pluggy"]
+    print(f"    runtimes vs its import floor: ratio {medians['skillruntime runtimes'] / deps:.2f}")
+
+
+if __name__ == "__main__":
+    main()

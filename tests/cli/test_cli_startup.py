@@ -1,0 +1,131 @@
+"""The command starts without importing what the invoked command does not need.
+
+Each case runs the command in a fresh interpreter (every distribution is installed in the test
+environment) and lists the modules it imported; timing is left to tests/benchmarks/bench_cli.py.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ("opensandbox", "sqlalchemy", "fsspec", "httpx", "mcp", "requests", "yaml")
+"""Top-level packages of SDKs and heavy libraries no start-up path may import."""
+
+_PROBE = """
+import json, sys
+from skillruntime.core.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as exit:
+    code = exit.code
+else:
+    code = 0
+sys.stdout.flush()
+print("\\nMODULES" + json.dumps(sorted(sys.modules)), "CODE", code, file=sys.stderr)
+"""
+
+
+def _imported(*args: str) -> tuple[set[str], str]:
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    tail = done.stderr.rpartition("\nMODULES")[2]
+    modules, _, code = tail.rpartition(" CODE ")
+    assert code.strip() == "0", done.stderr
+    return set(json.loads(modules)), done.stdout
+
+
+def _heavy(modules: set[str]) -> set[str]:
+    return {name for name in modules if name.partition(".")[0] in HEAVY}
+
+
+def test_version_imports_no_plugin_and_no_heavy_library() -> None:
+    modules, out = _imported("--version")
+    assert "version" in out
+    assert not _heavy(modules)
+    assert not {m for m in modules if m.startswith("skillruntime.") and ".plugin" in m}
+    assert not {"pydantic", "pluggy", "skillruntime.core.plugins"} & modules
+
+
+def test_runtimes_loads_the_plugins_but_no_heavy_library() -> None:
+    modules, out = _imported("runtimes")
+    for name in ("local", "opensandbox", "aio"):
+        assert f"{name}  " in out
+    assert "skillruntime.opensandbox.plugin" in modules
+    assert not _heavy(modules)
+    assert not {"skillruntime.opensandbox.runtime", "skillruntime.aio.client"} & modules
+
+
+def test_import_of_core_is_light() -> None:
+    code = "import json, sys, skillruntime.core; print(json.dumps(sorted(sys.modules)))"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    modules = set(eval(done.stdout))
+    assert not _heavy(modules)
+    assert "pydantic" not in modules
+
+
+@pytest.mark.parametrize(
+    ("command", "loaded", "not_loaded"),
+    [
+        (["skills", "--help"], "skillruntime.core.cli.skills", "skillruntime.core.cli.runtime"),
+        (["mcp", "--help"], "skillruntime.mcp.cli", "skillruntime.viking.cli"),
+        (["viking", "--help"], "skillruntime.viking.cli", "skillruntime.mcp.cli"),
+    ],
+)
+def test_a_command_imports_only_its_own_module(
+    command: list[str], loaded: str, not_loaded: str
+) -> None:
+    modules, _ = _imported(*command)
+    assert loaded in modules
+    assert not_loaded not in modules
+
+
+def test_help_still_lists_plugin_commands() -> None:
+    _, out = _imported("--help")
+    for name in ("artifacts", "conversations", "exec", "files", "mcp", "runtimes", "skills"):
+        assert f"  {name} " in out
+
+
+def test_entry_point_commands_load_lazily_and_never_replace_a_built_in(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from click.testing import CliRunner
+
+    from skillruntime.core.cli import app
+
+    monkeypatch.setattr(
+        app,
+        "_entry_point_commands",
+        lambda: {
+            "skills": "skillruntime.core.artifacts.cli:artifacts_group",
+            "broken": "skillruntime.core.no_such_module:command",
+            "notacommand": "skillruntime.core.cli.app:BUILTIN_COMMANDS",
+            "stores": "skillruntime.core.artifacts.cli:artifacts_group",
+        },
+    )
+    group = app.build_cli()
+    runner = CliRunner()
+    listed = runner.invoke(group, ["--help"])
+    assert listed.exit_code == 0
+    assert "stores" in listed.output
+    assert "broken" not in listed.output
+    assert "the command 'broken'" in caplog.text
+    assert "a plugin tried to replace the built-in command 'skills'" in caplog.text
+    assert "Check and list skill directories" in runner.invoke(group, ["skills", "--help"]).output
+    assert "materialize" in runner.invoke(group, ["stores", "--help"]).output
+    broken = runner.invoke(group, ["broken"])
+    assert broken.exit_code == 1
+    assert "the command 'broken'" in broken.output
+    assert "ModuleNotFoundError" in broken.output
+    wrong = runner.invoke(group, ["notacommand"])
+    assert "is dict, not a click command" in wrong.output
