@@ -63,3 +63,27 @@ def test_old_flat_names_that_became_packages_export_the_same_names(
     for name in names:
         assert name in module.__all__
         assert hasattr(module, name)
+
+
+@pytest.mark.parametrize(
+    "package",
+    [
+        "skillruntime.core",
+        "skillruntime.core.artifacts",
+        "skillruntime.core.conversations",
+        "skillruntime.core.skills",
+        "skillruntime.local",
+        "skillruntime.opensandbox",
+        "skillruntime.aio",
+        "skillruntime.viking",
+        "skillruntime.mcp",
+    ],
+)
+def test_every_lazily_exported_name_resolves(package: str) -> None:
+    module = importlib.import_module(package)
+    for name in module.__all__:
+        value = getattr(module, name)
+        assert value is not None
+        assert name in dir(module)
+    with pytest.raises(AttributeError, match="no_such_name"):
+        _ = module.no_such_name
