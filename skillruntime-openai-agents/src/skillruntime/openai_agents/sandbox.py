@@ -53,7 +53,14 @@ from agents.sandbox.session.base_sandbox_session import BaseSandboxSession
 from agents.sandbox.session.dependencies import Dependencies
 from agents.sandbox.session.manager import Instrumentation
 from agents.sandbox.session.sandbox_client import BaseSandboxClient, BaseSandboxClientOptions
-from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec, resolve_snapshot
+from agents.sandbox.snapshot import (
+    LocalSnapshotSpec,
+    NoopSnapshotSpec,
+    SnapshotBase,
+    SnapshotSpec,
+    resolve_snapshot,
+)
+from agents.sandbox.snapshot_defaults import resolve_default_local_snapshot_spec
 from agents.sandbox.types import ExecResult, Permissions, User
 from agents.sandbox.workspace_paths import sandbox_path_str
 
@@ -428,6 +435,15 @@ def _tar_chunks(handle: IO[bytes]) -> Iterator[bytes]:
         yield chunk
 
 
+def _is_default_host_snapshot(snapshot: SnapshotSpec | SnapshotBase | None) -> bool:
+    if not isinstance(snapshot, LocalSnapshotSpec):
+        return False
+    try:
+        return snapshot == resolve_default_local_snapshot_spec()
+    except OSError:
+        return False
+
+
 def _as_async(runtime: AsyncSkillRuntime | SkillRuntime) -> AsyncSkillRuntime:
     if isinstance(runtime, SkillRuntime):
         return to_async(runtime)
@@ -447,6 +463,11 @@ class SkillRuntimeSandboxClient(BaseSandboxClient[SkillRuntimeSandboxClientOptio
     ``factory`` builds the runtime of a conversation id; :meth:`for_runtime` builds one from a
     registered runtime name and its options (``create_async_runtime(name,
     conversation_id=..., **options)``), which every runtime of this project supports.
+
+    Snapshots: the ``Runner`` gives every session it creates a host-directory snapshot by
+    default, which would tar the workspace to this host at each run end. A conversation keeps its
+    workspace, so that implicit default is replaced by no snapshot (``keep_default_snapshot=True``
+    keeps it); a snapshot passed explicitly (``SandboxRunConfig(snapshot=...)``) is used as given.
     """
 
     backend_id = BACKEND_ID
@@ -459,6 +480,7 @@ class SkillRuntimeSandboxClient(BaseSandboxClient[SkillRuntimeSandboxClientOptio
         default_timeout_seconds: float = DEFAULT_EXEC_TIMEOUT_SECONDS,
         instrumentation: Instrumentation | None = None,
         dependencies: Dependencies | None = None,
+        keep_default_snapshot: bool = False,
     ) -> None:
         if default_timeout_seconds <= 0:
             raise ValueError("default_timeout_seconds must be positive")
@@ -468,6 +490,7 @@ class SkillRuntimeSandboxClient(BaseSandboxClient[SkillRuntimeSandboxClientOptio
             instrumentation if instrumentation is not None else Instrumentation()
         )
         self._dependencies = dependencies
+        self._keep_default_snapshot = keep_default_snapshot
 
     @classmethod
     def for_runtime(cls, name: str, /, **options: Any) -> SkillRuntimeSandboxClient:
@@ -508,6 +531,8 @@ class SkillRuntimeSandboxClient(BaseSandboxClient[SkillRuntimeSandboxClientOptio
             )
         manifest = manifest.model_copy(update={"root": root}, deep=True)
         session_id = uuid.uuid4()
+        if not self._keep_default_snapshot and _is_default_host_snapshot(snapshot):
+            snapshot = NoopSnapshotSpec()
         state = SkillRuntimeSandboxSessionState(
             session_id=session_id,
             manifest=manifest,
