@@ -572,12 +572,24 @@ class SkillRuntimeSandboxClient(BaseSandboxClient[SkillRuntimeSandboxClientOptio
         await inner._shutdown_backend()
         return session
 
-    async def end_conversation(self, session: SandboxSession | BaseSandboxSession) -> None:
-        """Discard the session's conversation: a sandbox that belongs to it is destroyed (the
-        runtime's ``destroy_conversation_sandbox`` where it has one), otherwise the workspace's
-        contents are deleted; then the runtime is closed."""
-        inner = _inner(session)
-        runtime = inner.runtime
+    async def end_conversation(
+        self, target: SandboxSession | BaseSandboxSession | SandboxSessionState
+    ) -> None:
+        """Discard a conversation (given by a session or its state): a sandbox that belongs to it
+        is destroyed (the runtime's ``destroy_conversation_sandbox`` where it has one), otherwise
+        the workspace's contents are deleted. A session still open is closed; a closed one's
+        conversation is reopened for the purpose."""
+        if isinstance(target, SandboxSessionState):
+            state, inner = target, None
+        else:
+            inner = _inner(target)
+            state = inner.state
+        if not isinstance(state, SkillRuntimeSandboxSessionState):
+            raise TypeError("expected a skillruntime session state")
+        if inner is not None and await inner.running():
+            runtime = inner.runtime
+        else:
+            runtime = self._open(state.conversation_id)
         sync = getattr(runtime, "sync_runtime", runtime)
         destroy = getattr(runtime, "destroy_conversation_sandbox", None) or getattr(
             sync, "destroy_conversation_sandbox", None
@@ -589,12 +601,15 @@ class SkillRuntimeSandboxClient(BaseSandboxClient[SkillRuntimeSandboxClientOptio
                 else:
                     await asyncio.to_thread(destroy)
             else:
-                files = await inner.file_system()
-                root = inner.state.manifest.root
+                files = await runtime.get_file_system()
+                root = runtime.default_working_directory
                 for info in await files.list_directory(root, depth=1):
                     await files.delete(info.path)
         finally:
-            await inner._shutdown_backend()
+            if inner is not None:
+                await inner._shutdown_backend()
+            if inner is None or runtime is not inner.runtime:
+                await runtime.close()
 
     def deserialize_session_state(self, payload: dict[str, object]) -> SandboxSessionState:
         return self._deserialize_session_state_payload(payload, SkillRuntimeSandboxSessionState)
