@@ -7,11 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from skillruntime.openai_agents import SkillRuntimeSandboxClient
+
 from doubles.aio import AioDouble
 from doubles.opensandbox.harness import OpenSandboxDouble
 from skillruntime.core.models import SkillExecutionRequest
 from skillruntime.opensandbox import OpenSandboxSkillRuntime
-from skillruntime.openai_agents import SkillRuntimeSandboxClient
 
 
 @dataclass

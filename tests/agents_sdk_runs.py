@@ -15,7 +15,6 @@ from agents import FunctionTool, RunConfig
 from agents.sandbox import SandboxAgent, SandboxRunConfig
 from agents.sandbox.capabilities import Filesystem, Shell
 from agents.testing import ScriptedModel, assistant_message, function_call
-
 from skillruntime.openai_agents import (
     SkillRuntimeSandboxClient,
     SkillRuntimeSandboxClientOptions,

@@ -17,9 +17,9 @@ from pathlib import Path
 from agents import Runner
 from agents.run_state import RunState
 from agents.testing import ScriptedModel, assistant_message, function_call
+from skillruntime.openai_agents import SkillRuntimeSandboxClient
 
 import agents_sdk_runs as scripted
-from skillruntime.openai_agents import SkillRuntimeSandboxClient
 
 
 async def main(phase: str, runtime: str, options: str, conversation: str, state_file: Path) -> None:

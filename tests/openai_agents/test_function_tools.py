@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from agents import Agent, RunConfig, Runner
 from agents.testing import ScriptedModel, assistant_message, function_call
+from skillruntime.openai_agents import function_tools
 
 from agents_sdk_backends import Backend, aio_backend, local_backend, opensandbox_backend
 from agents_sdk_runs import EXAMPLE_SKILLS, outputs
@@ -18,7 +19,6 @@ from doubles.aio import AioDouble
 from doubles.opensandbox.harness import OpenSandboxDouble
 from skillruntime.core.plugins import create_runtime
 from skillruntime.core.tools.toolset import SkillTools
-from skillruntime.openai_agents import function_tools
 
 RESTRICTED = """---
 name: notes-only
@@ -90,7 +90,8 @@ def test_a_plain_agent_runs_a_skill_through_the_function_tools(
             assert result.final_output == "done"
             activated, ran, read, refused = outputs(result)
             base = tools.prepared_skill("text-stats")
-            assert base is not None and base.base_path in activated
+            assert base is not None
+            assert base.base_path in activated
             assert "Exit code" not in ran or "Exit code: 0" in ran
             assert "alpha" in read
             assert refused.startswith("Error:")

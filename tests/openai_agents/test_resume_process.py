@@ -68,7 +68,8 @@ def _session_state(state_file: Path) -> dict[str, Any]:
                 walk(item)
 
     walk(json.loads(text))
-    assert found and all(item == found[0] for item in found)
+    assert found
+    assert all(item == found[0] for item in found)
     return found[0]
 
 

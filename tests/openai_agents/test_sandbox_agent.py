@@ -48,7 +48,8 @@ def test_a_sandbox_agent_prepares_and_runs_a_skill_in_the_runtime(backend: Backe
         loaded, report = scripted.outputs(result)
         assert "'status': 'loaded'" in loaded
         assert "'path': 'skills/text-stats-" in loaded  # relative to the conversation workspace
-        assert "words: 78" in report and "Process exited with code 0" in report
+        assert "words: 78" in report
+        assert "Process exited with code 0" in report
 
         first = model.calls[0]
         assert "text-stats" in (first.system_instructions or "")
@@ -58,7 +59,8 @@ def test_a_sandbox_agent_prepares_and_runs_a_skill_in_the_runtime(backend: Backe
         workspace = backend.host_workspace(conversation)
         assert "words: 78" in (workspace / "notes" / "report.txt").read_text()
         prepared = [p.name for p in (workspace / "skills").iterdir() if p.is_dir()]
-        assert len(prepared) == 1 and prepared[0].startswith("text-stats-")
+        assert len(prepared) == 1
+        assert prepared[0].startswith("text-stats-")
         assert (workspace / "skills" / prepared[0] / "build" / "stopwords.txt").is_file()
     finally:
         backend.cleanup(conversation)

@@ -24,7 +24,6 @@ from agents.sandbox.manifest import Manifest
 from agents.sandbox.session import SandboxSession
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from skillruntime.openai_agents import (
     SkillRuntimeSandboxClient,
     SkillRuntimeSandboxClientOptions,
@@ -58,7 +57,8 @@ def test_the_manifest_root_is_the_conversation_workspace(tmp_path: Path) -> None
     async def body(session: SandboxSession, workspace: Path) -> None:
         assert session.state.manifest.root == str(workspace)
         result = await session.exec("pwd")
-        assert result.exit_code == 0 and result.stdout.decode().strip() == str(workspace)
+        assert result.exit_code == 0
+        assert result.stdout.decode().strip() == str(workspace)
 
     _run(tmp_path, body)
 
@@ -107,7 +107,8 @@ def test_ls_mkdir_and_rm_follow_the_shell_semantics(tmp_path: Path) -> None:
         await session.write(Path("a/file.txt"), io.BytesIO(b"12345"))
         entries = {Path(e.path).name: e for e in await session.ls("a")}
         assert entries["b"].kind is EntryKind.DIRECTORY
-        assert entries["file.txt"].kind is EntryKind.FILE and entries["file.txt"].size == 5
+        assert entries["file.txt"].kind is EntryKind.FILE
+        assert entries["file.txt"].size == 5
         with pytest.raises(WorkspaceArchiveWriteError):
             await session.rm("a")  # not empty, not recursive
         with pytest.raises(WorkspaceReadNotFoundError):
@@ -158,8 +159,10 @@ def test_persist_and_hydrate_round_trip_and_hostile_archives_fail_closed(tmp_pat
         (workspace / "keep" / "run.sh").chmod(0o755)
         archive = await session.persist_workspace()
         data = archive.read()
-        names = tarfile.open(fileobj=io.BytesIO(data)).getnames()
-        assert "keep/a.txt" in names and all(not n.startswith("/") for n in names)
+        with tarfile.open(fileobj=io.BytesIO(data)) as listing:
+            names = listing.getnames()
+        assert "keep/a.txt" in names
+        assert all(not n.startswith("/") for n in names)
         await session.rm("keep", recursive=True)
         await session.hydrate_workspace(io.BytesIO(data))
         assert (workspace / "keep/a.txt").read_bytes() == b"alpha"
@@ -224,7 +227,7 @@ def test_state_round_trips_and_resume_reopens_the_same_workspace(tmp_path: Path)
 def test_a_manifest_with_a_foreign_root_is_refused(tmp_path: Path) -> None:
     async def main() -> None:
         client = _client(tmp_path)
-        with pytest.raises(ValueError, match="manifest.root"):
+        with pytest.raises(ValueError, match=r"manifest\.root"):
             await client.create(manifest=Manifest(root="/srv/elsewhere"), options=None)
 
     asyncio.run(main())
