@@ -25,6 +25,7 @@ from agents.sandbox.session import SandboxSession
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from skillruntime.openai_agents import (
+    SPOOL_BYTES,
     SkillRuntimeSandboxClient,
     SkillRuntimeSandboxClientOptions,
     SkillRuntimeSandboxSessionState,
@@ -88,6 +89,14 @@ def test_streams_round_trip_binary_content_and_missing_files_are_typed(tmp_path:
         finally:
             stream.close()
         assert await session.read_bounded(Path("deep/dir/blob.bin"), max_bytes=10) == payload[:10]
+        large = os.urandom(SPOOL_BYTES + 4096)  # beyond the in-memory limit: spilled to disk
+        await session.write(Path("large.bin"), io.BytesIO(large))
+        spilled = await session.read(Path("large.bin"))
+        try:
+            assert not isinstance(spilled, io.BytesIO)
+            assert spilled.read() == large
+        finally:
+            spilled.close()
         with pytest.raises(WorkspaceReadNotFoundError):
             await session.read(Path("missing.txt"))
         with pytest.raises(WorkspaceWriteTypeError):

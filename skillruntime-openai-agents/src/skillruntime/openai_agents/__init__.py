@@ -12,6 +12,7 @@ from ._version import __version__
 from .sandbox import (
     BACKEND_ID,
     DEFAULT_EXEC_TIMEOUT_SECONDS,
+    SPOOL_BYTES,
     RuntimeFactory,
     SkillRuntimeSandboxClient,
     SkillRuntimeSandboxClientOptions,
@@ -24,6 +25,7 @@ from .tools import function_tools
 __all__ = [
     "BACKEND_ID",
     "DEFAULT_EXEC_TIMEOUT_SECONDS",
+    "SPOOL_BYTES",
     "PreparedSkillSource",
     "RuntimeFactory",
     "SkillRuntimeSandboxClient",

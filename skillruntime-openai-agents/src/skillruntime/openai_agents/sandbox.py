@@ -68,6 +68,7 @@ from skillruntime.core.async_filesystem import AsyncSkillRuntimeFileSystem
 from skillruntime.core.async_runtime import AsyncSkillRuntime
 from skillruntime.core.bridge import to_async
 from skillruntime.core.errors import (
+    FileTooLargeError,
     RuntimeFileNotFoundError,
     SkillRuntimeError,
 )
@@ -80,6 +81,7 @@ from skillruntime.core.workspace import validate_conversation_id
 __all__ = [
     "BACKEND_ID",
     "DEFAULT_EXEC_TIMEOUT_SECONDS",
+    "SPOOL_BYTES",
     "RuntimeFactory",
     "SkillRuntimeSandboxClient",
     "SkillRuntimeSandboxClientOptions",
@@ -247,23 +249,34 @@ class SkillRuntimeSandboxSession(BaseSandboxSession):
     # --------------------------------------------------------------------- files
 
     async def read(self, path: Path, *, user: str | User | None = None) -> io.IOBase:
-        """The file's bytes as a stream (spooled: memory bounded by :data:`SPOOL_BYTES`)."""
+        """The file's bytes as a binary stream, memory bounded by :data:`SPOOL_BYTES`.
+
+        A file up to that size is read in one ``read_bytes`` call of the runtime (its fastest
+        path); a larger one makes that call stop at the limit and is then streamed into a
+        temporary file (so the first :data:`SPOOL_BYTES` are read twice).
+        """
         self._check_user(user)
         target = self._target(path)
         files = await self.file_system()
-        spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)  # noqa: SIM115 - returned
+        try:
+            return io.BytesIO(await files.read_bytes(target, max_bytes=SPOOL_BYTES))
+        except FileTooLargeError:
+            pass
+        except RuntimeFileNotFoundError as exc:
+            raise WorkspaceReadNotFoundError(path=Path(target), cause=exc) from exc
+        spill = tempfile.TemporaryFile()  # noqa: SIM115 - returned
         try:
             async with contextlib.aclosing(files.read_stream(target)) as stream:
                 async for chunk in stream:
-                    spool.write(chunk)
+                    spill.write(chunk)
         except RuntimeFileNotFoundError as exc:
-            spool.close()
+            spill.close()
             raise WorkspaceReadNotFoundError(path=Path(target), cause=exc) from exc
         except BaseException:
-            spool.close()
+            spill.close()
             raise
-        spool.seek(0)
-        return cast(io.IOBase, spool)
+        spill.seek(0)
+        return cast(io.IOBase, spill)
 
     async def _read_bounded(self, path: Path, *, max_bytes: int) -> bytes:
         target = self._target(path)
