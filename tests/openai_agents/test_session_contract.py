@@ -240,3 +240,20 @@ def test_a_manifest_with_a_foreign_root_is_refused(tmp_path: Path) -> None:
             await client.create(manifest=Manifest(root="/srv/elsewhere"), options=None)
 
     asyncio.run(main())
+
+
+def test_apply_patch_creates_updates_and_deletes_through_the_runtime(tmp_path: Path) -> None:
+    async def body(session: SandboxSession, workspace: Path) -> None:
+        create = {"type": "create_file", "path": "docs/new.txt", "diff": "+hello\n+world\n"}
+        await session.apply_patch(create)
+        update = {
+            "type": "update_file",
+            "path": "docs/new.txt",
+            "diff": "@@\n hello\n-world\n+there\n",
+        }
+        await session.apply_patch(update)
+        assert (workspace / "docs/new.txt").read_text().splitlines() == ["hello", "there"]
+        await session.apply_patch({"type": "delete_file", "path": "docs/new.txt"})
+        assert not (workspace / "docs/new.txt").exists()
+
+    _run(tmp_path, body)
