@@ -257,3 +257,10 @@ def test_apply_patch_creates_updates_and_deletes_through_the_runtime(tmp_path: P
         assert not (workspace / "docs/new.txt").exists()
 
     _run(tmp_path, body)
+
+
+def test_for_runtime_validates_options_when_the_client_is_built() -> None:
+    with pytest.raises(ValueError, match="conversation_id"):
+        SkillRuntimeSandboxClient.for_runtime("local", conversation_id="x")
+    with pytest.raises(Exception, match="no_such_option"):
+        SkillRuntimeSandboxClient.for_runtime("local", no_such_option=1)

@@ -74,7 +74,11 @@ from skillruntime.core.errors import (
 )
 from skillruntime.core.filesystem import CHUNK_SIZE
 from skillruntime.core.models import FileInfo, SkillExecutionRequest
-from skillruntime.core.plugins import create_async_runtime
+from skillruntime.core.plugins import (
+    build_runtime_options,
+    create_async_runtime,
+    get_runtime_provider,
+)
 from skillruntime.core.runtime import SkillRuntime
 from skillruntime.core.workspace import validate_conversation_id
 
@@ -511,6 +515,7 @@ class SkillRuntimeSandboxClient(BaseSandboxClient[SkillRuntimeSandboxClientOptio
         now, so a wrong option fails here rather than in the first run)."""
         if "conversation_id" in options:
             raise ValueError("conversation_id is chosen per session (client options)")
+        build_runtime_options(get_runtime_provider(name), {**options, "conversation_id": "check"})
 
         def factory(conversation_id: str) -> AsyncSkillRuntime:
             return create_async_runtime(name, conversation_id=conversation_id, **options)
