@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/skillruntime-dist.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
-DISTRIBUTIONS=(core local opensandbox aio viking mcp)
+DISTRIBUTIONS=(core local opensandbox aio viking mcp openai-agents)
 
 step() { printf '==> %s\n' "$*"; }
 
@@ -92,4 +92,30 @@ assert m.__version__ == md.version("skillruntime-mcp"), m.__version__
 assert "site-packages" in (m.__file__ or ""), m.__file__
 print(f"    skillruntime.mcp {m.__version__} imports")')
 "$venv/bin/skillruntime" mcp serve --help >/dev/null
+# The Agents SDK integration: with core and local, a sandbox session runs a command.
+step "fresh venv: skillruntime-core + skillruntime-local + skillruntime-openai-agents wheels"
+venv="$WORK/venv-openai-agents"
+if command -v uv >/dev/null 2>&1; then
+    uv venv --quiet --python "$PY" "$venv"
+    uv pip install --quiet --python "$venv/bin/python" "$core_wheel" \
+        "$WORK"/dist/skillruntime_local-*.whl "$WORK"/dist/skillruntime_openai_agents-*.whl
+else
+    "$PY" -m venv "$venv"
+    "$venv/bin/python" -m pip install --disable-pip-version-check "$core_wheel" \
+        "$WORK"/dist/skillruntime_local-*.whl "$WORK"/dist/skillruntime_openai_agents-*.whl \
+        >"$WORK/pip-openai-agents.log" 2>&1 || { tail -n 30 "$WORK/pip-openai-agents.log" >&2; exit 1; }
+fi
+(cd "$WORK" && "$venv/bin/python" -c '
+import asyncio, importlib.metadata as md, tempfile
+import skillruntime.openai_agents as m
+assert m.__version__ == md.version("skillruntime-openai-agents"), m.__version__
+assert "site-packages" in (m.__file__ or ""), m.__file__
+async def run():
+    client = m.SkillRuntimeSandboxClient.for_runtime("local", conversations_root=tempfile.mkdtemp())
+    session = await client.create(options=m.SkillRuntimeSandboxClientOptions(conversation_id="dist"))
+    async with session:
+        assert (await session.exec("echo ok")).stdout == b"ok\n"
+    await client.delete(session)
+asyncio.run(run())
+print(f"    skillruntime.openai_agents {m.__version__} imports and runs a sandbox session")')
 step "distributions ok"

@@ -8,6 +8,9 @@ The working directory is the test's temporary directory, holding a copy of ``exa
 
 from __future__ import annotations
 
+import os
+import secrets
+import sys
 import textwrap
 import zipfile
 from collections.abc import Iterator
@@ -171,4 +174,19 @@ def postgresql_database(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, A
     """A throwaway database on the local PostgreSQL server; ``SKILLS_DB`` holds its URL."""
     with temporary_database("postgresql") as url:
         monkeypatch.setenv("SKILLS_DB", url)
+        yield {}
+
+
+@pytest.fixture
+def mcp_http_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    """``skillruntime mcp serve --transport http`` (local runtime, ``examples/skills``) on a free
+    port with a token: ``SKILLRUNTIME_MCP_URL`` and ``SKILLRUNTIME_MCP_TOKEN`` point at it, and this
+    environment's ``bin`` directory is first on ``PATH`` (the ``skillruntime`` command)."""
+    from mcp_http import http_server
+
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("SKILLRUNTIME_MCP_TOKEN", secrets.token_urlsafe(16))
+    args = ["mcp", "serve", "--runtime", "local", "--skills", "examples/skills"]
+    with http_server(args) as server:
+        monkeypatch.setenv("SKILLRUNTIME_MCP_URL", server.url)
         yield {}

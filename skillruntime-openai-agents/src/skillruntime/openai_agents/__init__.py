@@ -1,0 +1,39 @@
+"""skillruntime as a backend of the OpenAI Agents SDK.
+
+:class:`SkillRuntimeSandboxClient` runs ``SandboxAgent`` sessions in any skillruntime runtime,
+one conversation per session (resumable on another node); :func:`skills_capability` stages skills
+through the runtime's ``prepare`` for the SDK's ``Skills`` capability; :func:`function_tools`
+gives the :class:`~skillruntime.core.tools.SkillTools` set as plain ``FunctionTool``s.
+
+The SDK's sandbox interfaces are beta: this release is tested against ``openai-agents`` 0.24.x.
+"""
+
+from ._version import __version__
+from .sandbox import (
+    BACKEND_ID,
+    DEFAULT_EXEC_TIMEOUT_SECONDS,
+    SPOOL_BYTES,
+    RuntimeFactory,
+    SkillRuntimeSandboxClient,
+    SkillRuntimeSandboxClientOptions,
+    SkillRuntimeSandboxSession,
+    SkillRuntimeSandboxSessionState,
+)
+from .skills import PreparedSkillSource, load_skills, skills_capability
+from .tools import function_tools
+
+__all__ = [
+    "BACKEND_ID",
+    "DEFAULT_EXEC_TIMEOUT_SECONDS",
+    "SPOOL_BYTES",
+    "PreparedSkillSource",
+    "RuntimeFactory",
+    "SkillRuntimeSandboxClient",
+    "SkillRuntimeSandboxClientOptions",
+    "SkillRuntimeSandboxSession",
+    "SkillRuntimeSandboxSessionState",
+    "__version__",
+    "function_tools",
+    "load_skills",
+    "skills_capability",
+]
