@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench_common import default_scratch, make_skill
+from bench_common import Row, default_scratch, make_skill
 
 from skillruntime.core.models import Skill, SkillExecutionRequest, SkillPreparationRequest
 from skillruntime.core.skillfiles import (
@@ -122,7 +122,7 @@ _RSS_CHILD = textwrap.dedent(
     with LocalSkillRuntime(work_root=sys.argv[1]) as runtime:
         start = time.perf_counter()
         result = runtime.execute(SkillExecutionRequest(
-            command="yes | head -c 1073741824", timeout_seconds=300))
+            command=f"yes | head -c {sys.argv[2]}", timeout_seconds=300))
         elapsed = time.perf_counter() - start
     assert result.exit_code == 0 and result.stdout_truncated, result
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -131,16 +131,78 @@ _RSS_CHILD = textwrap.dedent(
 )
 
 
-def bench_memory(work: Path) -> tuple[float, float, float, int]:
-    """(baseline MiB, peak MiB, seconds, kept chars) of a child printing 1 GiB through execute."""
+def bench_memory(work: Path, output: int = 1024 * MIB) -> tuple[float, float, float, int]:
+    """(baseline MiB, peak MiB, seconds, kept chars) of a child printing ``output`` bytes
+    through execute."""
     completed = subprocess.run(
-        [sys.executable, "-c", _RSS_CHILD, str(work)],
+        [sys.executable, "-c", _RSS_CHILD, str(work), str(output)],
         check=True,
         capture_output=True,
         text=True,
     )
     baseline, peak, elapsed, kept = completed.stdout.split()
     return int(baseline) / 1024, int(peak) / 1024, float(elapsed), int(kept)
+
+
+def run(quick: bool) -> list[Row]:
+    """The rows of this benchmark (interface of ``bench_common``): execute overhead, cold and
+    memoised prepare on tmpfs and on the disk of the temporary directory, the memory bound."""
+    runs, prepare_runs, files, total, output = (
+        (20, 1, 50, 2 * MIB, 16 * MIB) if quick else (500, 7, FILES, 50 * MIB, 1024 * MIB)
+    )
+    rows: list[Row] = []
+    scratches = {"tmpfs": default_scratch(), "disk": tempfile.gettempdir()}
+    for label, directory in scratches.items():
+        if directory is None:
+            continue
+        with tempfile.TemporaryDirectory(prefix="bench-local-", dir=directory) as scratch:
+            base = Path(scratch)
+            work = base / "work"
+            work.mkdir()
+            if label == "tmpfs":
+                raw, ours = bench_execute(runs, work)
+                rows.append(Row("execute('true')", ours, raw, target=1.05, note="bash -c true"))
+            skill = make_skill(
+                base / "skill-source" / "bench-skill",
+                files,
+                total // (files - 1),
+                name="bench-skill",
+                random=True,
+            )
+            # The hash memo trusts only files unchanged for two seconds; let the new tree age.
+            time.sleep(0.0 if quick else 2.1)
+            timings = bench_prepare(prepare_runs, base, skill)
+            size = f"{files} files / {total // MIB} MiB"
+            rows.append(
+                Row(
+                    f"cold prepare, {label}",
+                    timings["prepare"],
+                    timings["cp"],
+                    target=1.3,
+                    note=f"cp -r, {size}",
+                )
+            )
+            rows.append(
+                Row(
+                    f"memoised prepare, {label}",
+                    timings["prepare-warm"],
+                    timings["cp"],
+                    note=f"cp -r, {size}",
+                )
+            )
+            if label == "tmpfs":
+                _baseline, peak, _elapsed, _kept = bench_memory(work, output)
+                rows.append(
+                    Row(
+                        f"peak RSS, {output // MIB} MiB of output",
+                        peak,
+                        100.0,
+                        unit="MiB",
+                        target=1.0,
+                        note="bound 100 MiB",
+                    )
+                )
+    return rows
 
 
 def main() -> None:
