@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import hashlib
 import os
 import shutil
 import statistics
@@ -81,6 +82,7 @@ def bench_prepare(runs: int, base: Path, skill: Skill) -> dict[str, float]:
         "prepare-warm": [],
         "walk+digest": [],
         "copy": [],
+        "sha256": [],
     }
     request = SkillPreparationRequest(skills=(skill,))
     files = list(iter_skill_files(source))
@@ -106,6 +108,9 @@ def bench_prepare(runs: int, base: Path, skill: Skill) -> dict[str, float]:
         shutil.rmtree(warm_root)
         clear_hash_memo()
         samples["walk+digest"].append(_timed(lambda: skill_digest(list(iter_skill_files(source)))))
+        samples["sha256"].append(
+            _timed(lambda: [hashlib.sha256(item.local_path.read_bytes()) for item in files])
+        )
         copy_target = base / f"copy-{run}"
         samples["copy"].append(_timed(functools.partial(copy_skill_files, files, copy_target)))
         for leftover in (target, root, copy_target):
@@ -180,6 +185,14 @@ def run(quick: bool) -> list[Row]:
                     timings["cp"],
                     target=1.3,
                     note=f"cp -r, {size}",
+                )
+            )
+            rows.append(
+                Row(
+                    f"sha256 of every byte (read + hash), {label}",
+                    timings["sha256"],
+                    timings["cp"],
+                    note=f"cp -r; the floor of a digest on one thread, {size}",
                 )
             )
             rows.append(
