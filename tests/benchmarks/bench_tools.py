@@ -6,7 +6,9 @@ Each tool call goes through ``SkillTools.dispatch`` (argument validation, path s
 confinement, formatting of the answer included) on a conversation workspace, against the
 floor, plain Python file calls on the same file in the same directory:
 
-* ``read`` of a ``--lines``-line text file against ``open(path).read()``;
+* ``read`` of a ``--lines``-line text file against ``open(path).read()``, and against that
+  read plus the numbering of every line with one ``str.format`` each (the least a numbered
+  answer costs in plain Python);
 * ``write`` of that content against ``open(path, "w").write(content)``;
 * ``edit`` replacing one line in the middle against ``open().read()``, ``str.replace`` and
   ``open(path, "w").write()``.
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import itertools
 import statistics
 import sys
 import tempfile
@@ -108,6 +111,13 @@ def measure(directory: str | None, runs: int, lines: int) -> dict[str, dict[str,
             suites: dict[str, dict[str, Call]] = {
                 "read": {
                     "floor": floor_path.read_text,
+                    "numbered": lambda: "".join(
+                        map(
+                            "{:6d}\t{}\n".format,
+                            itertools.count(1),
+                            floor_path.read_text().splitlines(),
+                        )
+                    ),
                     "ours": lambda: tools.dispatch("read", {"file_path": "ours.py"}),
                 },
                 "write": {
@@ -159,6 +169,15 @@ def run(quick: bool) -> list[Row]:
                 tool, "read + replace + write, twice"
             )
             rows.append(Row(what, figures["ours"], figures["floor"], target=1.5, note=floor))
+            if "numbered" in figures:
+                rows.append(
+                    Row(
+                        what,
+                        figures["ours"],
+                        figures["numbered"],
+                        note="open().read() + one str.format per line",
+                    )
+                )
             if "peer" in figures:
                 rows.append(
                     Row(
