@@ -1,9 +1,10 @@
 """Copying a skill and hashing it in one pass: every byte of the source is read once.
 
 A cold prepare needs the skill's content digest (it names the prepared copy) and a copy of its
-files. Reading every file twice — once to hash, once to copy — is what made it cost more than
-``cp -r``; :func:`copy_and_hash` instead reads each file once into a buffer, feeds the buffer
-to SHA-256 and writes it to the copy. The digest is then the one
+files. Hashing the whole tree and then copying it walks and opens every file twice, the second
+time after the first pass has pushed its pages out of the CPU caches; :func:`copy_and_hash`
+opens each file once, hashes it and copies it while it is hot, into a staging directory that
+the runtime renames to the digest name. The digest is the one
 :func:`~skillruntime.core.skillfiles.skill_digest` gives (same definition, computed by
 :func:`~skillruntime.core.skillfiles.digest_from_hashes`), and the copy holds exactly the bytes
 that were hashed, even when a source file changes meanwhile.
@@ -62,9 +63,29 @@ def _copy_kernel_side(src: int, dst: int, buffer: memoryview) -> None:
         _write_all(dst, buffer[:count])
 
 
+def _hash_and_write(src: int, dst: int, buffer: memoryview) -> bytes:
+    """Read ``src`` once from its start, hashing and writing every chunk to ``dst``."""
+    os.lseek(src, 0, os.SEEK_SET)
+    os.ftruncate(dst, 0)
+    os.lseek(dst, 0, os.SEEK_SET)
+    digest = hashlib.sha256()
+    while count := os.readv(src, [buffer]):
+        chunk = buffer[:count]
+        digest.update(chunk)
+        _write_all(dst, chunk)
+    return digest.digest()
+
+
 def _copy_one(item: SkillFile, destination: Path, buffer: memoryview) -> bytes:
     """Copy ``item`` to ``destination`` (created with exactly its mode) and return the SHA-256
-    of the bytes copied; a source that became a symbolic link is refused (``O_NOFOLLOW``)."""
+    of the bytes copied; a source that became a symbolic link is refused (``O_NOFOLLOW``).
+
+    The file is opened once: hashed through ``buffer`` (its pages are then in the page cache)
+    and copied kernel-side, which measured faster than writing the buffer out, on ext4 most of
+    all. When the source's ``fstat`` no longer matches the walk's fingerprint afterwards (it
+    changed meanwhile), it is copied again by writing exactly the bytes hashed, so the copy
+    always holds the content its hash describes.
+    """
     mode = 0o755 if item.executable else 0o644
     known = known_file_hash(item)
     src = os.open(item.local_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -77,12 +98,13 @@ def _copy_one(item: SkillFile, destination: Path, buffer: memoryview) -> bytes:
                 return known
             digest = hashlib.sha256()
             while count := os.readv(src, [buffer]):
-                chunk = buffer[:count]
-                digest.update(chunk)
-                _write_all(dst, chunk)
+                digest.update(buffer[:count])
+            os.lseek(src, 0, os.SEEK_SET)
+            _copy_kernel_side(src, dst, buffer)
             file_hash = digest.digest()
-            if _fingerprint(os.fstat(src)) == item.fingerprint:
-                remember_file_hash(item, file_hash)
+            if _fingerprint(os.fstat(src)) != item.fingerprint:
+                return _hash_and_write(src, dst, buffer)  # changed meanwhile: one exact pass
+            remember_file_hash(item, file_hash)
             return file_hash
         finally:
             os.close(dst)
