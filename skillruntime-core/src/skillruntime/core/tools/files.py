@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 
-from ..errors import FileTooLargeError, RuntimeFileNotFoundError
+from ..errors import FileTooLargeError, RuntimeFileError
 from .arguments import EditArguments, ReadArguments, WriteArguments
 from .base import Guard, SkillTool
 from .context import ToolContext
@@ -138,7 +138,9 @@ def _read_existing(context: ToolContext, path: str, max_bytes: int) -> str:
     the tool's answer then)."""
     try:
         return context.files.read_text(path, max_bytes)
-    except RuntimeFileNotFoundError:
+    except FileTooLargeError:
+        raise
+    except RuntimeFileError:  # backends differ in what a directory read raises: ask stat
         problem = _existing_file(context, path)
         if problem:
             raise _MissingFileError(problem) from None
