@@ -76,7 +76,7 @@ def _hash_and_write(src: int, dst: int, buffer: memoryview) -> bytes:
     return digest.digest()
 
 
-def _copy_one(item: SkillFile, destination: Path, buffer: memoryview) -> bytes:
+def _copy_one(item: SkillFile, destination: str, buffer: memoryview) -> bytes:
     """Copy ``item`` to ``destination`` (created with exactly its mode) and return the SHA-256
     of the bytes copied; a source that became a symbolic link is refused (``O_NOFOLLOW``).
 
@@ -112,7 +112,7 @@ def _copy_one(item: SkillFile, destination: Path, buffer: memoryview) -> bytes:
         os.close(src)
 
 
-def _copy_part(files: Sequence[tuple[SkillFile, Path]]) -> list[bytes]:
+def _copy_part(files: Sequence[tuple[SkillFile, str]]) -> list[bytes]:
     buffer = memoryview(bytearray(_CHUNK))
     return [_copy_one(item, destination, buffer) for item, destination in files]
 
@@ -121,13 +121,14 @@ def copy_and_hash(files: Sequence[SkillFile], target: Path) -> list[bytes]:
     """Copy ``files`` under the existing directory ``target`` (parents created, modes
     ``0o755``/``0o644``, nothing else copied) and return the SHA-256 of each file's bytes, in
     the order of ``files``. Raises ``OSError`` from the first file that fails."""
-    made: set[Path] = {target}
-    pairs: list[tuple[SkillFile, Path]] = []
-    for item in files:
-        destination = target.joinpath(*item.relative_path.split("/"))
-        parent = destination.parent
+    root = os.fspath(target)
+    made: set[str] = {root}
+    pairs: list[tuple[SkillFile, str]] = []
+    for item in files:  # plain strings: pathlib costs more than the copy of a small file
+        destination = f"{root}/{item.relative_path}"
+        parent = os.path.dirname(destination)
         if parent not in made:
-            parent.mkdir(parents=True, exist_ok=True)
+            os.makedirs(parent, exist_ok=True)
             made.add(parent)
         pairs.append((item, destination))
     total = sum(item.size for item in files)
