@@ -34,12 +34,7 @@ test-quick: .venv/bin/python
 dist: .venv/bin/python
 	bash scripts/check-dist.sh
 
+# Every tests/benchmarks/bench_*.py, one table of ratios, rows also in .bench/results.json
+# (BENCH_ARGS=--quick for the seconds-long smoke run that the test suite also does).
 bench: setup
-	.venv/bin/python tests/benchmarks/bench_local.py
-	.venv/bin/python tests/benchmarks/bench_opensandbox.py
-	.venv/bin/python tests/benchmarks/bench_aio.py
-	.venv/bin/python tests/benchmarks/bench_viking.py
-	.venv/bin/python tests/benchmarks/bench_async.py
-	.venv/bin/python tests/benchmarks/bench_mcp.py
-	.venv/bin/python tests/benchmarks/bench_cli.py
-	.venv/bin/python tests/benchmarks/bench_openai_agents.py
+	.venv/bin/python tests/benchmarks/run_benchmarks.py $(BENCH_ARGS)

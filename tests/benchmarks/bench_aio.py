@@ -33,7 +33,7 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_common import make_skill, request_count
+from bench_common import Row, make_skill, request_count
 
 from doubles.aio import AioDouble
 from skillruntime.aio import AioSandboxSkillRuntime
@@ -140,6 +140,68 @@ def bench_execute(double: AioDouble, runs: int) -> tuple[float, float, float, fl
         per_command = (runtime.client.request_count - before) / runs
     session.close()
     return statistics.median(raw), statistics.median(ours), statistics.median(floor), per_command
+
+
+def run(quick: bool) -> list[Row]:
+    """The rows of this benchmark (interface of ``bench_common``)."""
+    files, runs, prepare_runs = (20, 3, 1) if quick else (1000, 50, 3)
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory() as scratch:
+        skill = make_skill(Path(scratch) / "bench-skill", files, 2048)
+        for bash_api in (True, False):
+            api = "/v1/bash" if bash_api else "/v1/shell"
+            with AioDouble(bash_api=bash_api) as double:
+                archive_s, archive_n = bench_prepare(
+                    double, skill, prepare_runs, AioSandboxSkillRuntime
+                )
+                per_file_s, per_file_n = bench_prepare(double, skill, 1, PerFileAioRuntime)
+                rows.append(
+                    Row(
+                        f"{api} prepare, {files} files",
+                        archive_s,
+                        per_file_s,
+                        note="one upload per file",
+                    )
+                )
+                rows.append(
+                    Row(
+                        f"{api} prepare, {files} files",
+                        archive_n,
+                        per_file_n,
+                        unit="requests",
+                        note="one upload per file",
+                    )
+                )
+                _resumed_n, resumed_bytes = bench_resume(double, skill)
+                rows.append(
+                    Row(
+                        f"{api} resume, bytes uploaded",
+                        resumed_bytes,
+                        files * 2048,
+                        unit="B",
+                        target=0.0,
+                        note="bytes of the skill",
+                    )
+                )
+                raw_s, ours_s, floor_s, _per_command = bench_execute(double, runs)
+                rows.append(
+                    Row(
+                        f"{api} execute('true')",
+                        ours_s,
+                        raw_s,
+                        target=1.5 if bash_api else 2.5,
+                        note="raw exec request",
+                    )
+                )
+                rows.append(
+                    Row(
+                        f"{api} execute('true')",
+                        ours_s,
+                        floor_s,
+                        note="raw exec of setsid bash -c true",
+                    )
+                )
+    return rows
 
 
 def main() -> None:

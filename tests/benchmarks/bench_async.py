@@ -30,6 +30,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench_common import Row
+
 from doubles.aio import AioDouble
 from doubles.opensandbox import OpenSandboxDouble
 from skillruntime.aio import AioSandboxSkillRuntime, AsyncAioSkillRuntime
@@ -83,12 +85,25 @@ async def _concurrent(runtime: AsyncSkillRuntime, count: int) -> tuple[float, in
     return await _peak_threads(work)
 
 
-async def bench_concurrency(root: Path, count: int) -> None:
+async def bench_concurrency(root: Path, count: int) -> tuple[float, float, int, float, int]:
+    """Seconds of one ``sleep 1``, of ``count`` concurrent ones on the native runtime (with
+    its peak threads) and through the thread bridge (with its peak threads)."""
     async with AsyncLocalSkillRuntime(work_root=root / "native") as native:
         one, _ = await _peak_threads(lambda: native.execute(SLEEP))
         many, native_threads = await _concurrent(native, count)
     async with to_async(LocalSkillRuntime(work_root=root / "bridge")) as bridged:
         bridged_many, bridge_threads = await _concurrent(bridged, count)
+    return one, many, native_threads, bridged_many, bridge_threads
+
+
+def _print_concurrency(
+    count: int,
+    one: float,
+    many: float,
+    native_threads: int,
+    bridged_many: float,
+    bridge_threads: int,
+) -> None:
     print(f"[1] one execute('sleep 1')                  {one:7.3f} s")
     print(
         f"[1] {count} concurrent, native async local    {many:7.3f} s  ratio {many / one:5.2f}  "
@@ -100,7 +115,8 @@ async def bench_concurrency(root: Path, count: int) -> None:
     )
 
 
-async def bench_overhead(root: Path, runs: int) -> None:
+async def bench_overhead(root: Path, runs: int) -> tuple[float, float]:
+    """Median seconds of ``execute("true")`` on the sync and on the async local runtime."""
     sync_runtime = LocalSkillRuntime(work_root=root / "sync")
     async with AsyncLocalSkillRuntime(work_root=root / "async") as native:
         sync_times: list[float] = []
@@ -118,6 +134,10 @@ async def bench_overhead(root: Path, runs: int) -> None:
     sync_runtime.close()
     sync_median = statistics.median(sync_times)
     async_median = statistics.median(async_times)
+    return sync_median, async_median
+
+
+def _print_overhead(sync_median: float, async_median: float) -> None:
     print(f"[2] sync  execute('true') median            {sync_median * 1000:7.3f} ms")
     print(
         f"[2] async execute('true') median            {async_median * 1000:7.3f} ms  ratio "
@@ -158,7 +178,10 @@ def _row(name: str, count: int, label: str, seconds: float, threads: int, base: 
     )
 
 
-def bench_remote(count: int) -> None:
+def bench_remote(count: int) -> list[tuple[str, str, float, int, float]]:
+    """(runtime, driver, seconds, peak threads, baseline seconds) of ``count`` concurrent
+    ``sleep 1`` on the remote doubles; the baseline is the sync runtime driven by threads."""
+    figures: list[tuple[str, str, float, int, float]] = []
     with AioDouble() as aio, OpenSandboxDouble() as opensandbox:
         makers: dict[str, Callable[[], SkillRuntime]] = {
             "aio": lambda: AioSandboxSkillRuntime(base_url=aio.url, token=aio.token),
@@ -173,13 +196,59 @@ def bench_remote(count: int) -> None:
             with make() as sync_runtime:
                 sync_runtime.execute(TRUE)
                 sync_s, sync_threads = _threaded(sync_runtime, count)
-            _row(name, count, f"sync, {count} threads", sync_s, sync_threads, sync_s)
+            figures.append((name, f"sync, {count} threads", sync_s, sync_threads, sync_s))
             bridge_s, bridge_threads = asyncio.run(_bridged(make(), count))
-            _row(name, count, "async, thread bridge", bridge_s, bridge_threads, sync_s)
+            figures.append((name, "async, thread bridge", bridge_s, bridge_threads, sync_s))
             native = natives.get(name)
             if native is not None:
                 native_s, native_threads = asyncio.run(_native(native, count))
-                _row(name, count, "async, native", native_s, native_threads, sync_s)
+                figures.append((name, "async, native", native_s, native_threads, sync_s))
+    return figures
+
+
+def run(quick: bool) -> list[Row]:
+    """The rows of this benchmark (interface of ``bench_common``)."""
+    concurrency, runs, remote = (10, 10, 5) if quick else (500, 300, 200)
+    _raise_file_limit()
+    with tempfile.TemporaryDirectory(prefix="bench-async-") as scratch:
+        root = Path(scratch)
+        one, many, _threads, bridged_many, _bridge_threads = asyncio.run(
+            bench_concurrency(root, concurrency)
+        )
+        sync_median, async_median = asyncio.run(bench_overhead(root, runs))
+    rows = [
+        Row(
+            f"{concurrency} concurrent sleep 1, async local",
+            many,
+            one,
+            target=1.5,
+            note="one sleep 1",
+        ),
+        Row(
+            f"{concurrency} concurrent sleep 1, to_async(local)",
+            bridged_many,
+            one,
+            note="one sleep 1",
+        ),
+        Row(
+            "async local execute('true')",
+            async_median,
+            sync_median,
+            target=1.2,
+            note="sync local execute('true')",
+        ),
+    ]
+    for name, driver, seconds, _peak, base in bench_remote(remote):
+        if not driver.startswith("sync"):
+            rows.append(
+                Row(
+                    f"{name} {remote} concurrent sleep 1, {driver}",
+                    seconds,
+                    base,
+                    note="sync runtime, one thread each",
+                )
+            )
+    return rows
 
 
 def main() -> None:
@@ -192,10 +261,13 @@ def main() -> None:
     _raise_file_limit()
     with tempfile.TemporaryDirectory(prefix="bench-async-") as scratch:
         root = Path(scratch)
-        asyncio.run(bench_concurrency(root, args.concurrency))
-        asyncio.run(bench_overhead(root, args.runs))
+        _print_concurrency(
+            args.concurrency, *asyncio.run(bench_concurrency(root, args.concurrency))
+        )
+        _print_overhead(*asyncio.run(bench_overhead(root, args.runs)))
     if args.remote > 0:
-        bench_remote(args.remote)
+        for name, driver, seconds, threads, base in bench_remote(args.remote):
+            _row(name, args.remote, driver, seconds, threads, base)
 
 
 if __name__ == "__main__":

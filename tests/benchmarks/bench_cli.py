@@ -23,6 +23,8 @@ import sys
 import time
 from pathlib import Path
 
+from bench_common import Row
+
 
 def _command() -> list[str]:
     found = shutil.which("skillruntime", path=str(Path(sys.executable).parent))
@@ -37,35 +39,64 @@ def _timed(argv: list[str]) -> float:
     return time.perf_counter() - start
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=21, help="runs of each command")
-    args = parser.parse_args()
+TARGETS = {"skillruntime --version": 0.15, "skillruntime runtimes": 0.4}
+
+
+def measure(runs: int) -> dict[str, float]:
+    """Median wall seconds of each case, interleaved, after one warming run of each."""
     command = _command()
     cases = {
         "python -c pass": [sys.executable, "-c", "pass"],
         "skillruntime --version": [*command, "--version"],
         "skillruntime runtimes": [*command, "runtimes"],
-        "import pydantic_settings, click, pluggy": [
-            sys.executable,
-            "-c",
-            "import pydantic_settings, click, pluggy",
-        ],
+        "import floor": [sys.executable, "-c", "import pydantic_settings, click, pluggy"],
     }
     for argv in cases.values():  # warm the byte-code and file caches
         _timed(argv)
     samples: dict[str, list[float]] = {name: [] for name in cases}
-    for _ in range(args.runs):
+    for _ in range(runs):
         for name, argv in cases.items():
             samples[name].append(_timed(argv))
-    medians = {name: statistics.median(values) for name, values in samples.items()}
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def run(quick: bool) -> list[Row]:
+    """The rows of this benchmark (interface of ``bench_common``)."""
+    medians = measure(2 if quick else 21)
+    floor = medians["python -c pass"]
+    return [
+        Row(
+            "skillruntime --version",
+            medians["skillruntime --version"],
+            floor,
+            note="python -c pass (absolute target 0.15 s)",
+        ),
+        Row(
+            "skillruntime runtimes",
+            medians["skillruntime runtimes"],
+            floor,
+            note="python -c pass (absolute target 0.4 s)",
+        ),
+        Row(
+            "skillruntime runtimes",
+            medians["skillruntime runtimes"],
+            medians["import floor"],
+            note="import pydantic_settings, click, pluggy",
+        ),
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=21, help="runs of each command")
+    args = parser.parse_args()
+    medians = measure(args.runs)
     floor = medians["python -c pass"]
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, median of {args.runs}")
-    targets = {"skillruntime --version": 0.15, "skillruntime runtimes": 0.4}
     for index, (name, median) in enumerate(medians.items(), start=1):
-        target = f"; target <= {targets[name]} s" if name in targets else ""
+        target = f"; target <= {TARGETS[name]} s" if name in TARGETS else ""
         print(f"[{index}] {name}: {median * 1000:.1f} ms, ratio {median / floor:.2f}{target}")
-    deps = medians["import pydantic_settings, click, pluggy"]
+    deps = medians["import floor"]
     print(f"    runtimes vs its import floor: ratio {medians['skillruntime runtimes'] / deps:.2f}")
 
 

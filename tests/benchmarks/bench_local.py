@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import hashlib
 import os
 import shutil
 import statistics
@@ -30,7 +31,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench_common import default_scratch, make_skill
+from bench_common import Row, default_scratch, make_skill
 
 from skillruntime.core.models import Skill, SkillExecutionRequest, SkillPreparationRequest
 from skillruntime.core.skills.files import (
@@ -47,8 +48,17 @@ FILES = 1000
 
 def bench_execute(runs: int, work: Path) -> tuple[float, float]:
     """Median seconds of a raw ``bash -c true`` and of the runtime's ``execute``."""
+    raw, ours, _captured = bench_execute_floors(runs, work)
+    return raw, ours
+
+
+def bench_execute_floors(runs: int, work: Path) -> tuple[float, float, float]:
+    """Median seconds of a raw ``bash -c true``, of the runtime's ``execute`` and of
+    ``bash -c true`` with both streams captured through pipes in a session of its own (what
+    any runtime that returns the output and can kill the process tree must do at least)."""
     raw: list[float] = []
     ours: list[float] = []
+    captured: list[float] = []
     request = SkillExecutionRequest(command="true")
     with LocalSkillRuntime(work_root=work) as runtime:
         for _ in range(20):  # warm up both paths
@@ -63,7 +73,16 @@ def bench_execute(runs: int, work: Path) -> tuple[float, float]:
             ours.append(time.perf_counter() - start)
             if result.exit_code != 0:
                 raise SystemExit(f"execute failed: {result}")
-    return statistics.median(raw), statistics.median(ours)
+            start = time.perf_counter()
+            subprocess.run(
+                ["bash", "-c", "true"],
+                check=True,
+                capture_output=True,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+            captured.append(time.perf_counter() - start)
+    return statistics.median(raw), statistics.median(ours), statistics.median(captured)
 
 
 def _timed(action: Callable[[], object]) -> float:
@@ -81,6 +100,7 @@ def bench_prepare(runs: int, base: Path, skill: Skill) -> dict[str, float]:
         "prepare-warm": [],
         "walk+digest": [],
         "copy": [],
+        "sha256": [],
     }
     request = SkillPreparationRequest(skills=(skill,))
     files = list(iter_skill_files(source))
@@ -106,6 +126,9 @@ def bench_prepare(runs: int, base: Path, skill: Skill) -> dict[str, float]:
         shutil.rmtree(warm_root)
         clear_hash_memo()
         samples["walk+digest"].append(_timed(lambda: skill_digest(list(iter_skill_files(source)))))
+        samples["sha256"].append(
+            _timed(lambda: [hashlib.sha256(item.local_path.read_bytes()) for item in files])
+        )
         copy_target = base / f"copy-{run}"
         samples["copy"].append(_timed(functools.partial(copy_skill_files, files, copy_target)))
         for leftover in (target, root, copy_target):
@@ -122,7 +145,7 @@ _RSS_CHILD = textwrap.dedent(
     with LocalSkillRuntime(work_root=sys.argv[1]) as runtime:
         start = time.perf_counter()
         result = runtime.execute(SkillExecutionRequest(
-            command="yes | head -c 1073741824", timeout_seconds=300))
+            command=f"yes | head -c {sys.argv[2]}", timeout_seconds=300))
         elapsed = time.perf_counter() - start
     assert result.exit_code == 0 and result.stdout_truncated, result
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -131,16 +154,102 @@ _RSS_CHILD = textwrap.dedent(
 )
 
 
-def bench_memory(work: Path) -> tuple[float, float, float, int]:
-    """(baseline MiB, peak MiB, seconds, kept chars) of a child printing 1 GiB through execute."""
+def bench_memory(work: Path, output: int = 1024 * MIB) -> tuple[float, float, float, int]:
+    """(baseline MiB, peak MiB, seconds, kept chars) of a child printing ``output`` bytes
+    through execute."""
     completed = subprocess.run(
-        [sys.executable, "-c", _RSS_CHILD, str(work)],
+        [sys.executable, "-c", _RSS_CHILD, str(work), str(output)],
         check=True,
         capture_output=True,
         text=True,
     )
     baseline, peak, elapsed, kept = completed.stdout.split()
     return int(baseline) / 1024, int(peak) / 1024, float(elapsed), int(kept)
+
+
+def run(quick: bool) -> list[Row]:
+    """The rows of this benchmark (interface of ``bench_common``): execute overhead, cold and
+    memoised prepare on tmpfs and on the disk of the temporary directory, the memory bound."""
+    runs, prepare_runs, files, total, output = (
+        (20, 1, 50, 2 * MIB, 16 * MIB) if quick else (500, 7, FILES, 50 * MIB, 1024 * MIB)
+    )
+    rows: list[Row] = []
+    scratches = {"tmpfs": default_scratch(), "disk": tempfile.gettempdir()}
+    for label, directory in scratches.items():
+        if directory is None:
+            continue
+        with tempfile.TemporaryDirectory(prefix="bench-local-", dir=directory) as scratch:
+            base = Path(scratch)
+            work = base / "work"
+            work.mkdir()
+            if label == "tmpfs":
+                raw, ours, captured = bench_execute_floors(runs, work)
+                rows.append(Row("execute('true')", ours, raw, target=1.05, note="bash -c true"))
+                rows.append(
+                    Row(
+                        "execute('true')",
+                        ours,
+                        captured,
+                        note="bash -c true, output captured by pipes, own session",
+                    )
+                )
+                rows.append(
+                    Row(
+                        "captured bash -c true (the floor)",
+                        captured,
+                        raw,
+                        note="bash -c true",
+                    )
+                )
+            skill = make_skill(
+                base / "skill-source" / "bench-skill",
+                files,
+                total // (files - 1),
+                name="bench-skill",
+                random=True,
+            )
+            # The hash memo trusts only files unchanged for two seconds; let the new tree age.
+            time.sleep(0.0 if quick else 2.1)
+            timings = bench_prepare(prepare_runs, base, skill)
+            size = f"{files} files / {total // MIB} MiB"
+            rows.append(
+                Row(
+                    f"cold prepare, {label}",
+                    timings["prepare"],
+                    timings["cp"],
+                    target=1.3,
+                    note=f"cp -r, {size}",
+                )
+            )
+            rows.append(
+                Row(
+                    f"sha256 of every byte (read + hash), {label}",
+                    timings["sha256"],
+                    timings["cp"],
+                    note=f"cp -r; the floor of a digest on one thread, {size}",
+                )
+            )
+            rows.append(
+                Row(
+                    f"memoised prepare, {label}",
+                    timings["prepare-warm"],
+                    timings["cp"],
+                    note=f"cp -r, {size}",
+                )
+            )
+            if label == "tmpfs":
+                _baseline, peak, _elapsed, _kept = bench_memory(work, output)
+                rows.append(
+                    Row(
+                        f"peak RSS, {output // MIB} MiB of output",
+                        peak,
+                        100.0,
+                        unit="MiB",
+                        target=1.0,
+                        note="bound 100 MiB",
+                    )
+                )
+    return rows
 
 
 def main() -> None:

@@ -22,6 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench_common import Row
+
 from mcp_clients import serve_args, stdio_session
 from skillruntime.core.tools import SkillTools
 from skillruntime.local import LocalSkillRuntime
@@ -57,6 +59,16 @@ async def measure(runs: int, root: Path) -> dict[str, tuple[float, float]]:
                     direct.append(time.perf_counter() - start)
                 results[name] = (statistics.median(through_mcp), statistics.median(direct))
     return results
+
+
+def run(quick: bool) -> list[Row]:
+    """The rows of this benchmark (interface of ``bench_common``)."""
+    with tempfile.TemporaryDirectory() as root:
+        results = asyncio.run(measure(5 if quick else 300, Path(root)))
+    return [
+        Row(f"{name} through MCP stdio", through_mcp, direct, note="SkillTools.dispatch")
+        for name, (through_mcp, direct) in results.items()
+    ]
 
 
 def main() -> None:

@@ -34,6 +34,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agents.sandbox.session import SandboxSession
+from bench_common import Row
 from skillruntime.openai_agents import SkillRuntimeSandboxClient, SkillRuntimeSandboxClientOptions
 
 from doubles.aio import AioDouble
@@ -65,7 +66,7 @@ async def _interleaved(
     return statistics.median(adapter_times), statistics.median(direct_times)
 
 
-async def _measure(name: str, session: SandboxSession, runs: int, read_runs: int) -> None:
+async def _measure(name: str, session: SandboxSession, runs: int, read_runs: int) -> list[Row]:
     inner: Any = session._inner
     runtime = inner.runtime
     root = session.state.manifest.root
@@ -103,6 +104,7 @@ async def _measure(name: str, session: SandboxSession, runs: int, read_runs: int
     async def direct_read() -> None:
         assert len(await files.read_bytes(blob, max_bytes=2 * MIB)) == MIB
 
+    rows: list[Row] = []
     for label, adapter, direct, count in (
         ("exec('true')      via SandboxSession", adapter_exec, direct_exec, runs),
         ("exec('true')      adapter session   ", inner_exec, direct_exec, runs),
@@ -110,18 +112,52 @@ async def _measure(name: str, session: SandboxSession, runs: int, read_runs: int
         ("1 MiB read        adapter session   ", inner_read, direct_read, read_runs),
     ):
         through, plain = await _interleaved(count, adapter, direct)
-        print(
-            f"[{name}] {label}: {through * 1e3:.2f} ms, runtime {plain * 1e3:.2f} ms, "
-            f"ratio {through / plain:.3f} (target <= 1.1)"
+        rows.append(
+            Row(
+                f"{name}: {' '.join(label.split())}",
+                through,
+                plain,
+                target=1.1,
+                note="the same call on the runtime",
+            )
         )
+    return rows
 
 
-async def _bench(client: SkillRuntimeSandboxClient, name: str, args: argparse.Namespace) -> None:
+async def _bench(
+    client: SkillRuntimeSandboxClient, name: str, runs: int, read_runs: int
+) -> list[Row]:
     options = SkillRuntimeSandboxClientOptions(conversation_id=f"bench-{name}")
     session = await client.create(options=options)
     async with session:
-        await _measure(name, session, args.runs, args.read_runs)
+        rows = await _measure(name, session, runs, read_runs)
     await client.delete(session)
+    return rows
+
+
+def measure(runs: int, read_runs: int) -> list[Row]:
+    """Every row, on local, the OpenSandbox double and the AIO double."""
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory() as scratch:
+        local = SkillRuntimeSandboxClient.for_runtime("local", conversations_root=scratch)
+        rows += asyncio.run(_bench(local, "local", runs, read_runs))
+
+    with OpenSandboxDouble() as double:
+        options = {"domain": double.domain, "api_key": double.api_key}
+        client = SkillRuntimeSandboxClient.for_runtime("opensandbox", **options)
+        rows += asyncio.run(_bench(client, "opensandbox", runs, read_runs))
+        with OpenSandboxSkillRuntime(conversation_id="bench-opensandbox", **options) as runtime:
+            runtime.destroy_conversation_sandbox()
+
+    with AioDouble() as aio:
+        client = SkillRuntimeSandboxClient.for_runtime("aio", base_url=aio.url, token=aio.token)
+        rows += asyncio.run(_bench(client, "aio", runs, read_runs))
+    return rows
+
+
+def run(quick: bool) -> list[Row]:
+    """The rows of this benchmark (interface of ``bench_common``)."""
+    return measure(5, 3) if quick else measure(200, 50)
 
 
 def main() -> None:
@@ -130,21 +166,11 @@ def main() -> None:
     parser.add_argument("--read-runs", type=int, default=50)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-
-    with tempfile.TemporaryDirectory() as scratch:
-        local = SkillRuntimeSandboxClient.for_runtime("local", conversations_root=scratch)
-        asyncio.run(_bench(local, "local", args))
-
-    with OpenSandboxDouble() as double:
-        options = {"domain": double.domain, "api_key": double.api_key}
-        client = SkillRuntimeSandboxClient.for_runtime("opensandbox", **options)
-        asyncio.run(_bench(client, "opensandbox", args))
-        with OpenSandboxSkillRuntime(conversation_id="bench-opensandbox", **options) as runtime:
-            runtime.destroy_conversation_sandbox()
-
-    with AioDouble() as aio:
-        client = SkillRuntimeSandboxClient.for_runtime("aio", base_url=aio.url, token=aio.token)
-        asyncio.run(_bench(client, "aio", args))
+    for row in measure(args.runs, args.read_runs):
+        print(
+            f"{row.name}: {row.value * 1e3:.2f} ms, runtime {row.baseline * 1e3:.2f} ms, "
+            f"ratio {row.ratio:.3f} (target <= 1.1)"
+        )
 
 
 if __name__ == "__main__":

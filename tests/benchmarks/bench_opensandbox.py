@@ -38,7 +38,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_common import make_skill, request_count
+from bench_common import Row, make_skill, request_count
 
 from doubles.opensandbox import OpenSandboxDouble
 from skillruntime.core.conversations import InMemoryConversationStore
@@ -184,6 +184,71 @@ def bench_long_line(double: OpenSandboxDouble, line_mib: int) -> tuple[int, int,
         )
         figures.append(json.loads(child.stdout))
     return figures[0]["growth_kib"], figures[1]["growth_kib"], figures[0]["peak_kib"]
+
+
+def run(quick: bool) -> list[Row]:
+    """The rows of this benchmark (interface of ``bench_common``)."""
+    files, runs, latency_runs, grace, line_mib = (
+        (20, 1, 2, 0.2, 4) if quick else (1000, 3, 10, 1.0, 256)
+    )
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory() as scratch, OpenSandboxDouble() as double:
+        skill = make_skill(Path(scratch) / "bench-skill", files, 2048)
+        batched_s, batched_n = bench_first(double, skill, runs, OpenSandboxSkillRuntime)
+        per_file_s, per_file_n = bench_first(double, skill, 1, PerFileRuntime)
+        rows.append(
+            Row(
+                f"first prepare, {files} files",
+                batched_s,
+                per_file_s,
+                note="one upload request per file",
+            )
+        )
+        rows.append(
+            Row(
+                f"first prepare, {files} files",
+                batched_n,
+                per_file_n,
+                unit="requests",
+                note="one upload request per file",
+            )
+        )
+        resumed_s, _resumed_n, resumed_files, first_s = bench_resume(double, skill, runs)
+        rows.append(
+            Row("resumed prepare (attach included)", resumed_s, first_s, note="first prepare")
+        )
+        rows.append(
+            Row(
+                "resumed prepare, files uploaded",
+                resumed_files,
+                files,
+                unit="files",
+                target=0.0,
+                note="files of the skill",
+            )
+        )
+        with_grace, without = bench_latency(double, latency_runs, grace)
+        rows.append(
+            Row(
+                f"execute('true') with {grace:g} s execd grace",
+                with_grace,
+                without,
+                target=1.2,
+                note="no grace",
+            )
+        )
+        line_kib, _true_kib, _peak_kib = bench_long_line(double, line_mib)
+        rows.append(
+            Row(
+                f"RSS growth, one {line_mib} MiB line",
+                line_kib / 1024,
+                64.0,
+                unit="MiB",
+                target=1.0,
+                note="bound 64 MiB",
+            )
+        )
+    return rows
 
 
 def main() -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_common import default_scratch
+from bench_common import Row, default_scratch
 
 from doubles.viking import VikingDouble
 from skillruntime.viking import VikingSkillStore
@@ -52,12 +52,10 @@ def _plain_hash(directory: Path) -> int:
     return total
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--dir", default=default_scratch())
-    args = parser.parse_args()
-    scratch = Path(tempfile.mkdtemp(prefix="bench-viking-", dir=args.dir))
+def measure(runs: int, directory: str | None) -> dict[str, float]:
+    """Medians (seconds) of a cold pull, a warm hit, a manifest read, ``verify_snapshot`` and a
+    plain hash of the same files, with the skill's size (``mib``) and ``downloads``."""
+    scratch = Path(tempfile.mkdtemp(prefix="bench-viking-", dir=directory))
     cold: list[float] = []
     warm: list[float] = []
     resolve: list[float] = []
@@ -68,8 +66,8 @@ def main() -> None:
             files = _skill()
             viking.add_skill(ROOT, files)
             nbytes = sum(len(data) for data in files.values())
-            for run in range(args.runs):
-                cache = scratch / f"cache-{run}"
+            for index in range(runs):
+                cache = scratch / f"cache-{index}"
                 with VikingSkillStore(server_url=viking.url, cache_dir=cache) as store:
                     started = time.perf_counter()
                     with store.lease(ROOT):
@@ -96,16 +94,52 @@ def main() -> None:
     def med(values: list[float]) -> float:
         return statistics.median(values)
 
-    mib = nbytes / (1024 * 1024)
-    print(f"skill: {FILES} files, {mib:.1f} MiB; runs: {args.runs}; downloads: {downloads}")
-    print(f"[1] cold pull   {med(cold) * 1000:8.1f} ms  ({mib / med(cold):6.1f} MiB/s)")
+    return {
+        "cold": med(cold),
+        "warm": med(warm),
+        "resolve": med(resolve),
+        "verify": med(verify),
+        "plain": med(plain),
+        "mib": nbytes / (1024 * 1024),
+        "downloads": downloads,
+    }
+
+
+def run(quick: bool) -> list[Row]:
+    """The rows of this benchmark (interface of ``bench_common``)."""
+    figures = measure(1 if quick else 7, default_scratch())
+    return [
+        Row("warm hit", figures["warm"], figures["resolve"], note="one integrity (manifest) read"),
+        Row("warm hit", figures["warm"], figures["cold"], note="cold pull"),
+        Row(
+            "verify_snapshot",
+            figures["verify"],
+            figures["plain"],
+            target=1.2,
+            note="plain hashlib of the same files",
+        ),
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--dir", default=default_scratch())
+    args = parser.parse_args()
+    figures = measure(args.runs, args.dir)
+    mib = figures["mib"]
+    cold, warm, resolve = figures["cold"], figures["warm"], figures["resolve"]
+    verify, plain = figures["verify"], figures["plain"]
     print(
-        f"    warm hit    {med(warm) * 1000:8.1f} ms  -> cold/warm = {med(cold) / med(warm):.1f}x"
+        f"skill: {FILES} files, {mib:.1f} MiB; runs: {args.runs}; "
+        f"downloads: {figures['downloads']:.0f}"
     )
-    print(f"    manifest read alone {med(resolve) * 1000:.1f} ms")
+    print(f"[1] cold pull   {cold * 1000:8.1f} ms  ({mib / cold:6.1f} MiB/s)")
+    print(f"    warm hit    {warm * 1000:8.1f} ms  -> cold/warm = {cold / warm:.1f}x")
+    print(f"    manifest read alone {resolve * 1000:.1f} ms")
     print(
-        f"[2] verify_snapshot {mib / med(verify):7.1f} MiB/s vs plain hashlib "
-        f"{mib / med(plain):7.1f} MiB/s -> ratio {med(verify) / med(plain):.2f}"
+        f"[2] verify_snapshot {mib / verify:7.1f} MiB/s vs plain hashlib "
+        f"{mib / plain:7.1f} MiB/s -> ratio {verify / plain:.2f}"
     )
 
 

@@ -166,20 +166,29 @@ def test_bootstrap_failure_leaves_nothing_recorded(
     assert runtime.execute(SkillExecutionRequest(command="echo $K")).stdout == "v\n"
 
 
+@pytest.mark.parametrize("copier", ["copy_and_hash", "copy_skill_files"])
 def test_failed_copy_leaves_no_partial_directory(
-    runtime: LocalSkillRuntime, skill: Skill, monkeypatch: pytest.MonkeyPatch
+    runtime: LocalSkillRuntime, skill: Skill, monkeypatch: pytest.MonkeyPatch, copier: str
 ) -> None:
+    """Both copy paths: hashing while copying (a cold prepare) and copying after the digest
+    (here: another version of the skill was prepared before)."""
     import skillruntime.local.runtime as runtime_module
+
+    skills_root = Path(runtime.default_working_directory) / "skills"
+    before: list[Path] = []
+    if copier == "copy_skill_files":
+        runtime.prepare(SkillPreparationRequest(skills=(skill,)))
+        (Path(skill.base_path) / "SKILL.md").write_text("---\nname: demo-skill\n---\nnew\n")
+        before = list(skills_root.iterdir())
 
     def broken_copy(files: object, target: Path) -> None:
         (target / "half.txt").write_text("half")
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(runtime_module, "copy_skill_files", broken_copy)
+    monkeypatch.setattr(runtime_module, copier, broken_copy)
     with pytest.raises(SkillPrepareError, match="No space left"):
         runtime.prepare(SkillPreparationRequest(skills=(skill,)))
-    skills_root = Path(runtime.default_working_directory) / "skills"
-    assert list(skills_root.iterdir()) == []
+    assert list(skills_root.iterdir()) == before
 
 
 def test_resumed_runtime_reuses_ready_copy_without_bootstrap(tmp_path: Path, skill: Skill) -> None:

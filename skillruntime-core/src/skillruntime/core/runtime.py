@@ -33,6 +33,7 @@ from .runtime_rules import (
     PlaceFiles,
     PreparationStep,
     RuntimeState,
+    ScannedSkill,
     bootstrap_failure,
     bootstrap_requests,
     bootstrap_transport_failure,
@@ -250,8 +251,14 @@ class BaseSkillRuntime(RuntimeState, SkillRuntime):
         self._ensure_open()
         return [self._prepare_one(skill, request.config_for(skill)) for skill in request.skills]
 
+    def _scan_skill(self, skill: Skill) -> ScannedSkill:
+        """Walk and digest ``skill``'s source under the upload policy (the first step of a
+        prepare). A runtime may override it to do more in the same pass, e.g. copy the files
+        while hashing them; it raises what :func:`scan_skill` raises."""
+        return scan_skill(skill, self._upload_policy)
+
     def _prepare_one(self, skill: Skill, config: SkillRuntimeConfig) -> Skill:
-        scanned = scan_skill(skill, self._upload_policy)
+        scanned = self._scan_skill(skill)
         key = prepare_key(skill, scanned.digest, config)
         with self._lock:
             lock = self._prepare_locks.setdefault(key, threading.Lock())

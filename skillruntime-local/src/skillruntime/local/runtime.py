@@ -31,13 +31,16 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from skillruntime.core.errors import (
     ExecutionTransportError,
     InvalidPathError,
     RuntimeFileError,
+    RuntimeFileNotFoundError,
+    SkillPrepareError,
     WorkspaceEscapeError,
 )
 from skillruntime.core.filesystem import SkillRuntimeFileSystem
@@ -46,13 +49,20 @@ from skillruntime.core.models import (
     SkillExecutionRequest,
     SkillExecutionResult,
     SkillPreparationRequest,
+    SkillRuntimeConfig,
 )
 from skillruntime.core.runtime import BaseSkillRuntime
+from skillruntime.core.runtime_rules import ScannedSkill, place_failure
 from skillruntime.core.skills.files import (
     DEFAULT_UPLOAD_POLICY,
     SkillFile,
     UploadPolicy,
     copy_skill_files,
+    digest_from_hashes,
+    iter_skill_files,
+    known_file_hash,
+    prepared_directory_name,
+    skill_digest,
 )
 from skillruntime.core.workspace import ConversationWorkspace
 
@@ -64,8 +74,11 @@ from .process import (
     ProcessRegistry,
     run_command,
 )
+from .staging import copy_and_hash
 
 __all__ = ["DEFAULT_CONVERSATIONS_ROOT", "LocalSkillRuntime", "default_shell"]
+
+T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
@@ -128,6 +141,7 @@ class LocalSkillRuntime(BaseSkillRuntime):
         )
         self._root_ready = workspace is None and self._work_root is None
         self._root_lock = threading.Lock()
+        self._staged = threading.local()  # the one-pass copy of the prepare on this thread
 
     # ------------------------------------------------------------------- SPI
 
@@ -239,27 +253,150 @@ class LocalSkillRuntime(BaseSkillRuntime):
         except WorkspaceEscapeError:
             return False
 
+    def _prepare_one(self, skill: Skill, config: SkillRuntimeConfig) -> Skill:
+        try:
+            return super()._prepare_one(skill, config)
+        finally:
+            self._discard_staged()
+
+    def _scan_skill(self, skill: Skill) -> ScannedSkill:
+        """Walk the skill; on a cold prepare also copy it, hashing while copying.
+
+        When the skill goes to a skills directory, no file hash is memoised and no prepared
+        copy of a skill of this name is there yet (so the copy will very likely be needed), the
+        files are copied into a staging directory beside the prepared copies in the same pass
+        that hashes them (:func:`~skillruntime.local.staging.copy_and_hash`); placing the
+        skill then only renames the staging directory. Otherwise the digest comes from the
+        hashes (memoised ones cost nothing) and the copy, if needed, is made afterwards.
+        """
+        skills_root = self._skills_root()
+        if skills_root is None:
+            return super()._scan_skill(skill)
+        source = Path(skill.base_path)
+        try:
+            files = sorted(
+                iter_skill_files(source, self._upload_policy), key=lambda item: item.relative_path
+            )
+            if all(known_file_hash(item) is not None for item in files):
+                return ScannedSkill(source, files, skill_digest(files))
+        except OSError as exc:
+            raise SkillPrepareError(
+                f"Cannot read skill '{skill.name}' at {source}: {exc.strerror or exc}",
+                skill_name=skill.name,
+            ) from exc
+        try:
+            if self._has_prepared_copy(skills_root, skill.name):
+                return super()._scan_skill(skill)
+            digest = self._stage(skills_root, skill, files)
+        except Exception as exc:
+            failure = place_failure(skill, self.name, exc)
+            if failure is exc:
+                raise
+            raise failure from exc
+        return ScannedSkill(source, files, digest)
+
+    def _has_prepared_copy(self, skills_root: str, skill_name: str) -> bool:
+        """True when ``skills_root`` holds a prepared copy (any digest) of a skill named so."""
+        prefix = prepared_directory_name(skill_name, "")  # "<safe-name>-"
+        try:
+            entries = self._file_system_impl.list_directory(skills_root)
+        except RuntimeFileNotFoundError:
+            return False
+        return any(os.path.basename(entry.path).startswith(prefix) for entry in entries)
+
+    def _stage(self, skills_root: str, skill: Skill, files: Sequence[SkillFile]) -> str:
+        """Copy ``files`` into a new staging directory of ``skills_root`` while hashing them;
+        remember it for :meth:`_place_skill` and return the skill's digest."""
+        prefix = "." + prepared_directory_name(skill.name, "")
+
+        def stage(directory: str) -> tuple[str, str]:
+            staging = tempfile.mkdtemp(prefix=prefix, suffix=".partial", dir=directory)
+            try:
+                os.chmod(staging, 0o755)  # noqa: S103 - a skill copy is world-readable like its source
+                hashes = copy_and_hash(files, Path(staging))
+            except BaseException:
+                shutil.rmtree(staging, ignore_errors=True)
+                raise
+            return digest_from_hashes(files, hashes), os.path.basename(staging)
+
+        digest, staging_name = self._in_directory(skills_root, stage)
+        self._staged.entry = (
+            skills_root,
+            staging_name,
+            prepared_directory_name(skill.name, digest),
+        )
+        return digest
+
+    def _in_directory(self, directory: str, action: Callable[[str], T]) -> T:
+        """Create ``directory`` and run ``action`` on a path naming it. In a workspace the path
+        goes through a descriptor of the confined walk (``/proc/self/fd/N``), so a link swapped
+        in meanwhile cannot carry ``action`` out."""
+        if self._confinement is None:
+            os.makedirs(directory, exist_ok=True)
+            return action(directory)
+        self._file_system_impl.make_directory(directory)
+        with self._confinement.locate(directory, follow_final=True) as located:
+            directory_fd = open_directory_below(located.dir_fd, [located.name])
+        try:
+            through_fd = f"/proc/self/fd/{directory_fd}"
+            return action(through_fd if os.path.isdir(through_fd) else directory)
+        finally:
+            os.close(directory_fd)
+
+    def _take_staged(self, target: str) -> str | None:
+        """The staging directory name of this thread's prepare when it holds ``target``."""
+        entry: tuple[str, str, str] | None = getattr(self._staged, "entry", None)
+        if entry is None:
+            return None
+        skills_root, staging_name, name = entry
+        if os.path.join(skills_root, name) != target:
+            return None
+        self._staged.entry = None
+        return staging_name
+
+    def _discard_staged(self) -> None:
+        """Remove this thread's staging directory if the prepare did not use it."""
+        entry: tuple[str, str, str] | None = getattr(self._staged, "entry", None)
+        if entry is None:
+            return
+        self._staged.entry = None
+        skills_root, staging_name, _ = entry
+        try:
+            self._file_system_impl.delete(os.path.join(skills_root, staging_name))
+        except (OSError, RuntimeFileError) as exc:
+            logger.warning("could not remove the staging copy %s: %s", staging_name, exc)
+
     def _place_skill(self, skill: Skill, files: Sequence[SkillFile], target: str) -> None:
-        """Copy into a staging sibling of ``target``, then rename it into place.
+        """Copy into a staging sibling of ``target``, then rename it into place (a staging
+        directory filled while hashing, see :meth:`_scan_skill`, is only renamed).
 
         In a workspace the parent is created and entered through a descriptor of the confined
         walk, so a link swapped in meanwhile cannot carry the copy out. A failure leaves neither
         a half-copied ``target`` nor the staging directory.
         """
         parent, name = os.path.split(target)
-        if self._confinement is None:
-            os.makedirs(parent, exist_ok=True)
-            self._copy_into(parent, name, target, files)
-            return
-        self._file_system_impl.make_directory(parent)
-        with self._confinement.locate(parent, follow_final=True) as located:
-            parent_fd = open_directory_below(located.dir_fd, [located.name])
-        try:
-            through_fd = f"/proc/self/fd/{parent_fd}"
-            directory = through_fd if os.path.isdir(through_fd) else parent
+        staged = self._take_staged(target)
+
+        def place(directory: str) -> None:
+            if staged is not None:
+                staging = os.path.join(directory, staged)
+                try:
+                    self._rename_into_place(staging, directory, name, target)
+                    return
+                except FileNotFoundError:
+                    pass  # the directory was swapped meanwhile: copy again below
+                except BaseException:
+                    shutil.rmtree(staging, ignore_errors=True)
+                    raise
             self._copy_into(directory, name, target, files)
-        finally:
-            os.close(parent_fd)
+
+        self._in_directory(parent, place)
+
+    def _rename_into_place(self, staging: str, directory: str, name: str, target: str) -> None:
+        placed = os.path.join(directory, name)
+        if os.path.lexists(placed):  # an incomplete copy left by an earlier failure
+            self._file_system_impl.delete(target)
+        os.rename(staging, placed)
 
     def _copy_into(
         self, directory: str, name: str, target: str, files: Sequence[SkillFile]
@@ -268,10 +405,7 @@ class LocalSkillRuntime(BaseSkillRuntime):
         try:
             os.chmod(staging, 0o755)  # noqa: S103 - a skill copy is world-readable like its source
             copy_skill_files(files, Path(staging))
-            placed = os.path.join(directory, name)
-            if os.path.lexists(placed):  # an incomplete copy left by an earlier failure
-                self._file_system_impl.delete(target)
-            os.rename(staging, placed)
+            self._rename_into_place(staging, directory, name, target)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise

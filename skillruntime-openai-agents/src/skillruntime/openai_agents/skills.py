@@ -21,7 +21,7 @@ from agents.sandbox.types import User
 from agents.sandbox.workspace_paths import SandboxPathGrant
 from pydantic import PrivateAttr
 
-from skillruntime.core.cli_runtime import skill_runtime_config
+from skillruntime.core.cli.runtime import skill_runtime_config
 from skillruntime.core.models import Skill, SkillPreparationRequest, SkillRuntimeConfig
 from skillruntime.core.skills import discover_skills, load_skill
 

@@ -40,8 +40,11 @@ __all__ = [
     "UploadPolicy",
     "clear_hash_memo",
     "copy_skill_files",
+    "digest_from_hashes",
     "iter_skill_files",
+    "known_file_hash",
     "prepared_directory_name",
+    "remember_file_hash",
     "skill_digest",
     "skipped_skill_files",
 ]
@@ -202,6 +205,17 @@ def clear_hash_memo() -> None:
     _MEMO.clear()
 
 
+def known_file_hash(item: SkillFile) -> bytes | None:
+    """The memoised SHA-256 of ``item``'s bytes for its stat fingerprint, if any."""
+    return _MEMO.get(item.fingerprint)
+
+
+def remember_file_hash(item: SkillFile, file_hash: bytes) -> None:
+    """Memoise ``file_hash`` (the SHA-256 of ``item``'s bytes) under ``item``'s fingerprint
+    (ignored for a file changed in the last two seconds or without a fingerprint)."""
+    _MEMO.put(item.fingerprint, file_hash)
+
+
 def _hash_files(files: Sequence[SkillFile]) -> list[bytes]:
     buffer = memoryview(bytearray(_HASH_CHUNK))
     hashes: list[bytes] = []
@@ -232,8 +246,15 @@ def skill_digest(files: Iterable[SkillFile]) -> str:
         with ThreadPoolExecutor(max_workers=workers) as pool:
             parts = list(pool.map(_hash_files, [ordered[i::workers] for i in range(workers)]))
         hashes = [parts[index % workers][index // workers] for index in range(len(ordered))]
+    return digest_from_hashes(ordered, hashes)
+
+
+def digest_from_hashes(files: Sequence[SkillFile], hashes: Sequence[bytes]) -> str:
+    """The :func:`skill_digest` of ``files`` (sorted by relative path) whose contents have the
+    SHA-256 ``hashes`` (same order): for callers that hashed the bytes themselves, e.g. while
+    copying them."""
     outer = hashlib.sha256()
-    for item, file_hash in zip(ordered, hashes, strict=True):
+    for item, file_hash in zip(files, hashes, strict=True):
         outer.update(item.relative_path.encode("utf-8"))
         outer.update(b"\0x\0" if item.executable else b"\0-\0")
         outer.update(file_hash)

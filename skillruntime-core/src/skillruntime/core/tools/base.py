@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import json
 import logging
 from collections.abc import Callable, Mapping
@@ -74,7 +75,9 @@ def _validation_message(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def _required_keys(model: type[BaseModel]) -> set[str]:
+@functools.cache
+def _required_keys(model: type[BaseModel]) -> frozenset[str]:
+    """The names (and string aliases) of the required fields of ``model``, computed once."""
     keys: set[str] = set()
     for name, field in model.model_fields.items():
         if field.is_required():
@@ -84,7 +87,7 @@ def _required_keys(model: type[BaseModel]) -> set[str]:
                 keys.add(alias)
             elif isinstance(alias, AliasChoices):
                 keys.update(choice for choice in alias.choices if isinstance(choice, str))
-    return keys
+    return frozenset(keys)
 
 
 def parse_arguments(model: type[BaseModel], arguments: Mapping[str, Any] | str | None) -> Any:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from ..errors import FileTooLargeError
+import functools
+
+from ..errors import FileTooLargeError, RuntimeFileError
 from .arguments import EditArguments, ReadArguments, WriteArguments
 from .base import Guard, SkillTool
 from .context import ToolContext
@@ -41,12 +43,40 @@ EDIT_DESCRIPTION = (
 )
 
 
+_CACHED_NUMBERS = 4096
+
+
+@functools.cache
+def _number_template() -> tuple[str, tuple[int, ...]]:
+    """``"{n:6d}\\t%s\\n"`` for ``n`` in ``0 .. _CACHED_NUMBERS - 1`` as one ``%`` template,
+    with the offset where each number's part starts (and the end), built once."""
+    parts = [f"{number:6d}\t%s\n" for number in range(_CACHED_NUMBERS)]
+    offsets = [0]
+    for part in parts:
+        offsets.append(offsets[-1] + len(part))
+    return "".join(parts), tuple(offsets)
+
+
 def _numbered(lines: list[str], first: int) -> str:
-    out = []
-    for number, line in enumerate(lines, start=first):
-        shown = line if len(line) <= MAX_LINE_LENGTH else line[:MAX_LINE_LENGTH] + _CUT_MARKER
-        out.append(f"{number:6d}\t{shown}\n")
-    return "".join(out)
+    """``lines`` as ``<number, 6 wide><tab><line>\\n`` from ``first`` on; lines over
+    ``MAX_LINE_LENGTH`` characters are cut with a marker.
+
+    Numbers below ``_CACHED_NUMBERS`` are filled in by one ``%`` of a slice of a prebuilt
+    template (the line texts are only arguments, so a ``%`` in them is inert): no Python step
+    per line. Later numbers are formatted one by one.
+    """
+    if not lines:
+        return ""
+    if max(map(len, lines)) > MAX_LINE_LENGTH:
+        lines = [
+            line if len(line) <= MAX_LINE_LENGTH else line[:MAX_LINE_LENGTH] + _CUT_MARKER
+            for line in lines
+        ]
+    end = first + len(lines)
+    if end <= _CACHED_NUMBERS:
+        template, offsets = _number_template()
+        return template[offsets[first] : offsets[end]] % tuple(lines)
+    return "".join(f"{number:6d}\t{line}\n" for number, line in enumerate(lines, start=first))
 
 
 def _split_lines(text: str) -> list[str]:
@@ -56,7 +86,41 @@ def _split_lines(text: str) -> list[str]:
     lines = text.split("\n")
     if lines[-1] == "":
         lines.pop()
+    if "\r" not in text:
+        return lines
     return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def _line_window(
+    text: str, first_line: int, position: int, last_line: int
+) -> tuple[int, list[str]]:
+    """The lines ``first_line - SNIPPET_CONTEXT`` to ``last_line + SNIPPET_CONTEXT`` of ``text``
+    (clamped to the file) as ``(index of the first, the lines)``, found by scanning for
+    newlines around ``position`` (which lies on line ``first_line``) instead of splitting the
+    whole file. ``last_line`` is the line of ``max(position, end of the change)``."""
+    start = max(0, first_line - SNIPPET_CONTEXT)
+    begin = position
+    if start == 0:
+        begin = 0
+    else:
+        for _ in range(first_line - start + 1):
+            begin = text.rfind("\n", 0, begin)
+        begin += 1
+    stop = text.find("\n", max(position, begin))
+    for _ in range(last_line - first_line):
+        if stop < 0:
+            break
+        stop = text.find("\n", stop + 1)
+    for _ in range(SNIPPET_CONTEXT):
+        if stop < 0:
+            break
+        stop = text.find("\n", stop + 1)
+    if stop < 0:  # the window reaches the end of the file: the usual final-newline rule
+        return start, _split_lines(text[begin:])
+    lines = text[begin:stop].split("\n")
+    if "\r" in text:
+        lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+    return start, lines
 
 
 def _existing_file(context: ToolContext, path: str) -> str | None:
@@ -68,16 +132,34 @@ def _existing_file(context: ToolContext, path: str) -> str | None:
     return None
 
 
+def _read_existing(context: ToolContext, path: str, max_bytes: int) -> str:
+    """The text of ``path`` read in one file-system call; a missing file or a directory is
+    told apart by a ``stat`` only once the read failed (:class:`_MissingFileError` carries
+    the tool's answer then)."""
+    try:
+        return context.files.read_text(path, max_bytes)
+    except FileTooLargeError:
+        raise
+    except RuntimeFileError:  # backends differ in what a directory read raises: ask stat
+        problem = _existing_file(context, path)
+        if problem:
+            raise _MissingFileError(problem) from None
+        raise
+
+
+class _MissingFileError(Exception):
+    """The file to read is missing or a directory; ``args[0]`` is the tool's answer."""
+
+
 def read_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
     """Build the ``read`` tool."""
 
     def run(arguments: ReadArguments) -> str:
         path = context.resolve(arguments.file_path)
-        problem = _existing_file(context, path)
-        if problem:
-            return problem
         try:
-            text = context.files.read_text(path, MAX_READ_BYTES)
+            text = _read_existing(context, path, MAX_READ_BYTES)
+        except _MissingFileError as missing:
+            return str(missing.args[0])
         except FileTooLargeError:
             return (
                 f"Error: File is larger than {MAX_READ_BYTES // (1024 * 1024)} MiB: {path}. "
@@ -138,33 +220,34 @@ def edit_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
         if old == new:
             return "Error: old_string and new_string must be different"
         path = context.resolve(arguments.file_path)
-        problem = _existing_file(context, path)
-        if problem:
-            return problem
         try:
-            text = context.files.read_text(path, MAX_EDIT_BYTES)
+            text = _read_existing(context, path, MAX_EDIT_BYTES)
+        except _MissingFileError as missing:
+            return str(missing.args[0])
         except FileTooLargeError:
             return f"Error: File is larger than {MAX_EDIT_BYTES // (1024 * 1024)} MiB: {path}"
-        occurrences = text.count(old)
-        if occurrences == 0:
+        first = text.find(old)
+        if first < 0:
             return f"Error: old_string not found in file: {path}"
-        if occurrences > 1 and not arguments.replace_all:
+        if arguments.replace_all:
+            occurrences = text.count(old)
+            updated = text.replace(old, new)
+        elif text.find(old, first + len(old)) >= 0:
             return (
-                f"Error: old_string appears {occurrences} times. Use a more specific string or "
-                "set replace_all=true."
+                f"Error: old_string appears {text.count(old)} times. Use a more specific string "
+                "or set replace_all=true."
             )
-        first = text.index(old)
-        updated = text.replace(old, new) if arguments.replace_all else text.replace(old, new, 1)
+        else:
+            occurrences = 1
+            updated = text[:first] + new + text[first + len(old) :]
         context.files.write_text(path, updated)
-        lines = _split_lines(updated)
         first_line = text.count("\n", 0, first)
-        last_line = updated.count("\n", 0, max(first, first + len(new) - 1))
-        start = max(0, first_line - SNIPPET_CONTEXT)
-        end = min(len(lines), last_line + SNIPPET_CONTEXT + 1)
+        last_line = first_line + new.count("\n", 0, max(0, len(new) - 1))
+        start, window = _line_window(updated, first_line, first, last_line)
         replaced = f"{occurrences} occurrences" if arguments.replace_all else "1 occurrence"
         return (
             f"The file {path} was updated in {context.name} runtime ({replaced} replaced).\n"
-            + _numbered(lines[start:end], start + 1)
+            + _numbered(window, start + 1)
         )
 
     return SkillTool(
