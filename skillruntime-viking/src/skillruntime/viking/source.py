@@ -151,6 +151,13 @@ class VikingSkillSource(Closeable):
             logger.debug("leased %s at %s", self.uri, directory)
             return skill
 
+    def end_turn(self) -> None:
+        """The end of an agent turn (called by ``SkillTurn.close``): release the lease, so the
+        next turn's :meth:`load` reads the integrity manifest again with the current identity —
+        revoked access or a new revision is noticed — and reuses the host cache when the
+        revision is unchanged."""
+        self.close()
+
     def close(self) -> None:
         """Release the lease (idempotent); a later :meth:`load` takes a new one."""
         with self._lock:
