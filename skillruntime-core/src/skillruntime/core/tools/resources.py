@@ -84,6 +84,7 @@ _INTERPRETERS = frozenset(
     }
 )
 _WILDCARD = "*"
+_INLINE_CODE_OPTIONS = frozenset({"-c", "-e", "-m", "--command", "--eval"})
 _OPERATORS = frozenset(";&|<>()")
 _REDIRECTS = frozenset({">", ">>", "<", "<<", ">|", "&>", "&>>", "<>", "<<<", "2>", "2>>"})
 _SAFE_REPLACEMENT = re.compile(r"[A-Za-z0-9_./@%+=:,-]+")
@@ -321,10 +322,12 @@ class ResourceResolver:
         previous = ""
         first_word = True
         program = ""
+        word_before = ""
         for token in tokens:
             if all(char in _OPERATORS for char in token):
-                previous, first_word = token, token not in _REDIRECTS
+                previous, first_word, word_before = token, token not in _REDIRECTS, ""
                 continue
+            before, word_before = word_before, token
             after_redirect = previous in _REDIRECTS or previous.endswith(">")
             previous = token
             if first_word:
@@ -333,8 +336,12 @@ class ResourceResolver:
                     continue
             elif after_redirect:
                 continue
+            if before in _INLINE_CODE_OPTIONS and program in _INTERPRETERS:
+                program = ""  # ``sh -c 'code'``: code, not a path
+                continue
             if (
-                token.startswith("-")
+                any(char.isspace() for char in token)
+                or token.startswith("-")
                 or _EXPANSION.search(token)
                 or "=" in token
                 or not self._path_like(token, interpreter_argument=program in _INTERPRETERS)
