@@ -70,6 +70,16 @@ Progress = Callable[[int, int], None]
 worker threads, one call at a time, ``bytes_done`` never decreasing)."""
 
 
+def _cache_event(status: str, manifest: VikingSkillManifest) -> dict[str, str]:
+    """The structured fields of a cache log record (``skill_event="cache"``; no secrets)."""
+    return {
+        "skill_event": "cache",
+        "skill_cache": status,
+        "skill_uri": manifest.root_uri,
+        "skill_revision": manifest.revision,
+    }
+
+
 class _BypassError(Exception):
     """The cache cannot serve this request; materialize privately instead."""
 
@@ -287,6 +297,7 @@ class VikingSkillStore(Closeable):
             "viking skill %s: cache=bypassed (%s); using a private copy",
             manifest.root_uri,
             error if isinstance(error, _BypassError) else type(error).__name__,
+            extra=_cache_event("bypassed", manifest),
         )
 
     @_redacting
@@ -300,7 +311,10 @@ class VikingSkillStore(Closeable):
         status = cache.check(key, manifest)
         if status == "hit":
             logger.info(
-                "viking skill %s revision %s: cache=hit", manifest.root_uri, manifest.revision
+                "viking skill %s revision %s: cache=hit",
+                manifest.root_uri,
+                manifest.revision,
+                extra=_cache_event("hit", manifest),
             )
             _report(progress, manifest.total_bytes, manifest.total_bytes)
             return cache.snapshot_dir(key)
@@ -312,7 +326,11 @@ class VikingSkillStore(Closeable):
         with build:
             status = cache.check(key, manifest)
             if status == "hit":
-                logger.info("viking skill %s: cache=hit after wait", manifest.root_uri)
+                logger.info(
+                    "viking skill %s: cache=hit after wait",
+                    manifest.root_uri,
+                    extra=_cache_event("hit", manifest),
+                )
                 _report(progress, manifest.total_bytes, manifest.total_bytes)
                 return cache.snapshot_dir(key)
             corrupt = corrupt or status == "corrupt"
@@ -343,6 +361,7 @@ class VikingSkillStore(Closeable):
                 manifest.revision,
                 len(manifest.files),
                 manifest.total_bytes,
+                extra=_cache_event("miss", manifest),
             )
             return cache.snapshot_dir(key)
 

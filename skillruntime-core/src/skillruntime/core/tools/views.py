@@ -45,7 +45,7 @@ _SECRET_PATTERNS = (
     re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]+"),
     re.compile(
         r"(?i)\b([A-Za-z0-9_]*(?:api[_-]?key|token|secret|password|passwd|credential)s?)"
-        r"(\s*[=:]\s*|\s+)(\"[^\"]*\"|'[^']*'|[^\s,;&|]+)"
+        r"([\"']?\s*[=:]\s*|\s+)(\"[^\"]*\"|'[^']*'|[^\s,;&|]+)"
     ),
     re.compile(r"\b(sk|pk|rk|ghp|gho|xox[abp])[-_][A-Za-z0-9_-]{8,}"),
 )
