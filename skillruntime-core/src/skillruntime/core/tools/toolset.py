@@ -130,6 +130,7 @@ class SkillTools(Closeable):
         self._sources = sources
         self._always_allowed = frozenset(always_allowed)
         self._configs = configs
+        self._listing = (description_template, listing_budget)
         self._base_activator = SkillActivator(runtime, sources, configs)
         self._turn: SkillTurn | None = None
         self._turn_lock = threading.Lock()
@@ -191,6 +192,31 @@ class SkillTools(Closeable):
                 self, activator, turn_id=turn_id, resource_inputs=resource_inputs
             )
             return self._turn
+
+    def subagent_tools(self, remote_sources: Iterable[SkillSource] = ()) -> SkillTools:
+        """A tool set for a subagent (remote-skill RFC §7): same runtime and publisher, the
+        local skills of this set, and no remote ones unless the caller passes its own
+        ``remote_sources`` (new source objects, e.g. from ``viking_skill_sources``, so no lease
+        is shared). Nothing is inherited: no active skill, no open turn, no usage record; the
+        subagent opens its own turns. A skill is remote when its location is a ``viking://``
+        URI. Close the returned set when the subagent is done.
+        """
+        local = [
+            source
+            for source in self._sources.values()
+            if not source.location.startswith("viking://")
+        ]
+        sources = [*local, *remote_sources]
+        names = {source.name for source in sources}
+        return SkillTools(
+            self.runtime,
+            sources,
+            configs={name: config for name, config in self._configs.items() if name in names},
+            publisher=self.publisher,
+            description_template=self._listing[0],
+            always_allowed=self._always_allowed,
+            listing_budget=self._listing[1],
+        )
 
     def _end_turn(self, turn: SkillTurn) -> None:
         with self._turn_lock:
