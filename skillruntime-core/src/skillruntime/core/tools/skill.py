@@ -270,6 +270,11 @@ class SkillActivator:
         """The configured source of skill ``name``, or ``None``."""
         return self._sources.get(name)
 
+    def deactivate(self, name: str) -> None:
+        """Deactivate skill ``name`` (its prepared copy stays cached)."""
+        with self._lock:
+            self._active.pop(name, None)
+
     def reset(self) -> None:
         """Deactivate every skill (prepared copies stay cached; requirements are re-checked)."""
         with self._lock:

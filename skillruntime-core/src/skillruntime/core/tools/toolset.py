@@ -176,6 +176,7 @@ class SkillTools(Closeable):
         turn_id: str | None = None,
         *,
         resource_inputs: Mapping[str, Mapping[str, ResourceKind]] | None = None,
+        turn_copies: bool | None = None,
     ) -> SkillTurn:
         """Open the :class:`~skillruntime.core.tools.turn.SkillTurn` of one user message; close
         it in ``finally`` (or use it as a context manager).
@@ -183,13 +184,19 @@ class SkillTools(Closeable):
         While it is open, :attr:`tools`, :meth:`dispatch` and :meth:`dispatch_batch` act in it:
         skills activated before the turn do not count, and those activated in it are gone once
         it closes. One turn at a time: opening a second raises ``RuntimeError``.
+        ``turn_copies``: which skills run from a per-turn copy deleted at close (``None``: the
+        remote ones; ``True``: all; ``False``: none).
         """
         with self._turn_lock:
             if self._turn is not None:
                 raise RuntimeError(f"turn {self._turn.id} is still open; close it first")
             activator = SkillActivator(self.runtime, self._sources, self._configs)
             self._turn = SkillTurn(
-                self, activator, turn_id=turn_id, resource_inputs=resource_inputs
+                self,
+                activator,
+                turn_id=turn_id,
+                resource_inputs=resource_inputs,
+                turn_copies=turn_copies,
             )
             return self._turn
 

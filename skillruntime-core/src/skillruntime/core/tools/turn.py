@@ -41,6 +41,7 @@ from ..closing import Closeable
 from .arguments import SkillArguments
 from .base import ArgumentsError, SkillTool, parse_arguments
 from .batch import ACTIVATION_TOOL, CallInput, as_call, run_batch
+from .copies import TurnCopies
 from .policy import refusal_reason
 from .resources import (
     DEFAULT_RESOURCE_INPUTS,
@@ -117,7 +118,9 @@ class SkillTurn(Closeable):
     """One agent turn over a :class:`SkillTools` (see the module docstring).
 
     ``resource_inputs`` maps tool names to their local-file inputs (JSON Pointer → kind); it
-    defaults to :data:`~.resources.DEFAULT_RESOURCE_INPUTS`. Thread-safe for concurrent calls
+    defaults to :data:`~.resources.DEFAULT_RESOURCE_INPUTS`. ``turn_copies`` chooses which skills
+    run from a turn-level copy (:mod:`.copies`) deleted at close: ``None`` (default) the remote
+    ones (a ``viking://`` location), ``True`` all, ``False`` none. Thread-safe for concurrent calls
     within the turn.
     """
 
@@ -128,8 +131,11 @@ class SkillTurn(Closeable):
         *,
         turn_id: str | None = None,
         resource_inputs: Mapping[str, Mapping[str, ResourceKind]] | None = None,
+        turn_copies: bool | None = None,
     ) -> None:
         self.id = turn_id or uuid.uuid4().hex
+        self._turn_copies = turn_copies
+        self._copies = TurnCopies(tools.runtime, self.id)
         self._tools = tools
         self._activator = activator
         self._inputs = dict(DEFAULT_RESOURCE_INPUTS if resource_inputs is None else resource_inputs)
@@ -264,6 +270,21 @@ class SkillTurn(Closeable):
         if content.startswith("Error:"):
             skill_event("activation_failed", self.id, skill=name)
             return self._result(call, content, resolved={"command": name})
+        if uri is not None and self._uses_copy(uri):
+            prepared = self._activator.prepared(name)
+            assert prepared is not None
+            try:
+                copy = self._copies.copy(uri, name, prepared.base_path)
+            except Exception as exc:
+                self._activator.deactivate(name)
+                logger.warning("the turn copy of skill %s failed: %s", name, exc)
+                return self._result(call, f"Error: {exc}", resolved={"command": name})
+            content = content.replace(
+                f"Base directory for this skill: {prepared.base_path}\n",
+                f"Base directory for this skill: {copy}\n",
+                1,
+            )
+            skill_event("turn_copy", self.id, skill=name, skill_uri=uri)
         skill_event("activated", self.id, skill=name, skill_uri=uri)
         return self._result(
             call, content, skill_uris=[uri] if uri else [], resolved={"command": name}
@@ -286,8 +307,22 @@ class SkillTurn(Closeable):
                 files = _skill_files(loaded.base_path)
                 with self._lock:
                     self._files[name] = files
-            resources.append(ActiveResources(name, source.location, prepared.base_path, files))
+            base = self._copies.paths.get(source.location, prepared.base_path)
+            resources.append(ActiveResources(name, source.location, base, files))
         return resources
+
+    def _uses_copy(self, uri: str) -> bool:
+        if self._turn_copies is None:
+            return uri.startswith("viking://")
+        return self._turn_copies
+
+    def base_directory(self, name: str) -> str | None:
+        """Where skill ``name`` runs in this turn: its turn copy, else its prepared copy."""
+        source = self._activator.source(name)
+        prepared = self._activator.prepared(name)
+        if source is None or prepared is None or name not in self._activator.active_names():
+            return None
+        return self._copies.paths.get(source.location, prepared.base_path)
 
     def _inactive_roots(self) -> dict[str, str]:
         active = set(self._activator.active_names())
@@ -349,6 +384,7 @@ class SkillTurn(Closeable):
                     except Exception as exc:
                         logger.warning("ending the turn of skill %s failed: %s", name, exc)
         finally:
+            self._copies.close()
             self._activator.reset()
             self._tools._end_turn(self)
             skill_event("turn_closed", self.id, calls=len(self._usage))
