@@ -56,6 +56,8 @@ class VikingSkillSummary(BaseModel):
     uri: str
     name: str
     description: str
+    score: float | None = None
+    """The search relevance, for skills found by :meth:`VikingSkillStore.find_skills`."""
 
 
 class VikingCacheEntry(BaseModel):

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from skillruntime.core.closing import Closeable
 from skillruntime.core.models import Skill
 from skillruntime.core.skills import load_skill
+from skillruntime.core.tools.skill import SkillSource
 
 from .uris import parse_skill_uri
 
@@ -33,6 +34,7 @@ __all__ = [
     "ProgressCallback",
     "VikingSkillSource",
     "close_sources",
+    "discover_skill_sources",
     "skill_name_from_uri",
     "viking_skill_sources",
 ]
@@ -114,6 +116,12 @@ class VikingSkillSource(Closeable):
     def location(self) -> str:
         """The skill's canonical ``viking://`` URI."""
         return self.uri
+
+    @property
+    def origin(self) -> str:
+        """``openviking_user`` for a user-scope skill, ``openviking_shared`` for the account's
+        shared ``viking://agent/skills``."""
+        return "openviking_shared" if self.uri.startswith("viking://agent/") else "openviking_user"
 
     @property
     def directory(self) -> Path | None:
@@ -228,6 +236,57 @@ def viking_skill_sources(
                 )
             )
     return sources
+
+
+def discover_skill_sources(
+    store: VikingSkillStore,
+    query: str,
+    *,
+    local: Iterable[SkillSource] = (),
+    limit: int = 8,
+    score_threshold: float = 0.35,
+    timeout_seconds: float = 2.0,
+    progress: ProgressCallback | None = None,
+) -> list[SkillSource]:
+    """The sources of one turn: the ``local`` ones, then the remote skills OpenViking finds
+    for ``query`` (the user's message) — top ``limit`` scoring at least ``score_threshold``,
+    answered within ``timeout_seconds`` (remote-skill RFC §3.1, §6.3).
+
+    Precedence for one name: a local skill, then an OpenViking user skill, then an OpenViking
+    shared skill (``viking://agent/skills``); a hidden duplicate is logged and dropped, not
+    refused. Each remote source's ``location`` is its canonical URI and its ``origin`` says
+    which scope it comes from. When the search fails or times out the turn goes on with the
+    local skills only (logged with the error code, nothing else). Nothing is downloaded.
+    """
+    chosen: list[SkillSource] = list(local)
+    names = {source.name for source in chosen}
+    try:
+        found = store.find_skills(
+            query, limit=limit, score_threshold=score_threshold, timeout_seconds=timeout_seconds
+        )
+    except Exception as exc:
+        code = getattr(exc, "code", type(exc).__name__)
+        logger.warning("skill discovery failed (%s); using the local skills only", code)
+        return chosen
+    ranked = sorted(
+        enumerate(found),
+        key=lambda item: (item[1].uri.startswith("viking://agent/"), item[0]),
+    )
+    for _, summary in ranked:
+        if summary.name in names:
+            logger.info("skill %s (%s) is hidden by a preferred one", summary.name, summary.uri)
+            continue
+        names.add(summary.name)
+        chosen.append(
+            VikingSkillSource(
+                store,
+                summary.uri,
+                name=summary.name,
+                description=summary.description or None,
+                progress=progress,
+            )
+        )
+    return chosen
 
 
 def close_sources(sources: Iterable[VikingSkillSource]) -> None:

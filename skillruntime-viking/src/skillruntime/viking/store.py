@@ -175,6 +175,58 @@ class VikingSkillStore(Closeable):
         )
 
     @_redacting
+    def find_skills(
+        self,
+        query: str,
+        *,
+        limit: int = 8,
+        score_threshold: float = 0.35,
+        timeout_seconds: float = 2.0,
+    ) -> list[VikingSkillSummary]:
+        """Skills relevant to ``query`` through OpenViking's search (``POST
+        /api/v1/skills/find`` over the user and shared scopes), best first: at most ``limit``,
+        each scoring at least ``score_threshold``, answered within ``timeout_seconds``.
+
+        The server's answer is checked, not trusted: hits without a valid skill URI, a name or a
+        numeric score are dropped, and the limit and threshold are applied again. Nothing is
+        verified or downloaded. Raises :class:`VikingStoreError` on failure or timeout.
+        """
+        self._check_open()
+        if not query.strip():
+            return []
+        result = self._client.find_skills(
+            query, limit=limit, score_threshold=score_threshold, seconds=timeout_seconds
+        )
+        hits = result.get("skills")
+        found: list[VikingSkillSummary] = []
+        for item in hits if isinstance(hits, list) else []:
+            if not isinstance(item, dict):
+                continue
+            skill_uri = item.get("root_uri") or item.get("uri")
+            name, score = item.get("name"), item.get("score")
+            if not isinstance(skill_uri, str) or not isinstance(name, str):
+                continue
+            if isinstance(score, bool) or not isinstance(score, int | float):
+                continue
+            try:
+                parsed = parse_skill_uri(skill_uri)
+            except VikingStoreError:
+                continue
+            if parsed.name != name or float(score) < score_threshold:
+                continue
+            description = item.get("description")
+            found.append(
+                VikingSkillSummary(
+                    uri=parsed.root_uri,
+                    name=name,
+                    description=description if isinstance(description, str) else "",
+                    score=float(score),
+                )
+            )
+        found.sort(key=lambda summary: -(summary.score or 0.0))
+        return found[:limit]
+
+    @_redacting
     def list_skills(self, scope: str | None = None) -> list[VikingSkillSummary]:
         """Skills visible to this identity, by URI: by default the caller's user skills and the
         account's shared ``viking://agent/skills`` (what ``GET /api/v1/skills`` lists); with
