@@ -138,9 +138,19 @@ def missing_ambiguous_or_escaping_path(turn: SkillTurn, runtime: LocalSkillRunti
 
 
 def missing_requirement(turn: SkillTurn, runtime: LocalSkillRuntime) -> None:
-    result = turn.call(("skill", {"command": "table"}))
-    assert result.is_error
-    assert "definitely-missing-bin-xyz" in result.content
+    # Checked before the skill's first tool use (remote-first activation reads SKILL.md only).
+    activation, run = _activate_then_run(turn)
+    assert not activation.is_error
+    assert run.is_error
+    assert "definitely-missing-bin-xyz" in run.content
+    assert not _ran(runtime)
+
+
+def refused_at_materialization(turn: SkillTurn, runtime: LocalSkillRuntime) -> None:
+    activation, run = _activate_then_run(turn)
+    assert not activation.is_error  # SKILL.md and manifest were fine
+    assert run.is_error
+    assert "SKILL_REVISION_CHANGED" in run.content
     assert not _ran(runtime)
 
 
@@ -201,7 +211,11 @@ ROWS: list[tuple[str, Callable[[World], None] | None, Outcome]] = [
         needs_a_missing_bin,
         missing_requirement,
     ),
-    ("revision changes during download: refused", revision_changes_during_download, not_activated),
+    (
+        "revision changes during download: refused",
+        revision_changes_during_download,
+        refused_at_materialization,
+    ),
     (
         "cached file altered: entry rebuilt once, tool runs",
         corrupt_cache_is_rebuilt,

@@ -54,15 +54,15 @@ def test_a_script_that_rewrites_its_skill_cannot_change_the_next_turn(
     remote_tools: SkillTools, runtime: LocalSkillRuntime
 ) -> None:
     with remote_tools.turn() as turn:
-        activation = turn.dispatch("skill", {"command": "mutator"})
+        turn.dispatch("skill", {"command": "mutator"})
+        assert turn.base_directory("mutator") is None  # remote first: nothing local yet
+        turn.dispatch("bash", {"command": "sh scripts/mutate.sh"})
         base = turn.base_directory("mutator")
         assert base is not None
         assert f"/{TURN_COPIES_DIRECTORY}/" in base
-        assert f"Base directory for this skill: {base}\n" in activation
         prepared = remote_tools.prepared_skill("mutator")
         assert prepared is not None
         assert base != prepared.base_path
-        turn.dispatch("bash", {"command": "sh scripts/mutate.sh"})
         assert "mutated" in turn.dispatch("bash", {"command": "sh scripts/greet.sh"})
         turn.dispatch("write", {"file_path": "answer.txt", "content": "kept\n"})
     assert not _exists(runtime, base)
@@ -70,6 +70,7 @@ def test_a_script_that_rewrites_its_skill_cannot_change_the_next_turn(
     with remote_tools.turn() as turn:
         turn.dispatch("skill", {"command": "mutator"})
         assert "original" in turn.dispatch("bash", {"command": "sh scripts/greet.sh"})
+        assert turn.base_directory("mutator") is not None
         assert turn.base_directory("mutator") != base  # another turn, another copy
 
 

@@ -121,6 +121,7 @@ def test_cache_events_are_structured(tmp_path: Path, caplog: pytest.LogCaptureFi
         for _ in range(2):
             with tools.turn() as turn:
                 assert not turn.call(("skill", {"command": "cached"})).is_error
+                assert "C." in turn.dispatch("bash", {"command": "cat SKILL.md"})
         tools.close()
     cache = [event for event in _events(caplog) if event["skill_event"] == "cache"]
     assert [event["skill_cache"] for event in cache] == ["miss", "hit"]

@@ -14,6 +14,8 @@ store's listing API.
 from __future__ import annotations
 
 import logging
+import shutil
+import tempfile
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import ExitStack
@@ -89,6 +91,8 @@ class VikingSkillSource(Closeable):
         self._stack: ExitStack | None = None
         self._skill: Skill | None = None
         self._directory: Path | None = None
+        self._instructions: Path | None = None
+        self._files: frozenset[str] = frozenset()
 
     @property
     def name(self) -> str:
@@ -159,6 +163,47 @@ class VikingSkillSource(Closeable):
             logger.debug("leased %s at %s", self.uri, directory)
             return skill
 
+    def load_instructions(self) -> Skill:
+        """Remote-first activation: the skill with only its ``SKILL.md`` (read from a fresh,
+        verified manifest — access and revision checked), nothing of the package downloaded.
+
+        The returned skill's ``base_path`` is a private temporary directory holding just
+        ``SKILL.md`` (deleted by :meth:`close`); :attr:`package_files` lists the manifest's
+        files. Raises like :meth:`load`.
+        """
+        manifest = self.store.resolve(self.uri)
+        directory = Path(tempfile.mkdtemp(prefix="skillruntime-viking-md-")) / manifest.name
+        try:
+            directory.mkdir(mode=0o700)
+            (directory / "SKILL.md").write_text(manifest.content, encoding="utf-8")
+            skill = load_skill(directory, strict=True, unknown_keys="warn")
+            if skill is None:  # strict loading raises instead
+                raise ValueError(f"{self.uri} holds no usable skill")
+            if skill.name != self._name:
+                raise ValueError(
+                    f"the skill at {self.uri} declares the name {skill.name!r}, "
+                    f"expected {self._name!r}"
+                )
+        except BaseException:
+            shutil.rmtree(directory.parent, ignore_errors=True)
+            raise
+        with self._lock:
+            previous, self._instructions = self._instructions, directory
+            self._files = frozenset({"SKILL.md", *(item.path for item in manifest.files)})
+        if previous is not None:
+            shutil.rmtree(previous.parent, ignore_errors=True)
+        return skill
+
+    @property
+    def package_files(self) -> frozenset[str]:
+        """The manifest's file paths, once :meth:`load_instructions` ran."""
+        with self._lock:
+            return self._files
+
+    def read_resource(self, path: str) -> bytes:
+        """One file of the skill read from the server and verified (no materialization)."""
+        return self.store.read_file(self.uri, path)
+
     def end_turn(self) -> None:
         """The end of an agent turn (called by ``SkillTurn.close``): release the lease, so the
         next turn's :meth:`load` reads the integrity manifest again with the current identity —
@@ -171,6 +216,10 @@ class VikingSkillSource(Closeable):
         with self._lock:
             stack, self._stack = self._stack, None
             self._skill, self._directory = None, None
+            instructions, self._instructions = self._instructions, None
+            self._files = frozenset()
+        if instructions is not None:
+            shutil.rmtree(instructions.parent, ignore_errors=True)
         if stack is not None:
             stack.close()
 

@@ -317,6 +317,35 @@ class VikingSkillStore(Closeable):
             remove_tree(private.parent)
 
     @_redacting
+    def read_file(self, uri: str, path: str) -> bytes:
+        """One file of the skill at ``uri``, read from the server and verified (size and SHA-256
+        against a fresh manifest), without materializing the package or using the cache.
+
+        ``SKILL.md`` is served from the verified manifest content. Raises
+        :class:`VikingStoreError` (``SKILL_RESOURCE_NOT_FOUND`` for a path not in the manifest).
+        """
+        self._check_open()
+        manifest = self.resolve(uri)
+        if path == "SKILL.md":
+            return manifest.content.encode("utf-8")
+        item = next((entry for entry in manifest.files if entry.path == path), None)
+        if item is None:
+            raise VikingStoreError(
+                f"{path!r} is not a file of {manifest.root_uri}",
+                code="SKILL_RESOURCE_NOT_FOUND",
+                uri=manifest.uri,
+            )
+        base = Path(tempfile.mkdtemp(prefix="skillruntime-viking-read-"))
+        try:
+            os.chmod(base, 0o700)
+            make_private_dir((base / item.path).parent)
+            transfer = _Transfer(item.size, self._limits.max_file_bytes, None)
+            self._download_file(manifest, item, base, transfer)
+            return (base / item.path).read_bytes()
+        finally:
+            remove_tree(base)
+
+    @_redacting
     def materialize(self, uri: str, *, progress: Progress | None = None) -> Path:
         """Like :meth:`lease` but without holding the directory.
 

@@ -34,7 +34,7 @@ import posixpath
 import re
 import shlex
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 __all__ = [
@@ -117,6 +117,12 @@ class ActiveResources:
     uri: str
     base_path: str
     files: frozenset[str]
+    materialize: Callable[[], str] | None = field(default=None, compare=False)
+    """For a skill not materialized yet: makes its files local and returns the base path."""
+
+    def base(self) -> str:
+        """The runtime base path, materializing the skill first if needed."""
+        return self.materialize() if self.materialize is not None else self.base_path
 
     @property
     def canonical_root(self) -> str | None:
@@ -259,7 +265,8 @@ class ResourceResolver:
             )
         if matches:
             self._refer(matches[0])
-            return posixpath.join(matches[0].base_path, path) if path else matches[0].base_path
+            base = matches[0].base()
+            return posixpath.join(base, path) if path else base
         if self._workspace_has(path):
             return value
         raise ResourceError(
@@ -283,13 +290,38 @@ class ResourceResolver:
                     SKILL_RESOURCE_NOT_FOUND, f"{uri!r} is not in the manifest of {skill.name}"
                 )
             self._refer(skill)
-            return posixpath.join(skill.base_path, path) if path else skill.base_path
+            base = skill.base()
+            return posixpath.join(base, path) if path else base
         for root, name in self._inactive_roots.items():
             if uri == root or uri.startswith(root.rstrip("/") + "/"):
                 raise ResourceError(
                     SKILL_NOT_ACTIVE, f"skill {name!r} is not active in this turn; activate it"
                 )
         raise ResourceError(SKILL_RESOURCE_NOT_FOUND, f"{uri!r} belongs to no active skill")
+
+    def locate(
+        self, value: str, kind: ResourceKind = "local_file"
+    ) -> tuple[ActiveResources, str] | None:
+        """The active skill and relative path ``value`` names, without materializing anything
+        (``None`` for workspace paths, absolute paths and URLs); raises like :meth:`resolve`."""
+        if value.startswith(WORKSPACE_PREFIX) or value.startswith(_PASS_SCHEMES):
+            return None
+        if value.startswith("/"):
+            return None
+        probe = ResourceResolver(
+            [
+                ActiveResources(skill.name, skill.uri, skill.uri, skill.files)
+                for skill in self._skills
+            ],
+            self._workspace_has,
+            inactive_roots=self._inactive_roots,
+        )
+        resolved = probe.resolve(value, kind)
+        for skill in self._skills:
+            inside = resolved == skill.uri or resolved.startswith(skill.uri + "/")
+            if inside and probe.referenced == [skill.uri]:
+                return skill, resolved[len(skill.uri) + 1 :]
+        return None
 
     # ------------------------------------------------------------------ arguments
 

@@ -270,6 +270,12 @@ class SkillActivator:
         """The configured source of skill ``name``, or ``None``."""
         return self._sources.get(name)
 
+    def activate_policy(self, name: str, policy: SkillPolicy) -> None:
+        """Mark skill ``name`` active with ``policy`` before anything is prepared (remote-first
+        activation); a later :meth:`activate` prepares it."""
+        with self._lock:
+            self._active.setdefault(name, policy)
+
     def deactivate(self, name: str) -> None:
         """Deactivate skill ``name`` (its prepared copy stays cached)."""
         with self._lock:

@@ -28,6 +28,7 @@ sources only if it is given them) and so its own turns — nothing is inherited 
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import posixpath
@@ -38,11 +39,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..closing import Closeable
+from ..models import Skill
 from .arguments import SkillArguments
 from .base import ArgumentsError, SkillTool, parse_arguments
 from .batch import ACTIVATION_TOOL, CallInput, as_call, run_batch
 from .copies import TurnCopies
-from .policy import refusal_reason
+from .policy import SkillPolicy, refusal_reason
+from .remote import RemoteFirstSource, format_text_read
 from .resources import (
     DEFAULT_RESOURCE_INPUTS,
     ActiveResources,
@@ -58,6 +61,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_LISTED_FILES",
+    "SKILL_MATERIALIZATION_FAILED",
     "SKILL_TOOL_NOT_ALLOWED",
     "SkillTurn",
     "TurnClosedError",
@@ -67,6 +71,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 SKILL_TOOL_NOT_ALLOWED = "SKILL_TOOL_NOT_ALLOWED"
+SKILL_MATERIALIZATION_FAILED = "SKILL_MATERIALIZATION_FAILED"
 MAX_LISTED_FILES = 10_000
 """Files of one skill considered for resource resolution at most."""
 
@@ -142,6 +147,8 @@ class SkillTurn(Closeable):
         self._lock = threading.Lock()
         self._usage: list[UsageRecord] = []
         self._files: dict[str, frozenset[str]] = {}
+        self._pending: dict[str, tuple[RemoteFirstSource, Skill]] = {}
+        self._materialize_lock = threading.Lock()
         self._closed = False
         skill_event("turn_opened", self.id)
 
@@ -249,6 +256,14 @@ class SkillTurn(Closeable):
             skill_event("call_refused", self.id, tool=call.name, code=SKILL_TOOL_NOT_ALLOWED)
             return self._result(call, f"Error: {SKILL_TOOL_NOT_ALLOWED}: {refusal}")
         referenced: list[str] = []
+        if call.name == "read":
+            try:
+                served = self._remote_read(call, arguments)
+            except ResourceError as exc:
+                skill_event("resource_refused", self.id, tool=call.name, code=exc.code)
+                return self._result(call, f"Error: {exc}", resolved=arguments)
+            if served is not None:
+                return served
         if self._activator.active_names():
             try:
                 arguments, referenced = self._resolve(call.name, arguments)
@@ -265,8 +280,13 @@ class SkillTurn(Closeable):
             name = parse_arguments(SkillArguments, call.arguments).command.strip()
         except ArgumentsError as exc:
             return self._result(call, f"Error: invalid arguments for tool 'skill': {exc}")
-        content = self._activator.activate(name)
         uri = self.skill_uri(name)
+        source = self._activator.source(name)
+        if (
+            isinstance(source, RemoteFirstSource) and name not in self._activator.active_names()
+        ) or name in self._pending:
+            return self._activate_remote_first(call, name, uri)
+        content = self._activator.activate(name)
         if content.startswith("Error:"):
             skill_event("activation_failed", self.id, skill=name)
             return self._result(call, content, resolved={"command": name})
@@ -274,7 +294,7 @@ class SkillTurn(Closeable):
             prepared = self._activator.prepared(name)
             assert prepared is not None
             try:
-                copy = self._copies.copy(uri, name, prepared.base_path)
+                copy = self._copy(name, uri)
             except Exception as exc:
                 self._activator.deactivate(name)
                 logger.warning("the turn copy of skill %s failed: %s", name, exc)
@@ -284,11 +304,96 @@ class SkillTurn(Closeable):
                 f"Base directory for this skill: {copy}\n",
                 1,
             )
-            skill_event("turn_copy", self.id, skill=name, skill_uri=uri)
         skill_event("activated", self.id, skill=name, skill_uri=uri)
         return self._result(
             call, content, skill_uris=[uri] if uri else [], resolved={"command": name}
         )
+
+    def _copy(self, name: str, uri: str) -> str:
+        prepared = self._activator.prepared(name)
+        assert prepared is not None
+        copy = self._copies.copy(uri, name, prepared.base_path)
+        skill_event("turn_copy", self.id, skill=name, skill_uri=uri)
+        return copy
+
+    def _activate_remote_first(self, call: ToolCall, name: str, uri: str | None) -> ToolResult:
+        pending = self._pending.get(name)
+        if pending is not None:
+            skill = pending[1]
+        else:
+            source = self._activator.source(name)
+            assert isinstance(source, RemoteFirstSource)
+            try:
+                skill = source.load_instructions()
+                if skill.name != name:
+                    raise ValueError(f"the source loaded a skill named '{skill.name}'")
+                policy = SkillPolicy.from_skill(skill)
+            except Exception as exc:
+                logger.warning("loading skill %s failed: %s", name, exc)
+                skill_event("activation_failed", self.id, skill=name)
+                return self._result(
+                    call, f"Error: loading skill '{name}' failed: {exc}", resolved={"command": name}
+                )
+            with self._lock:
+                self._pending[name] = (source, skill)
+            self._activator.activate_policy(name, policy)
+            skill_event("activated", self.id, skill=name, skill_uri=uri, remote_first=True)
+        content = (
+            f"Runtime: {self._tools.runtime.name}\n"
+            f"Skill location: {uri} (remote: refer to its files by their relative paths; they "
+            "are fetched when a tool needs them)\n\n"
+            f"{skill.body.lstrip(chr(10))}"
+        )
+        uris = [uri] if uri else []
+        return self._result(call, content, skill_uris=uris, resolved={"command": name})
+
+    def _materialize(self, name: str) -> str:
+        """Make a remote-first skill's package local (once per turn); its base path."""
+        with self._materialize_lock:
+            if name in self._pending:
+                content = self._activator.activate(name)  # load, prepare, requirements
+                if content.startswith("Error:"):
+                    code = error_code(content) or SKILL_MATERIALIZATION_FAILED
+                    raise ResourceError(code, content.removeprefix("Error: "))
+                uri = self.skill_uri(name)
+                if uri is not None and self._uses_copy(uri):
+                    try:
+                        self._copy(name, uri)
+                    except Exception as exc:
+                        raise ResourceError(SKILL_MATERIALIZATION_FAILED, str(exc)) from exc
+                with self._lock:
+                    self._pending.pop(name, None)
+                    self._files.pop(name, None)
+                skill_event("materialized", self.id, skill=name, skill_uri=uri)
+            base = self.base_directory(name)
+            if base is None:
+                raise ResourceError(SKILL_MATERIALIZATION_FAILED, f"skill {name!r} is not ready")
+            return base
+
+    def _remote_read(self, call: ToolCall, arguments: dict[str, Any]) -> ToolResult | None:
+        """Serve a ``read`` of a file of a not yet materialized remote skill from the server."""
+        value = arguments.get("file_path")
+        if not isinstance(value, str) or not self._pending:
+            return None
+        resolver = ResourceResolver(
+            self.active_resources(), lambda path: False, inactive_roots=self._inactive_roots()
+        )
+        located = resolver.locate(value)
+        if located is None or located[0].name not in self._pending:
+            return None
+        skill, relative = located
+        source = self._pending[skill.name][0]
+        location = f"{skill.uri.rstrip('/')}/{relative}"
+        resolved = {**arguments, "file_path": location}
+        try:
+            data = source.read_resource(relative)
+        except Exception as exc:
+            code = getattr(exc, "code", None)
+            prefix = f"{code}: " if isinstance(code, str) and code.isupper() else ""
+            return self._result(call, f"Error: {prefix}{exc}", resolved=resolved)
+        skill_event("remote_read", self.id, skill=skill.name, skill_uri=skill.uri)
+        content = format_text_read(location, data, arguments.get("offset"), arguments.get("limit"))
+        return self._result(call, content, skill_uris=[skill.uri], resolved=resolved)
 
     # ------------------------------------------------------------- resources
 
@@ -296,6 +401,19 @@ class SkillTurn(Closeable):
         """The active skills with their prepared base paths and file lists."""
         resources: list[ActiveResources] = []
         for name in self._activator.active_names():
+            pending = self._pending.get(name)
+            if pending is not None:
+                location = self.skill_uri(name) or name
+                resources.append(
+                    ActiveResources(
+                        name,
+                        location,
+                        "",
+                        pending[0].package_files,
+                        materialize=functools.partial(self._materialize, name),
+                    )
+                )
+                continue
             prepared = self._activator.prepared(name)
             loaded = self._activator.loaded(name)
             source = self._activator.source(name)
@@ -374,7 +492,7 @@ class SkillTurn(Closeable):
             self._closed = True
         try:
             for name in self._activator.names:
-                if self._activator.loaded(name) is None:
+                if self._activator.loaded(name) is None and name not in self._pending:
                     continue
                 source = self._activator.source(name)
                 ender = getattr(source, "end_turn", None)
