@@ -1,9 +1,10 @@
 """A scripted multi-turn run over a real ``openviking`` server (see ``viking_real``).
 
-Turn 1 activates a remote skill and runs its script in the same batch as the activation (the
-script call is blocked with ``SKILL_CONTEXT_UPDATED`` and retried); turn 2 runs it again from the
-host cache after a new lease; after the skill is replaced on the server, turn 3 runs the new
-revision. Canonical URIs of the skill resolve to its prepared files.
+Turn 1 activates a remote skill (nothing downloaded), reads a reference from the server and
+runs its script in the same batch as the activation (the script call is blocked with
+``SKILL_CONTEXT_UPDATED`` and retried, which materializes the package); turn 2 runs it again
+from the host cache after a new lease; after the skill is replaced on the server, turn 3 runs
+the new revision. Canonical URIs of the skill resolve to its prepared files.
 """
 
 from __future__ import annotations
@@ -67,6 +68,10 @@ def test_turns_over_the_real_server(server: OpenVikingServer, tmp_path: Path) ->
             first = turn.dispatch_batch([ToolCall("skill", {"command": "turn-real"}, "s"), run])
             assert first[1].code == "SKILL_CONTEXT_UPDATED"
             assert first[0].usage.skill_uri == uri
+            assert downloads(server.proxy.since(mark)) == []  # remote first: SKILL.md only
+            notes_first = turn.call(("read", {"file_path": "references/notes.md"}))
+            assert "plain notes" in notes_first.content  # served from the server
+            assert len(downloads(server.proxy.since(mark))) == 1
             assert "word=first" in turn.dispatch_batch([run])[0].content
             notes = turn.call(("read", {"file_path": f"{uri}/references/notes.md"}))
             assert "plain notes" in notes.content
