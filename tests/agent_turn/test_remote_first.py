@@ -110,3 +110,28 @@ def test_outside_a_turn_remote_skills_load_in_full_as_before(
     result = tools.dispatch("skill", {"command": "plain"})
     assert "Base directory for this skill:" in result
     assert viking.downloads[f"{PLAIN}/assets/big.bin"] == 1
+
+
+def test_workspace_reads_still_work_while_a_remote_skill_is_pending(
+    setup: tuple[SkillTools, VikingSkillStore], runtime: LocalSkillRuntime
+) -> None:
+    tools, _ = setup
+    files = runtime.get_file_system()
+    files.write_text(f"{runtime.default_working_directory}/data.csv", "a,b\n")
+    with tools.turn() as turn:
+        turn.dispatch("skill", {"command": "audit"})
+        assert "a,b" in turn.dispatch("read", {"file_path": "data.csv"})
+        assert turn.call(("read", {"file_path": "nothing.csv"})).code == (
+            "SKILL_RESOURCE_NOT_FOUND"
+        )
+        assert turn.base_directory("audit") is None
+
+
+def test_long_lines_of_a_remote_read_are_cut() -> None:
+    from skillruntime.core.tools.remote import format_text_read
+
+    text = format_text_read("viking://x", b"a" * 5000 + b"\nb\n", None, None)
+    assert "... (line truncated)" in text
+    assert len(text) < 2200
+    assert format_text_read("viking://x", b"", None, None).endswith("(empty file)\n")
+    assert "past its end" in format_text_read("viking://x", b"one\n", 5, None)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from ..models import Skill
+from .files import MAX_LINE_LENGTH, MAX_READ_BYTES
 
 __all__ = ["RemoteFirstSource", "format_text_read"]
 
@@ -38,7 +39,13 @@ class RemoteFirstSource(Protocol):
 
 def format_text_read(location: str, data: bytes, offset: int | None, limit: int | None) -> str:
     """A ``read`` result for remote text: numbered lines from ``offset`` (1-based), at most
-    ``limit`` (default 2000) lines."""
+    ``limit`` (default 2000) lines, each cut to :data:`~.files.MAX_LINE_LENGTH` characters;
+    files over :data:`~.files.MAX_READ_BYTES` are refused like the ``read`` tool refuses them."""
+    if len(data) > MAX_READ_BYTES:
+        return (
+            f"Error: File is larger than {MAX_READ_BYTES // (1024 * 1024)} MiB: {location}. "
+            "Read a smaller part with bash instead."
+        )
     lines = data.decode("utf-8", errors="replace").splitlines()
     start = max((offset or 1) - 1, 0)
     shown = lines[start : start + (limit or 2000)]
@@ -47,5 +54,9 @@ def format_text_read(location: str, data: bytes, offset: int | None, limit: int 
         return header + "(empty file)\n"
     if start >= len(lines):
         return header + f"(the file has {len(lines)} lines; offset {offset} is past its end)\n"
-    body = "".join(f"{start + index + 1:6d}\t{line}\n" for index, line in enumerate(shown))
+    body = "".join(f"{start + index + 1:6d}\t{_cut(line)}\n" for index, line in enumerate(shown))
     return header + f"Showing lines {start + 1}-{start + len(shown)} of {len(lines)}\n\n" + body
+
+
+def _cut(line: str) -> str:
+    return line if len(line) <= MAX_LINE_LENGTH else line[:MAX_LINE_LENGTH] + "... (line truncated)"

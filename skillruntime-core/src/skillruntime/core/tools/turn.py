@@ -257,11 +257,7 @@ class SkillTurn(Closeable):
             return self._result(call, f"Error: {SKILL_TOOL_NOT_ALLOWED}: {refusal}")
         referenced: list[str] = []
         if call.name == "read":
-            try:
-                served = self._remote_read(call, arguments)
-            except ResourceError as exc:
-                skill_event("resource_refused", self.id, tool=call.name, code=exc.code)
-                return self._result(call, f"Error: {exc}", resolved=arguments)
+            served = self._remote_read(call, arguments)
             if served is not None:
                 return served
         if self._activator.active_names():
@@ -378,7 +374,10 @@ class SkillTurn(Closeable):
         resolver = ResourceResolver(
             self.active_resources(), lambda path: False, inactive_roots=self._inactive_roots()
         )
-        located = resolver.locate(value)
+        try:
+            located = resolver.locate(value)
+        except ResourceError:
+            return None  # not a remote text: the ordinary resolution decides and reports
         if located is None or located[0].name not in self._pending:
             return None
         skill, relative = located
