@@ -3,6 +3,7 @@ materialized on the first tool call that needs a local file; text reads come fro
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -87,19 +88,27 @@ def test_text_reads_are_served_from_the_server(
 
 
 def test_the_first_script_run_materializes_the_package_once(
-    setup: tuple[SkillTools, VikingSkillStore], viking: VikingDouble
+    setup: tuple[SkillTools, VikingSkillStore],
+    viking: VikingDouble,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     tools, store = setup
+    caplog.set_level(logging.INFO)
     with tools.turn() as turn:
         turn.dispatch("skill", {"command": "audit"})
-        assert sum(viking.downloads.values()) == 0
+        turn.dispatch("read", {"file_path": "references/guide.md"})
+        assert sum(viking.downloads.values()) == 1  # the remote read only
         assert "audited" in turn.dispatch("bash", {"command": "sh scripts/audit.sh"})
         assert "audited" in turn.dispatch("bash", {"command": "sh scripts/audit.sh"})
         # Once materialized, reads use the local copy.
         assert "line one" in turn.dispatch("read", {"file_path": "references/guide.md"})
         assert [entry.leased for entry in store.cache_entries()] == [True]
     assert viking.downloads[f"{ROOT}/scripts/audit.sh"] == 1
-    assert viking.downloads[f"{ROOT}/references/guide.md"] == 1
+    assert viking.downloads[f"{ROOT}/references/guide.md"] == 2  # one remote read, one package
+    events = [getattr(record, "skill_event", None) for record in caplog.records]
+    assert events.index("remote_read") < events.index("materialized")
+    assert events.count("materialized") == 1
+    assert "cache" in events
     assert [entry.leased for entry in store.cache_entries()] == [False]
 
 

@@ -17,7 +17,7 @@ import pytest
 from skillruntime.core.tools import SkillTools, ToolCall
 from skillruntime.local import LocalSkillRuntime
 from skillruntime.viking import VikingSkillStore
-from skillruntime.viking.source import viking_skill_sources
+from skillruntime.viking.source import discover_skill_sources, viking_skill_sources
 from viking_real.openviking_harness import Identity, OpenVikingServer, downloads, shared_server
 
 pytestmark = pytest.mark.timeout(1800)
@@ -92,3 +92,21 @@ def test_turns_over_the_real_server(server: OpenVikingServer, tmp_path: Path) ->
             turn.dispatch("skill", {"command": "turn-real"})
             assert "word=second" in turn.dispatch_batch([run])[0].content
         assert len({entry.revision for entry in store.cache_entries()}) == 2
+
+
+def test_discovery_by_query_on_the_real_server(server: OpenVikingServer, tmp_path: Path) -> None:
+    with VikingSkillStore(
+        server_url=server.url,
+        account=IDENTITY.account,
+        user=IDENTITY.user,
+        cache_dir=tmp_path / "cache",
+    ) as store:
+        mark = server.proxy.mark()
+        found = store.find_skills("print the revision word", score_threshold=0.0)
+        assert downloads(server.proxy.since(mark)) == []
+        uri = server.skill_uri("turn-real", identity=IDENTITY)
+        hit = next(summary for summary in found if summary.uri == uri)
+        assert hit.name == "turn-real"
+        assert hit.score is not None
+        sources = discover_skill_sources(store, "print the revision word", score_threshold=0.0)
+        assert uri in [source.location for source in sources]
