@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from agent_turn.helpers import MakeSkill
@@ -122,3 +124,16 @@ def test_calls_come_in_several_shapes() -> None:
         as_call({"arguments": {}})
     with pytest.raises(TypeError):
         as_call(42)  # type: ignore[arg-type]
+
+
+def test_batches_can_be_awaited(tools: SkillTools, runtime: LocalSkillRuntime) -> None:
+    async def agent() -> list[str | None]:
+        with tools.turn() as turn:
+            first = await turn.adispatch_batch(
+                [("skill", {"command": "reader"}), _write_marker("async")]
+            )
+        plain = await tools.adispatch_batch([("bash", {"command": "echo plain"})])
+        return [first[1].code, plain[0].code]
+
+    assert asyncio.run(agent()) == [SKILL_CONTEXT_UPDATED, None]
+    assert not _exists(runtime, "async")

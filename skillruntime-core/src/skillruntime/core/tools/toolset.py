@@ -244,6 +244,12 @@ class SkillTools(Closeable):
             return turn.dispatch_batch(calls)
         return run_batch(calls, self._plain_result, self._activator.active_names)
 
+    async def adispatch_batch(self, calls: Iterable[CallInput]) -> list[ToolResult]:
+        """:meth:`dispatch_batch` for asyncio code, run in a worker thread of the loop's
+        default executor (a cancelled await does not stop the calls)."""
+        batch = list(calls)
+        return await asyncio.to_thread(self.dispatch_batch, batch)
+
     def _plain_result(self, call: ToolCall) -> ToolResult:
         content = self._dispatch(call.name, call.arguments)
         uris: tuple[str, ...] = ()

@@ -28,6 +28,7 @@ sources only if it is given them) and so its own turns — nothing is inherited 
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import os
@@ -216,6 +217,12 @@ class SkillTurn(Closeable):
             if result.usage.status == "blocked":
                 skill_event("call_blocked", self.id, tool=result.call.name, code=result.code)
         return results
+
+    async def adispatch_batch(self, calls: Iterable[CallInput]) -> list[ToolResult]:
+        """:meth:`dispatch_batch` for asyncio code, run in a worker thread of the loop's
+        default executor (a cancelled await does not stop the calls)."""
+        batch = list(calls)
+        return await asyncio.to_thread(self.dispatch_batch, batch)
 
     def _result(
         self,
