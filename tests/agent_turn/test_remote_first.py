@@ -144,3 +144,26 @@ def test_long_lines_of_a_remote_read_are_cut() -> None:
     assert len(text) < 2200
     assert format_text_read("viking://x", b"", None, None).endswith("(empty file)\n")
     assert "past its end" in format_text_read("viking://x", b"one\n", 5, None)
+
+
+def test_requirements_of_an_instruction_only_skill_are_checked_before_its_first_tool_call(
+    viking: VikingDouble, tmp_path: Path, runtime: LocalSkillRuntime
+) -> None:
+    needy = "viking://user/default/skills/needy"
+    viking.add_skill(
+        needy,
+        {
+            "SKILL.md": b"---\nname: needy\ndescription: N.\nmetadata:\n  requires:\n"
+            b"    env: [NEEDY_TURN_TEST_TOKEN]\n---\n\nNeeds a token.\n"
+        },
+    )
+    with (
+        VikingSkillStore(server_url=viking.url, cache_dir=tmp_path / "cache") as store,
+        SkillTools(runtime, viking_skill_sources(store, [needy])) as tools,
+        tools.turn() as turn,
+    ):
+        assert not turn.call(("skill", {"command": "needy"})).is_error
+        refused = turn.call(("bash", {"command": "echo hi"}))
+        assert refused.code == "SKILL_CAPABILITY_UNAVAILABLE"
+        assert "env NEEDY_TURN_TEST_TOKEN" in refused.content
+    assert sum(viking.downloads.values()) == 0

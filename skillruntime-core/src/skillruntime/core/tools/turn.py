@@ -45,7 +45,7 @@ from .arguments import SkillArguments
 from .base import ArgumentsError, SkillTool, parse_arguments
 from .batch import ACTIVATION_TOOL, CallInput, as_call, run_batch
 from .copies import TurnCopies
-from .policy import SkillPolicy, refusal_reason
+from .policy import SkillPolicy, check_requirements, refusal_reason
 from .remote import RemoteFirstSource, format_text_read
 from .resources import (
     DEFAULT_RESOURCE_INPUTS,
@@ -62,6 +62,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_LISTED_FILES",
+    "SKILL_CAPABILITY_UNAVAILABLE",
     "SKILL_MATERIALIZATION_FAILED",
     "SKILL_TOOL_NOT_ALLOWED",
     "SkillTurn",
@@ -73,6 +74,7 @@ logger = logging.getLogger(__name__)
 
 SKILL_TOOL_NOT_ALLOWED = "SKILL_TOOL_NOT_ALLOWED"
 SKILL_MATERIALIZATION_FAILED = "SKILL_MATERIALIZATION_FAILED"
+SKILL_CAPABILITY_UNAVAILABLE = "SKILL_CAPABILITY_UNAVAILABLE"
 MAX_LISTED_FILES = 10_000
 """Files of one skill considered for resource resolution at most."""
 
@@ -150,6 +152,7 @@ class SkillTurn(Closeable):
         self._files: dict[str, frozenset[str]] = {}
         self._pending: dict[str, tuple[RemoteFirstSource, Skill]] = {}
         self._materialize_lock = threading.Lock()
+        self._requirements_met: set[str] = set()
         self._closed = False
         skill_event("turn_opened", self.id)
 
@@ -267,6 +270,9 @@ class SkillTurn(Closeable):
             served = self._remote_read(call, arguments)
             if served is not None:
                 return served
+        unmet = self._pending_requirements()
+        if unmet is not None:
+            return self._result(call, unmet, resolved=arguments)
         if self._activator.active_names():
             try:
                 arguments, referenced = self._resolve(call.name, arguments)
@@ -349,6 +355,32 @@ class SkillTurn(Closeable):
         )
         uris = [uri] if uri else []
         return self._result(call, content, skill_uris=uris, resolved={"command": name})
+
+    def _pending_requirements(self) -> str | None:
+        """Check, once per turn, the ``metadata.requires`` of every active remote skill not
+        materialized yet, before the first tool call it takes part in (inside the runtime; a
+        skill without requirements runs nothing). An ``Error: SKILL_CAPABILITY_UNAVAILABLE``
+        text, or ``None``."""
+        with self._lock:
+            unchecked = [
+                (name, skill)
+                for name, (_, skill) in self._pending.items()
+                if name not in self._requirements_met
+            ]
+        for name, skill in unchecked:
+            requirements = SkillPolicy.from_skill(skill).requirements
+            try:
+                missing = check_requirements(self._tools.runtime, requirements)
+            except Exception as exc:
+                return f"Error: checking the requirements of skill '{name}' failed: {exc}"
+            if missing:
+                return (
+                    f"Error: {SKILL_CAPABILITY_UNAVAILABLE}: skill '{name}' cannot be used: "
+                    f"missing in the {self._tools.runtime.name} runtime: {', '.join(missing)}"
+                )
+            with self._lock:
+                self._requirements_met.add(name)
+        return None
 
     def _materialize(self, name: str) -> str:
         """Make a remote-first skill's package local (once per turn); its base path."""
