@@ -71,6 +71,10 @@ class Faults:
     """Hostile: downloads send one byte, then wait this long, byte after byte."""
     manifest_drip_seconds: float = 0.0
     """Hostile: integrity reads send their (valid) answer one byte at a time, this far apart."""
+    find_delay: float = 0.0
+    """Seconds each ``POST /api/v1/skills/find`` waits before answering."""
+    find_unavailable: bool = False
+    """``POST /api/v1/skills/find`` answers 503 UNAVAILABLE (no embedder, server trouble)."""
 
 
 def _sha(data: bytes) -> str:
@@ -109,6 +113,7 @@ class VikingDouble:
         self.descriptions: dict[tuple[str, str], str] = {}
         self.downloads: Counter[str] = Counter()
         self.skill_reads = 0
+        self.finds = 0
         self.requests: list[tuple[str, dict[str, str]]] = []
         self._lock = threading.Lock()
         self._server: BackgroundHTTPServer | None = None
@@ -231,6 +236,10 @@ class VikingDouble:
         return None
 
 
+def _words(text: str) -> list[str]:
+    return [word for word in "".join(c if c.isalnum() else " " for c in text.lower()).split()]
+
+
 def _envelope_error(code: str, message: str, details: dict[str, Any] | None) -> dict[str, Any]:
     return {
         "status": "error",
@@ -305,6 +314,75 @@ class _Handler(BaseHTTPRequestHandler):
             self._download(identity, query)
         else:
             self._error(404, "NOT_FOUND", f"Not found: {parts.path}")
+
+    def do_POST(self) -> None:
+        parts = urlsplit(self.path)
+        with self.owner._lock:
+            self.owner.requests.append((parts.path, dict(self.headers.items())))
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(min(length, 1 << 20))
+        identity = self._identity()
+        if identity is None:
+            return
+        if parts.path != "/api/v1/skills/find":
+            self._error(404, "NOT_FOUND", f"Not found: {parts.path}")
+            return
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            self._error(400, "INVALID_ARGUMENT", "Invalid request parameters: body")
+            return
+        self._find(identity, body)
+
+    def _find(self, identity: tuple[str, str], body: dict[str, Any]) -> None:
+        """Semantic search stand-in: the score is the Jaccard overlap of the query's words
+        with the skill's name and description words (the server uses embeddings); the user
+        scope and the shared agent scope are searched, merged by score (``-score, root_uri``)
+        and cut to ``limit``, as the server does."""
+        owner = self.owner
+        with owner._lock:
+            owner.finds += 1
+        if owner.faults.find_delay:
+            time.sleep(owner.faults.find_delay)
+        if owner.faults.find_unavailable:
+            self._error(503, "UNAVAILABLE", "Embedder not configured.")
+            return
+        query = body.get("query")
+        if not isinstance(query, str) or not query.strip():
+            self._error(400, "INVALID_ARGUMENT", "query must not be empty")
+            return
+        limit = int(body.get("limit") or 10)
+        threshold = body.get("score_threshold")
+        account, user = identity
+        roots = [f"viking://user/{user}/skills", AGENT_ROOT]
+        words = set(_words(query))
+        hits = []
+        with owner._lock:
+            for (acct, root), _files in sorted(owner.skills.items()):
+                if acct != account or root.rpartition("/")[0] not in roots:
+                    continue
+                name = root.rpartition("/")[2]
+                description = owner.descriptions.get((acct, root), "")
+                known = set(_words(f"{name.replace('-', ' ')} {description}"))
+                score = len(words & known) / len(words | known) if words | known else 0.0
+                if threshold is not None and score < float(threshold):
+                    continue
+                hits.append(
+                    {
+                        "type": "skill",
+                        "name": name,
+                        "uri": root,
+                        "root_uri": root,
+                        "skill_md_uri": f"{root}/SKILL.md",
+                        "description": description,
+                        "tags": [],
+                        "allowed_tools": [],
+                        "score": score,
+                    }
+                )
+        hits.sort(key=lambda hit: (-hit["score"], hit["root_uri"]))
+        hits = hits[:limit]
+        self._ok({"root_uris": roots, "skills": hits, "total": len(hits)})
 
     def _check_target(self, user: str, target: str | None) -> bool:
         if target is None:

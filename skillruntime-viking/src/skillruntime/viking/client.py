@@ -298,18 +298,38 @@ class VikingClient:
             reraise=True,
         )
 
-    def _get_json(self, path: str, params: Mapping[str, str], what: str, uri: str) -> Any:
+    def _get_json(
+        self,
+        path: str,
+        params: Mapping[str, str],
+        what: str,
+        uri: str,
+        *,
+        payload: Mapping[str, Any] | None = None,
+        seconds: float | None = None,
+    ) -> Any:
+        """``GET`` (or ``POST`` of the JSON ``payload``) returning the envelope's ``result``,
+        within ``seconds`` (default: the operation timeout)."""
         url = f"{self.base_url}{path}"
-        clock = _Clock(self._options.operation_timeout)
+        clock = _Clock(self._options.operation_timeout if seconds is None else seconds)
 
         def attempt() -> Any:
             if clock.remaining() <= 0:
                 raise self._late(clock, what, uri)
             with self._session() as session:
                 try:
-                    response = session.get(
-                        url, params=dict(params), timeout=self._timeout(clock), stream=True
-                    )
+                    if payload is None:
+                        response = session.get(
+                            url, params=dict(params), timeout=self._timeout(clock), stream=True
+                        )
+                    else:
+                        response = session.post(
+                            url,
+                            params=dict(params),
+                            json=dict(payload),
+                            timeout=self._timeout(clock),
+                            stream=True,
+                        )
                 except requests.ConnectionError as error:
                     if clock.remaining() <= 0:
                         raise self._late(clock, what, uri) from None
@@ -378,6 +398,28 @@ class VikingClient:
         result = self._get_json("/api/v1/skills", params, "listing skills", scope)
         if not isinstance(result, dict):
             raise VikingStoreError("the listing returned no object", code=SKILL_INVALID, uri=scope)
+        return result
+
+    def find_skills(
+        self, query: str, *, limit: int, score_threshold: float | None, seconds: float
+    ) -> dict[str, Any]:
+        """``POST /api/v1/skills/find`` (semantic search over the user and shared scopes)
+        within ``seconds``: ``{root_uris, skills, total}``, each skill with a ``score``."""
+        request: dict[str, Any] = {"query": query, "limit": limit}
+        if score_threshold is not None:
+            request["score_threshold"] = score_threshold
+        result = self._get_json(
+            "/api/v1/skills/find",
+            {},
+            "finding skills",
+            "viking://",
+            payload=request,
+            seconds=seconds,
+        )
+        if not isinstance(result, dict):
+            raise VikingStoreError(
+                "the skill search returned no object", code=SKILL_INVALID, uri="viking://"
+            )
         return result
 
     @contextmanager

@@ -262,4 +262,5 @@ def verify_manifest(
         content_sha256=content_sha,
         files=tuple(files),
         signature=manifest_signature(root_uri, revision, content_sha, entries),
+        content=content,
     )

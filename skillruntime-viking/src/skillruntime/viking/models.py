@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["VikingCacheEntry", "VikingSkillFile", "VikingSkillManifest", "VikingSkillSummary"]
 
@@ -41,6 +41,8 @@ class VikingSkillManifest(BaseModel):
     content_sha256: str
     files: tuple[VikingSkillFile, ...]
     signature: str
+    content: str = Field(default="", repr=False)
+    """The verified ``SKILL.md`` text (its SHA-256 is ``content_sha256``)."""
 
     @property
     def total_bytes(self) -> int:
@@ -56,6 +58,8 @@ class VikingSkillSummary(BaseModel):
     uri: str
     name: str
     description: str
+    score: float | None = None
+    """The search relevance, for skills found by :meth:`VikingSkillStore.find_skills`."""
 
 
 class VikingCacheEntry(BaseModel):

@@ -14,6 +14,8 @@ store's listing API.
 from __future__ import annotations
 
 import logging
+import shutil
+import tempfile
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import ExitStack
@@ -23,6 +25,7 @@ from typing import TYPE_CHECKING
 from skillruntime.core.closing import Closeable
 from skillruntime.core.models import Skill
 from skillruntime.core.skills import load_skill
+from skillruntime.core.tools.skill import SkillSource
 
 from .uris import parse_skill_uri
 
@@ -33,6 +36,7 @@ __all__ = [
     "ProgressCallback",
     "VikingSkillSource",
     "close_sources",
+    "discover_skill_sources",
     "skill_name_from_uri",
     "viking_skill_sources",
 ]
@@ -87,6 +91,8 @@ class VikingSkillSource(Closeable):
         self._stack: ExitStack | None = None
         self._skill: Skill | None = None
         self._directory: Path | None = None
+        self._instructions: Path | None = None
+        self._files: frozenset[str] = frozenset()
 
     @property
     def name(self) -> str:
@@ -114,6 +120,12 @@ class VikingSkillSource(Closeable):
     def location(self) -> str:
         """The skill's canonical ``viking://`` URI."""
         return self.uri
+
+    @property
+    def origin(self) -> str:
+        """``openviking_user`` for a user-scope skill, ``openviking_shared`` for the account's
+        shared ``viking://agent/skills``."""
+        return "openviking_shared" if self.uri.startswith("viking://agent/") else "openviking_user"
 
     @property
     def directory(self) -> Path | None:
@@ -151,11 +163,63 @@ class VikingSkillSource(Closeable):
             logger.debug("leased %s at %s", self.uri, directory)
             return skill
 
+    def load_instructions(self) -> Skill:
+        """Remote-first activation: the skill with only its ``SKILL.md`` (read from a fresh,
+        verified manifest — access and revision checked), nothing of the package downloaded.
+
+        The returned skill's ``base_path`` is a private temporary directory holding just
+        ``SKILL.md`` (deleted by :meth:`close`); :attr:`package_files` lists the manifest's
+        files. Raises like :meth:`load`.
+        """
+        manifest = self.store.resolve(self.uri)
+        directory = Path(tempfile.mkdtemp(prefix="skillruntime-viking-md-")) / manifest.name
+        try:
+            directory.mkdir(mode=0o700)
+            (directory / "SKILL.md").write_text(manifest.content, encoding="utf-8")
+            skill = load_skill(directory, strict=True, unknown_keys="warn")
+            if skill is None:  # strict loading raises instead
+                raise ValueError(f"{self.uri} holds no usable skill")
+            if skill.name != self._name:
+                raise ValueError(
+                    f"the skill at {self.uri} declares the name {skill.name!r}, "
+                    f"expected {self._name!r}"
+                )
+        except BaseException:
+            shutil.rmtree(directory.parent, ignore_errors=True)
+            raise
+        with self._lock:
+            previous, self._instructions = self._instructions, directory
+            self._files = frozenset({"SKILL.md", *(item.path for item in manifest.files)})
+        if previous is not None:
+            shutil.rmtree(previous.parent, ignore_errors=True)
+        return skill
+
+    @property
+    def package_files(self) -> frozenset[str]:
+        """The manifest's file paths, once :meth:`load_instructions` ran."""
+        with self._lock:
+            return self._files
+
+    def read_resource(self, path: str) -> bytes:
+        """One file of the skill read from the server and verified (no materialization)."""
+        return self.store.read_file(self.uri, path)
+
+    def end_turn(self) -> None:
+        """The end of an agent turn (called by ``SkillTurn.close``): release the lease, so the
+        next turn's :meth:`load` reads the integrity manifest again with the current identity —
+        revoked access or a new revision is noticed — and reuses the host cache when the
+        revision is unchanged."""
+        self.close()
+
     def close(self) -> None:
         """Release the lease (idempotent); a later :meth:`load` takes a new one."""
         with self._lock:
             stack, self._stack = self._stack, None
             self._skill, self._directory = None, None
+            instructions, self._instructions = self._instructions, None
+            self._files = frozenset()
+        if instructions is not None:
+            shutil.rmtree(instructions.parent, ignore_errors=True)
         if stack is not None:
             stack.close()
 
@@ -221,6 +285,57 @@ def viking_skill_sources(
                 )
             )
     return sources
+
+
+def discover_skill_sources(
+    store: VikingSkillStore,
+    query: str,
+    *,
+    local: Iterable[SkillSource] = (),
+    limit: int = 8,
+    score_threshold: float = 0.35,
+    timeout_seconds: float = 2.0,
+    progress: ProgressCallback | None = None,
+) -> list[SkillSource]:
+    """The sources of one turn: the ``local`` ones, then the remote skills OpenViking finds
+    for ``query`` (the user's message) — top ``limit`` scoring at least ``score_threshold``,
+    answered within ``timeout_seconds`` (remote-skill RFC §3.1, §6.3).
+
+    Precedence for one name: a local skill, then an OpenViking user skill, then an OpenViking
+    shared skill (``viking://agent/skills``); a hidden duplicate is logged and dropped, not
+    refused. Each remote source's ``location`` is its canonical URI and its ``origin`` says
+    which scope it comes from. When the search fails or times out the turn goes on with the
+    local skills only (logged with the error code, nothing else). Nothing is downloaded.
+    """
+    chosen: list[SkillSource] = list(local)
+    names = {source.name for source in chosen}
+    try:
+        found = store.find_skills(
+            query, limit=limit, score_threshold=score_threshold, timeout_seconds=timeout_seconds
+        )
+    except Exception as exc:
+        code = getattr(exc, "code", type(exc).__name__)
+        logger.warning("skill discovery failed (%s); using the local skills only", code)
+        return chosen
+    ranked = sorted(
+        enumerate(found),
+        key=lambda item: (item[1].uri.startswith("viking://agent/"), item[0]),
+    )
+    for _, summary in ranked:
+        if summary.name in names:
+            logger.info("skill %s (%s) is hidden by a preferred one", summary.name, summary.uri)
+            continue
+        names.add(summary.name)
+        chosen.append(
+            VikingSkillSource(
+                store,
+                summary.uri,
+                name=summary.name,
+                description=summary.description or None,
+                progress=progress,
+            )
+        )
+    return chosen
 
 
 def close_sources(sources: Iterable[VikingSkillSource]) -> None:

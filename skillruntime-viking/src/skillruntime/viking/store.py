@@ -70,6 +70,16 @@ Progress = Callable[[int, int], None]
 worker threads, one call at a time, ``bytes_done`` never decreasing)."""
 
 
+def _cache_event(status: str, manifest: VikingSkillManifest) -> dict[str, str]:
+    """The structured fields of a cache log record (``skill_event="cache"``; no secrets)."""
+    return {
+        "skill_event": "cache",
+        "skill_cache": status,
+        "skill_uri": manifest.root_uri,
+        "skill_revision": manifest.revision,
+    }
+
+
 class _BypassError(Exception):
     """The cache cannot serve this request; materialize privately instead."""
 
@@ -165,6 +175,58 @@ class VikingSkillStore(Closeable):
         )
 
     @_redacting
+    def find_skills(
+        self,
+        query: str,
+        *,
+        limit: int = 8,
+        score_threshold: float = 0.35,
+        timeout_seconds: float = 2.0,
+    ) -> list[VikingSkillSummary]:
+        """Skills relevant to ``query`` through OpenViking's search (``POST
+        /api/v1/skills/find`` over the user and shared scopes), best first: at most ``limit``,
+        each scoring at least ``score_threshold``, answered within ``timeout_seconds``.
+
+        The server's answer is checked, not trusted: hits without a valid skill URI, a name or a
+        numeric score are dropped, and the limit and threshold are applied again. Nothing is
+        verified or downloaded. Raises :class:`VikingStoreError` on failure or timeout.
+        """
+        self._check_open()
+        if not query.strip():
+            return []
+        result = self._client.find_skills(
+            query, limit=limit, score_threshold=score_threshold, seconds=timeout_seconds
+        )
+        hits = result.get("skills")
+        found: list[VikingSkillSummary] = []
+        for item in hits if isinstance(hits, list) else []:
+            if not isinstance(item, dict):
+                continue
+            skill_uri = item.get("root_uri") or item.get("uri")
+            name, score = item.get("name"), item.get("score")
+            if not isinstance(skill_uri, str) or not isinstance(name, str):
+                continue
+            if isinstance(score, bool) or not isinstance(score, int | float):
+                continue
+            try:
+                parsed = parse_skill_uri(skill_uri)
+            except VikingStoreError:
+                continue
+            if parsed.name != name or float(score) < score_threshold:
+                continue
+            description = item.get("description")
+            found.append(
+                VikingSkillSummary(
+                    uri=parsed.root_uri,
+                    name=name,
+                    description=description if isinstance(description, str) else "",
+                    score=float(score),
+                )
+            )
+        found.sort(key=lambda summary: -(summary.score or 0.0))
+        return found[:limit]
+
+    @_redacting
     def list_skills(self, scope: str | None = None) -> list[VikingSkillSummary]:
         """Skills visible to this identity, by URI: by default the caller's user skills and the
         account's shared ``viking://agent/skills`` (what ``GET /api/v1/skills`` lists); with
@@ -255,6 +317,35 @@ class VikingSkillStore(Closeable):
             remove_tree(private.parent)
 
     @_redacting
+    def read_file(self, uri: str, path: str) -> bytes:
+        """One file of the skill at ``uri``, read from the server and verified (size and SHA-256
+        against a fresh manifest), without materializing the package or using the cache.
+
+        ``SKILL.md`` is served from the verified manifest content. Raises
+        :class:`VikingStoreError` (``SKILL_RESOURCE_NOT_FOUND`` for a path not in the manifest).
+        """
+        self._check_open()
+        manifest = self.resolve(uri)
+        if path == "SKILL.md":
+            return manifest.content.encode("utf-8")
+        item = next((entry for entry in manifest.files if entry.path == path), None)
+        if item is None:
+            raise VikingStoreError(
+                f"{path!r} is not a file of {manifest.root_uri}",
+                code="SKILL_RESOURCE_NOT_FOUND",
+                uri=manifest.uri,
+            )
+        base = Path(tempfile.mkdtemp(prefix="skillruntime-viking-read-"))
+        try:
+            os.chmod(base, 0o700)
+            make_private_dir((base / item.path).parent)
+            transfer = _Transfer(item.size, self._limits.max_file_bytes, None)
+            self._download_file(manifest, item, base, transfer)
+            return (base / item.path).read_bytes()
+        finally:
+            remove_tree(base)
+
+    @_redacting
     def materialize(self, uri: str, *, progress: Progress | None = None) -> Path:
         """Like :meth:`lease` but without holding the directory.
 
@@ -287,6 +378,7 @@ class VikingSkillStore(Closeable):
             "viking skill %s: cache=bypassed (%s); using a private copy",
             manifest.root_uri,
             error if isinstance(error, _BypassError) else type(error).__name__,
+            extra=_cache_event("bypassed", manifest),
         )
 
     @_redacting
@@ -300,7 +392,10 @@ class VikingSkillStore(Closeable):
         status = cache.check(key, manifest)
         if status == "hit":
             logger.info(
-                "viking skill %s revision %s: cache=hit", manifest.root_uri, manifest.revision
+                "viking skill %s revision %s: cache=hit",
+                manifest.root_uri,
+                manifest.revision,
+                extra=_cache_event("hit", manifest),
             )
             _report(progress, manifest.total_bytes, manifest.total_bytes)
             return cache.snapshot_dir(key)
@@ -312,7 +407,11 @@ class VikingSkillStore(Closeable):
         with build:
             status = cache.check(key, manifest)
             if status == "hit":
-                logger.info("viking skill %s: cache=hit after wait", manifest.root_uri)
+                logger.info(
+                    "viking skill %s: cache=hit after wait",
+                    manifest.root_uri,
+                    extra=_cache_event("hit", manifest),
+                )
                 _report(progress, manifest.total_bytes, manifest.total_bytes)
                 return cache.snapshot_dir(key)
             corrupt = corrupt or status == "corrupt"
@@ -343,6 +442,7 @@ class VikingSkillStore(Closeable):
                 manifest.revision,
                 len(manifest.files),
                 manifest.total_bytes,
+                extra=_cache_event("miss", manifest),
             )
             return cache.snapshot_dir(key)
 

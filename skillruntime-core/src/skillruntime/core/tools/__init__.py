@@ -17,20 +17,32 @@ from .adapters import (
     to_openai_tools,
 )
 from .base import SkillTool, arguments_schema
+from .batch import SKILL_ACTIVATION_FAILED, SKILL_CONTEXT_UPDATED
 from .policy import SkillPolicy, ToolSpec, parse_allowed_tools
+from .resources import SKILL_RESOURCE_AMBIGUOUS, SKILL_RESOURCE_NOT_FOUND
 from .skill import DEFAULT_DESCRIPTION_TEMPLATE, LoadedSkillSource, SkillSource
 from .toolset import SkillInput, SkillTools
+from .turn import SkillTurn
+from .views import ToolCall, ToolResult, UsageRecord
 
 __all__ = [
     "DEFAULT_DESCRIPTION_TEMPLATE",
+    "SKILL_ACTIVATION_FAILED",
+    "SKILL_CONTEXT_UPDATED",
+    "SKILL_RESOURCE_AMBIGUOUS",
+    "SKILL_RESOURCE_NOT_FOUND",
     "LoadedSkillSource",
     "SkillInput",
     "SkillPolicy",
     "SkillSource",
     "SkillTool",
     "SkillTools",
+    "SkillTurn",
+    "ToolCall",
     "ToolDispatcher",
+    "ToolResult",
     "ToolSpec",
+    "UsageRecord",
     "anthropic_tool_result",
     "arguments_schema",
     "openai_function_call_output",

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from html import escape
 from typing import Protocol, runtime_checkable
 
@@ -211,10 +211,11 @@ def _shorten(text: str, limit: int | None) -> str:
 
 
 class _Slot:
-    __slots__ = ("lock", "policy", "prepared", "requirements_met")
+    __slots__ = ("loaded", "lock", "policy", "prepared", "requirements_met")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
+        self.loaded: Skill | None = None
         self.prepared: Skill | None = None
         self.policy: SkillPolicy | None = None
         self.requirements_met = False
@@ -260,6 +261,26 @@ class SkillActivator:
         slot = self._slots.get(name)
         return slot.prepared if slot else None
 
+    def loaded(self, name: str) -> Skill | None:
+        """The skill as its source loaded it (host ``base_path``) once prepared, else ``None``."""
+        slot = self._slots.get(name)
+        return slot.loaded if slot else None
+
+    def source(self, name: str) -> SkillSource | None:
+        """The configured source of skill ``name``, or ``None``."""
+        return self._sources.get(name)
+
+    def activate_policy(self, name: str, policy: SkillPolicy) -> None:
+        """Mark skill ``name`` active with ``policy`` before anything is prepared (remote-first
+        activation); a later :meth:`activate` prepares it."""
+        with self._lock:
+            self._active.setdefault(name, policy)
+
+    def deactivate(self, name: str) -> None:
+        """Deactivate skill ``name`` (its prepared copy stays cached)."""
+        with self._lock:
+            self._active.pop(name, None)
+
     def reset(self) -> None:
         """Deactivate every skill (prepared copies stay cached; requirements are re-checked)."""
         with self._lock:
@@ -295,6 +316,7 @@ class SkillActivator:
                         f"{exc}"
                     )
                 slot.policy = policy
+                slot.loaded = skill
             assert slot.policy is not None
             if not slot.requirements_met:
                 try:
@@ -327,12 +349,16 @@ class SkillActivator:
         return result[0]
 
 
-def skill_tool(activator: SkillActivator, description: str) -> SkillTool:
-    """Build the ``skill`` tool over ``activator``."""
+def skill_tool(
+    activator: SkillActivator | Callable[[], SkillActivator], description: str
+) -> SkillTool:
+    """Build the ``skill`` tool over ``activator`` (or over the activator a callable returns at
+    each call, e.g. the one of the open turn)."""
+    current = activator if callable(activator) else (lambda: activator)
     return SkillTool(
         "skill",
         description,
         SkillArguments,
-        lambda arguments: activator.activate(arguments.command.strip()),
+        lambda arguments: current().activate(arguments.command.strip()),
         error_prefix="running the skill tool failed",
     )

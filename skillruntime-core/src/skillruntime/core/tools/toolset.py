@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -15,11 +16,14 @@ from ..publishing import FilePublisher
 from ..runtime import SkillRuntime
 from ..skills import discover_skills, load_skill
 from .adapters import to_anthropic_tools, to_openai_responses_tools, to_openai_tools
-from .base import SkillTool
+from .arguments import SkillArguments
+from .base import ArgumentsError, SkillTool, parse_arguments
+from .batch import CallInput, run_batch
 from .context import ToolContext
 from .files import edit_tool, read_tool, write_tool
 from .policy import SkillPolicy, effective_allowed_tools, refusal_reason
 from .publish import publish_file_tool
+from .resources import ResourceKind
 from .sdk_shapes import AnthropicTool, OpenAIChatTool, OpenAIResponsesTool
 from .search import glob_tool, grep_tool, ls_tool
 from .shell import bash_tool
@@ -33,6 +37,8 @@ from .skill import (
     skill_tool,
     skills_xml,
 )
+from .turn import SkillTurn
+from .views import ToolCall, ToolResult, UsageRecord, error_code
 
 __all__ = ["SkillInput", "SkillTools"]
 
@@ -59,6 +65,13 @@ def _sources_from(item: SkillInput) -> list[SkillSource]:
     if isinstance(item, SkillSource):
         return [item]
     raise TypeError(f"Unsupported skill input: {type(item).__name__}")
+
+
+def _skill_argument(arguments: Mapping[str, Any] | str | None) -> str:
+    try:
+        return str(parse_arguments(SkillArguments, arguments).command).strip()
+    except ArgumentsError:
+        return ""
 
 
 class SkillTools(Closeable):
@@ -116,14 +129,18 @@ class SkillTools(Closeable):
         self.publisher = publisher
         self._sources = sources
         self._always_allowed = frozenset(always_allowed)
-        self._activator = SkillActivator(runtime, sources, configs)
+        self._configs = configs
+        self._listing = (description_template, listing_budget)
+        self._base_activator = SkillActivator(runtime, sources, configs)
+        self._turn: SkillTurn | None = None
+        self._turn_lock = threading.Lock()
         context = ToolContext(runtime)
         description = description_template.replace(
             SKILLS_PLACEHOLDER, skills_xml(list(sources.values()), listing_budget)
         )
         guard = self._guard
         built = [
-            skill_tool(self._activator, description),
+            skill_tool(lambda: self._activator, description),
             bash_tool(context, guard),
             read_tool(context, guard),
             write_tool(context, guard),
@@ -135,6 +152,121 @@ class SkillTools(Closeable):
         if publisher is not None:
             built.append(publish_file_tool(context, publisher, guard))
         self._tools = {tool.name: tool for tool in built}
+
+    # ------------------------------------------------------------------ turns
+
+    @property
+    def _activator(self) -> SkillActivator:
+        """The open turn's activator, else the tool set's own."""
+        turn = self._turn
+        return turn.activator if turn is not None else self._base_activator
+
+    @property
+    def always_allowed(self) -> frozenset[str]:
+        """Tool names every policy lets through (by default just ``skill``)."""
+        return self._always_allowed
+
+    @property
+    def current_turn(self) -> SkillTurn | None:
+        """The open turn, if any."""
+        return self._turn
+
+    def turn(
+        self,
+        turn_id: str | None = None,
+        *,
+        resource_inputs: Mapping[str, Mapping[str, ResourceKind]] | None = None,
+        turn_copies: bool | None = None,
+    ) -> SkillTurn:
+        """Open the :class:`~skillruntime.core.tools.turn.SkillTurn` of one user message; close
+        it in ``finally`` (or use it as a context manager).
+
+        While it is open, :attr:`tools`, :meth:`dispatch` and :meth:`dispatch_batch` act in it:
+        skills activated before the turn do not count, and those activated in it are gone once
+        it closes. One turn at a time: opening a second raises ``RuntimeError``.
+        ``turn_copies``: which skills run from a per-turn copy deleted at close (``None``: the
+        remote ones; ``True``: all; ``False``: none).
+        """
+        with self._turn_lock:
+            if self._turn is not None:
+                raise RuntimeError(f"turn {self._turn.id} is still open; close it first")
+            activator = SkillActivator(self.runtime, self._sources, self._configs)
+            self._turn = SkillTurn(
+                self,
+                activator,
+                turn_id=turn_id,
+                resource_inputs=resource_inputs,
+                turn_copies=turn_copies,
+            )
+            return self._turn
+
+    def subagent_tools(self, remote_sources: Iterable[SkillSource] = ()) -> SkillTools:
+        """A tool set for a subagent (remote-skill RFC §7): same runtime and publisher, the
+        local skills of this set, and no remote ones unless the caller passes its own
+        ``remote_sources`` (new source objects, e.g. from ``viking_skill_sources``, so no lease
+        is shared). Nothing is inherited: no active skill, no open turn, no usage record; the
+        subagent opens its own turns. A skill is remote when its location is a ``viking://``
+        URI. Close the returned set when the subagent is done.
+        """
+        local = [
+            source
+            for source in self._sources.values()
+            if not source.location.startswith("viking://")
+        ]
+        sources = [*local, *remote_sources]
+        names = {source.name for source in sources}
+        return SkillTools(
+            self.runtime,
+            sources,
+            configs={name: config for name, config in self._configs.items() if name in names},
+            publisher=self.publisher,
+            description_template=self._listing[0],
+            always_allowed=self._always_allowed,
+            listing_budget=self._listing[1],
+        )
+
+    def _end_turn(self, turn: SkillTurn) -> None:
+        with self._turn_lock:
+            if self._turn is turn:
+                self._turn = None
+
+    def dispatch_batch(self, calls: Iterable[CallInput]) -> list[ToolResult]:
+        """Run the calls of one model response under the same-batch rule (see
+        :mod:`~skillruntime.core.tools.batch`): activations first; the other calls return
+        ``SKILL_CONTEXT_UPDATED`` when a skill became active, ``SKILL_ACTIVATION_FAILED`` when an
+        activation failed, and run otherwise. Results keep the call order.
+
+        In an open turn this is :meth:`SkillTurn.dispatch_batch` (with resource resolution and
+        usage records kept by the turn); without one, calls run as :meth:`dispatch` runs them.
+        """
+        turn = self._turn
+        if turn is not None:
+            return turn.dispatch_batch(calls)
+        return run_batch(calls, self._plain_result, self._activator.active_names)
+
+    async def adispatch_batch(self, calls: Iterable[CallInput]) -> list[ToolResult]:
+        """:meth:`dispatch_batch` for asyncio code, run in a worker thread of the loop's
+        default executor (a cancelled await does not stop the calls)."""
+        batch = list(calls)
+        return await asyncio.to_thread(self.dispatch_batch, batch)
+
+    def _plain_result(self, call: ToolCall) -> ToolResult:
+        content = self._dispatch(call.name, call.arguments)
+        uris: tuple[str, ...] = ()
+        if call.name == "skill" and not content.startswith("Error:"):
+            source = self._sources.get(_skill_argument(call.arguments))
+            uris = (source.location,) if source is not None else ()
+        return ToolResult(
+            call,
+            content,
+            UsageRecord(
+                call_id=call.id,
+                tool=call.name,
+                status="error" if content.startswith("Error:") else "ok",
+                code=error_code(content),
+                skill_uris=uris,
+            ),
+        )
 
     # ----------------------------------------------------------------- policy
 
@@ -213,11 +345,18 @@ class SkillTools(Closeable):
 
     def close(self) -> None:
         """Release what the skill sources hold (e.g. artifact leases); the runtime stays open.
+        An open turn is closed first.
 
         Idempotent as far as the sources' own ``close`` is. Every closable source is closed even
         when one of them fails; the first failure is raised afterwards.
         """
         failure: BaseException | None = None
+        turn = self._turn
+        if turn is not None:
+            try:
+                turn.close()
+            except Exception as exc:
+                failure = exc
         for source in self._sources.values():
             closer = getattr(source, "close", None)
             if callable(closer):
