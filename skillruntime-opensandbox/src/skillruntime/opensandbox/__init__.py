@@ -2,10 +2,12 @@
 
 Install ``skillruntime-opensandbox`` and build it with
 ``create_runtime("opensandbox", domain=…, conversation_id=…)`` or directly as
-:class:`OpenSandboxSkillRuntime`. See ``docs/opensandbox-runtime.md``.
+:class:`OpenSandboxSkillRuntime`; its native asyncio twin is :class:`AsyncOpenSandboxSkillRuntime`
+(``create_async_runtime("opensandbox", …)``). See ``docs/opensandbox-runtime.md``.
 """
 
 from ._version import __version__
+from .async_runtime import AsyncOpenSandboxSkillRuntime
 from .errors import (
     OpenSandboxError,
     OpenSandboxExecutionError,
@@ -21,6 +23,7 @@ from .options import EgressRule, NetworkPolicyOptions, OpenSandboxRuntimeOptions
 from .runtime import OpenSandboxSkillRuntime
 
 __all__ = [
+    "AsyncOpenSandboxSkillRuntime",
     "EgressRule",
     "NetworkPolicyOptions",
     "OpenSandboxError",
