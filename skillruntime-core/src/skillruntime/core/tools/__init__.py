@@ -3,7 +3,8 @@
 :class:`SkillTools` builds ``skill``, ``bash``, ``read``, ``write``, ``edit``, ``ls``, ``glob``,
 ``grep`` and (with a publisher) ``publish_file``. Each is a :class:`SkillTool` with a name, a
 description, a JSON Schema and ``invoke(arguments) -> str``; errors come back as ``Error: …``
-strings. Adapters give the OpenAI and Anthropic tool formats.
+strings. Adapters give the OpenAI and Anthropic tool formats. :class:`AsyncSkillTools` is the
+same set over an :class:`~skillruntime.core.async_runtime.AsyncSkillRuntime`, awaited natively.
 """
 
 from .adapters import (
@@ -16,6 +17,7 @@ from .adapters import (
     to_openai_responses_tools,
     to_openai_tools,
 )
+from .async_toolset import AsyncSkillTool, AsyncSkillTools
 from .base import SkillTool, arguments_schema
 from .policy import SkillPolicy, ToolSpec, parse_allowed_tools
 from .skill import DEFAULT_DESCRIPTION_TEMPLATE, LoadedSkillSource, SkillSource
@@ -23,6 +25,8 @@ from .toolset import SkillInput, SkillTools
 
 __all__ = [
     "DEFAULT_DESCRIPTION_TEMPLATE",
+    "AsyncSkillTool",
+    "AsyncSkillTools",
     "LoadedSkillSource",
     "SkillInput",
     "SkillPolicy",
