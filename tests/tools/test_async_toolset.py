@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 
+from doubles.aio import AioDouble
 from doubles.opensandbox import OpenSandboxDouble
+from skillruntime.aio import AioSandboxSkillRuntime, AsyncAioSkillRuntime
 from skillruntime.core.async_filesystem import AsyncSkillRuntimeFileSystem
 from skillruntime.core.async_runtime import AsyncSkillRuntime
 from skillruntime.core.conversations import InMemoryConversationStore
@@ -157,6 +159,44 @@ def test_opensandbox_async_tools_answer_like_the_sync_tools(
     actual = asyncio.run(scenario())
     assert "Exit code: 3" in expected[3]
     assert _normalised(actual, ("pub-async", "PUB")) == _normalised(expected, ("pub-sync", "PUB"))
+
+
+@pytest.mark.parametrize("fixture", ["tools_aio_bash", "tools_aio_shell"])
+def test_aio_async_tools_answer_like_the_sync_tools(
+    tmp_path: Path,
+    make_skill: Callable[..., Skill],
+    request: pytest.FixtureRequest,
+    fixture: str,
+) -> None:
+    skills = _skills(make_skill)
+    double: AioDouble = request.getfixturevalue(fixture)
+    command_api = "bash" if fixture == "tools_aio_bash" else "shell"
+    conversation = f"tools-{uuid.uuid4().hex[:12]}"
+    with AioSandboxSkillRuntime(
+        base_url=double.url,
+        token=double.token,
+        conversation_id=conversation,
+        command_api=command_api,
+    ) as runtime:
+        expected = _run_sync(runtime, skills, tmp_path / "pub-sync")
+        # The async object works in a second conversation of the same service: same paths but
+        # for the conversation id.
+        other = f"{conversation}-b"
+
+    async def scenario() -> list[str]:
+        async with AsyncAioSkillRuntime(
+            base_url=double.url,
+            token=double.token,
+            conversation_id=other,
+            command_api=command_api,
+        ) as runtime:
+            return await _run_async(runtime, skills, tmp_path / "pub-async")
+
+    actual = asyncio.run(scenario())
+    assert "Exit code: 3" in expected[3]
+    assert _normalised(actual, (other, "CONV"), ("pub-async", "PUB")) == _normalised(
+        expected, (conversation, "CONV"), ("pub-sync", "PUB")
+    )
 
 
 class _CountingAsyncRuntime(AsyncSkillRuntime):
