@@ -9,8 +9,10 @@
    (target ≤ 1.2×).
 3. ``--remote`` concurrent ``execute("sleep 1")`` on the AIO and OpenSandbox doubles, each with
    one connection pool: the sync runtime driven by as many threads (the baseline), the sync
-   runtime behind the thread bridge driven by asyncio tasks, and, for AIO, the native async
-   runtime (httpx) driven by asyncio tasks; wall time, ratio to the baseline and peak threads.
+   runtime behind the thread bridge driven by asyncio tasks, and the native async runtime
+   (AIO: httpx; OpenSandbox: the SDK's async API) driven by asyncio tasks; wall time, ratio to
+   the baseline and peak threads. ``--only-remote`` skips parts 1 and 2, ``--backends`` picks
+   the doubles of part 3.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from skillruntime.core.bridge import to_async
 from skillruntime.core.models import SkillExecutionRequest
 from skillruntime.core.runtime import SkillRuntime
 from skillruntime.local import AsyncLocalSkillRuntime, LocalSkillRuntime
-from skillruntime.opensandbox import OpenSandboxSkillRuntime
+from skillruntime.opensandbox import AsyncOpenSandboxSkillRuntime, OpenSandboxSkillRuntime
 
 logger = logging.getLogger("bench_async")
 
@@ -178,7 +180,9 @@ def _row(name: str, count: int, label: str, seconds: float, threads: int, base: 
     )
 
 
-def bench_remote(count: int) -> list[tuple[str, str, float, int, float]]:
+def bench_remote(
+    count: int, backends: tuple[str, ...] = ("aio", "opensandbox")
+) -> list[tuple[str, str, float, int, float]]:
     """(runtime, driver, seconds, peak threads, baseline seconds) of ``count`` concurrent
     ``sleep 1`` on the remote doubles; the baseline is the sync runtime driven by threads."""
     figures: list[tuple[str, str, float, int, float]] = []
@@ -191,8 +195,13 @@ def bench_remote(count: int) -> list[tuple[str, str, float, int, float]]:
         }
         natives: dict[str, Callable[[], AsyncSkillRuntime]] = {
             "aio": lambda: AsyncAioSkillRuntime(base_url=aio.url, token=aio.token),
+            "opensandbox": lambda: AsyncOpenSandboxSkillRuntime(
+                domain=opensandbox.domain, api_key=opensandbox.api_key
+            ),
         }
         for name, make in makers.items():
+            if name not in backends:
+                continue
             with make() as sync_runtime:
                 sync_runtime.execute(TRUE)
                 sync_s, sync_threads = _threaded(sync_runtime, count)
@@ -256,17 +265,20 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=500)
     parser.add_argument("--runs", type=int, default=300)
     parser.add_argument("--remote", type=int, default=200)
+    parser.add_argument("--only-remote", action="store_true")
+    parser.add_argument("--backends", nargs="+", default=["aio", "opensandbox"])
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     _raise_file_limit()
-    with tempfile.TemporaryDirectory(prefix="bench-async-") as scratch:
-        root = Path(scratch)
-        _print_concurrency(
-            args.concurrency, *asyncio.run(bench_concurrency(root, args.concurrency))
-        )
-        _print_overhead(*asyncio.run(bench_overhead(root, args.runs)))
+    if not args.only_remote:
+        with tempfile.TemporaryDirectory(prefix="bench-async-") as scratch:
+            root = Path(scratch)
+            _print_concurrency(
+                args.concurrency, *asyncio.run(bench_concurrency(root, args.concurrency))
+            )
+            _print_overhead(*asyncio.run(bench_overhead(root, args.runs)))
     if args.remote > 0:
-        for name, driver, seconds, threads, base in bench_remote(args.remote):
+        for name, driver, seconds, threads, base in bench_remote(args.remote, tuple(args.backends)):
             _row(name, args.remote, driver, seconds, threads, base)
 
 

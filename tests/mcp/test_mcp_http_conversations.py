@@ -55,16 +55,15 @@ def test_an_idle_session_conversation_is_closed_and_a_named_one_kept(
             await asyncio.sleep(0.2)
             await conversations.resolve(_ctx(**{"mcp-session-id": "new"}))
             with pytest.raises(RuntimeClosedError):
-                idle.runtime.execute(SkillExecutionRequest(command="true"))
-            assert named.runtime.execute(SkillExecutionRequest(command="pwd")).stdout == (
-                f"{conversations_root / 'kept'}\n"
-            )
+                await idle.runtime.execute(SkillExecutionRequest(command="true"))
+            pwd = await named.runtime.execute(SkillExecutionRequest(command="pwd"))
+            assert pwd.stdout == f"{conversations_root / 'kept'}\n"
             fresh = await conversations.resolve(_ctx(**{"mcp-session-id": "old"}))
             assert fresh is not idle
         finally:
             await conversations.aclose()
         with pytest.raises(RuntimeClosedError):
-            named.runtime.execute(SkillExecutionRequest(command="true"))
+            await named.runtime.execute(SkillExecutionRequest(command="true"))
 
     asyncio.run(scenario())
 

@@ -1,5 +1,5 @@
-"""The conformance kit's async driver, cancellation contracts included, against the OpenSandbox
-runtime served through the thread bridge, on the double."""
+"""The conformance kit's async driver, cancellation contracts included, against the native async
+OpenSandbox runtime on the double."""
 
 from __future__ import annotations
 
@@ -12,10 +12,9 @@ import pytest
 
 from doubles.opensandbox import OpenSandboxDouble
 from skillruntime.core.async_runtime import AsyncSkillRuntime
-from skillruntime.core.bridge import to_async
 from skillruntime.core.conversations import InMemoryConversationStore
 from skillruntime.core.testing import AsyncRuntimeConformance
-from skillruntime.opensandbox import OpenSandboxSkillRuntime
+from skillruntime.opensandbox import AsyncOpenSandboxSkillRuntime, OpenSandboxSkillRuntime
 
 CONVERSATIONS_ROOT = "/workspace/conversations"
 
@@ -38,16 +37,14 @@ class TestOpenSandboxAsyncConformance(AsyncRuntimeConformance):
         conversations_root: str,
         base_environment: Mapping[str, str],
     ) -> AsyncSkillRuntime:
-        return to_async(
-            OpenSandboxSkillRuntime(
-                domain=self.double.domain,
-                api_key=self.double.api_key,
-                conversation_id=conversation_id,
-                conversations_root=conversations_root,
-                base_environment=base_environment,
-                conversation_store=self.store,
-                deadline_grace_seconds=5.0,
-            )
+        return AsyncOpenSandboxSkillRuntime(
+            domain=self.double.domain,
+            api_key=self.double.api_key,
+            conversation_id=conversation_id,
+            conversations_root=conversations_root,
+            base_environment=base_environment,
+            conversation_store=self.store,
+            deadline_grace_seconds=5.0,
         )
 
     def conversations_root(self, tmp_path: Path) -> str:
@@ -85,14 +82,12 @@ class TestOpenSandboxAsyncWithoutConversation(AsyncRuntimeConformance):
     def make_async_runtime_without_conversation(
         self, *, working_directory: str, base_environment: Mapping[str, str]
     ) -> AsyncSkillRuntime:
-        return to_async(
-            OpenSandboxSkillRuntime(
-                domain=self.double.domain,
-                api_key=self.double.api_key,
-                remote_root=working_directory,
-                base_environment=base_environment,
-                deadline_grace_seconds=5.0,
-            )
+        return AsyncOpenSandboxSkillRuntime(
+            domain=self.double.domain,
+            api_key=self.double.api_key,
+            remote_root=working_directory,
+            base_environment=base_environment,
+            deadline_grace_seconds=5.0,
         )
 
     def skills_directory(self, working_directory: str) -> str:

@@ -26,7 +26,10 @@ Tests must reach runtime files only through the runtime (its file system and ``e
 through host paths, and name the runtime in expected messages as ``runtime.name``.
 
 Every test runs twice (:func:`call_path`): through ``dispatch``/``invoke``, and through
-``adispatch``/``ainvoke`` awaited on an event loop.
+``adispatch``/``ainvoke`` awaited on an event loop. The tests of the modules in
+:data:`NATIVE_MODULES` run a third time (``native``) through
+:class:`~skillruntime.core.tools.AsyncSkillTools`: their ``SkillTools`` is replaced by
+:class:`NativeToolsFacade`, which serves every call on one event loop of the session.
 """
 
 from __future__ import annotations
@@ -34,9 +37,9 @@ from __future__ import annotations
 import asyncio
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import pytest
 import yaml
@@ -44,7 +47,9 @@ import yaml
 from doubles.aio import AioDouble
 from doubles.opensandbox import OpenSandboxDouble
 from skillruntime.aio import AioSandboxSkillRuntime
-from skillruntime.core.bridge import to_sync
+from skillruntime.core.async_filesystem import AsyncSkillRuntimeFileSystem
+from skillruntime.core.async_runtime import AsyncSkillRuntime
+from skillruntime.core.bridge import ThreadedAsyncFileSystem, to_sync
 from skillruntime.core.conversations import InMemoryConversationStore
 from skillruntime.core.filesystem import SkillRuntimeFileSystem
 from skillruntime.core.models import (
@@ -54,19 +59,113 @@ from skillruntime.core.models import (
     SkillPreparationRequest,
 )
 from skillruntime.core.runtime import SkillRuntime
-from skillruntime.core.tools import SkillTools
+from skillruntime.core.tools import AsyncSkillTool, AsyncSkillTools, SkillTools
 from skillruntime.core.tools.base import SkillTool
 from skillruntime.local import AsyncLocalSkillRuntime, LocalSkillRuntime
 from skillruntime.opensandbox import OpenSandboxSkillRuntime
+
+T = TypeVar("T")
 
 RuntimeFactory = Callable[[pytest.FixtureRequest, Path], SkillRuntime]
 """Builds an open runtime for one test from its ``request`` and a fresh host directory."""
 
 
-@pytest.fixture(autouse=True, params=["sync", "async"])
+NATIVE_MODULES = frozenset(
+    {
+        "test_file_tools",
+        "test_policy",
+        "test_publishing",
+        "test_search_tools",
+        "test_shell_tool",
+        "test_skill_tool",
+    }
+)
+"""Test modules whose tests also run through :class:`AsyncSkillTools` (``native``)."""
+
+
+class _SessionLoop:
+    """One event loop in a daemon thread, shared by the ``native`` runs of the session."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, name="tools-native", daemon=True).start()
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+
+
+_SESSION_LOOP: list[_SessionLoop] = []
+
+
+def _session_loop() -> _SessionLoop:
+    if not _SESSION_LOOP:
+        _SESSION_LOOP.append(_SessionLoop())
+    return _SESSION_LOOP[0]
+
+
+class _AsyncView(AsyncSkillRuntime):
+    """A sync test runtime seen as an async one (each call in a worker thread; not owned)."""
+
+    def __init__(self, inner: SkillRuntime) -> None:
+        self.inner = inner
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def default_working_directory(self) -> str:
+        return self.inner.default_working_directory
+
+    async def prepare(self, request: SkillPreparationRequest) -> list[Skill]:
+        return await asyncio.to_thread(self.inner.prepare, request)
+
+    async def execute(self, request: SkillExecutionRequest) -> SkillExecutionResult:
+        return await asyncio.to_thread(self.inner.execute, request)
+
+    async def get_file_system(self) -> AsyncSkillRuntimeFileSystem:
+        return ThreadedAsyncFileSystem(self.inner.get_file_system())
+
+    async def close(self) -> None:
+        """The test's runtime fixture closes the runtime."""
+
+
+class NativeToolsFacade:
+    """The surface of :class:`SkillTools` the tests use, served by :class:`AsyncSkillTools` over
+    the test's runtime: every call is awaited on the session loop."""
+
+    def __init__(self, runtime: SkillRuntime, skills: Any = (), **options: Any) -> None:
+        self.runtime = runtime
+        self._tools = AsyncSkillTools(_AsyncView(runtime), skills, **options)
+
+    def dispatch(self, name: str, arguments: Any) -> str:
+        return _session_loop().run(self._tools.adispatch(name, arguments))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tools, name)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrise :func:`call_path`: ``native`` too for the modules of :data:`NATIVE_MODULES`."""
+    if "call_path" in metafunc.fixturenames:
+        paths = ["sync", "async"]
+        if metafunc.module.__name__.rpartition(".")[2] in NATIVE_MODULES:
+            paths.append("native")
+        metafunc.parametrize("call_path", paths, indirect=True)
+
+
+@pytest.fixture(autouse=True)
 def call_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Route every ``dispatch``/``invoke`` of a test through ``adispatch``/``ainvoke`` in the
-    ``async`` run, each awaited on a fresh event loop."""
+    ``async`` run, each awaited on a fresh event loop; in the ``native`` run, through
+    :class:`NativeToolsFacade`."""
+    if request.param == "native":
+
+        def native_invoke(self: AsyncSkillTool, arguments: Any = None) -> str:
+            return _session_loop().run(self.ainvoke(arguments))
+
+        monkeypatch.setattr(request.module, "SkillTools", NativeToolsFacade)
+        monkeypatch.setattr(AsyncSkillTool, "invoke", native_invoke)
     if request.param == "async":
 
         def dispatch(self: SkillTools, name: str, arguments: Any) -> str:

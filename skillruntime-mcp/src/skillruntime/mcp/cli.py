@@ -52,9 +52,17 @@ def _skills(root: Path, names: Sequence[str]) -> list[Skill]:
 
 
 def load_config(
-    runtime_name: str, option_items: Sequence[str], skills_root: Path, skill_names: Sequence[str]
+    runtime_name: str,
+    option_items: Sequence[str],
+    skills_root: Path,
+    skill_names: Sequence[str],
+    *,
+    publish_directory: Path | None = None,
+    publish_base_url: str | None = None,
 ) -> ServeConfig:
     """The :class:`ServeConfig` the command line describes (skills are loaded and checked)."""
+    if publish_base_url is not None and publish_directory is None:
+        raise CliUsageError("--publish-base-url needs --publish-dir")
     options: dict[str, Any] = parse_assignments(option_items, what="'--option'")
     options.pop("conversation_id", None)
     skills = _skills(skills_root, skill_names)
@@ -62,7 +70,14 @@ def load_config(
         configs = {skill.name: skill_runtime_config(skill) for skill in skills}
     except ValueError as error:
         raise CliError(str(error)) from None
-    return ServeConfig(runtime_name, options, tuple(skills), configs)
+    return ServeConfig(
+        runtime_name,
+        options,
+        tuple(skills),
+        configs,
+        publish_directory=publish_directory,
+        publish_base_url=publish_base_url,
+    )
 
 
 @click.group("mcp")
@@ -132,6 +147,19 @@ def mcp_group() -> None:
     show_default=True,
     help="HTTP: most MCP sessions at once.",
 )
+@click.option(
+    "--publish-dir",
+    "publish_directory",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Serve the publish_file tool: published files are copied under this host directory.",
+)
+@click.option(
+    "--publish-base-url",
+    default=None,
+    metavar="URL",
+    help="URL under which --publish-dir is served (default: file:// URLs).",
+)
 def serve_command(
     *,
     runtime_name: str,
@@ -147,10 +175,13 @@ def serve_command(
     allowed_origins: tuple[str, ...],
     max_body_bytes: int,
     max_sessions: int,
+    publish_directory: Path | None,
+    publish_base_url: str | None,
 ) -> None:
     """Serve skill tools and skills to MCP clients.
 
-    Tools: skill, bash, read, write, edit, ls, glob, grep, in the runtime named by --runtime.
+    Tools: skill, bash, read, write, edit, ls, glob, grep, in the runtime named by --runtime,
+    and publish_file with --publish-dir.
     Resources: skill://NAME/SKILL.md for every skill, and the skill's files once it is loaded.
     stdio serves one conversation: --conversation, or a generated id printed on stderr. HTTP
     gives each MCP session its own conversation, or the one named by the request header
@@ -162,7 +193,14 @@ def serve_command(
       skillruntime mcp serve --runtime opensandbox -o domain=127.0.0.1:8090 --skills ./skills
       SKILLRUNTIME_MCP_TOKEN=... skillruntime mcp serve --transport http --skills ./skills
     """
-    config = load_config(runtime_name, runtime_option_items, skills_root, skill_names)
+    config = load_config(
+        runtime_name,
+        runtime_option_items,
+        skills_root,
+        skill_names,
+        publish_directory=publish_directory,
+        publish_base_url=publish_base_url,
+    )
     if transport == "http":
         if conversation_id is not None:
             raise CliUsageError(

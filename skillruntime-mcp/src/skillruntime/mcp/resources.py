@@ -78,7 +78,8 @@ def _mime_type(relative: str) -> str:
     return guessed or "application/octet-stream"
 
 
-def _listing(conversation: ServedConversation) -> list[types.Resource]:
+async def list_skill_resources(conversation: ServedConversation) -> list[types.Resource]:
+    """The resources of ``conversation``: every ``SKILL.md``, and the prepared skills' files."""
     tools = conversation.tools
     resources: list[types.Resource] = []
     for name in tools.skill_names:
@@ -93,7 +94,7 @@ def _listing(conversation: ServedConversation) -> list[types.Resource]:
         prepared = tools.prepared_skill(name)
         if prepared is None:
             continue
-        files = conversation.runtime.get_file_system().list_files(
+        files = await (await conversation.runtime.get_file_system()).list_files(
             prepared.base_path, limit=MAX_LISTED_FILES
         )
         for info in files:
@@ -111,11 +112,6 @@ def _listing(conversation: ServedConversation) -> list[types.Resource]:
     return resources
 
 
-async def list_skill_resources(conversation: ServedConversation) -> list[types.Resource]:
-    """The resources of ``conversation``: every ``SKILL.md``, and the prepared skills' files."""
-    return await asyncio.to_thread(_listing, conversation)
-
-
 def _contents(
     uri: str, relative: str, data: bytes
 ) -> types.TextResourceContents | types.BlobResourceContents:
@@ -128,9 +124,17 @@ def _contents(
         )
 
 
-def _read(
+def _read_host_file(path: Path, uri: str) -> bytes:
+    if path.stat().st_size > MAX_RESOURCE_BYTES:
+        raise LookupError(f"{uri} is larger than {MAX_RESOURCE_BYTES} bytes")
+    return path.read_bytes()
+
+
+async def read_skill_resource(
     config: ServeConfig, conversation: ServedConversation, uri: str
 ) -> types.TextResourceContents | types.BlobResourceContents:
+    """The contents of ``uri``; raises :class:`ResourceUriError`, :class:`LookupError` or a
+    :class:`~skillruntime.core.errors.SkillRuntimeError` file error when it cannot be read."""
     name, relative = parse_skill_uri(uri)
     if name not in conversation.tools.skill_names:
         raise LookupError(f"no configured skill is named {name!r}")
@@ -142,18 +146,8 @@ def _read(
                 f"skill {name!r} is not prepared yet: only {SKILL_FILE} can be read until the "
                 "skill tool has loaded it"
             )
-        path = Path(host.base_path) / SKILL_FILE
-        if path.stat().st_size > MAX_RESOURCE_BYTES:
-            raise LookupError(f"{uri} is larger than {MAX_RESOURCE_BYTES} bytes")
-        return _contents(uri, relative, path.read_bytes())
-    files = conversation.runtime.get_file_system()
-    data = files.read_bytes(posixpath.join(prepared.base_path, relative), MAX_RESOURCE_BYTES)
+        data = await asyncio.to_thread(_read_host_file, Path(host.base_path) / SKILL_FILE, uri)
+        return _contents(uri, relative, data)
+    files = await conversation.runtime.get_file_system()
+    data = await files.read_bytes(posixpath.join(prepared.base_path, relative), MAX_RESOURCE_BYTES)
     return _contents(uri, relative, data)
-
-
-async def read_skill_resource(
-    config: ServeConfig, conversation: ServedConversation, uri: str
-) -> types.TextResourceContents | types.BlobResourceContents:
-    """The contents of ``uri``; raises :class:`ResourceUriError`, :class:`LookupError` or a
-    :class:`~skillruntime.core.errors.SkillRuntimeError` file error when it cannot be read."""
-    return await asyncio.to_thread(_read, config, conversation, uri)

@@ -5,7 +5,8 @@ is answered by the conversation that ``resolve`` returns for it (one conversatio
 per MCP session, or the one the client names, over streamable HTTP).
 
 - ``tools/list`` gives the tools the active skills allow now, with their JSON Schemas and
-  descriptions; ``tools/call`` runs one through :meth:`SkillTools.adispatch`. A refused or
+  descriptions; ``tools/call`` awaits one through :meth:`AsyncSkillTools.adispatch` on the
+  conversation's async runtime. A refused or
   failing call is a result with ``isError: true``, never a protocol error.
 - When a call changes the visible tool set (a skill's ``allowed-tools``), the client is sent
   ``notifications/tools/list_changed``; when it prepares a skill, whose files then become

@@ -2,7 +2,8 @@
 
 Install ``skillruntime-opensandbox`` and build it with
 ``create_runtime("opensandbox", domain=…, conversation_id=…)`` or directly as
-:class:`OpenSandboxSkillRuntime`. See ``docs/opensandbox-runtime.md``.
+:class:`OpenSandboxSkillRuntime`; its native asyncio twin is :class:`AsyncOpenSandboxSkillRuntime`
+(``create_async_runtime("opensandbox", …)``). See ``docs/opensandbox-runtime.md``.
 """
 
 from typing import TYPE_CHECKING
@@ -12,6 +13,7 @@ from skillruntime.core._lazy import lazy_attributes
 from ._version import __version__
 
 if TYPE_CHECKING:
+    from .async_runtime import AsyncOpenSandboxSkillRuntime
     from .errors import (
         OpenSandboxError,
         OpenSandboxExecutionError,
@@ -42,10 +44,12 @@ __getattr__, __dir__ = lazy_attributes(
         "NetworkPolicyOptions": ".options",
         "OpenSandboxRuntimeOptions": ".options",
         "OpenSandboxSkillRuntime": ".runtime",
+        "AsyncOpenSandboxSkillRuntime": ".async_runtime",
     },
 )
 
 __all__ = [
+    "AsyncOpenSandboxSkillRuntime",
     "EgressRule",
     "NetworkPolicyOptions",
     "OpenSandboxError",

@@ -50,8 +50,13 @@ from .wrapper import (
 
 __all__ = [
     "DEFAULT_DEADLINE_GRACE_SECONDS",
+    "INTERRUPT_WAIT_SECONDS",
+    "CommandEvents",
     "CommandNotStartedError",
     "CommandRunner",
+    "command_options",
+    "command_result",
+    "command_script",
 ]
 
 logger = logging.getLogger(__name__)
@@ -94,6 +99,89 @@ class _Progress:
     abandoned: bool = False
 
 
+class CommandEvents:
+    """What one command's event stream told so far: the execution id, the terminal event and
+    the wrapper's output (bounded). The sync runner calls it under a lock, the async runner on
+    the event loop; each ``on_*`` method returns ``True`` once reading can stop."""
+
+    def __init__(self, nonce: str, max_output_bytes: int) -> None:
+        self.output = WrapperOutput(nonce, max_output_bytes)
+        self.progress = _Progress()
+
+    def on_init(self, event: Any) -> None:
+        self.progress.execution_id = getattr(event, "id", None) or None
+
+    def on_stdout(self, message: Any) -> bool:
+        if self.progress.abandoned:
+            return False
+        return self.output.add_line(str(message.text or ""))
+
+    def on_complete(self) -> bool:
+        self.progress.terminal = True
+        self.progress.exit_code = 0
+        return True
+
+    def on_error(self, error: Any) -> bool:
+        self.progress.terminal = True
+        try:
+            self.progress.exit_code = int(str(error.value))
+        except (TypeError, ValueError):
+            self.progress.exit_code = None
+            self.progress.error_text = str(getattr(error, "name", "") or "error")
+        return True
+
+    def result(
+        self,
+        *,
+        error: BaseException | None,
+        interrupted: bool,
+        duration: float,
+        timeout_seconds: float,
+    ) -> SkillExecutionResult:
+        """The command's result (stops further output from counting), or the typed error."""
+        self.progress.abandoned = True
+        return command_result(
+            self.progress,
+            self.output,
+            error=error,
+            interrupted=interrupted,
+            duration=duration,
+            timeout_seconds=timeout_seconds,
+        )
+
+
+def command_options(
+    *,
+    uid: int | None,
+    gid: int | None,
+    working_directory: str,
+    environment: Mapping[str, str],
+    timeout_seconds: float,
+) -> RunCommandOpts:
+    """execd's options of one command: its own timeout is a backstop past the wrapper's."""
+    return RunCommandOpts(
+        working_directory=working_directory,
+        timeout=timedelta(milliseconds=int((timeout_seconds + BACKSTOP_SECONDS) * 1000)),
+        envs=dict(environment),
+        uid=uid,
+        gid=gid if uid is not None else None,
+    )
+
+
+def command_script(
+    command: str, *, uid: int | None, nonce: str, max_output_bytes: int, timeout_seconds: float
+) -> str:
+    """The wrapper text of one command (see :mod:`.wrapper`)."""
+    return build_wrapper(
+        command=command,
+        run_dir=f"{RUN_DIRECTORY}-{uid if uid is not None else 'default'}",
+        run_id=secrets.token_hex(8),
+        nonce=nonce,
+        cap=max_output_bytes,
+        timeout=timeout_seconds,
+    )
+
+
 class CommandRunner:
     """Runs commands in one sandbox; see the module docs for the exact behaviour."""
 
@@ -122,8 +210,8 @@ class CommandRunner:
     ) -> SkillExecutionResult:
         """Run ``command`` once and return its result (see the module docs)."""
         nonce = secrets.token_hex(8)
-        output = WrapperOutput(nonce, max_output_bytes)
-        progress = _Progress()
+        events = CommandEvents(nonce, max_output_bytes)
+        progress = events.progress
         lock = threading.Lock()
 
         def stop_reading() -> None:
@@ -131,13 +219,11 @@ class CommandRunner:
 
         def on_init(event: Any) -> None:
             with lock:
-                progress.execution_id = getattr(event, "id", None) or None
+                events.on_init(event)
 
         def on_stdout(message: Any) -> None:
             with lock:
-                if progress.abandoned:
-                    return
-                done = output.add_line(str(message.text or ""))
+                done = events.on_stdout(message)
             if done:
                 stop_reading()
 
@@ -146,18 +232,12 @@ class CommandRunner:
 
         def on_complete(_: Any) -> None:
             with lock:
-                progress.terminal = True
-                progress.exit_code = 0
+                events.on_complete()
             stop_reading()
 
         def on_error(error: Any) -> None:
             with lock:
-                progress.terminal = True
-                try:
-                    progress.exit_code = int(str(error.value))
-                except (TypeError, ValueError):
-                    progress.exit_code = None
-                    progress.error_text = str(getattr(error, "name", "") or "error")
+                events.on_error(error)
             stop_reading()
 
         handlers = ExecutionHandlersSync(
@@ -168,20 +248,19 @@ class CommandRunner:
             on_error=on_error,
             skip_accumulation=True,
         )
-        opts = RunCommandOpts(
-            working_directory=working_directory,
-            timeout=timedelta(milliseconds=int((timeout_seconds + BACKSTOP_SECONDS) * 1000)),
-            envs=dict(environment),
+        opts = command_options(
             uid=self._uid,
-            gid=self._gid if self._uid is not None else None,
+            gid=self._gid,
+            working_directory=working_directory,
+            environment=environment,
+            timeout_seconds=timeout_seconds,
         )
-        script = build_wrapper(
-            command=command,
-            run_dir=f"{RUN_DIRECTORY}-{self._uid if self._uid is not None else 'default'}",
-            run_id=secrets.token_hex(8),
+        script = command_script(
+            command,
+            uid=self._uid,
             nonce=nonce,
-            cap=max_output_bytes,
-            timeout=timeout_seconds,
+            max_output_bytes=max_output_bytes,
+            timeout_seconds=timeout_seconds,
         )
         outcome: dict[str, BaseException] = {}
         finished = threading.Event()
@@ -205,85 +284,13 @@ class CommandRunner:
             self._interrupt(sandbox, progress, lock)
             finished.wait(self._interrupt_wait)
         with lock:
-            progress.abandoned = True
             duration = time.monotonic() - started
-            return self._result(
-                progress,
-                output,
+            return events.result(
                 error=outcome.get("error"),
                 interrupted=interrupted,
                 duration=duration,
                 timeout_seconds=timeout_seconds,
             )
-
-    @staticmethod
-    def _result(
-        progress: _Progress,
-        output: WrapperOutput,
-        *,
-        error: BaseException | None,
-        interrupted: bool,
-        duration: float,
-        timeout_seconds: float,
-    ) -> SkillExecutionResult:
-        trailer = output.trailer
-        if output.malformed:
-            logger.warning("the command wrapper's report was malformed; output may be incomplete")
-        if output.setup_failed:
-            raise OpenSandboxExecutionError(
-                "the command could not start: the sandbox's run directory under /tmp cannot be "
-                "created"
-            )
-        if trailer is None and not progress.terminal and not interrupted:
-            if error is not None:
-                failure = execution_error("running a command", error)
-                if progress.execution_id is None:
-                    raise CommandNotStartedError(
-                        str(failure),
-                        code=failure.code,
-                        status_code=failure.status_code,
-                        request_id=failure.request_id,
-                    ) from error
-                raise failure from error
-            raise OpenSandboxExecutionError(
-                "The OpenSandbox command stream ended without the command's report or a "
-                "completion or error event; the command's outcome is unknown (it was not retried)"
-            )
-        if error is not None:
-            logger.debug("command stream lost after the command's report: %s", type(error))
-        if trailer is not None:
-            if trailer.flag == FLAG_NO_BASE64:
-                raise OpenSandboxExecutionError(
-                    f"the command ran (exit code {trailer.exit_code}) but its output cannot be "
-                    "sent: the sandbox image has no base64 program"
-                )
-            timed_out = interrupted or trailer.flag in (FLAG_TIMED_OUT, FLAG_INTERRUPTED)
-            exit_code = -1 if timed_out else trailer.exit_code
-        else:
-            if progress.terminal and progress.exit_code is None:
-                raise OpenSandboxExecutionError(
-                    f"OpenSandbox could not run the command ({progress.error_text})"
-                )
-            code = progress.exit_code if progress.terminal else None
-            killed = code is None or code == _SIGNAL_KILLED
-            if not killed and not interrupted:
-                raise OpenSandboxExecutionError(
-                    f"the command wrapper ended (exit code {code}) without reporting the "
-                    "command's result"
-                )
-            timed_out = interrupted or duration >= timeout_seconds * 0.95 - 0.05
-            exit_code = -1
-        out_text, out_truncated = output.stdout()
-        err_text, err_truncated = output.stderr()
-        return SkillExecutionResult(
-            exit_code=exit_code,
-            stdout=out_text,
-            stderr=err_text,
-            timed_out=timed_out,
-            duration_seconds=duration,
-            stdout_truncated=out_truncated,
-            stderr_truncated=err_truncated,
-        )
 
     @staticmethod
     def _interrupt(sandbox: SandboxSync, progress: _Progress, lock: threading.Lock) -> None:
@@ -296,3 +303,72 @@ class CommandRunner:
             sandbox.commands.interrupt(execution_id)
         except Exception as exc:
             logger.warning("interrupting a command past its deadline failed: %s", type(exc))
+
+
+def command_result(
+    progress: _Progress,
+    output: WrapperOutput,
+    *,
+    error: BaseException | None,
+    interrupted: bool,
+    duration: float,
+    timeout_seconds: float,
+) -> SkillExecutionResult:
+    """The result of a command from what its stream told, or the error of an unknown outcome."""
+    trailer = output.trailer
+    if output.malformed:
+        logger.warning("the command wrapper's report was malformed; output may be incomplete")
+    if output.setup_failed:
+        raise OpenSandboxExecutionError(
+            "the command could not start: the sandbox's run directory under /tmp cannot be created"
+        )
+    if trailer is None and not progress.terminal and not interrupted:
+        if error is not None:
+            failure = execution_error("running a command", error)
+            if progress.execution_id is None:
+                raise CommandNotStartedError(
+                    str(failure),
+                    code=failure.code,
+                    status_code=failure.status_code,
+                    request_id=failure.request_id,
+                ) from error
+            raise failure from error
+        raise OpenSandboxExecutionError(
+            "The OpenSandbox command stream ended without the command's report or a "
+            "completion or error event; the command's outcome is unknown (it was not retried)"
+        )
+    if error is not None:
+        logger.debug("command stream lost after the command's report: %s", type(error))
+    if trailer is not None:
+        if trailer.flag == FLAG_NO_BASE64:
+            raise OpenSandboxExecutionError(
+                f"the command ran (exit code {trailer.exit_code}) but its output cannot be "
+                "sent: the sandbox image has no base64 program"
+            )
+        timed_out = interrupted or trailer.flag in (FLAG_TIMED_OUT, FLAG_INTERRUPTED)
+        exit_code = -1 if timed_out else trailer.exit_code
+    else:
+        if progress.terminal and progress.exit_code is None:
+            raise OpenSandboxExecutionError(
+                f"OpenSandbox could not run the command ({progress.error_text})"
+            )
+        code = progress.exit_code if progress.terminal else None
+        killed = code is None or code == _SIGNAL_KILLED
+        if not killed and not interrupted:
+            raise OpenSandboxExecutionError(
+                f"the command wrapper ended (exit code {code}) without reporting the "
+                "command's result"
+            )
+        timed_out = interrupted or duration >= timeout_seconds * 0.95 - 0.05
+        exit_code = -1
+    out_text, out_truncated = output.stdout()
+    err_text, err_truncated = output.stderr()
+    return SkillExecutionResult(
+        exit_code=exit_code,
+        stdout=out_text,
+        stderr=err_text,
+        timed_out=timed_out,
+        duration_seconds=duration,
+        stdout_truncated=out_truncated,
+        stderr_truncated=err_truncated,
+    )

@@ -17,7 +17,7 @@ import logging
 import posixpath
 import threading
 import time
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TypeVar
 
@@ -50,7 +50,14 @@ __all__ = [
     "IterableReader",
     "OpenSandboxFileSystem",
     "Recover",
+    "directory_read_error",
     "entry_to_file_info",
+    "found_info",
+    "listed_infos",
+    "needs_directory_check",
+    "open_local",
+    "require_readable",
+    "upload_batches",
 ]
 
 logger = logging.getLogger(__name__)
@@ -116,6 +123,87 @@ def entry_to_file_info(path: str, entry: EntryInfo) -> FileInfo:
         is_executable=not is_directory and _mode_is_executable(int(entry.mode or 0)),
         is_special=kind == "other",
     )
+
+
+def require_readable(path: str, info: FileInfo | None) -> None:
+    """Refuse a missing path, a directory or a FIFO, socket or device before a download.
+
+    execd describes an entry without following a final symbolic link, so the target of a link
+    is not checked here.
+    """
+    if info is None:
+        raise RuntimeFileNotFoundError(f"File not found: {path}", path=path)
+    if info.is_directory:
+        raise RuntimeIsADirectoryError(f"Path is a directory, not a file: {path}", path=path)
+    if info.is_special:
+        raise NotRegularFileError(
+            f"Cannot read {path}: not a regular file (a FIFO, socket or device)", path=path
+        )
+
+
+def needs_directory_check(error: RuntimeFileError, exc: Exception) -> bool:
+    """Whether a failed download's error should be refined by a stat: execd's answer for a
+    directory is not documented, but a transient failure is returned as it is."""
+    return type(error) is OpenSandboxFileError and not is_transient(exc)
+
+
+def directory_read_error(path: str, error: OpenSandboxFileError) -> OpenSandboxIsADirectoryError:
+    """The typed error of a download that failed because ``path`` is a directory."""
+    return OpenSandboxIsADirectoryError(
+        f"Path is a directory, not a file: {path}",
+        path=path,
+        code=error.code,
+        status_code=error.status_code,
+        request_id=error.request_id,
+    )
+
+
+def listed_infos(path: str, entries: Iterable[EntryInfo], limit: int) -> list[FileInfo]:
+    """The entries execd listed below ``path`` as sorted :class:`FileInfo`, at most ``limit``."""
+    prefix = path.rstrip("/") + "/"
+    infos = []
+    for entry in entries:
+        entry_path = posixpath.normpath(entry.path)
+        if entry_path.startswith(prefix):
+            infos.append(entry_to_file_info(entry_path, entry))
+    infos.sort(key=lambda info: info.path)
+    return infos[:limit]
+
+
+def found_info(path: str, found: Mapping[str, EntryInfo]) -> FileInfo | None:
+    """The :class:`FileInfo` of ``path`` in an answer of ``/files/info``."""
+    entry = found.get(path)
+    if entry is None and len(found) == 1:
+        entry = next(iter(found.values()))
+    return None if entry is None else entry_to_file_info(path, entry)
+
+
+def upload_batches(
+    files: Iterable[tuple[Path, str, bool]],
+) -> Iterator[list[tuple[Path, str, bool]]]:
+    """``files`` cut into upload batches of :data:`UPLOAD_BATCH_FILES` files or
+    :data:`UPLOAD_BATCH_BYTES` bytes."""
+    batch: list[tuple[Path, str, bool]] = []
+    batch_bytes = 0
+    for item in files:
+        batch.append(item)
+        with contextlib.suppress(OSError):
+            batch_bytes += item[0].stat().st_size
+        if len(batch) >= UPLOAD_BATCH_FILES or batch_bytes >= UPLOAD_BATCH_BYTES:
+            yield batch
+            batch, batch_bytes = [], 0
+    if batch:
+        yield batch
+
+
+def open_local(local_path: Path, remote_path: str) -> io.BufferedReader:
+    """Open a host file to upload; a missing one is a typed error naming the remote path."""
+    try:
+        return local_path.open("rb")
+    except FileNotFoundError as exc:
+        raise RuntimeFileNotFoundError(
+            f"Local file not found: {local_path}", path=remote_path
+        ) from exc
 
 
 Recover = Callable[[SandboxSync, BaseException], bool]
@@ -248,37 +336,19 @@ class OpenSandboxFileSystem(SkillRuntimeFileSystem):
         return generate()
 
     def _require_readable(self, path: str) -> None:
-        """Refuse a missing path, a directory or a FIFO, socket or device before the download.
-
-        execd describes an entry without following a final symbolic link, so the target of a
-        link is not checked here.
-        """
-        info = self.stat(path)
-        if info is None:
-            raise RuntimeFileNotFoundError(f"File not found: {path}", path=path)
-        if info.is_directory:
-            raise RuntimeIsADirectoryError(f"Path is a directory, not a file: {path}", path=path)
-        if info.is_special:
-            raise NotRegularFileError(
-                f"Cannot read {path}: not a regular file (a FIFO, socket or device)", path=path
-            )
+        require_readable(path, self.stat(path))
 
     def _read_error(self, path: str, exc: Exception) -> RuntimeFileError:
         """The typed error of a failed download; when execd's answer does not name the kind, a
         stat tells a directory apart (execd's answer for one is not documented). A transient
         failure is returned as it is: no stat against a server that is not answering."""
         error = file_error("reading", path, exc)
-        if type(error) is not OpenSandboxFileError or is_transient(exc):
+        if not needs_directory_check(error, exc):
             return error
         info = self._stat_quietly(path)
         if info is not None and info.is_directory:
-            return OpenSandboxIsADirectoryError(
-                f"Path is a directory, not a file: {path}",
-                path=path,
-                code=error.code,
-                status_code=error.status_code,
-                request_id=error.request_id,
-            )
+            assert isinstance(error, OpenSandboxFileError)
+            return directory_read_error(path, error)
         return error
 
     def _stat_quietly(self, path: str) -> FileInfo | None:
@@ -315,10 +385,7 @@ class OpenSandboxFileSystem(SkillRuntimeFileSystem):
             if is_not_found(exc):
                 return None
             raise file_error("inspecting", path, exc) from exc
-        entry = found.get(path)
-        if entry is None and len(found) == 1:
-            entry = next(iter(found.values()))
-        return None if entry is None else entry_to_file_info(path, entry)
+        return found_info(path, found)
 
     def list_directory(
         self, path: str, depth: int = 1, limit: int = DEFAULT_LIST_LIMIT
@@ -339,14 +406,7 @@ class OpenSandboxFileSystem(SkillRuntimeFileSystem):
             )
         except Exception as exc:
             raise file_error("listing", path, exc) from exc
-        prefix = path.rstrip("/") + "/"
-        infos = []
-        for entry in entries:
-            entry_path = posixpath.normpath(entry.path)
-            if entry_path.startswith(prefix):
-                infos.append(entry_to_file_info(entry_path, entry))
-        infos.sort(key=lambda info: info.path)
-        return infos[:limit]
+        return listed_infos(path, entries, limit)
 
     def delete(self, path: str) -> None:
         info = self.stat(path)
@@ -399,31 +459,14 @@ class OpenSandboxFileSystem(SkillRuntimeFileSystem):
         the runtime uses it to keep all files of one skill in one sandbox (it restarts the
         whole upload when that sandbox vanished).
         """
-        count = 0
-        batch: list[tuple[Path, str, bool]] = []
-        batch_bytes = 0
-        for item in files:
-            batch.append(item)
-            with contextlib.suppress(OSError):
-                batch_bytes += item[0].stat().st_size
-            if len(batch) >= UPLOAD_BATCH_FILES or batch_bytes >= UPLOAD_BATCH_BYTES:
-                count += self._upload_batch(batch, sandbox)
-                batch, batch_bytes = [], 0
-        if batch:
-            count += self._upload_batch(batch, sandbox)
-        return count
+        return sum(self._upload_batch(batch, sandbox) for batch in upload_batches(files))
 
     def _upload_batch(self, batch: list[tuple[Path, str, bool]], target: SandboxSync | None) -> int:
         def send(sandbox: SandboxSync) -> None:
             with contextlib.ExitStack() as stack:
                 entries = []
                 for local_path, remote_path, executable in batch:
-                    try:
-                        handle = stack.enter_context(local_path.open("rb"))
-                    except FileNotFoundError as exc:
-                        raise RuntimeFileNotFoundError(
-                            f"Local file not found: {local_path}", path=remote_path
-                        ) from exc
+                    handle = stack.enter_context(open_local(local_path, remote_path))
                     mode = EXECUTABLE_MODE if executable else FILE_MODE
                     entries.append(self._entry(remote_path, handle, mode))
                 sandbox.files.write_files(entries)

@@ -4,14 +4,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from skillruntime.core.async_runtime import AsyncSkillRuntime
 from skillruntime.core.plugins import RuntimeProvider, hookimpl
 
+from .async_runtime import AsyncOpenSandboxSkillRuntime
 from .options import OpenSandboxRuntimeOptions
 
 if TYPE_CHECKING:
     from skillruntime.core.runtime import SkillRuntime
 
-__all__ = ["create_opensandbox_runtime", "skillruntime_runtimes"]
+__all__ = [
+    "create_async_opensandbox_runtime",
+    "create_opensandbox_runtime",
+    "skillruntime_runtimes",
+]
 
 
 def create_opensandbox_runtime(options: OpenSandboxRuntimeOptions) -> SkillRuntime:
@@ -24,6 +30,11 @@ def create_opensandbox_runtime(options: OpenSandboxRuntimeOptions) -> SkillRunti
     return OpenSandboxSkillRuntime(**options.runtime_arguments())
 
 
+def create_async_opensandbox_runtime(options: OpenSandboxRuntimeOptions) -> AsyncSkillRuntime:
+    """Async factory of the ``opensandbox`` provider: the native async runtime."""
+    return AsyncOpenSandboxSkillRuntime(**options.runtime_arguments())
+
+
 @hookimpl
 def skillruntime_runtimes() -> list[RuntimeProvider[Any]]:
     """The ``opensandbox`` runtime provider."""
@@ -33,6 +44,7 @@ def skillruntime_runtimes() -> list[RuntimeProvider[Any]]:
             description="Runs skills in an OpenSandbox sandbox, one per conversation.",
             options_model=OpenSandboxRuntimeOptions,
             factory=create_opensandbox_runtime,
+            async_factory=create_async_opensandbox_runtime,
             distribution="skillruntime-opensandbox",
         )
     ]

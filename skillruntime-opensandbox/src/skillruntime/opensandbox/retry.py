@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from tenacity import (
+    AsyncRetrying,
     RetryCallState,
     Retrying,
     before_sleep_log,
@@ -26,7 +27,7 @@ from tenacity import (
 
 from .errors import is_transient
 
-__all__ = ["DEFAULT_RETRY_SECONDS", "call_idempotent"]
+__all__ = ["DEFAULT_RETRY_SECONDS", "acall_idempotent", "call_idempotent"]
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +35,42 @@ T = TypeVar("T")
 
 DEFAULT_RETRY_SECONDS = 20.0
 """Default time budget of the retries of one idempotent call."""
+
+
+def _retry_rules(
+    *,
+    budget_seconds: float,
+    initial_wait: float,
+    max_wait: float,
+    deadline: float | None,
+    abandon: Callable[[BaseException], bool] | None,
+) -> dict[str, Any]:
+    """The tenacity arguments both :func:`call_idempotent` and :func:`acall_idempotent` use."""
+    end = time.monotonic() + max(0.0, budget_seconds)
+    if deadline is not None:
+        end = min(end, deadline)
+    # Exponential back-off plus up to one initial wait of jitter, spelled with strategies every
+    # supported tenacity has (``wait_exponential_jitter`` renamed its parameters).
+    backoff = wait_exponential(multiplier=initial_wait, max=max_wait) + wait_random(0, initial_wait)
+
+    def worth_retrying(exc: BaseException) -> bool:
+        if not is_transient(exc):
+            return False
+        return abandon is None or not abandon(exc)
+
+    def wait(state: RetryCallState) -> float:
+        return max(0.0, min(backoff(state), end - time.monotonic()))
+
+    def out_of_time(_: RetryCallState) -> bool:
+        return time.monotonic() >= end
+
+    return {
+        "retry": retry_if_exception(worth_retrying),
+        "stop": out_of_time,
+        "wait": wait,
+        "reraise": True,
+        "before_sleep": before_sleep_log(logger, logging.DEBUG),
+    }
 
 
 def call_idempotent(
@@ -53,29 +90,53 @@ def call_idempotent(
     it answers ``True`` the failure is raised at once. The last exception is re-raised unchanged
     when the budget is spent or the failure is not transient.
     """
-    end = time.monotonic() + max(0.0, budget_seconds)
-    if deadline is not None:
-        end = min(end, deadline)
-    # Exponential back-off plus up to one initial wait of jitter, spelled with strategies every
-    # supported tenacity has (``wait_exponential_jitter`` renamed its parameters).
-    backoff = wait_exponential(multiplier=initial_wait, max=max_wait) + wait_random(0, initial_wait)
-
-    def worth_retrying(exc: BaseException) -> bool:
-        if not is_transient(exc):
-            return False
-        return abandon is None or not abandon(exc)
-
-    def wait(state: RetryCallState) -> float:
-        return max(0.0, min(backoff(state), end - time.monotonic()))
-
-    def out_of_time(_: RetryCallState) -> bool:
-        return time.monotonic() >= end
-
-    retrying = Retrying(
-        retry=retry_if_exception(worth_retrying),
-        stop=out_of_time,
-        wait=wait,
-        reraise=True,
-        before_sleep=before_sleep_log(logger, logging.DEBUG),
+    rules = _retry_rules(
+        budget_seconds=budget_seconds,
+        initial_wait=initial_wait,
+        max_wait=max_wait,
+        deadline=deadline,
+        abandon=abandon,
     )
-    return retrying(call)
+    return Retrying(**rules)(call)
+
+
+class _AbandonedError(Exception):
+    """Carries a transient failure that ``abandon`` said not to retry (never transient)."""
+
+    def __init__(self, failure: Exception) -> None:
+        super().__init__(str(failure))
+        self.failure = failure
+
+
+async def acall_idempotent(
+    call: Callable[[], Awaitable[T]],
+    *,
+    budget_seconds: float = DEFAULT_RETRY_SECONDS,
+    initial_wait: float = 0.1,
+    max_wait: float = 2.0,
+    deadline: float | None = None,
+    abandon: Callable[[BaseException], Awaitable[bool]] | None = None,
+) -> T:
+    """:func:`call_idempotent` for a coroutine function: the same rules, the waits on the event
+    loop, and ``abandon`` a coroutine function (it may ask the server)."""
+    rules = _retry_rules(
+        budget_seconds=budget_seconds,
+        initial_wait=initial_wait,
+        max_wait=max_wait,
+        deadline=deadline,
+        abandon=None,
+    )
+
+    async def attempt() -> T:
+        try:
+            return await call()
+        except Exception as exc:
+            if abandon is not None and is_transient(exc) and await abandon(exc):
+                raise _AbandonedError(exc) from exc
+            raise
+
+    try:
+        result: T = await AsyncRetrying(**rules)(attempt)
+    except _AbandonedError as abandoned:
+        raise abandoned.failure from abandoned.failure.__cause__
+    return result

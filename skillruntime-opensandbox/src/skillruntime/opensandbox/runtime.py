@@ -34,9 +34,9 @@ import os
 import posixpath
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -94,9 +94,11 @@ __all__ = ["OpenSandboxSkillRuntime", "shared_memory_store"]
 
 logger = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 _SHARED_STORE = InMemoryConversationStore()
 _ACQUIRE_ATTEMPTS = 8
-_PREPARE_ATTEMPTS = 3
+PREPARE_ATTEMPTS = 3
 _FILE_NOT_FOUND = "FILE_NOT_FOUND"
 _CONVERSATION_KEY = "skillruntime-conversation-key"
 _ROLE = "skillruntime-role"
@@ -127,7 +129,7 @@ def _network_policy(
     )
 
 
-def _may_mean_sandbox_gone(exc: BaseException) -> bool:
+def may_mean_sandbox_gone(exc: BaseException) -> bool:
     """True for failures a vanished sandbox produces (not a missing file)."""
     if isinstance(exc, SandboxConnectionException | SandboxTimeoutException | httpx.TransportError):
         return True
@@ -139,13 +141,33 @@ def _may_mean_sandbox_gone(exc: BaseException) -> bool:
     return False
 
 
-class _SandboxReplacedWhilePreparingError(SkillPrepareError):
+class SandboxReplacedWhilePreparingError(SkillPrepareError):
     """The sandbox a skill was being prepared in vanished (or stopped being the conversation's);
     the preparation starts again from the beginning on the replacement."""
 
     def __init__(self, sandbox_id: str) -> None:
         super().__init__(f"sandbox {sandbox_id} was replaced while a skill was being prepared")
         self.sandbox_id = sandbox_id
+
+
+def replaced_too_often(skill: Skill) -> SkillPrepareError:
+    """The error of a preparation whose sandbox was replaced at every attempt."""
+    return SkillPrepareError(
+        f"Preparing skill '{skill.name}' failed: its sandbox was replaced "
+        f"{PREPARE_ATTEMPTS} times while the skill was being uploaded or bootstrapped; "
+        "nothing was recorded, prepare it again",
+        skill_name=skill.name,
+    )
+
+
+def replaced_error(sandbox_id: str) -> SandboxReplacedError:
+    """The error of a command whose sandbox vanished while it ran."""
+    return SandboxReplacedError(
+        f"The sandbox {sandbox_id} vanished while the command ran; the command died with it "
+        "and was not retried. The next call uses a replacement sandbox, which holds none of "
+        "the earlier files: prepare the skills again and re-run the command if it is safe",
+        sandbox_id=sandbox_id,
+    )
 
 
 class OpenSandboxSkillRuntime(BaseSkillRuntime):
@@ -335,12 +357,12 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
         another sandbox) nothing is recorded and the preparation starts again from the
         beginning on the replacement.
         """
-        failure: _SandboxReplacedWhilePreparingError | None = None
-        for _ in range(_PREPARE_ATTEMPTS):
+        failure: SandboxReplacedWhilePreparingError | None = None
+        for _ in range(PREPARE_ATTEMPTS):
             self._pin.sandbox = self._handle()
             try:
                 return super()._prepare_one(skill, config)
-            except _SandboxReplacedWhilePreparingError as exc:
+            except SandboxReplacedWhilePreparingError as exc:
                 failure = exc
                 logger.warning(
                     "sandbox %s vanished while skill %s was being prepared; preparing it again "
@@ -350,12 +372,17 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
                 )
             finally:
                 self._pin.sandbox = None
-        raise SkillPrepareError(
-            f"Preparing skill '{skill.name}' failed: its sandbox was replaced "
-            f"{_PREPARE_ATTEMPTS} times while the skill was being uploaded or bootstrapped; "
-            "nothing was recorded, prepare it again",
-            skill_name=skill.name,
-        ) from failure
+        raise replaced_too_often(skill) from failure
+
+    def _pinned_call(self, sandbox: SandboxSync, call: Callable[[], T]) -> T:
+        """Run ``call`` with ``sandbox`` pinned for the current thread (the async runtime runs
+        record reads and writes of one preparation this way, in a worker thread)."""
+        previous = self._pinned()
+        self._pin.sandbox = sandbox
+        try:
+            return call()
+        finally:
+            self._pin.sandbox = previous
 
     def _pinned(self) -> SandboxSync | None:
         """The sandbox the current thread's preparation is bound to (``None`` outside one)."""
@@ -373,14 +400,14 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
             if exc.__cause__ is None or not self._recover(sandbox, exc.__cause__):
                 raise
             if pinned is not None:
-                raise _SandboxReplacedWhilePreparingError(sandbox.id) from exc
+                raise SandboxReplacedWhilePreparingError(sandbox.id) from exc
             logger.warning("sandbox %s vanished before a command started; re-attaching", sandbox.id)
             return self._run_in(self._handle(), request, working_directory, environment)
         except OpenSandboxExecutionError as exc:
             if self._vanished(sandbox, patient=True):
                 if pinned is not None:
-                    raise _SandboxReplacedWhilePreparingError(sandbox.id) from exc
-                raise self._replaced_error(sandbox.id) from exc
+                    raise SandboxReplacedWhilePreparingError(sandbox.id) from exc
+                raise replaced_error(sandbox.id) from exc
             raise
         if (
             result.exit_code == -1
@@ -389,18 +416,9 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
         ):
             # The command was killed with its sandbox (e.g. the server restarted).
             if pinned is not None:
-                raise _SandboxReplacedWhilePreparingError(sandbox.id)
-            raise self._replaced_error(sandbox.id)
+                raise SandboxReplacedWhilePreparingError(sandbox.id)
+            raise replaced_error(sandbox.id)
         return result
-
-    @staticmethod
-    def _replaced_error(sandbox_id: str) -> SandboxReplacedError:
-        return SandboxReplacedError(
-            f"The sandbox {sandbox_id} vanished while the command ran; the command died with it "
-            "and was not retried. The next call uses a replacement sandbox, which holds none of "
-            "the earlier files: prepare the skills again and re-run the command if it is safe",
-            sandbox_id=sandbox_id,
-        )
 
     def _run_in(
         self,
@@ -443,7 +461,7 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
             )
         except RuntimeFileError as exc:
             if exc.__cause__ is not None and self._recover(sandbox, exc.__cause__):
-                raise _SandboxReplacedWhilePreparingError(sandbox.id) from exc
+                raise SandboxReplacedWhilePreparingError(sandbox.id) from exc
             raise
 
     def _is_ready(self, target: str) -> bool:
@@ -468,7 +486,7 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
     def _mark_ready(self, target: str, *, digest: str) -> None:
         """Record the copy as prepared in the pinned sandbox, and only there.
 
-        Raises :class:`_SandboxReplacedWhilePreparingError` when that sandbox is no longer the
+        Raises :class:`SandboxReplacedWhilePreparingError` when that sandbox is no longer the
         live one (private mode) or no longer the one the record names (conversation mode): the
         files and bootstrap steps did not all reach the sandbox that would be recorded.
         """
@@ -477,7 +495,7 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
         if self._binding is None:
             with self._sandbox_lock:
                 if self._sandbox is not sandbox:
-                    raise _SandboxReplacedWhilePreparingError(sandbox.id)
+                    raise SandboxReplacedWhilePreparingError(sandbox.id)
                 with self._lock:
                     self._ready_targets.add(target)
             return
@@ -488,7 +506,7 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
                 if self._sandbox is sandbox:
                     self._sandbox = None
             self._client.release(sandbox)
-            raise _SandboxReplacedWhilePreparingError(sandbox.id)
+            raise SandboxReplacedWhilePreparingError(sandbox.id)
         self._record = updated
 
     def _close_resources(self) -> None:
@@ -724,7 +742,7 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
 
         The next use then re-attaches through the record, which replaces the sandbox.
         """
-        return _may_mean_sandbox_gone(exc) and self._vanished(sandbox)
+        return may_mean_sandbox_gone(exc) and self._vanished(sandbox)
 
     def _vanished(self, sandbox: SandboxSync, *, patient: bool = False) -> bool:
         """Ask the server whether ``sandbox`` has ended; if so drop the handle.

@@ -3,7 +3,8 @@
 :class:`SkillTools` builds ``skill``, ``bash``, ``read``, ``write``, ``edit``, ``ls``, ``glob``,
 ``grep`` and (with a publisher) ``publish_file``. Each is a :class:`SkillTool` with a name, a
 description, a JSON Schema and ``invoke(arguments) -> str``; errors come back as ``Error: …``
-strings. Adapters give the OpenAI and Anthropic tool formats.
+strings. Adapters give the OpenAI and Anthropic tool formats. :class:`AsyncSkillTools` is the
+same set over an :class:`~skillruntime.core.async_runtime.AsyncSkillRuntime`, awaited natively.
 """
 
 from .adapters import (
@@ -16,6 +17,7 @@ from .adapters import (
     to_openai_responses_tools,
     to_openai_tools,
 )
+from .async_toolset import AsyncSkillTool, AsyncSkillTools
 from .base import SkillTool, arguments_schema
 from .batch import SKILL_ACTIVATION_FAILED, SKILL_CONTEXT_UPDATED
 from .policy import SkillPolicy, ToolSpec, parse_allowed_tools
@@ -31,6 +33,8 @@ __all__ = [
     "SKILL_CONTEXT_UPDATED",
     "SKILL_RESOURCE_AMBIGUOUS",
     "SKILL_RESOURCE_NOT_FOUND",
+    "AsyncSkillTool",
+    "AsyncSkillTools",
     "LoadedSkillSource",
     "SkillInput",
     "SkillPolicy",

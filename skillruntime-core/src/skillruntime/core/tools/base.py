@@ -161,6 +161,17 @@ class SkillTool:
 
     def run(self, arguments: Mapping[str, Any] | str | None = None) -> str:
         """The body of :meth:`invoke` and :meth:`ainvoke` (never raises)."""
+        checked = self.checked_arguments(arguments)
+        if isinstance(checked, str):
+            return checked
+        try:
+            return self._handler(checked)
+        except Exception as exc:
+            return self.failure_text(exc)
+
+    def checked_arguments(self, arguments: Mapping[str, Any] | str | None) -> Any:
+        """The validated arguments model, or the ``Error: …`` text of invalid arguments or of
+        a call the guard refuses (shared by sync and async tools)."""
         try:
             parsed = parse_arguments(self.arguments_model, arguments)
         except ArgumentsError as exc:
@@ -173,9 +184,10 @@ class SkillTool:
                 return f"Error: the policy check of tool '{self.name}' failed: {exc}"
             if refusal is not None:
                 return f"Error: {refusal}"
-        try:
-            return self._handler(parsed)
-        except Exception as exc:
-            logger.info("tool %s failed: %s: %s", self.name, type(exc).__name__, exc)
-            message = str(exc) or type(exc).__name__
-            return f"Error: {self._error_prefix}: {message}"
+        return parsed
+
+    def failure_text(self, exc: Exception) -> str:
+        """The ``Error: …`` result of a handler that raised ``exc``."""
+        logger.info("tool %s failed: %s: %s", self.name, type(exc).__name__, exc)
+        message = str(exc) or type(exc).__name__
+        return f"Error: {self._error_prefix}: {message}"

@@ -7,7 +7,7 @@ import posixpath
 from ..filesystem import SkillRuntimeFileSystem
 from ..runtime import SkillRuntime
 
-__all__ = ["ToolContext", "truncate"]
+__all__ = ["ToolContext", "resolve_tool_path", "truncate"]
 
 
 def truncate(text: str, limit: int) -> str:
@@ -36,10 +36,14 @@ class ToolContext:
 
     def resolve(self, path: str | None) -> str:
         """A runtime path: absolute paths normalised, relative ones joined to the working dir."""
-        base = self.runtime.default_working_directory
-        if path is None or not path.strip():
-            return base
-        path = path.strip()
-        joined = path if path.startswith("/") else posixpath.join(base, path)
-        normalised = posixpath.normpath(joined)
-        return "/" + normalised.lstrip("/") if normalised.startswith("//") else normalised
+        return resolve_tool_path(self.runtime.default_working_directory, path)
+
+
+def resolve_tool_path(base: str, path: str | None) -> str:
+    """A tool's runtime path: absolute paths normalised, relative ones joined to ``base``."""
+    if path is None or not path.strip():
+        return base
+    path = path.strip()
+    joined = path if path.startswith("/") else posixpath.join(base, path)
+    normalised = posixpath.normpath(joined)
+    return "/" + normalised.lstrip("/") if normalised.startswith("//") else normalised

@@ -27,6 +27,7 @@ __all__ = [
     "expand_braces",
     "relative_path",
     "walk",
+    "walk_step",
 ]
 
 IGNORED_DIRECTORIES = frozenset(
@@ -180,21 +181,47 @@ def walk(
     queue: deque[tuple[str, int]] = deque([(root.path, 1)])
     while queue:
         directory, level = queue.popleft()
-        entries = sorted(
-            files.list_directory(directory, 1, _LISTING_LIMIT), key=lambda item: item.path
-        )
-        for entry in entries:
-            if entry.is_special:
-                continue
-            if entry.is_directory and entry.name in IGNORED_DIRECTORIES:
-                continue
-            if entry.is_directory and level < depth:
-                queue.append((entry.path, level + 1))
-            if entry.is_directory and not include_directories:
-                continue
-            if keep is not None and not keep(entry):
-                continue
-            if len(found) >= limit:
-                return WalkResult(found, True)
-            found.append(entry)
+        listing = files.list_directory(directory, 1, _LISTING_LIMIT)
+        if walk_step(
+            listing,
+            level,
+            queue=queue,
+            found=found,
+            depth=depth,
+            limit=limit,
+            include_directories=include_directories,
+            keep=keep,
+        ):
+            return WalkResult(found, True)
     return WalkResult(found, False)
+
+
+def walk_step(
+    listing: list[FileInfo],
+    level: int,
+    *,
+    queue: deque[tuple[str, int]],
+    found: list[FileInfo],
+    depth: int,
+    limit: int,
+    include_directories: bool,
+    keep: Callable[[FileInfo], bool] | None,
+) -> bool:
+    """Take in the listing of one directory at ``level`` (the rules of :func:`walk`, shared by
+    its async twin): queue subdirectories, add kept entries to ``found``; ``True`` when
+    ``limit`` was passed."""
+    for entry in sorted(listing, key=lambda item: item.path):
+        if entry.is_special:
+            continue
+        if entry.is_directory and entry.name in IGNORED_DIRECTORIES:
+            continue
+        if entry.is_directory and level < depth:
+            queue.append((entry.path, level + 1))
+        if entry.is_directory and not include_directories:
+            continue
+        if keep is not None and not keep(entry):
+            continue
+        if len(found) >= limit:
+            return True
+        found.append(entry)
+    return False

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..allowed_tools import split_allowed_tools
-from ..models import ENV_NAME_PATTERN, Skill, SkillExecutionRequest
+from ..models import ENV_NAME_PATTERN, Skill, SkillExecutionRequest, SkillExecutionResult
 from ..runtime import SkillRuntime
 from .simple_command import UnclassifiedCommandError, simple_command_words
 from .wildcard import STAR, match_sequence, wildcard_match
@@ -52,8 +52,10 @@ __all__ = [
     "command_matches",
     "compound_command_reason",
     "effective_allowed_tools",
+    "missing_requirements",
     "parse_allowed_tools",
     "refusal_reason",
+    "requirements_request",
     "words_match",
 ]
 
@@ -229,15 +231,22 @@ def check_requirements(runtime: SkillRuntime, requirements: Requirements) -> lis
     """
     if not requirements:
         return []
-    result = runtime.execute(
-        SkillExecutionRequest(
-            command=_requirements_script(requirements),
-            timeout_seconds=REQUIREMENTS_TIMEOUT_SECONDS,
-        )
+    return missing_requirements(runtime.name, runtime.execute(requirements_request(requirements)))
+
+
+def requirements_request(requirements: Requirements) -> SkillExecutionRequest:
+    """The command that checks ``requirements`` inside a runtime."""
+    return SkillExecutionRequest(
+        command=_requirements_script(requirements),
+        timeout_seconds=REQUIREMENTS_TIMEOUT_SECONDS,
     )
+
+
+def missing_requirements(runtime_name: str, result: SkillExecutionResult) -> list[str]:
+    """The missing items the check's ``result`` lists (raises when the check failed)."""
     if not result.ok:
         what = "timed out" if result.timed_out else f"exited with code {result.exit_code}"
-        raise RuntimeError(f"the requirements check {what} in the {runtime.name} runtime")
+        raise RuntimeError(f"the requirements check {what} in the {runtime_name} runtime")
     missing = []
     for line in result.stdout.splitlines():
         kind, _, name = line.strip().partition(" ")

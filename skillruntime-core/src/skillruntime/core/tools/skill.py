@@ -35,7 +35,10 @@ __all__ = [
     "LoadedSkillSource",
     "SkillActivator",
     "SkillSource",
+    "activation_text",
     "listing_description",
+    "preparation_request",
+    "single_prepared",
     "skill_tool",
     "skills_xml",
 ]
@@ -332,21 +335,34 @@ class SkillActivator:
             with self._lock:
                 self._active.setdefault(name, slot.policy)
             prepared = slot.prepared
-        return (
-            f"Runtime: {runtime_name}\n"
-            f"Base directory for this skill: {prepared.base_path}\n\n"
-            f"{prepared.body.lstrip(chr(10))}"
-        )
+        return activation_text(runtime_name, prepared)
 
     def _prepare(self, skill: Skill) -> Skill:
-        config = self._configs.get(skill.name)
-        request = SkillPreparationRequest(
-            skills=(skill,), configs={skill.name: config} if config is not None else {}
-        )
-        result = self._runtime.prepare(request)
-        if len(result) != 1 or not isinstance(result[0], Skill):
-            raise RuntimeError("SkillRuntime.prepare must return one runtime skill per skill")
-        return result[0]
+        request = preparation_request(skill, self._configs.get(skill.name))
+        return single_prepared(self._runtime.prepare(request))
+
+
+def activation_text(runtime_name: str, prepared: Skill) -> str:
+    """The ``skill`` tool's result for an activated skill."""
+    return (
+        f"Runtime: {runtime_name}\n"
+        f"Base directory for this skill: {prepared.base_path}\n\n"
+        f"{prepared.body.lstrip(chr(10))}"
+    )
+
+
+def preparation_request(skill: Skill, config: SkillRuntimeConfig | None) -> SkillPreparationRequest:
+    """The request preparing one activated skill (with its config, if any)."""
+    return SkillPreparationRequest(
+        skills=(skill,), configs={skill.name: config} if config is not None else {}
+    )
+
+
+def single_prepared(result: list[Skill]) -> Skill:
+    """The one runtime skill a preparation of one skill returns (checked)."""
+    if len(result) != 1 or not isinstance(result[0], Skill):
+        raise RuntimeError("SkillRuntime.prepare must return one runtime skill per skill")
+    return result[0]
 
 
 def skill_tool(

@@ -1,0 +1,751 @@
+"""``AsyncSkillTools``: the model-facing tool set over one :class:`AsyncSkillRuntime`.
+
+The twin of :class:`~skillruntime.core.tools.toolset.SkillTools` for asyncio programs: the same
+nine tools, names, descriptions, JSON Schemas, argument checks, ``allowed-tools`` policy, limits
+and result texts (shared through the helpers of the sync modules), but every handler awaits the
+native async runtime, so a call holds no thread. The ``skill`` tool prepares a skill lazily on
+its first use, once even under concurrent activations (an :class:`asyncio.Lock` per skill).
+
+Two steps still run in a worker thread because their APIs are sync host code: loading a skill
+source on its first activation (an artifact store may download it) and handing a file to a
+:class:`~skillruntime.core.publishing.FilePublisher` (``publish_file``; the runtime file is first
+spooled into a temporary file that stays in memory up to 4 MiB).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import mimetypes
+import tempfile
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
+from typing import Any, BinaryIO, cast
+
+from pydantic import BaseModel
+
+from ..async_filesystem import AsyncSkillRuntimeFileSystem
+from ..async_runtime import AsyncSkillRuntime
+from ..closing import Closeable
+from ..errors import FileTooLargeError
+from ..models import (
+    FileInfo,
+    Skill,
+    SkillExecutionRequest,
+    SkillPreparationRequest,
+    SkillRuntimeConfig,
+)
+from ..publishing import FilePublisher, safe_file_name
+from .adapters import to_anthropic_tools, to_openai_responses_tools, to_openai_tools
+from .arguments import (
+    BashArguments,
+    EditArguments,
+    GlobArguments,
+    GrepArguments,
+    LsArguments,
+    PublishFileArguments,
+    ReadArguments,
+    SkillArguments,
+    WriteArguments,
+)
+from .base import Guard, SkillTool
+from .context import resolve_tool_path, truncate
+from .files import (
+    DEFAULT_READ_LINES,
+    EDIT_DESCRIPTION,
+    MAX_EDIT_BYTES,
+    MAX_READ_BYTES,
+    READ_DESCRIPTION,
+    SNIPPET_CONTEXT,
+    WRITE_DESCRIPTION,
+    _numbered,
+    _split_lines,
+)
+from .globbing import GlobMatcher, WalkResult, relative_path, walk_step
+from .linear_regex import InvalidPatternError, LinearPattern
+from .policy import (
+    SkillPolicy,
+    effective_allowed_tools,
+    missing_requirements,
+    refusal_reason,
+    requirements_request,
+)
+from .publish import DESCRIPTION as PUBLISH_DESCRIPTION
+from .search import (
+    DEFAULT_LS_RESULTS,
+    GLOB_DESCRIPTION,
+    GREP_DESCRIPTION,
+    GREP_TIME_BUDGET_SECONDS,
+    LS_DESCRIPTION,
+    MAX_DEPTH,
+    MAX_FILE_BYTES,
+    MAX_FILES,
+    MAX_GLOB_RESULTS,
+    MAX_LS_RESULTS,
+    MAX_OUTPUT_CHARS,
+    _Collector,
+    _file_filter,
+    _search_file,
+)
+from .shell import DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS, format_result
+from .shell import DESCRIPTION as BASH_DESCRIPTION
+from .skill import (
+    DEFAULT_DESCRIPTION_TEMPLATE,
+    DEFAULT_LISTING_BUDGET,
+    SKILLS_PLACEHOLDER,
+    SkillSource,
+    activation_text,
+    preparation_request,
+    single_prepared,
+    skills_xml,
+)
+from .toolset import SkillInput, _sources_from
+
+__all__ = ["AsyncSkillTool", "AsyncSkillTools"]
+
+logger = logging.getLogger(__name__)
+
+_LISTING_LIMIT = 100_000
+_SPOOL_BYTES = 4 * 1024 * 1024
+
+AsyncHandler = Callable[[Any], Awaitable[str]]
+
+
+class AsyncSkillTool(SkillTool):
+    """A tool whose handler is a coroutine function: await :meth:`ainvoke`.
+
+    Name, description, schema, argument checks and guard are those of :class:`SkillTool`. The
+    sync :meth:`invoke` cannot run it and returns an ``Error:`` text saying so.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        description: str,
+        arguments_model: type[BaseModel],
+        handler: AsyncHandler,
+        *,
+        guard: Guard | None = None,
+        error_prefix: str | None = None,
+    ) -> None:
+        super().__init__(
+            name,
+            description,
+            arguments_model,
+            self._refuse_sync,
+            guard=guard,
+            error_prefix=error_prefix,
+        )
+        self._async_handler = handler
+
+    def _refuse_sync(self, _: Any) -> str:
+        raise RuntimeError("this tool belongs to an async tool set: await ainvoke() instead")
+
+    async def ainvoke(self, arguments: Mapping[str, Any] | str | None = None) -> str:
+        """Run the tool on the event loop; the result or an ``Error: …`` string (never raises,
+        except :class:`asyncio.CancelledError` when the awaiting task is cancelled)."""
+        checked = self.checked_arguments(arguments)
+        if isinstance(checked, str):
+            return checked
+        try:
+            return await self._async_handler(checked)
+        except Exception as exc:
+            return self.failure_text(exc)
+
+
+class _AsyncContext:
+    """The async runtime the tools act on (its ``execute`` and file system only)."""
+
+    def __init__(self, runtime: AsyncSkillRuntime) -> None:
+        self.runtime = runtime
+
+    @property
+    def name(self) -> str:
+        return self.runtime.name
+
+    async def files(self) -> AsyncSkillRuntimeFileSystem:
+        return await self.runtime.get_file_system()
+
+    def resolve(self, path: str | None) -> str:
+        return resolve_tool_path(self.runtime.default_working_directory, path)
+
+
+async def _walk(
+    files: AsyncSkillRuntimeFileSystem,
+    root: FileInfo,
+    *,
+    depth: int,
+    limit: int,
+    include_directories: bool,
+    keep: Callable[[FileInfo], bool] | None = None,
+) -> WalkResult:
+    """:func:`~skillruntime.core.tools.globbing.walk` over an async file system."""
+    if root.is_special:
+        return WalkResult([], False)
+    if not root.is_directory:
+        return WalkResult([root] if keep is None or keep(root) else [], False)
+    found: list[FileInfo] = []
+    queue: deque[tuple[str, int]] = deque([(root.path, 1)])
+    while queue:
+        directory, level = queue.popleft()
+        listing = await files.list_directory(directory, 1, _LISTING_LIMIT)
+        if walk_step(
+            listing,
+            level,
+            queue=queue,
+            found=found,
+            depth=depth,
+            limit=limit,
+            include_directories=include_directories,
+            keep=keep,
+        ):
+            return WalkResult(found, True)
+    return WalkResult(found, False)
+
+
+class _Slot:
+    __slots__ = ("lock", "policy", "prepared", "requirements_met")
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.prepared: Skill | None = None
+        self.policy: SkillPolicy | None = None
+        self.requirements_met = False
+
+
+class _AsyncActivator:
+    """The async twin of :class:`~skillruntime.core.tools.skill.SkillActivator`."""
+
+    def __init__(
+        self,
+        runtime: AsyncSkillRuntime,
+        sources: Mapping[str, SkillSource],
+        configs: Mapping[str, SkillRuntimeConfig],
+    ) -> None:
+        self._runtime = runtime
+        self._sources = dict(sources)
+        self._configs = dict(configs)
+        self._slots = {name: _Slot() for name in self._sources}
+        self._active: dict[str, SkillPolicy] = {}
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._sources)
+
+    def active_policies(self) -> list[SkillPolicy]:
+        return list(self._active.values())
+
+    def active_names(self) -> list[str]:
+        return list(self._active)
+
+    def prepared(self, name: str) -> Skill | None:
+        slot = self._slots.get(name)
+        return slot.prepared if slot else None
+
+    def reset(self) -> None:
+        self._active.clear()
+        for slot in self._slots.values():
+            slot.requirements_met = False
+
+    async def activate(self, name: str) -> str:
+        source = self._sources.get(name)
+        if source is None:
+            available = ", ".join(self._sources) or "none"
+            return f"Error: Skill not found: {name}. Available skills: {available}"
+        slot = self._slots[name]
+        runtime_name = self._runtime.name
+        async with slot.lock:
+            if slot.prepared is None:
+                try:
+                    skill = await asyncio.to_thread(source.load)
+                    if skill.name != name:
+                        raise ValueError(f"the source loaded a skill named '{skill.name}'")
+                    policy = SkillPolicy.from_skill(skill)
+                except Exception as exc:
+                    logger.warning("loading skill %s failed: %s", name, exc)
+                    return f"Error: loading skill '{name}' failed: {exc}"
+                try:
+                    request = preparation_request(skill, self._configs.get(skill.name))
+                    slot.prepared = single_prepared(await self._runtime.prepare(request))
+                except Exception as exc:
+                    logger.warning("preparing skill %s failed: %s", name, exc)
+                    return (
+                        f"Error: preparing skill '{name}' in the {runtime_name} runtime failed: "
+                        f"{exc}"
+                    )
+                slot.policy = policy
+            assert slot.policy is not None
+            if not slot.requirements_met:
+                try:
+                    missing = await self._missing(slot.policy)
+                except Exception as exc:
+                    return f"Error: checking the requirements of skill '{name}' failed: {exc}"
+                if missing:
+                    return (
+                        f"Error: skill '{name}' cannot be used: missing in the {runtime_name} "
+                        f"runtime: {', '.join(missing)}"
+                    )
+                slot.requirements_met = True
+            self._active.setdefault(name, slot.policy)
+            prepared = slot.prepared
+        return activation_text(runtime_name, prepared)
+
+    async def _missing(self, policy: SkillPolicy) -> list[str]:
+        if not policy.requirements:
+            return []
+        result = await self._runtime.execute(requirements_request(policy.requirements))
+        return missing_requirements(self._runtime.name, result)
+
+
+def _tools(context: _AsyncContext, guard: Guard) -> list[AsyncSkillTool]:
+    """The eight runtime tools (every one but ``skill`` and ``publish_file``)."""
+    name = context.name
+
+    async def existing_file(path: str) -> str | None:
+        info = await (await context.files()).stat(path)
+        if info is None:
+            return f"Error: File does not exist in {name} runtime: {path}"
+        if info.is_directory:
+            return f"Error: Path is a directory, not a file: {path}"
+        return None
+
+    async def bash(arguments: BashArguments) -> str:
+        timeout = min(arguments.timeout_seconds or DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS)
+        working_directory = (
+            context.resolve(arguments.working_directory) if arguments.working_directory else None
+        )
+        result = await context.runtime.execute(
+            SkillExecutionRequest(
+                command=arguments.command,
+                working_directory=working_directory,
+                timeout_seconds=timeout,
+            )
+        )
+        return format_result(result.stdout, result.stderr, result.exit_code, result.timed_out)
+
+    async def read(arguments: ReadArguments) -> str:
+        path = context.resolve(arguments.file_path)
+        problem = await existing_file(path)
+        if problem:
+            return problem
+        try:
+            text = await (await context.files()).read_text(path, MAX_READ_BYTES)
+        except FileTooLargeError:
+            return (
+                f"Error: File is larger than {MAX_READ_BYTES // (1024 * 1024)} MiB: {path}. "
+                "Use bash (for example head, tail or sed -n) to read part of it."
+            )
+        lines = _split_lines(text)
+        total = len(lines)
+        start = arguments.offset or 1
+        count = arguments.limit or DEFAULT_READ_LINES
+        if start > total:
+            if total == 0:
+                return f"File is empty: {path}"
+            return f"No lines to read. File has {total} lines, but offset was {start}"
+        end = min(total, start + count - 1)
+        header = f"File: {path}\nShowing lines {start}-{end} of {total}\n\n"
+        return header + _numbered(lines[start - 1 : end], start)
+
+    async def write(arguments: WriteArguments) -> str:
+        path = context.resolve(arguments.file_path)
+        files = await context.files()
+        info = await files.stat(path)
+        if info is not None and info.is_directory:
+            return f"Error: Path is a directory, not a file: {path}"
+        size = await files.write_text(path, arguments.content)
+        verb = "overwrote" if info is not None else "created"
+        return f"Successfully {verb} file in {name} runtime: {path} ({size} bytes)"
+
+    async def edit(arguments: EditArguments) -> str:
+        old, new = arguments.old_string, arguments.new_string
+        if not old:
+            return "Error: old_string must not be empty"
+        if old == new:
+            return "Error: old_string and new_string must be different"
+        path = context.resolve(arguments.file_path)
+        problem = await existing_file(path)
+        if problem:
+            return problem
+        files = await context.files()
+        try:
+            text = await files.read_text(path, MAX_EDIT_BYTES)
+        except FileTooLargeError:
+            return f"Error: File is larger than {MAX_EDIT_BYTES // (1024 * 1024)} MiB: {path}"
+        occurrences = text.count(old)
+        if occurrences == 0:
+            return f"Error: old_string not found in file: {path}"
+        if occurrences > 1 and not arguments.replace_all:
+            return (
+                f"Error: old_string appears {occurrences} times. Use a more specific string or "
+                "set replace_all=true."
+            )
+        first = text.index(old)
+        updated = text.replace(old, new) if arguments.replace_all else text.replace(old, new, 1)
+        await files.write_text(path, updated)
+        lines = _split_lines(updated)
+        first_line = text.count("\n", 0, first)
+        last_line = updated.count("\n", 0, max(first, first + len(new) - 1))
+        start = max(0, first_line - SNIPPET_CONTEXT)
+        end = min(len(lines), last_line + SNIPPET_CONTEXT + 1)
+        replaced = f"{occurrences} occurrences" if arguments.replace_all else "1 occurrence"
+        return (
+            f"The file {path} was updated in {name} runtime ({replaced} replaced).\n"
+            + _numbered(lines[start:end], start + 1)
+        )
+
+    async def search_root(path: str | None) -> tuple[str, FileInfo | None]:
+        root = context.resolve(path)
+        return root, await (await context.files()).stat(root)
+
+    async def ls(arguments: LsArguments) -> str:
+        root, info = await search_root(arguments.path)
+        if info is None:
+            return f"Error: Path does not exist in {name} runtime: {root}"
+        depth = min(arguments.depth or 1, MAX_DEPTH)
+        limit = min(arguments.max_results or DEFAULT_LS_RESULTS, MAX_LS_RESULTS)
+        result = await _walk(
+            await context.files(), info, depth=depth, limit=limit, include_directories=True
+        )
+        if not result.entries:
+            return f"Directory is empty: {root}"
+        entries = sorted(
+            result.entries,
+            key=lambda item: (not item.is_directory, relative_path(item.path, root)),
+        )
+        lines = [root]
+        for entry in entries:
+            label = "[dir] " if entry.is_directory else "[file]"
+            lines.append(f"  {label} {relative_path(entry.path, root)}")
+        if result.truncated:
+            lines.append(
+                f"  ... (limit of {limit} reached; use a smaller depth or narrow the path)"
+            )
+        return "\n".join(lines)
+
+    async def glob(arguments: GlobArguments) -> str:
+        if not arguments.pattern.strip():
+            return "Error: The glob pattern must not be empty"
+        try:
+            matcher = GlobMatcher(arguments.pattern)
+        except ValueError as exc:
+            return f"Error: Invalid glob pattern: {exc}"
+        root, info = await search_root(arguments.path)
+        if info is None:
+            return f"Error: Path does not exist in {name} runtime: {root}"
+        result = await _walk(
+            await context.files(), info, depth=MAX_DEPTH, limit=MAX_FILES, include_directories=False
+        )
+        matches = [e for e in result.entries if matcher.matches(relative_path(e.path, root))]
+        if not matches:
+            return f"No files found matching pattern: {arguments.pattern}"
+        matches.sort(key=lambda item: (-(item.modified_time or 0.0), item.path))
+        lines = [entry.path for entry in matches[:MAX_GLOB_RESULTS]]
+        if len(matches) > MAX_GLOB_RESULTS:
+            lines.append(
+                f"... ({len(matches) - MAX_GLOB_RESULTS} more matches not shown; narrow the "
+                "pattern or path)"
+            )
+        if result.truncated:
+            lines.append(f"... (search stopped after {MAX_FILES} files; narrow the path)")
+        return "\n".join(lines)
+
+    async def grep(arguments: GrepArguments) -> str:
+        try:
+            regex = LinearPattern(
+                arguments.pattern,
+                case_insensitive=bool(arguments.case_insensitive),
+                dot_matches_newline=bool(arguments.multiline),
+            )
+        except InvalidPatternError as exc:
+            return f"Error: Invalid regex pattern: {exc}"
+        deadline = time.monotonic() + GREP_TIME_BUDGET_SECONDS
+        root, info = await search_root(arguments.path)
+        if info is None:
+            return f"Error: Path does not exist in {name} runtime: {root}"
+        try:
+            file_filter = _file_filter(arguments, root)
+        except ValueError as exc:
+            return f"Error: Invalid glob pattern: {exc}"
+        files = await context.files()
+        candidates = await _walk(
+            files,
+            info,
+            depth=MAX_DEPTH,
+            limit=MAX_FILES,
+            include_directories=False,
+            keep=file_filter,
+        )
+        collector = _Collector(arguments.offset, arguments.head_limit)
+        out_of_time = False
+        for entry in candidates.entries:
+            if collector.full:
+                break
+            if time.monotonic() > deadline:
+                out_of_time = True
+                break
+            if entry.size > MAX_FILE_BYTES:
+                continue
+            try:
+                text = await files.read_text(entry.path, MAX_FILE_BYTES)
+            except Exception as exc:
+                logger.debug("grep skips %s: %s", entry.path, type(exc).__name__)
+                continue
+            _search_file(entry.path, text, regex, arguments, collector)
+        window = collector.window()
+        budget_note = (
+            f"... (search stopped after its {GREP_TIME_BUDGET_SECONDS:g} s time budget; results "
+            "are partial: narrow the path or glob)"
+            if out_of_time
+            else ""
+        )
+        if not window:
+            if budget_note:
+                return f"No matches found for pattern: {arguments.pattern}\n{budget_note}"
+            return f"No matches found for pattern: {arguments.pattern}"
+        output = "\n".join(window)
+        if budget_note:
+            output += "\n" + budget_note
+        if candidates.truncated:
+            output += f"\n... (search stopped after {MAX_FILES} files; narrow the path or glob)"
+        return truncate(output, MAX_OUTPUT_CHARS)
+
+    def tool(
+        tool_name: str, description: str, model: type[BaseModel], handler: Any, what: str
+    ) -> AsyncSkillTool:
+        return AsyncSkillTool(
+            tool_name, description, model, handler, guard=guard, error_prefix=what
+        )
+
+    return [
+        tool(
+            "bash",
+            BASH_DESCRIPTION,
+            BashArguments,
+            bash,
+            f"running the command in the {name} runtime failed",
+        ),
+        tool(
+            "read",
+            READ_DESCRIPTION,
+            ReadArguments,
+            read,
+            f"reading the file from the {name} runtime failed",
+        ),
+        tool(
+            "write",
+            WRITE_DESCRIPTION,
+            WriteArguments,
+            write,
+            f"writing the file in the {name} runtime failed",
+        ),
+        tool(
+            "edit",
+            EDIT_DESCRIPTION,
+            EditArguments,
+            edit,
+            f"editing the file in the {name} runtime failed",
+        ),
+        tool("ls", LS_DESCRIPTION, LsArguments, ls, f"listing in the {name} runtime failed"),
+        tool("glob", GLOB_DESCRIPTION, GlobArguments, glob, f"glob in the {name} runtime failed"),
+        tool("grep", GREP_DESCRIPTION, GrepArguments, grep, f"grep in the {name} runtime failed"),
+    ]
+
+
+def _publish_tool(context: _AsyncContext, publisher: FilePublisher, guard: Guard) -> AsyncSkillTool:
+    name = context.name
+
+    async def publish(arguments: PublishFileArguments) -> str:
+        path = context.resolve(arguments.file_path)
+        files = await context.files()
+        info = await files.stat(path)
+        if info is None:
+            return f"Error: File does not exist in {name} runtime: {path}"
+        if info.is_directory:
+            return f"Error: Only regular files can be published: {path}"
+        file_name = safe_file_name(arguments.file_name or path)
+        content_type = (
+            (arguments.content_type or "").strip()
+            or mimetypes.guess_type(file_name)[0]
+            or "application/octet-stream"
+        )
+        with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as spool:
+            size = 0
+            chunks = files.read_stream(path)
+            try:
+                async for chunk in chunks:
+                    spool.write(chunk)
+                    size += len(chunk)
+            finally:
+                await chunks.aclose()
+            spool.seek(0)
+            published = await asyncio.to_thread(
+                publisher.publish, file_name, cast(BinaryIO, spool), content_type=content_type
+            )
+            if spool.read(1):
+                return (
+                    f"Error: the file publisher returned before reading all of {path}; "
+                    "the file was not delivered"
+                )
+        lines = [
+            "File published successfully.",
+            f"URL: {published.url}",
+            f"File name: {file_name}",
+            f"Content type: {content_type}",
+            f"Size: {size} bytes",
+        ]
+        if published.expires_at is not None:
+            lines.append(f"Expires at: {published.expires_at.isoformat()}")
+        return "\n".join(lines)
+
+    return AsyncSkillTool(
+        "publish_file",
+        PUBLISH_DESCRIPTION,
+        PublishFileArguments,
+        publish,
+        guard=guard,
+        error_prefix=f"publishing the file from the {name} runtime failed",
+    )
+
+
+class AsyncSkillTools(Closeable):
+    """Framework-neutral skill tools sharing one async runtime (see the module docs).
+
+    Arguments, validation and policy are those of
+    :class:`~skillruntime.core.tools.toolset.SkillTools`; call tools with
+    ``await tools.adispatch(name, arguments)`` or ``await tool.ainvoke(arguments)``. Construction
+    prepares nothing and makes no runtime call; the runtime is not owned.
+    """
+
+    def __init__(
+        self,
+        runtime: AsyncSkillRuntime,
+        skills: Iterable[SkillInput] = (),
+        *,
+        configs: Mapping[str, SkillRuntimeConfig] | None = None,
+        publisher: FilePublisher | None = None,
+        description_template: str = DEFAULT_DESCRIPTION_TEMPLATE,
+        always_allowed: Collection[str] = ("skill",),
+        listing_budget: int | None = DEFAULT_LISTING_BUDGET,
+    ) -> None:
+        if description_template.count(SKILLS_PLACEHOLDER) != 1:
+            raise ValueError(f"description_template must contain {SKILLS_PLACEHOLDER} exactly once")
+        sources: dict[str, SkillSource] = {}
+        for item in skills:
+            for source in _sources_from(item):
+                source_name = source.name.strip()
+                if not source_name:
+                    raise ValueError("A skill source has an empty name")
+                if source_name in sources:
+                    raise ValueError(f"Two configured skills are named '{source_name}'")
+                skill = getattr(source, "skill", None)
+                if isinstance(skill, Skill):
+                    SkillPolicy.from_skill(skill)
+                sources[source_name] = source
+        configs = dict(configs or {})
+        unknown = sorted(name for name in configs if name not in sources)
+        if unknown:
+            raise ValueError(f"configs reference unknown skills: {', '.join(unknown)}")
+        for name, config in configs.items():
+            SkillPreparationRequest(
+                skills=(Skill(name=name, base_path="."),), configs={name: config}
+            )
+        self.runtime = runtime
+        self.publisher = publisher
+        self._sources = sources
+        self._always_allowed = frozenset(always_allowed)
+        self._activator = _AsyncActivator(runtime, sources, configs)
+        context = _AsyncContext(runtime)
+        description = description_template.replace(
+            SKILLS_PLACEHOLDER, skills_xml(list(sources.values()), listing_budget)
+        )
+        activator = self._activator
+        built = [
+            AsyncSkillTool(
+                "skill",
+                description,
+                SkillArguments,
+                lambda arguments: activator.activate(arguments.command.strip()),
+                error_prefix="running the skill tool failed",
+            ),
+            *_tools(context, self._guard),
+        ]
+        if publisher is not None:
+            built.append(_publish_tool(context, publisher, self._guard))
+        self._tools = {tool.name: tool for tool in built}
+
+    def _guard(self, tool: str, arguments: Mapping[str, Any]) -> str | None:
+        return refusal_reason(
+            tool, arguments, self._activator.active_policies(), self._always_allowed
+        )
+
+    @property
+    def skill_names(self) -> list[str]:
+        """Configured skill names, in configured order."""
+        return self._activator.names
+
+    @property
+    def active_skills(self) -> list[str]:
+        """Names of the skills activated so far, in activation order."""
+        return self._activator.active_names()
+
+    def prepared_skill(self, name: str) -> Skill | None:
+        """The runtime copy of skill ``name`` once the ``skill`` tool prepared it."""
+        return self._activator.prepared(name)
+
+    def reset_activations(self) -> None:
+        """Forget activated skills; prepared copies are kept."""
+        self._activator.reset()
+
+    @property
+    def all_tools(self) -> list[AsyncSkillTool]:
+        """Every tool of this set, whatever the active skills allow."""
+        return list(self._tools.values())
+
+    @property
+    def tools(self) -> list[AsyncSkillTool]:
+        """The tools the active skills allow now."""
+        allowed = effective_allowed_tools(
+            list(self._tools), self._activator.active_policies(), self._always_allowed
+        )
+        return [self._tools[name] for name in allowed]
+
+    def get(self, name: str) -> AsyncSkillTool | None:
+        """The tool called ``name`` (allowed or not), or ``None``."""
+        return self._tools.get(name)
+
+    async def adispatch(self, name: str, arguments: Mapping[str, Any] | str | None) -> str:
+        """Run the tool call ``name(arguments)`` on the event loop; always a string."""
+        tool = self._tools.get(name)
+        if tool is None:
+            return f"Error: Unknown tool: {name}. Available tools: " + ", ".join(
+                item.name for item in self.tools
+            )
+        return await tool.ainvoke(arguments)
+
+    def openai_tools(self, *, strict: bool = False) -> list[Any]:
+        """Tool definitions for OpenAI Chat Completions ``tools=``."""
+        return list(to_openai_tools(self.tools, strict=strict))
+
+    def openai_responses_tools(self, *, strict: bool = False) -> list[Any]:
+        """Tool definitions for the OpenAI Responses API ``tools=``."""
+        return list(to_openai_responses_tools(self.tools, strict=strict))
+
+    def anthropic_tools(self) -> list[Any]:
+        """Tool definitions for the Anthropic Messages API ``tools=``."""
+        return list(to_anthropic_tools(self.tools))
+
+    def close(self) -> None:
+        """Release what the skill sources hold; the runtime stays open (first failure raised
+        after every source was closed)."""
+        failure: BaseException | None = None
+        for source in self._sources.values():
+            closer = getattr(source, "close", None)
+            if callable(closer):
+                try:
+                    closer()
+                except Exception as exc:
+                    failure = failure or exc
+        if failure is not None:
+            raise failure

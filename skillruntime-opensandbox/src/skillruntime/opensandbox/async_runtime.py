@@ -1,0 +1,320 @@
+"""``AsyncOpenSandboxSkillRuntime``: the OpenSandbox runtime for asyncio programs.
+
+Commands and file calls are native: they go through the SDK's async API on one HTTP connection
+pool per runtime, with no thread per call, and cancelling an awaiting ``execute`` interrupts the
+command in the sandbox, which kills its whole process group (:mod:`.async_commands`).
+
+The sandbox lifecycle and the conversation record follow exactly the rules of
+:class:`~.runtime.OpenSandboxSkillRuntime` (see its module docs) because they *are* that code: the
+async runtime holds a sync runtime object as its lifecycle core and runs its attach, record
+reads and writes, recovery and kill steps in a worker thread. Those steps happen once per
+attach and once per prepared skill, not per command, so a server with hundreds of concurrent
+commands uses a handful of threads. The conversation store is the sync
+:class:`~skillruntime.core.conversations.ConversationStore` (SQL stores included) used in that
+thread; sync and async runtime objects on one conversation share the record and resume each
+other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import posixpath
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from opensandbox.sandbox import Sandbox
+from opensandbox.sync.sandbox import SandboxSync
+from skillruntime.core.async_filesystem import AsyncSkillRuntimeFileSystem
+from skillruntime.core.async_runtime import AsyncBaseSkillRuntime
+from skillruntime.core.conversations import ConversationRecord
+from skillruntime.core.errors import RuntimeFileError
+from skillruntime.core.models import (
+    Skill,
+    SkillExecutionRequest,
+    SkillExecutionResult,
+    SkillRuntimeConfig,
+)
+from skillruntime.core.skills.files import DEFAULT_UPLOAD_POLICY, SkillFile, UploadPolicy
+
+from .async_commands import AsyncCommandRunner
+from .async_files import AsyncOpenSandboxFileSystem
+from .async_sandbox import (
+    DEFAULT_MAX_CONNECTIONS,
+    async_connection_config,
+    async_transport,
+    close_async_handle,
+    open_async_handle,
+)
+from .commands import DEFAULT_DEADLINE_GRACE_SECONDS, CommandNotStartedError
+from .errors import OpenSandboxExecutionError
+from .retry import DEFAULT_RETRY_SECONDS
+from .runtime import (
+    PREPARE_ATTEMPTS,
+    OpenSandboxSkillRuntime,
+    SandboxReplacedWhilePreparingError,
+    may_mean_sandbox_gone,
+    replaced_error,
+    replaced_too_often,
+)
+
+__all__ = ["AsyncOpenSandboxSkillRuntime"]
+
+logger = logging.getLogger(__name__)
+
+_Pair = tuple[SandboxSync, Sandbox]
+"""The lifecycle core's handle on a sandbox and the async handle on the same sandbox."""
+
+
+class AsyncOpenSandboxSkillRuntime(AsyncBaseSkillRuntime):
+    """Runs skills in an OpenSandbox sandbox from asyncio; see the module docs.
+
+    Takes the keyword arguments of :class:`~.runtime.OpenSandboxSkillRuntime` (validated by it),
+    plus ``max_connections``: the size of the runtime's one HTTP connection pool, which bounds
+    the commands and file calls in flight at once (more wait for a connection).
+    """
+
+    def __init__(
+        self,
+        *,
+        base_environment: Mapping[str, str] | None = None,
+        upload_policy: UploadPolicy = DEFAULT_UPLOAD_POLICY,
+        uid: int | None = None,
+        gid: int | None = None,
+        retry_seconds: float = DEFAULT_RETRY_SECONDS,
+        deadline_grace_seconds: float = DEFAULT_DEADLINE_GRACE_SECONDS,
+        ready_timeout_seconds: float = 30.0,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        **options: Any,
+    ) -> None:
+        self._core = OpenSandboxSkillRuntime(
+            base_environment=base_environment,
+            upload_policy=upload_policy,
+            uid=uid,
+            gid=gid,
+            retry_seconds=retry_seconds,
+            deadline_grace_seconds=deadline_grace_seconds,
+            ready_timeout_seconds=ready_timeout_seconds,
+            **options,
+        )
+        super().__init__(
+            base_environment=base_environment,
+            workspace=self._core.workspace,
+            upload_policy=upload_policy,
+        )
+        if max_connections < 1:
+            raise ValueError("max_connections must be at least 1")
+        self._transport = async_transport(max_connections)
+        self._async_config = async_connection_config(self._core._config, self._transport)
+        self._ready_timeout = ready_timeout_seconds
+        self._runner = AsyncCommandRunner(
+            uid=uid, gid=gid, deadline_grace_seconds=deadline_grace_seconds
+        )
+        self._files = AsyncOpenSandboxFileSystem(
+            self._live_handle,
+            retry_seconds=retry_seconds,
+            recover=self._recover_handle,
+            owner=str(uid) if uid is not None else None,
+            group=str(gid) if gid is not None else None,
+        )
+        self._current: _Pair | None = None
+        self._last_sandbox_id: str | None = None
+        self._attach_lock = asyncio.Lock()
+        self._pin: contextvars.ContextVar[_Pair | None] = contextvars.ContextVar(
+            f"opensandbox-pin-{id(self)}", default=None
+        )
+
+    # ------------------------------------------------------------------- SPI
+
+    @property
+    def name(self) -> str:
+        return "opensandbox"
+
+    @property
+    def default_working_directory(self) -> str:
+        return self._core.default_working_directory
+
+    @property
+    def sandbox_id(self) -> str | None:
+        """Id of the sandbox this runtime is attached to (``None`` before first use)."""
+        return self._core.sandbox_id
+
+    @property
+    def conversation_record(self) -> ConversationRecord | None:
+        """The conversation record as last read or written by this runtime."""
+        return self._core.conversation_record
+
+    @property
+    def file_requests(self) -> int:
+        """File-API requests sent so far (diagnostics, benchmarks)."""
+        return self._core.file_requests + self._files.requests
+
+    async def destroy_conversation_sandbox(self) -> None:
+        """End the conversation's sandbox: its record deleted first, then the kill (see
+        :meth:`~.runtime.OpenSandboxSkillRuntime.destroy_conversation_sandbox`)."""
+        async with self._attach_lock:
+            current, self._current = self._current, None
+            await close_async_handle(current[1] if current else None)
+            with self._lock:
+                self._prepared.clear()
+            await asyncio.to_thread(self._core.destroy_conversation_sandbox)
+
+    # ----------------------------------------------------------------- handles
+
+    async def _pair(self) -> _Pair:
+        """The pinned pair inside a preparation, else the live one (attached on first use)."""
+        pinned = self._pin.get()
+        if pinned is not None:
+            return pinned
+        self._ensure_open()
+        current = self._current
+        if current is not None and self._core._sandbox is current[0]:
+            return current
+        async with self._attach_lock:
+            self._ensure_open()
+            current = self._current
+            if current is not None and self._core._sandbox is current[0]:
+                return current
+            sync = await asyncio.to_thread(self._core._handle)
+            handle = await open_async_handle(
+                sync.id, self._async_config, ready_timeout_seconds=self._ready_timeout
+            )
+            self._current = (sync, handle)
+            if current is not None:
+                await close_async_handle(current[1])
+            if self._last_sandbox_id is not None and self._last_sandbox_id != sync.id:
+                with self._lock:  # a new sandbox holds none of the earlier copies
+                    self._prepared.clear()
+            self._last_sandbox_id = sync.id
+            return self._current
+
+    async def _live_handle(self) -> Sandbox:
+        return (await self._pair())[1]
+
+    async def _recover_handle(self, handle: Sandbox, exc: BaseException) -> bool:
+        """The file system's recovery: ``True`` when ``handle``'s sandbox has vanished."""
+        for pair in (self._pin.get(), self._current):
+            if pair is not None and pair[1] is handle:
+                return await self._recover(pair[0], exc)
+        return False
+
+    async def _recover(self, sandbox: SandboxSync, exc: BaseException) -> bool:
+        if not may_mean_sandbox_gone(exc):
+            return False
+        return await asyncio.to_thread(self._core._recover, sandbox, exc)
+
+    async def _vanished(self, sandbox: SandboxSync) -> bool:
+        return await asyncio.to_thread(self._core._vanished, sandbox, patient=True)
+
+    # ------------------------------------------------------------------- hooks
+
+    async def _prepare_one(self, skill: Skill, config: SkillRuntimeConfig) -> Skill:
+        """Prepare ``skill`` pinned to one sandbox, from the start again when it was replaced
+        midway (the rule of the sync runtime)."""
+        failure: SandboxReplacedWhilePreparingError | None = None
+        for _ in range(PREPARE_ATTEMPTS):
+            token = self._pin.set(await self._pair())
+            try:
+                return await super()._prepare_one(skill, config)
+            except SandboxReplacedWhilePreparingError as exc:
+                failure = exc
+                logger.warning(
+                    "sandbox %s vanished while skill %s was being prepared; preparing it again "
+                    "from the start in the replacement",
+                    exc.sandbox_id,
+                    skill.name,
+                )
+            finally:
+                self._pin.reset(token)
+        raise replaced_too_often(skill) from failure
+
+    async def _run(
+        self, request: SkillExecutionRequest, working_directory: str, environment: dict[str, str]
+    ) -> SkillExecutionResult:
+        pinned = self._pin.get()
+        sandbox, handle = pinned if pinned is not None else await self._pair()
+        try:
+            result = await self._run_in(handle, request, working_directory, environment)
+        except CommandNotStartedError as exc:
+            if exc.__cause__ is None or not await self._recover(sandbox, exc.__cause__):
+                raise
+            if pinned is not None:
+                raise SandboxReplacedWhilePreparingError(sandbox.id) from exc
+            logger.warning("sandbox %s vanished before a command started; re-attaching", sandbox.id)
+            _, fresh = await self._pair()
+            return await self._run_in(fresh, request, working_directory, environment)
+        except OpenSandboxExecutionError as exc:
+            if await self._vanished(sandbox):
+                if pinned is not None:
+                    raise SandboxReplacedWhilePreparingError(sandbox.id) from exc
+                raise replaced_error(sandbox.id) from exc
+            raise
+        if result.exit_code == -1 and not result.timed_out and await self._vanished(sandbox):
+            # The command was killed with its sandbox (e.g. the server restarted).
+            if pinned is not None:
+                raise SandboxReplacedWhilePreparingError(sandbox.id)
+            raise replaced_error(sandbox.id)
+        return result
+
+    async def _run_in(
+        self,
+        handle: Sandbox,
+        request: SkillExecutionRequest,
+        working_directory: str,
+        environment: dict[str, str],
+    ) -> SkillExecutionResult:
+        return await self._runner.run(
+            handle,
+            request.command,
+            working_directory=working_directory,
+            environment=environment,
+            timeout_seconds=request.timeout_seconds,
+            max_output_bytes=request.max_output_bytes,
+        )
+
+    def _raw_file_system(self) -> AsyncSkillRuntimeFileSystem:
+        return self._files
+
+    def _skills_root(self) -> str | None:
+        return self._core._skills_root()
+
+    async def _place_skill(self, skill: Skill, files: Sequence[SkillFile], target: str) -> None:
+        """Upload into ``target`` of the pinned sandbox (one directory request, then batches)."""
+        sandbox, handle = self._pin.get() or await self._pair()
+        try:
+            await self._files.make_directories([target], sandbox=handle)
+            await self._files.upload_files(
+                (
+                    (item.local_path, posixpath.join(target, item.relative_path), item.executable)
+                    for item in files
+                ),
+                sandbox=handle,
+            )
+        except RuntimeFileError as exc:
+            if exc.__cause__ is not None and await self._recover(sandbox, exc.__cause__):
+                raise SandboxReplacedWhilePreparingError(sandbox.id) from exc
+            raise
+
+    async def _is_ready(self, target: str) -> bool:
+        sandbox, _ = self._pin.get() or await self._pair()
+        return await asyncio.to_thread(
+            self._core._pinned_call, sandbox, lambda: self._core._is_ready(target)
+        )
+
+    async def _mark_ready(self, target: str, *, digest: str) -> None:
+        sandbox, _ = self._pin.get() or await self._pair()
+        await asyncio.to_thread(
+            self._core._pinned_call,
+            sandbox,
+            lambda: self._core._mark_ready(target, digest=digest),
+        )
+
+    async def _close_resources(self) -> None:
+        async with self._attach_lock:
+            current, self._current = self._current, None
+        try:
+            await close_async_handle(current[1] if current else None)
+            await asyncio.to_thread(self._core.close)
+        finally:
+            await self._transport.aclose()

@@ -1,0 +1,94 @@
+"""Async handles on sandboxes the sync lifecycle attached.
+
+The async runtime leaves creating, finding, health-checking, renewing, replacing and killing
+sandboxes, and every conversation-record write, to the sync code of
+:class:`~.runtime.OpenSandboxSkillRuntime` (one copy of those rules, run in a worker thread once
+per attach). It then opens an SDK ``Sandbox`` on the same id — endpoint lookup only, the sandbox
+was just health-checked — whose HTTP connection pool carries every command and file call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from datetime import timedelta
+
+import httpx
+
+from opensandbox.config.connection import ConnectionConfig
+from opensandbox.config.connection_sync import ConnectionConfigSync
+from opensandbox.sandbox import Sandbox
+
+from .errors import sandbox_error
+
+__all__ = [
+    "DEFAULT_MAX_CONNECTIONS",
+    "async_connection_config",
+    "async_transport",
+    "close_async_handle",
+    "open_async_handle",
+]
+
+logger = logging.getLogger(__name__)
+
+
+DEFAULT_MAX_CONNECTIONS = 512
+"""Connections of an async runtime's pool: each running command holds one for its stream."""
+
+
+def async_transport(max_connections: int) -> httpx.AsyncHTTPTransport:
+    """The one connection pool of an async runtime (the SDK's default holds 100 connections,
+    which would queue the 101st concurrent command behind the others)."""
+    return httpx.AsyncHTTPTransport(
+        limits=httpx.Limits(
+            max_connections=max_connections,
+            max_keepalive_connections=min(max_connections, 64),
+            keepalive_expiry=30.0,
+        )
+    )
+
+
+def async_connection_config(
+    config: ConnectionConfigSync, transport: httpx.AsyncBaseTransport
+) -> ConnectionConfig:
+    """The async SDK connection settings equal to the sync ``config``, on ``transport`` (which
+    the caller owns and closes: SDK handles leave a given transport open)."""
+    return ConnectionConfig(
+        transport=transport,
+        api_key=config.api_key,
+        domain=config.domain,
+        protocol=config.protocol,
+        request_timeout=config.request_timeout,
+        debug=config.debug,
+        user_agent=config.user_agent,
+        headers=dict(config.headers),
+        follow_redirects=config.follow_redirects,
+        retry_policy=config.retry_policy,
+        use_server_proxy=config.use_server_proxy,
+        endpoint_cache_ttl=config.endpoint_cache_ttl,
+        endpoint_cache_size=config.endpoint_cache_size,
+        endpoint_cache_disabled=config.endpoint_cache_disabled,
+        disable_metrics=config.disable_metrics,
+    )
+
+
+async def open_async_handle(
+    sandbox_id: str, config: ConnectionConfig, *, ready_timeout_seconds: float
+) -> Sandbox:
+    """An async handle on the running sandbox ``sandbox_id`` (no health check)."""
+    try:
+        return await Sandbox.connect(
+            sandbox_id,
+            connection_config=config,
+            connect_timeout=timedelta(seconds=ready_timeout_seconds),
+            skip_health_check=True,
+        )
+    except Exception as exc:
+        raise sandbox_error(f"connecting to sandbox {sandbox_id}", exc) from exc
+
+
+async def close_async_handle(handle: Sandbox | None) -> None:
+    """Close the local async handle only (the remote sandbox keeps running)."""
+    if handle is not None:
+        with contextlib.suppress(Exception):
+            await handle.close()
