@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from skillruntime.core.async_runtime import AsyncSkillRuntime
 from skillruntime.core.plugins import RuntimeProvider, hookimpl
 
-from .async_runtime import AsyncOpenSandboxSkillRuntime
 from .options import OpenSandboxRuntimeOptions
 
 if TYPE_CHECKING:
+    from skillruntime.core.async_runtime import AsyncSkillRuntime
     from skillruntime.core.runtime import SkillRuntime
 
 __all__ = [
@@ -31,7 +30,12 @@ def create_opensandbox_runtime(options: OpenSandboxRuntimeOptions) -> SkillRunti
 
 
 def create_async_opensandbox_runtime(options: OpenSandboxRuntimeOptions) -> AsyncSkillRuntime:
-    """Async factory of the ``opensandbox`` provider: the native async runtime."""
+    """Async factory of the ``opensandbox`` provider: the native async runtime.
+
+    Like the sync factory, it imports the runtime (and the SDK) only when called.
+    """
+    from .async_runtime import AsyncOpenSandboxSkillRuntime
+
     return AsyncOpenSandboxSkillRuntime(**options.runtime_arguments())
 
 
