@@ -20,7 +20,7 @@ test-lowest:
 lint: setup
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
-	.venv/bin/mypy skillruntime-core/src skillruntime-local/src skillruntime-opensandbox/src skillruntime-aio/src skillruntime-viking/src skillruntime-mcp/src tests/tools/sdk_typing.py
+	.venv/bin/mypy skillruntime-core/src skillruntime-local/src skillruntime-opensandbox/src skillruntime-aio/src skillruntime-viking/src skillruntime-mcp/src skillruntime-deepagents/src tests/tools/sdk_typing.py
 
 test: setup
 	.venv/bin/python -m pytest
@@ -41,3 +41,4 @@ bench: setup
 	.venv/bin/python tests/benchmarks/bench_viking.py
 	.venv/bin/python tests/benchmarks/bench_async.py
 	.venv/bin/python tests/benchmarks/bench_mcp.py
+	.venv/bin/python tests/benchmarks/bench_deepagents.py

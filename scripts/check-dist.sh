@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/skillruntime-dist.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
-DISTRIBUTIONS=(core local opensandbox aio viking mcp)
+DISTRIBUTIONS=(core local opensandbox aio viking mcp deepagents)
 
 step() { printf '==> %s\n' "$*"; }
 

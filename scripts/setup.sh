@@ -45,5 +45,6 @@ pip_install \
     -e ./skillruntime-aio \
     -e ./skillruntime-viking \
     -e ./skillruntime-mcp \
+    -e ./skillruntime-deepagents \
     -r requirements-dev.txt
 step "ready: .venv ($(.venv/bin/python --version)); pip's full output is in $LOG"
