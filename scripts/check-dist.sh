@@ -92,4 +92,26 @@ assert m.__version__ == md.version("skillruntime-mcp"), m.__version__
 assert "site-packages" in (m.__file__ or ""), m.__file__
 print(f"    skillruntime.mcp {m.__version__} imports")')
 "$venv/bin/skillruntime" mcp serve --help >/dev/null
+# The deepagents backend is an integration too: with core and local, a backend over the local
+# runtime runs a command.
+step "fresh venv: skillruntime-core + skillruntime-local + skillruntime-deepagents wheels"
+venv="$WORK/venv-deepagents"
+if command -v uv >/dev/null 2>&1; then
+    uv venv --quiet --python "$PY" "$venv"
+    uv pip install --quiet --python "$venv/bin/python" "$core_wheel" \
+        "$WORK"/dist/skillruntime_local-*.whl "$WORK"/dist/skillruntime_deepagents-*.whl
+else
+    "$PY" -m venv "$venv"
+    "$venv/bin/python" -m pip install --disable-pip-version-check "$core_wheel" \
+        "$WORK"/dist/skillruntime_local-*.whl "$WORK"/dist/skillruntime_deepagents-*.whl \
+        >"$WORK/pip-deepagents.log" 2>&1 || { tail -n 30 "$WORK/pip-deepagents.log" >&2; exit 1; }
+fi
+(cd "$WORK" && "$venv/bin/python" -c '
+import importlib.metadata as md, skillruntime.deepagents as d
+from skillruntime.local import LocalSkillRuntime
+assert d.__version__ == md.version("skillruntime-deepagents"), d.__version__
+assert "site-packages" in (d.__file__ or ""), d.__file__
+with LocalSkillRuntime() as runtime:
+    assert d.SkillRuntimeBackend(runtime).execute("echo ok").output == "ok\n"
+print(f"    skillruntime.deepagents {d.__version__} imports and runs a command")')
 step "distributions ok"
