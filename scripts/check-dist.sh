@@ -113,5 +113,7 @@ assert d.__version__ == md.version("skillruntime-deepagents"), d.__version__
 assert "site-packages" in (d.__file__ or ""), d.__file__
 with LocalSkillRuntime() as runtime:
     assert d.SkillRuntimeBackend(runtime).execute("echo ok").output == "ok\n"
-print(f"    skillruntime.deepagents {d.__version__} imports and runs a command")')
+(entry,) = md.entry_points(group="deepagents_code.sandbox_providers", name="skillruntime")
+assert entry.load() is d.SkillRuntimeSandboxProvider
+print(f"    skillruntime.deepagents {d.__version__} imports, runs a command, registers its provider")')
 step "distributions ok"
