@@ -13,6 +13,7 @@ import contextlib
 import posixpath
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from deepagents import create_deep_agent
@@ -38,7 +39,15 @@ def _run_agent(backend: SkillRuntimeBackend, *, use_async: bool) -> list[ToolMes
     model = ScriptedSkillModel(skill="text-stats", command=_command)
     agent = create_deep_agent(model=model, backend=backend, skills=backend.skill_sources)
     request = {"messages": [{"role": "user", "content": "Profile the sample text."}]}
-    state = asyncio.run(agent.ainvoke(request)) if use_async else agent.invoke(request)
+
+    async def run_async() -> dict[str, Any]:
+        try:
+            return await agent.ainvoke(request)
+        finally:  # the async runtime lives on this loop: close it here
+            if backend.async_runtime is not None:
+                await backend.async_runtime.close()
+
+    state = asyncio.run(run_async()) if use_async else agent.invoke(request)
     assert "read_file" in model.seen_tools
     assert "execute" in model.seen_tools
     assert state["messages"][-1].content.startswith("Result:")

@@ -12,11 +12,12 @@ from __future__ import annotations
 import contextlib
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import ClassVar
 
 import pytest
+import pytest_asyncio
 
 from deepagents_peer import SkillRuntimeSandboxTests
 from doubles.aio import AioDouble
@@ -43,13 +44,21 @@ class TestLocalBackend(SkillRuntimeSandboxTests):
 
     root: ClassVar[str] = f"{LOCAL_ROOT.resolve()}/{CONVERSATION}/suite/"
 
+    # The async runtime lives on the loop of the class's async tests, and is closed there.
+    @pytest_asyncio.fixture(scope="class", loop_scope="class")
+    async def async_local(self) -> AsyncIterator[AsyncLocalSkillRuntime]:
+        runtime = AsyncLocalSkillRuntime(
+            conversation_id=CONVERSATION, conversations_root=LOCAL_ROOT
+        )
+        yield runtime
+        await runtime.close()
+
     @pytest.fixture(scope="class")
-    def sandbox(self) -> Iterator[SkillRuntimeBackend]:
+    def sandbox(self, async_local: AsyncLocalSkillRuntime) -> Iterator[SkillRuntimeBackend]:
         options = {"conversation_id": CONVERSATION, "conversations_root": LOCAL_ROOT}
         try:
             with LocalSkillRuntime(**options) as runtime:  # type: ignore[arg-type]
-                async_runtime = AsyncLocalSkillRuntime(**options)  # type: ignore[arg-type]
-                yield SkillRuntimeBackend(runtime, async_runtime=async_runtime)
+                yield SkillRuntimeBackend(runtime, async_runtime=async_local)
         finally:
             shutil.rmtree(LOCAL_ROOT, ignore_errors=True)
 
@@ -92,18 +101,31 @@ class _AioBackend(SkillRuntimeSandboxTests):
     root: ClassVar[str] = f"{AIO_ROOT}/{CONVERSATION}/suite/"
     double_fixture: ClassVar[str] = ""
 
-    @pytest.fixture(scope="class")
-    def sandbox(self, request: pytest.FixtureRequest) -> Iterator[SkillRuntimeBackend]:
+    def aio_options(self, request: pytest.FixtureRequest) -> dict[str, str]:
         double: AioDouble = request.getfixturevalue(self.double_fixture)
-        options = {
+        return {
             "base_url": double.url,
             "token": double.token,
             "conversation_id": CONVERSATION,
             "conversations_root": AIO_ROOT,
         }
+
+    # The async runtime lives on the loop of the class's async tests, and is closed there.
+    @pytest_asyncio.fixture(scope="class", loop_scope="class")
+    async def async_aio(
+        self, request: pytest.FixtureRequest
+    ) -> AsyncIterator[AsyncAioSkillRuntime]:
+        runtime = AsyncAioSkillRuntime(**self.aio_options(request))  # type: ignore[arg-type]
+        yield runtime
+        await runtime.close()
+
+    @pytest.fixture(scope="class")
+    def sandbox(
+        self, request: pytest.FixtureRequest, async_aio: AsyncAioSkillRuntime
+    ) -> Iterator[SkillRuntimeBackend]:
+        options = self.aio_options(request)
         with AioSandboxSkillRuntime(**options) as runtime:  # type: ignore[arg-type]
-            async_runtime = AsyncAioSkillRuntime(**options)  # type: ignore[arg-type]
-            yield SkillRuntimeBackend(runtime, async_runtime=async_runtime)
+            yield SkillRuntimeBackend(runtime, async_runtime=async_aio)
 
 
 class TestAioBashBackend(_AioBackend):

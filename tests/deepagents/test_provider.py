@@ -26,7 +26,8 @@ def _discovered() -> SkillRuntimeSandboxProvider:
 
 def test_the_sandbox_id_is_the_conversation_and_resumes_in_a_new_provider(tmp_path: Path) -> None:
     params = {"runtime": "local", "conversations_root": str(tmp_path)}
-    first = _discovered().get_or_create(sandbox_id="cli-1", **params)
+    first_provider = _discovered()
+    first = first_provider.get_or_create(sandbox_id="cli-1", **params)
     assert isinstance(first, SkillRuntimeBackend)
     assert first.id == "cli-1"
     notes = f"{first.runtime.default_working_directory}/notes.txt"
@@ -44,6 +45,7 @@ def test_the_sandbox_id_is_the_conversation_and_resumes_in_a_new_provider(tmp_pa
     assert fresh.id.startswith("deepagents-")
     assert fresh.id != "cli-1"
     provider.delete(sandbox_id=fresh.id)
+    first_provider.delete(sandbox_id="cli-1")  # the first process ends its own runtime too
 
 
 def test_unknown_options_fail_before_anything_is_built(tmp_path: Path) -> None:
