@@ -20,7 +20,7 @@ test-lowest:
 lint: setup
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
-	.venv/bin/mypy skillruntime-core/src skillruntime-local/src skillruntime-opensandbox/src skillruntime-aio/src skillruntime-viking/src skillruntime-mcp/src skillruntime-openai-agents/src tests/tools/sdk_typing.py
+	.venv/bin/mypy skillruntime-core/src skillruntime-local/src skillruntime-opensandbox/src skillruntime-aio/src skillruntime-viking/src skillruntime-mcp/src skillruntime-openai-agents/src skillruntime-deepagents/src tests/tools/sdk_typing.py
 
 test: setup
 	.venv/bin/python -m pytest

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/skillruntime-dist.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
-DISTRIBUTIONS=(core local opensandbox aio viking mcp openai-agents)
+DISTRIBUTIONS=(core local opensandbox aio viking mcp openai-agents deepagents)
 
 step() { printf '==> %s\n' "$*"; }
 
@@ -118,4 +118,28 @@ async def run():
     await client.delete(session)
 asyncio.run(run())
 print(f"    skillruntime.openai_agents {m.__version__} imports and runs a sandbox session")')
+# The deepagents backend is an integration too: with core and local, a backend over the local
+# runtime runs a command.
+step "fresh venv: skillruntime-core + skillruntime-local + skillruntime-deepagents wheels"
+venv="$WORK/venv-deepagents"
+if command -v uv >/dev/null 2>&1; then
+    uv venv --quiet --python "$PY" "$venv"
+    uv pip install --quiet --python "$venv/bin/python" "$core_wheel" \
+        "$WORK"/dist/skillruntime_local-*.whl "$WORK"/dist/skillruntime_deepagents-*.whl
+else
+    "$PY" -m venv "$venv"
+    "$venv/bin/python" -m pip install --disable-pip-version-check "$core_wheel" \
+        "$WORK"/dist/skillruntime_local-*.whl "$WORK"/dist/skillruntime_deepagents-*.whl \
+        >"$WORK/pip-deepagents.log" 2>&1 || { tail -n 30 "$WORK/pip-deepagents.log" >&2; exit 1; }
+fi
+(cd "$WORK" && "$venv/bin/python" -c '
+import importlib.metadata as md, skillruntime.deepagents as d
+from skillruntime.local import LocalSkillRuntime
+assert d.__version__ == md.version("skillruntime-deepagents"), d.__version__
+assert "site-packages" in (d.__file__ or ""), d.__file__
+with LocalSkillRuntime() as runtime:
+    assert d.SkillRuntimeBackend(runtime).execute("echo ok").output == "ok\n"
+(entry,) = md.entry_points(group="deepagents_code.sandbox_providers", name="skillruntime")
+assert entry.load() is d.SkillRuntimeSandboxProvider
+print(f"    skillruntime.deepagents {d.__version__} imports, runs a command, registers its provider")')
 step "distributions ok"

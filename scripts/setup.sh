@@ -46,5 +46,6 @@ pip_install \
     -e ./skillruntime-viking \
     -e ./skillruntime-mcp \
     -e ./skillruntime-openai-agents \
+    -e ./skillruntime-deepagents \
     -r requirements-dev.txt
 step "ready: .venv ($(.venv/bin/python --version)); pip's full output is in $LOG"

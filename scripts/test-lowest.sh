@@ -33,10 +33,13 @@ trap 'rm -rf "$work"' EXIT
 plan() { "$PYTHON" scripts/lowest_plan.py "$@"; }
 
 plan requirements > "$work/distributions.txt"
+# The development tools' exact pins (the SDK versions the typing tests mirror) also bind what the
+# distributions pull in transitively (deepagents -> langchain-anthropic -> anthropic).
+grep -E '^[A-Za-z0-9_.-]+==' requirements-dev.txt > "$work/dev-pins.txt" || true
 # The lowest resolution of the distributions alone, then the development tools (and everything
 # they pull in) at the newest versions that fit it; the environment is installed from both.
 "$uv" pip compile --quiet --resolution lowest-direct --python "$PYTHON" \
-    "$work/distributions.txt" -o "$work/lowest.txt"
+    "$work/distributions.txt" -c "$work/dev-pins.txt" -o "$work/lowest.txt"
 grep -v -e '^-e ' -e '^ *#' "$work/lowest.txt" | grep . > "$work/lowest-pins.txt" || true
 "$uv" pip compile --quiet --python "$PYTHON" requirements-dev.txt \
     -c "$work/lowest-pins.txt" -o "$work/dev.txt"
