@@ -107,6 +107,9 @@ def test_cancelling_a_flooding_command_kills_it_and_keeps_the_runtime(tmp_path: 
 
 
 def test_commands_run_without_a_thread_each(tmp_path: Path) -> None:
+    # Threads other tests of the same process left running are not this runtime's.
+    before = threading.active_count()
+
     async def scenario() -> tuple[int, list[str]]:
         async with _runtime(tmp_path) as runtime:
             gate = tmp_path / "gate"
@@ -132,7 +135,9 @@ def test_commands_run_without_a_thread_each(tmp_path: Path) -> None:
 
     threads, outputs = asyncio.run(scenario())
     assert outputs == [str(index) for index in range(40)]
-    assert threads <= 8, f"{threads} threads for 40 running commands"
+    added = threads - before
+    # At most the process-wide spawn pool (4) and a little of asyncio's own machinery.
+    assert added <= 7, f"{added} new threads for 40 running commands"
 
 
 def test_exit_by_signal_reports_128_plus_n(tmp_path: Path) -> None:
