@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .closing import Closeable
+from .conversation_leases import ConversationLease, check_lease_arguments, lease_expiry
 from .errors import SkillRuntimeError, StoreConflictError
 from .workspace import validate_conversation_id
 
@@ -184,12 +185,51 @@ class ConversationStore(Closeable, ABC):
     def close(self) -> None:
         """Release connections (idempotent); the default holds nothing."""
 
+    # -- listing, conditional delete and leases (see skillruntime.core.conversation_leases) --
+    # Not abstract so that stores written before these existed keep working; such a store
+    # raises ConversationStoreError when a sweep or an exclusive runtime needs them.
+
+    def list_records(
+        self, *, after: str | None = None, limit: int = 100
+    ) -> list[ConversationRecord]:
+        """Up to ``limit`` records with a storage key greater than ``after``, by storage key."""
+        raise self._unsupported("listing records")
+
+    def delete_version(self, storage_key: str, version: int) -> bool:
+        """Compare-and-set delete: remove the record only if it is still at ``version``."""
+        raise self._unsupported("conditional deletes")
+
+    def get_lease(self, lease_key: str) -> ConversationLease | None:
+        """The lease stored under ``lease_key`` (live, expired or released), or ``None``."""
+        raise self._unsupported("leases")
+
+    def acquire_lease(
+        self, lease_key: str, owner: str, ttl_seconds: float
+    ) -> ConversationLease | None:
+        """Take the lease for ``owner`` for ``ttl_seconds``; ``None`` while another owner holds
+        it. Free, expired and released leases are taken over (``token`` + 1); ``owner``'s own
+        live lease is extended and keeps its token."""
+        raise self._unsupported("leases")
+
+    def renew_lease(self, lease: ConversationLease, ttl_seconds: float) -> ConversationLease | None:
+        """Extend ``lease`` by ``ttl_seconds`` from now if its owner and token are still the
+        stored ones; ``None`` when it was taken over or released."""
+        raise self._unsupported("leases")
+
+    def release_lease(self, lease: ConversationLease) -> bool:
+        """Release ``lease`` if its owner and token are still the stored ones."""
+        raise self._unsupported("leases")
+
+    def _unsupported(self, what: str) -> ConversationStoreError:
+        return ConversationStoreError(f"the conversation store {type(self).__name__} has no {what}")
+
 
 class InMemoryConversationStore(ConversationStore):
     """A store for one process: records live in a dict guarded by a lock."""
 
     def __init__(self) -> None:
         self._records: dict[str, ConversationRecord] = {}
+        self._leases: dict[str, ConversationLease] = {}
         self._lock = threading.Lock()
 
     def get(self, storage_key: str) -> ConversationRecord | None:
@@ -214,6 +254,71 @@ class InMemoryConversationStore(ConversationStore):
     def delete(self, storage_key: str) -> ConversationRecord | None:
         with self._lock:
             return self._records.pop(storage_key, None)
+
+    def list_records(
+        self, *, after: str | None = None, limit: int = 100
+    ) -> list[ConversationRecord]:
+        with self._lock:
+            keys = sorted(key for key in self._records if after is None or key > after)
+            return [self._records[key] for key in keys[: max(0, limit)]]
+
+    def delete_version(self, storage_key: str, version: int) -> bool:
+        with self._lock:
+            current = self._records.get(storage_key)
+            if current is None or current.version != version:
+                return False
+            del self._records[storage_key]
+            return True
+
+    def get_lease(self, lease_key: str) -> ConversationLease | None:
+        with self._lock:
+            return self._leases.get(lease_key)
+
+    def acquire_lease(
+        self, lease_key: str, owner: str, ttl_seconds: float
+    ) -> ConversationLease | None:
+        check_lease_arguments(lease_key, owner, ttl_seconds)
+        now = _now()
+        with self._lock:
+            current = self._leases.get(lease_key)
+            if current is None:
+                token = 1
+            elif current.owner == owner and not current.expired(now):
+                token = current.token
+            elif current.expired(now):
+                token = current.token + 1
+            else:
+                return None
+            lease = ConversationLease(
+                lease_key=lease_key,
+                owner=owner,
+                token=token,
+                expires_at=lease_expiry(ttl_seconds, now),
+            )
+            self._leases[lease_key] = lease
+            return lease
+
+    def renew_lease(self, lease: ConversationLease, ttl_seconds: float) -> ConversationLease | None:
+        if lease.owner is None:
+            return None
+        check_lease_arguments(lease.lease_key, lease.owner, ttl_seconds)
+        with self._lock:
+            current = self._leases.get(lease.lease_key)
+            if current is None or current.owner != lease.owner or current.token != lease.token:
+                return None
+            renewed = current.model_copy(update={"expires_at": lease_expiry(ttl_seconds)})
+            self._leases[lease.lease_key] = renewed
+            return renewed
+
+    def release_lease(self, lease: ConversationLease) -> bool:
+        with self._lock:
+            current = self._leases.get(lease.lease_key)
+            if current is None or current.owner != lease.owner or current.token != lease.token:
+                return False
+            if lease.owner is None:
+                return False
+            self._leases[lease.lease_key] = current.model_copy(update={"owner": None})
+            return True
 
 
 def modify_record(
