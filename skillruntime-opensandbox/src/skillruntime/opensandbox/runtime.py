@@ -49,6 +49,10 @@ from opensandbox.exceptions import (
 from opensandbox.models.sandboxes import NetworkPolicy, NetworkRule
 from opensandbox.sync.sandbox import SandboxSync
 from opensandbox.transport import RetryPolicy
+from skillruntime.core.conversation_leases import (
+    DEFAULT_LEASE_TTL_SECONDS,
+    DEFAULT_LEASE_WAIT_SECONDS,
+)
 from skillruntime.core.conversations import (
     ConversationRecord,
     ConversationStore,
@@ -57,6 +61,11 @@ from skillruntime.core.conversations import (
     service_key_for_url,
 )
 from skillruntime.core.errors import RuntimeFileError, SkillPrepareError
+from skillruntime.core.exclusive import (
+    DEFAULT_ACTIVITY_INTERVAL_SECONDS,
+    ConversationGuard,
+    ExclusiveRuntimeMixin,
+)
 from skillruntime.core.filesystem import SkillRuntimeFileSystem
 from skillruntime.core.models import (
     Skill,
@@ -148,7 +157,7 @@ class _SandboxReplacedWhilePreparingError(SkillPrepareError):
         self.sandbox_id = sandbox_id
 
 
-class OpenSandboxSkillRuntime(BaseSkillRuntime):
+class OpenSandboxSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
     """Runs skills in an OpenSandbox sandbox; see the module docs for the two modes.
 
     ``domain``/``api_key`` fall back to ``OPEN_SANDBOX_DOMAIN``/``OPEN_SANDBOX_API_KEY``.
@@ -158,6 +167,10 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
     ``connection_config`` replaces the SDK connection settings entirely (advanced).
     ``orphan_grace_seconds`` is the age after which a conversation's candidate sandbox that no
     record names is killed when a runtime attaches (see the module docs).
+    ``exclusive=True`` (conversation mode) makes every prepare, execute and file operation hold
+    the conversation's lease in the store, so nodes sharing the conversation take turns (see
+    :mod:`skillruntime.core.exclusive`); the record's ``updated_at`` is refreshed at most every
+    ``activity_interval_seconds`` while the conversation is used (what sweeps measure).
     """
 
     def __init__(
@@ -187,6 +200,10 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
         deadline_grace_seconds: float = DEFAULT_DEADLINE_GRACE_SECONDS,
         connection_config: ConnectionConfigSync | None = None,
         orphan_grace_seconds: float = DEFAULT_ORPHAN_GRACE_SECONDS,
+        exclusive: bool = False,
+        lease_ttl_seconds: float = DEFAULT_LEASE_TTL_SECONDS,
+        lease_wait_seconds: float = DEFAULT_LEASE_WAIT_SECONDS,
+        activity_interval_seconds: float = DEFAULT_ACTIVITY_INTERVAL_SECONDS,
     ) -> None:
         workspace = (
             ConversationWorkspace(conversations_root, conversation_id)
@@ -206,6 +223,8 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
             raise ValueError(f"remote_root must be an absolute path other than '/': {exc}") from exc
         if conversation_store is not None and workspace is None:
             raise ValueError("conversation_store needs a conversation_id")
+        if exclusive and workspace is None:
+            raise ValueError("exclusive=True needs a conversation_id")
         if orphan_grace_seconds < 0:
             raise ValueError("orphan_grace_seconds must not be negative")
         self._orphan_grace_seconds = orphan_grace_seconds
@@ -267,6 +286,15 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
                 conversation_id=workspace.conversation_id,
                 runtime_name=self.name,
                 workspace_root=workspace.conversations_root,
+            )
+            self._guard = ConversationGuard(
+                store,
+                self._binding.storage_key,
+                description=f"conversation {workspace.conversation_id}",
+                exclusive=exclusive,
+                lease_ttl_seconds=lease_ttl_seconds,
+                lease_wait_seconds=lease_wait_seconds,
+                activity_interval_seconds=activity_interval_seconds,
             )
 
     # ------------------------------------------------------------------- SPI
