@@ -5,14 +5,20 @@ from __future__ import annotations
 from typing import Any
 
 from skillruntime.core.async_runtime import AsyncSkillRuntime
-from skillruntime.core.plugins import RuntimeProvider, hookimpl
+from skillruntime.core.plugins import ConversationReaperProvider, RuntimeProvider, hookimpl
 from skillruntime.core.runtime import SkillRuntime
+from skillruntime.core.sweeps import LocalWorkspaceReaper
 
 from .async_runtime import AsyncLocalSkillRuntime
 from .options import LocalRuntimeOptions
 from .runtime import LocalSkillRuntime
 
-__all__ = ["create_async_local_runtime", "create_local_runtime", "skillruntime_runtimes"]
+__all__ = [
+    "create_async_local_runtime",
+    "create_local_runtime",
+    "skillruntime_conversation_reapers",
+    "skillruntime_runtimes",
+]
 
 
 def create_local_runtime(options: LocalRuntimeOptions) -> SkillRuntime:
@@ -36,5 +42,18 @@ def skillruntime_runtimes() -> list[RuntimeProvider[Any]]:
             factory=create_local_runtime,
             distribution="skillruntime-local",
             async_factory=create_async_local_runtime,
+        )
+    ]
+
+
+@hookimpl
+def skillruntime_conversation_reapers() -> list[ConversationReaperProvider]:
+    """Sweeps remove idle ``local`` conversation workspaces on this host."""
+    return [
+        ConversationReaperProvider(
+            runtime="local",
+            description="removes the workspace directory of an idle local conversation",
+            factory=LocalWorkspaceReaper,
+            distribution="skillruntime-local",
         )
     ]

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from skillruntime.core.plugins import RuntimeProvider, hookimpl
+from skillruntime.core.plugins import ConversationReaperProvider, RuntimeProvider, hookimpl
 from skillruntime.core.runtime import SkillRuntime
 
 from .options import OpenSandboxRuntimeOptions
 from .runtime import OpenSandboxSkillRuntime
 
-__all__ = ["create_opensandbox_runtime", "skillruntime_runtimes"]
+__all__ = [
+    "create_opensandbox_runtime",
+    "skillruntime_conversation_reapers",
+    "skillruntime_runtimes",
+]
 
 
 def create_opensandbox_runtime(options: OpenSandboxRuntimeOptions) -> SkillRuntime:
@@ -27,6 +31,25 @@ def skillruntime_runtimes() -> list[RuntimeProvider[Any]]:
             description="Runs skills in an OpenSandbox sandbox, one per conversation.",
             options_model=OpenSandboxRuntimeOptions,
             factory=create_opensandbox_runtime,
+            distribution="skillruntime-opensandbox",
+        )
+    ]
+
+
+def _reaper() -> object:
+    from .sweeping import reaper_from_environment
+
+    return reaper_from_environment()
+
+
+@hookimpl
+def skillruntime_conversation_reapers() -> list[ConversationReaperProvider]:
+    """Sweeps kill idle conversations' sandboxes and find orphans (server from the environment)."""
+    return [
+        ConversationReaperProvider(
+            runtime="opensandbox",
+            description="kills the sandbox of an idle conversation; lists orphan sandboxes",
+            factory=_reaper,
             distribution="skillruntime-opensandbox",
         )
     ]
