@@ -6,12 +6,17 @@ runtime tagged with a conversation (metadata ``skillruntime-runtime=opensandbox`
 ``skillruntime-conversation-key``) that no record names, once they are older than
 ``orphan_grace_seconds`` — a younger candidate may be about to be recorded. Only sandboxes of this
 reaper's server are considered (records carry the service key of the server URL).
+
+A server shared by deployments with *different* stores must tell their sandboxes apart, or one
+deployment's sweep would take the other's sandboxes for orphans: give each deployment's runtimes
+a ``metadata`` tag (e.g. ``{"app": "billing"}``) and its reaper the same ``metadata``; the reaper
+then only looks at sandboxes carrying it.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
 from opensandbox.config.connection_sync import ConnectionConfigSync
@@ -54,6 +59,7 @@ class OpenSandboxReaper:
         retry_seconds: float = DEFAULT_RETRY_SECONDS,
         orphan_grace_seconds: float = DEFAULT_ORPHAN_GRACE_SECONDS,
         connection_config: ConnectionConfigSync | None = None,
+        metadata: Mapping[str, str] | None = None,
     ) -> None:
         if orphan_grace_seconds < 0:
             raise ValueError("orphan_grace_seconds must not be negative")
@@ -71,6 +77,7 @@ class OpenSandboxReaper:
             SandboxSettings(image="unused", retry_seconds=retry_seconds, domain_configured=True),
         )
         self._grace = orphan_grace_seconds
+        self._metadata = dict(metadata or {})
         self.service_key = service_key_for_url(self._config.get_base_url())
 
     def destroy(self, record: ConversationRecord) -> None:
@@ -91,7 +98,7 @@ class OpenSandboxReaper:
         }
         now = datetime.now(UTC)
         found: list[OrphanSandbox] = []
-        for info in self._client.list_tagged_infos({_RUNTIME_TAG: self.runtime}):
+        for info in self._client.list_tagged_infos({**self._metadata, _RUNTIME_TAG: self.runtime}):
             metadata = info.metadata or {}
             key = metadata.get(_KEY_TAG)
             if key is None:
@@ -125,7 +132,8 @@ class OpenSandboxReaper:
 
 def reaper_from_environment() -> OpenSandboxReaper:
     """A reaper configured like the runtime from ``SKILLRUNTIME_OPENSANDBOX_*`` variables
-    (``domain``, ``api_key``, ``protocol``, ``request_timeout_seconds``, ``use_server_proxy``)."""
+    (``domain``, ``api_key``, ``protocol``, ``request_timeout_seconds``, ``use_server_proxy``,
+    ``metadata``)."""
     options = OpenSandboxRuntimeOptions()
     arguments = options.runtime_arguments()
     return OpenSandboxReaper(
@@ -134,4 +142,5 @@ def reaper_from_environment() -> OpenSandboxReaper:
         protocol=arguments["protocol"],
         request_timeout_seconds=arguments["request_timeout_seconds"],
         use_server_proxy=arguments["use_server_proxy"],
+        metadata=arguments["metadata"],
     )
