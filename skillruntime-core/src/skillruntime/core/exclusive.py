@@ -13,7 +13,8 @@
   raises :class:`~.conversation_leases.LeaseLostError` when it ends, and so does every further
   operation of the same session;
 * in any case the record's ``updated_at`` is refreshed (a compare-and-set write) at most once
-  per ``activity_interval_seconds`` while the conversation is used, which is what
+  per ``activity_interval_seconds`` while the conversation is used (by ``prepare`` and
+  ``execute``, and by file operations of exclusive runtimes), which is what
   :func:`~skillruntime.core.sweeps.sweep_conversations` measures idleness by.
 
 :class:`ExclusiveRuntimeMixin` wires a guard into a :class:`~.runtime.BaseSkillRuntime`.
@@ -163,8 +164,13 @@ class LeaseGuardedFileSystem(SkillRuntimeFileSystem):
         self._operation = operation
 
     def read_stream(self, path: str, chunk_size: int = CHUNK_SIZE) -> Generator[bytes, None, None]:
+        # The inner call runs now, so its up-front checks (paths leaving the workspace…) raise
+        # at once; the chunks are read under the operation, from the first ``next`` on.
+        return self._held_stream(self._inner.read_stream(path, chunk_size))
+
+    def _held_stream(self, chunks: Generator[bytes, None, None]) -> Generator[bytes, None, None]:
         with self._operation():
-            yield from self._inner.read_stream(path, chunk_size)
+            yield from chunks
 
     def write_stream(self, path: str, chunks: Iterable[bytes], *, executable: bool = False) -> int:
         with self._operation():
@@ -274,8 +280,8 @@ class ExclusiveRuntimeMixin:
     def get_file_system(self) -> SkillRuntimeFileSystem:
         inner: SkillRuntimeFileSystem = super().get_file_system()  # type: ignore[misc]
         guard = self._guard
-        if guard is None:
-            return inner
+        if guard is None or not guard.exclusive:
+            return inner  # activity is noted by prepare and execute
         if self._guarded_files is None:
             self._guarded_files = LeaseGuardedFileSystem(inner, guard.operation)
         return self._guarded_files
