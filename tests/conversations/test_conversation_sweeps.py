@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sqlalchemy import update
 
 from conversations.conversation_backends import Backend, SqlBackend
@@ -30,6 +32,7 @@ from skillruntime.core.sweeps import (
     parse_duration,
     sweep_conversations,
 )
+from skillruntime.core.workspace import validate_conversations_root
 from skillruntime.local import LocalSkillRuntime
 
 OLD = datetime(2020, 1, 1, tzinfo=UTC)
@@ -255,3 +258,37 @@ def test_sweep_command_usage_errors(args: list[str], message: str, tmp_path: Pat
     result = _cli(args, f"sqlite:///{tmp_path / 'c.db'}")
     assert result.exit_code == 2
     assert message in result.output
+
+
+@given(st.text(max_size=40))
+@settings(max_examples=300, deadline=None)
+def test_parse_duration_accepts_only_positive_durations(text: str) -> None:
+    try:
+        parsed = parse_duration(text)
+    except ValueError:
+        return
+    assert parsed.total_seconds() > 0
+
+
+@given(
+    root=st.text(max_size=30),
+    conversation_id=st.text(max_size=30),
+)
+@settings(max_examples=200, deadline=None)
+def test_the_local_reaper_only_touches_valid_workspaces(root: str, conversation_id: str) -> None:
+    """Hostile record fields never reach the file system: the record model or the reaper's
+    own checks refuse them first."""
+    try:
+        record = ConversationRecord.new(
+            service_key=local_service_key(root),
+            conversation_id=conversation_id,
+            runtime="local",
+            workspace_root=root or "x",
+        )
+    except ValueError:
+        return
+    try:
+        validate_conversations_root(record.workspace_root)
+    except ValueError:
+        with pytest.raises(ValueError, match="conversations_root"):
+            LocalWorkspaceReaper().destroy(record)

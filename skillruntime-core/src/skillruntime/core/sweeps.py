@@ -52,16 +52,20 @@ logger = logging.getLogger(__name__)
 
 OrphanMode = Literal["ignore", "report", "destroy"]
 
+_MAX_SECONDS = 100 * 365 * 86400.0
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
 def parse_duration(text: str) -> timedelta:
-    """``90``, ``90s``, ``15m``, ``12h``, ``7d``, ``2w`` or combinations like ``1h30m``."""
+    """``90``, ``90s``, ``15m``, ``12h``, ``7d``, ``2w`` or combinations like ``1h30m``
+    (positive, at most 100 years); anything else raises :class:`ValueError`."""
     value = text.strip().lower()
     if not value:
         raise ValueError("a duration must not be empty")
+    if not value.isascii():
+        raise ValueError(f"not a duration: {text!r} (use e.g. 90s, 15m, 12h, 7d)")
     if value.isdigit():
-        return timedelta(seconds=int(value))
+        value += "s"
     total = 0.0
     number = ""
     for char in value:
@@ -77,8 +81,8 @@ def parse_duration(text: str) -> timedelta:
         number = ""
     if number:
         raise ValueError(f"not a duration: {text!r} (a number needs a unit: s, m, h, d, w)")
-    if total <= 0:
-        raise ValueError("a duration must be positive")
+    if not 0 < total <= _MAX_SECONDS:
+        raise ValueError("a duration must be positive and at most 100 years")
     return timedelta(seconds=total)
 
 
