@@ -278,7 +278,11 @@ class SqlConversationStore(ConversationStore):
             # Another node may have created them between the check and the CREATE.
             if self._table_surely_exists() and self._table_surely_exists(self._lease_table):
                 return
-            if attempt + 1 < _TRANSIENT_ATTEMPTS and self._retryable(failure):
+            # SQLite commits each CREATE on its own: another node may be between the two tables,
+            # so one existing table means "look again" (the next check creates only the other).
+            if attempt + 1 < _TRANSIENT_ATTEMPTS and (
+                self._retryable(failure) or self._table_surely_exists()
+            ):
                 continue
             raise ConversationStoreError(
                 f"the conversation store {self.url} could not create its table "
