@@ -120,12 +120,13 @@ def test_list_records_pages_by_key_and_delete_version_is_compare_and_set(
 def test_keeper_serialises_holders_and_renews_while_held(backend: Backend) -> None:
     inside = 0
     overlaps = 0
+    completed = 0
     lock = threading.Lock()
 
     def work(index: int) -> None:
-        nonlocal inside, overlaps
+        nonlocal inside, overlaps, completed
         keeper = LeaseKeeper(
-            backend.open(), KEY, owner=f"worker-{index}", ttl_seconds=0.6, wait_seconds=30
+            backend.open(), KEY, owner=f"worker-{index}", ttl_seconds=3.0, wait_seconds=60
         )
         for _ in range(3):
             with keeper.hold():
@@ -135,6 +136,8 @@ def test_keeper_serialises_holders_and_renews_while_held(backend: Backend) -> No
                 time.sleep(0.02)
                 with lock:
                     inside -= 1
+            with lock:
+                completed += 1
 
     threads = [threading.Thread(target=work, args=(index,)) for index in range(4)]
     for thread in threads:
@@ -142,10 +145,12 @@ def test_keeper_serialises_holders_and_renews_while_held(backend: Backend) -> No
     for thread in threads:
         thread.join(timeout=120)
     assert overlaps == 0
+    assert completed == 12
     # A hold longer than the TTL survives through renewals.
-    keeper = LeaseKeeper(backend.open(), KEY, ttl_seconds=0.6, wait_seconds=30)
+    # (Renewals every 0.25 s; a loaded machine may delay one by a second without losing it.)
+    keeper = LeaseKeeper(backend.open(), KEY, ttl_seconds=1.5, renew_every_seconds=0.25)
     with keeper.hold():
-        time.sleep(1.5)
+        time.sleep(2.0)
         keeper.check()
         assert backend.open().acquire_lease(KEY, "intruder", 5) is None
 

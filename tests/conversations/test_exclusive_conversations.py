@@ -140,7 +140,7 @@ def test_a_killed_holder_is_taken_over_after_its_ttl(
 
 
 def _runtime(backend: Backend, root: Path, **options: object) -> LocalSkillRuntime:
-    settings: dict[str, object] = {"lease_ttl_seconds": 1.0, "lease_wait_seconds": 1.0}
+    settings: dict[str, object] = {"lease_ttl_seconds": 3.0, "lease_wait_seconds": 1.0}
     settings.update(options)
     return LocalSkillRuntime(
         conversation_id="conv",
