@@ -332,11 +332,16 @@ class OpenSandboxSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         """End the conversation's sandbox: delete its record first, then kill it.
 
         Call it when the conversation is over, not after each turn. Without a record and without
-        a local sandbox nothing is killed and no record is created.
+        a local sandbox nothing is killed and no record is created. An exclusive runtime does it
+        under the conversation's lease (waiting for it like any operation).
         """
         if self._binding is None:
             raise OpenSandboxError("destroy_conversation_sandbox() needs a conversation_id")
-        removed = self._binding.delete()
+        with self.exclusive_session():
+            self._destroy_recorded_sandbox(self._binding)
+
+    def _destroy_recorded_sandbox(self, binding: ConversationBinding) -> None:
+        removed = binding.delete()
         with self._sandbox_lock:
             local, self._sandbox = self._sandbox, None
             self._record = None
