@@ -38,6 +38,7 @@ __all__ = [
     "KNOWN_RUNTIME_DISTRIBUTIONS",
     "PROJECT_NAME",
     "ArtifactStoreProvider",
+    "ConversationReaperProvider",
     "ConversationStoreProvider",
     "PluginProblem",
     "RuntimeOptionInfo",
@@ -46,6 +47,7 @@ __all__ = [
     "RuntimeProvider",
     "SkillRuntimeHookSpecs",
     "available_artifact_stores",
+    "available_conversation_reapers",
     "available_conversation_stores",
     "available_runtimes",
     "build_runtime_options",
@@ -148,6 +150,21 @@ class ConversationStoreProvider:
 
 
 @dataclass(frozen=True)
+class ConversationReaperProvider:
+    """What a distribution contributes through ``skillruntime_conversation_reapers``.
+
+    ``runtime`` is the runtime name in the records the reaper handles, ``factory`` builds a
+    :class:`~skillruntime.core.conversations.sweeps.ConversationReaper` (configured from the
+    environment; it contacts nothing until used).
+    """
+
+    runtime: str
+    description: str
+    factory: Callable[[], Any]
+    distribution: str = ""
+
+
+@dataclass(frozen=True)
 class PluginProblem:
     """A plugin that could not be loaded or whose hook failed; ``message`` holds no secrets."""
 
@@ -188,6 +205,12 @@ class SkillRuntimeHookSpecs:
         self,
     ) -> list[ConversationStoreProvider]:
         """Return the conversation store providers this plugin contributes."""
+
+    @hookspec
+    def skillruntime_conversation_reapers(  # type: ignore[empty-body]
+        self,
+    ) -> list[ConversationReaperProvider]:
+        """Return the conversation reapers (expiry sweeps) this plugin contributes."""
 
     @hookspec
     def skillruntime_cli(self, group: click.Group) -> None:
@@ -365,6 +388,12 @@ def available_artifact_stores() -> dict[str, ArtifactStoreProvider]:
 def available_conversation_stores() -> dict[str, ConversationStoreProvider]:
     """The installed conversation store providers by URL scheme."""
     found = _collect("skillruntime_conversation_stores", ConversationStoreProvider, "scheme")
+    return dict(sorted(found.items()))
+
+
+def available_conversation_reapers() -> dict[str, ConversationReaperProvider]:
+    """The installed conversation reaper providers by runtime name."""
+    found = _collect("skillruntime_conversation_reapers", ConversationReaperProvider, "runtime")
     return dict(sorted(found.items()))
 
 

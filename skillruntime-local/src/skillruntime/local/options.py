@@ -8,6 +8,10 @@ from typing import Any
 from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
+from skillruntime.core.conversations.leases import (
+    DEFAULT_LEASE_TTL_SECONDS,
+    DEFAULT_LEASE_WAIT_SECONDS,
+)
 from skillruntime.core.plugins import RuntimeOptions
 from skillruntime.core.skills.files import DEFAULT_UPLOAD_POLICY, UploadPolicy
 from skillruntime.core.workspace import validate_conversation_id
@@ -56,6 +60,20 @@ class LocalRuntimeOptions(RuntimeOptions):
     upload_policy: UploadPolicy = Field(
         default=DEFAULT_UPLOAD_POLICY, description="Names skipped when skills are copied."
     )
+    conversation_store: str | None = Field(
+        default=None,
+        description="Store URL recording the conversation (sqlite:///…, postgresql+psycopg://…).",
+    )
+    exclusive: bool = Field(
+        default=False,
+        description="Hold the conversation's lease in the store during every operation.",
+    )
+    lease_ttl_seconds: float = Field(
+        default=DEFAULT_LEASE_TTL_SECONDS, gt=0, le=86400, description="Lease TTL (renewed)."
+    )
+    lease_wait_seconds: float = Field(
+        default=DEFAULT_LEASE_WAIT_SECONDS, ge=0, description="How long to wait for the lease."
+    )
 
     @model_validator(mode="after")
     def _check_modes(self) -> LocalRuntimeOptions:
@@ -80,4 +98,8 @@ class LocalRuntimeOptions(RuntimeOptions):
             "drain_seconds": self.drain_seconds,
             "shell": self.shell,
             "upload_policy": self.upload_policy,
+            "conversation_store": self.conversation_store,
+            "exclusive": self.exclusive,
+            "lease_ttl_seconds": self.lease_ttl_seconds,
+            "lease_wait_seconds": self.lease_wait_seconds,
         }

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from skillruntime.core.plugins import RuntimeProvider, hookimpl
+from skillruntime.core.conversations.sweeps import LocalWorkspaceReaper
+from skillruntime.core.plugins import ConversationReaperProvider, RuntimeProvider, hookimpl
 
 if TYPE_CHECKING:
     from skillruntime.core.async_runtime import AsyncSkillRuntime
@@ -12,7 +13,12 @@ if TYPE_CHECKING:
 
 from .options import LocalRuntimeOptions
 
-__all__ = ["create_async_local_runtime", "create_local_runtime", "skillruntime_runtimes"]
+__all__ = [
+    "create_async_local_runtime",
+    "create_local_runtime",
+    "skillruntime_conversation_reapers",
+    "skillruntime_runtimes",
+]
 
 
 def create_local_runtime(options: LocalRuntimeOptions) -> SkillRuntime:
@@ -23,10 +29,23 @@ def create_local_runtime(options: LocalRuntimeOptions) -> SkillRuntime:
 
 
 def create_async_local_runtime(options: LocalRuntimeOptions) -> AsyncSkillRuntime:
-    """Async factory of the ``local`` provider: an :class:`AsyncLocalSkillRuntime`."""
+    """Async factory of the ``local`` provider: an :class:`AsyncLocalSkillRuntime`.
+
+    The async runtime keeps no conversation store: asking it for one (or for ``exclusive``)
+    raises :class:`ValueError` instead of silently running unleased.
+    """
+    arguments = options.runtime_arguments()
+    store = arguments.pop("conversation_store")
+    exclusive = arguments.pop("exclusive")
+    del arguments["lease_ttl_seconds"], arguments["lease_wait_seconds"]
+    if store is not None or exclusive:
+        raise ValueError(
+            "the async local runtime does not take conversation_store or exclusive; use the "
+            "sync runtime (or its async bridge) for exclusive conversations"
+        )
     from .async_runtime import AsyncLocalSkillRuntime
 
-    return AsyncLocalSkillRuntime(**options.runtime_arguments())
+    return AsyncLocalSkillRuntime(**arguments)
 
 
 @hookimpl
@@ -40,5 +59,18 @@ def skillruntime_runtimes() -> list[RuntimeProvider[Any]]:
             factory=create_local_runtime,
             distribution="skillruntime-local",
             async_factory=create_async_local_runtime,
+        )
+    ]
+
+
+@hookimpl
+def skillruntime_conversation_reapers() -> list[ConversationReaperProvider]:
+    """Sweeps remove idle ``local`` conversation workspaces on this host."""
+    return [
+        ConversationReaperProvider(
+            runtime="local",
+            description="removes the workspace directory of an idle local conversation",
+            factory=LocalWorkspaceReaper,
+            distribution="skillruntime-local",
         )
     ]

@@ -35,6 +35,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
+from skillruntime.core.conversations import ConversationStore
+from skillruntime.core.conversations.leases import (
+    DEFAULT_LEASE_TTL_SECONDS,
+    DEFAULT_LEASE_WAIT_SECONDS,
+)
 from skillruntime.core.errors import (
     ExecutionTransportError,
     InvalidPathError,
@@ -42,6 +47,12 @@ from skillruntime.core.errors import (
     RuntimeFileNotFoundError,
     SkillPrepareError,
     WorkspaceEscapeError,
+)
+from skillruntime.core.exclusive import (
+    DEFAULT_ACTIVITY_INTERVAL_SECONDS,
+    ExclusiveRuntimeMixin,
+    local_service_key,
+    workspace_guard,
 )
 from skillruntime.core.filesystem import SkillRuntimeFileSystem
 from skillruntime.core.models import (
@@ -95,7 +106,7 @@ def _absolute(path: str | os.PathLike[str]) -> str:
     return os.path.abspath(os.path.expanduser(os.fspath(path)))
 
 
-class LocalSkillRuntime(BaseSkillRuntime):
+class LocalSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
     """Runs skill commands with ``bash -c`` on this host; see the module docs for the modes.
 
     ``base_environment`` is the lowest layer of the command environment overlay, on top of this
@@ -103,6 +114,12 @@ class LocalSkillRuntime(BaseSkillRuntime):
     ``kill_grace_seconds`` is the time between ``SIGTERM`` and ``SIGKILL`` of a timed-out command;
     ``drain_seconds`` how long background processes may hold the output pipes after the shell
     exited before they are stopped. ``shell`` overrides the shell (default: bash, else sh).
+
+    ``conversation_store`` (a store or a URL; one built from a URL is closed with the runtime)
+    records the conversation and its activity, so that ``skillruntime conversations sweep``
+    can remove an idle workspace. ``exclusive=True`` (needs the store) makes every prepare,
+    execute and file operation hold the conversation's lease: processes and nodes sharing the
+    workspace take turns (see :mod:`skillruntime.core.exclusive`).
     """
 
     def __init__(
@@ -117,6 +134,11 @@ class LocalSkillRuntime(BaseSkillRuntime):
         kill_grace_seconds: float = DEFAULT_KILL_GRACE_SECONDS,
         drain_seconds: float = DEFAULT_DRAIN_SECONDS,
         shell: str | None = None,
+        conversation_store: ConversationStore | str | None = None,
+        exclusive: bool = False,
+        lease_ttl_seconds: float = DEFAULT_LEASE_TTL_SECONDS,
+        lease_wait_seconds: float = DEFAULT_LEASE_WAIT_SECONDS,
+        activity_interval_seconds: float = DEFAULT_ACTIVITY_INTERVAL_SECONDS,
     ) -> None:
         workspace = _workspace_for(conversation_id, conversations_root, work_root)
         super().__init__(
@@ -142,6 +164,16 @@ class LocalSkillRuntime(BaseSkillRuntime):
         self._root_ready = workspace is None and self._work_root is None
         self._root_lock = threading.Lock()
         self._staged = threading.local()  # the one-pass copy of the prepare on this thread
+        self._guard, self._owned_store = workspace_guard(
+            self.name,
+            workspace,
+            conversation_store,
+            service_key=local_service_key(workspace.conversations_root) if workspace else "",
+            exclusive=exclusive,
+            lease_ttl_seconds=lease_ttl_seconds,
+            lease_wait_seconds=lease_wait_seconds,
+            activity_interval_seconds=activity_interval_seconds,
+        )
 
     # ------------------------------------------------------------------- SPI
 
@@ -220,6 +252,8 @@ class LocalSkillRuntime(BaseSkillRuntime):
         stopped = self._processes.close()
         if stopped:
             logger.info("killed %d running command(s) of the closed local runtime", stopped)
+        if self._owned_store is not None:
+            self._owned_store.close()
 
     def _skills_root(self) -> str | None:
         if self._work_root is not None:  # never combined with a workspace

@@ -8,6 +8,10 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 from pydantic_settings import SettingsConfigDict
 
 from skillruntime.core.conversations import ConversationStore
+from skillruntime.core.conversations.leases import (
+    DEFAULT_LEASE_TTL_SECONDS,
+    DEFAULT_LEASE_WAIT_SECONDS,
+)
 from skillruntime.core.models import validate_environment
 from skillruntime.core.plugins import RuntimeOptions
 from skillruntime.core.skills.files import DEFAULT_UPLOAD_POLICY, UploadPolicy
@@ -111,6 +115,16 @@ class OpenSandboxRuntimeOptions(RuntimeOptions):
     upload_policy: UploadPolicy = Field(
         default=DEFAULT_UPLOAD_POLICY, description="Names skipped when skills are uploaded."
     )
+    exclusive: bool = Field(
+        default=False,
+        description="Hold the conversation's lease in the store during every operation.",
+    )
+    lease_ttl_seconds: float = Field(
+        default=DEFAULT_LEASE_TTL_SECONDS, gt=0, le=86400, description="Lease TTL (renewed)."
+    )
+    lease_wait_seconds: float = Field(
+        default=DEFAULT_LEASE_WAIT_SECONDS, ge=0, description="How long to wait for the lease."
+    )
 
     @field_validator("base_environment")
     @classmethod
@@ -158,4 +172,7 @@ class OpenSandboxRuntimeOptions(RuntimeOptions):
             "uid": self.uid,
             "gid": self.gid,
             "upload_policy": self.upload_policy,
+            "exclusive": self.exclusive,
+            "lease_ttl_seconds": self.lease_ttl_seconds,
+            "lease_wait_seconds": self.lease_wait_seconds,
         }

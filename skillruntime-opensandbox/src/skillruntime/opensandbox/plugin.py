@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from skillruntime.core.plugins import RuntimeProvider, hookimpl
+from skillruntime.core.plugins import ConversationReaperProvider, RuntimeProvider, hookimpl
 
 from .options import OpenSandboxRuntimeOptions
 
@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 __all__ = [
     "create_async_opensandbox_runtime",
     "create_opensandbox_runtime",
+    "skillruntime_conversation_reapers",
     "skillruntime_runtimes",
 ]
 
@@ -49,6 +50,25 @@ def skillruntime_runtimes() -> list[RuntimeProvider[Any]]:
             options_model=OpenSandboxRuntimeOptions,
             factory=create_opensandbox_runtime,
             async_factory=create_async_opensandbox_runtime,
+            distribution="skillruntime-opensandbox",
+        )
+    ]
+
+
+def _reaper() -> object:
+    from .sweeping import reaper_from_environment
+
+    return reaper_from_environment()
+
+
+@hookimpl
+def skillruntime_conversation_reapers() -> list[ConversationReaperProvider]:
+    """Sweeps kill idle conversations' sandboxes and find orphans (server from the environment)."""
+    return [
+        ConversationReaperProvider(
+            runtime="opensandbox",
+            description="kills the sandbox of an idle conversation; lists orphan sandboxes",
+            factory=_reaper,
             distribution="skillruntime-opensandbox",
         )
     ]

@@ -56,7 +56,16 @@ from skillruntime.core.conversations import (
     open_conversation_store,
     service_key_for_url,
 )
+from skillruntime.core.conversations.leases import (
+    DEFAULT_LEASE_TTL_SECONDS,
+    DEFAULT_LEASE_WAIT_SECONDS,
+)
 from skillruntime.core.errors import RuntimeFileError, SkillPrepareError
+from skillruntime.core.exclusive import (
+    DEFAULT_ACTIVITY_INTERVAL_SECONDS,
+    ConversationGuard,
+    ExclusiveRuntimeMixin,
+)
 from skillruntime.core.filesystem import SkillRuntimeFileSystem
 from skillruntime.core.models import (
     Skill,
@@ -170,7 +179,7 @@ def replaced_error(sandbox_id: str) -> SandboxReplacedError:
     )
 
 
-class OpenSandboxSkillRuntime(BaseSkillRuntime):
+class OpenSandboxSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
     """Runs skills in an OpenSandbox sandbox; see the module docs for the two modes.
 
     ``domain``/``api_key`` fall back to ``OPEN_SANDBOX_DOMAIN``/``OPEN_SANDBOX_API_KEY``.
@@ -180,6 +189,10 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
     ``connection_config`` replaces the SDK connection settings entirely (advanced).
     ``orphan_grace_seconds`` is the age after which a conversation's candidate sandbox that no
     record names is killed when a runtime attaches (see the module docs).
+    ``exclusive=True`` (conversation mode) makes every prepare, execute and file operation hold
+    the conversation's lease in the store, so nodes sharing the conversation take turns (see
+    :mod:`skillruntime.core.exclusive`); the record's ``updated_at`` is refreshed at most every
+    ``activity_interval_seconds`` while the conversation is used (what sweeps measure).
     """
 
     def __init__(
@@ -209,6 +222,10 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
         deadline_grace_seconds: float = DEFAULT_DEADLINE_GRACE_SECONDS,
         connection_config: ConnectionConfigSync | None = None,
         orphan_grace_seconds: float = DEFAULT_ORPHAN_GRACE_SECONDS,
+        exclusive: bool = False,
+        lease_ttl_seconds: float = DEFAULT_LEASE_TTL_SECONDS,
+        lease_wait_seconds: float = DEFAULT_LEASE_WAIT_SECONDS,
+        activity_interval_seconds: float = DEFAULT_ACTIVITY_INTERVAL_SECONDS,
     ) -> None:
         workspace = (
             ConversationWorkspace(conversations_root, conversation_id)
@@ -228,6 +245,8 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
             raise ValueError(f"remote_root must be an absolute path other than '/': {exc}") from exc
         if conversation_store is not None and workspace is None:
             raise ValueError("conversation_store needs a conversation_id")
+        if exclusive and workspace is None:
+            raise ValueError("exclusive=True needs a conversation_id")
         if orphan_grace_seconds < 0:
             raise ValueError("orphan_grace_seconds must not be negative")
         self._orphan_grace_seconds = orphan_grace_seconds
@@ -290,6 +309,15 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
                 runtime_name=self.name,
                 workspace_root=workspace.conversations_root,
             )
+            self._guard = ConversationGuard(
+                store,
+                self._binding.storage_key,
+                description=f"conversation {workspace.conversation_id}",
+                exclusive=exclusive,
+                lease_ttl_seconds=lease_ttl_seconds,
+                lease_wait_seconds=lease_wait_seconds,
+                activity_interval_seconds=activity_interval_seconds,
+            )
 
     # ------------------------------------------------------------------- SPI
 
@@ -326,11 +354,16 @@ class OpenSandboxSkillRuntime(BaseSkillRuntime):
         """End the conversation's sandbox: delete its record first, then kill it.
 
         Call it when the conversation is over, not after each turn. Without a record and without
-        a local sandbox nothing is killed and no record is created.
+        a local sandbox nothing is killed and no record is created. An exclusive runtime does it
+        under the conversation's lease (waiting for it like any operation).
         """
         if self._binding is None:
             raise OpenSandboxError("destroy_conversation_sandbox() needs a conversation_id")
-        removed = self._binding.delete()
+        with self.exclusive_session():
+            self._destroy_recorded_sandbox(self._binding)
+
+    def _destroy_recorded_sandbox(self, binding: ConversationBinding) -> None:
+        removed = binding.delete()
         with self._sandbox_lock:
             local, self._sandbox = self._sandbox, None
             self._record = None

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 
 from opensandbox.config.connection_sync import ConnectionConfigSync
 from opensandbox.exceptions import SandboxConnectionException
-from opensandbox.models.sandboxes import NetworkPolicy, SandboxFilter
+from opensandbox.models.sandboxes import NetworkPolicy, SandboxFilter, SandboxInfo
 from opensandbox.sync.manager import SandboxManagerSync
 from opensandbox.sync.sandbox import SandboxSync
 
@@ -210,9 +210,14 @@ class SandboxClient:
     def list_tagged(self, metadata: Mapping[str, str]) -> list[tuple[str, datetime | None]]:
         """``(id, created_at)`` of every live sandbox whose metadata holds all of ``metadata``
         (values clipped like those sent at creation); retried when transient."""
+        return [(info.id, info.created_at) for info in self.list_tagged_infos(metadata)]
+
+    def list_tagged_infos(self, metadata: Mapping[str, str]) -> list[SandboxInfo]:
+        """The server's info (id, metadata, creation time…) of every live sandbox whose metadata
+        holds all of ``metadata``; retried when transient."""
         manager = self._manager_handle()
         wanted = clip_metadata(metadata)
-        found: list[tuple[str, datetime | None]] = []
+        found: list[SandboxInfo] = []
         page = 1
         while True:
             listing = call_idempotent(
@@ -221,7 +226,7 @@ class SandboxClient:
                 ),
                 budget_seconds=self._settings.retry_seconds,
             )
-            found.extend((info.id, info.created_at) for info in listing.sandbox_infos)
+            found.extend(listing.sandbox_infos)
             pagination = listing.pagination
             if pagination is None or not pagination.has_next_page:
                 return found

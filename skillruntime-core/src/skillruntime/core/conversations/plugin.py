@@ -17,7 +17,8 @@ The SQL stores need the ``sql`` extra (``postgresql``/``mysql`` extras add the d
 module imports SQLAlchemy only when such a store is built, so ``memory://`` works without it.
 
 The plugin also adds ``skillruntime conversations create-schema`` (create the table of a SQL
-store, idempotent) and ``skillruntime conversations ddl DIALECT`` (print its ``CREATE TABLE``).
+store, idempotent), ``skillruntime conversations ddl DIALECT`` (print its ``CREATE TABLE``) and
+``skillruntime conversations sweep`` (see :mod:`skillruntime.core.conversations.sweep_cli`).
 """
 
 from __future__ import annotations
@@ -157,6 +158,15 @@ def ddl_command(dialect: str, table_name: str | None) -> None:
     except ImportError:
         raise CliError("install SQLAlchemy: pip install 'skillruntime-core[sql]'") from None
     click.echo(schema_ddl(dialect, table_name or DEFAULT_TABLE_NAME))
+
+
+def _add_sweep() -> None:
+    from .sweep_cli import sweep_command
+
+    conversations_group.add_command(sweep_command)
+
+
+_add_sweep()
 
 
 @hookimpl

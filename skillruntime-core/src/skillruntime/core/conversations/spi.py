@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ..closing import Closeable
 from ..errors import SkillRuntimeError, StoreConflictError
 from ..workspace import validate_conversation_id
+from .leases import ConversationLease
 
 __all__ = [
     "ConversationRecord",
@@ -182,6 +183,44 @@ class ConversationStore(Closeable, ABC):
 
     def close(self) -> None:
         """Release connections (idempotent); the default holds nothing."""
+
+    # -- listing, conditional delete and leases (see skillruntime.core.conversations.leases) --
+    # Not abstract so that stores written before these existed keep working; such a store
+    # raises ConversationStoreError when a sweep or an exclusive runtime needs them.
+
+    def list_records(
+        self, *, after: str | None = None, limit: int = 100
+    ) -> list[ConversationRecord]:
+        """Up to ``limit`` records with a storage key greater than ``after``, by storage key."""
+        raise self._unsupported("listing records")
+
+    def delete_version(self, storage_key: str, version: int) -> bool:
+        """Compare-and-set delete: remove the record only if it is still at ``version``."""
+        raise self._unsupported("conditional deletes")
+
+    def get_lease(self, lease_key: str) -> ConversationLease | None:
+        """The lease stored under ``lease_key`` (live, expired or released), or ``None``."""
+        raise self._unsupported("leases")
+
+    def acquire_lease(
+        self, lease_key: str, owner: str, ttl_seconds: float
+    ) -> ConversationLease | None:
+        """Take the lease for ``owner`` for ``ttl_seconds``; ``None`` while another owner holds
+        it. Free, expired and released leases are taken over (``token`` + 1); ``owner``'s own
+        live lease is extended and keeps its token."""
+        raise self._unsupported("leases")
+
+    def renew_lease(self, lease: ConversationLease, ttl_seconds: float) -> ConversationLease | None:
+        """Extend ``lease`` by ``ttl_seconds`` from now if its owner and token are still the
+        stored ones; ``None`` when it was taken over or released."""
+        raise self._unsupported("leases")
+
+    def release_lease(self, lease: ConversationLease) -> bool:
+        """Release ``lease`` if its owner and token are still the stored ones."""
+        raise self._unsupported("leases")
+
+    def _unsupported(self, what: str) -> ConversationStoreError:
+        return ConversationStoreError(f"the conversation store {type(self).__name__} has no {what}")
 
 
 def modify_record(

@@ -68,8 +68,10 @@ from sqlalchemy.schema import CreateTable
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from ..errors import StoreConflictError
+from .leases import ConversationLease
 from .spi import ConversationRecord, ConversationStore, ConversationStoreError
 from .sql_deadline import CallDeadline, start_deadline
+from .sql_leases import SqlLeases, lease_table
 
 __all__ = [
     "DEFAULT_TABLE_NAME",
@@ -163,9 +165,13 @@ def schema_ddl(dialect: str, table_name: str = DEFAULT_TABLE_NAME) -> str:
     """The ``CREATE TABLE`` statement for ``dialect`` (``sqlite``, ``postgresql``, ``mysql``,
     ``mariadb``), e.g. for a DBA who creates the table ahead of deployment."""
     dialect_class = make_url(f"{dialect}://").get_dialect()
-    statement = CreateTable(conversation_table(table_name))
-    compiled = str(statement.compile(dialect=dialect_class())).strip()
-    return "\n".join(line.rstrip() for line in compiled.splitlines()) + ";"
+    records = conversation_table(table_name)
+    leases = lease_table(table_name, records.metadata, _UtcDateTime())
+    parts = []
+    for table in (records, leases):
+        compiled = str(CreateTable(table).compile(dialect=dialect_class())).strip()
+        parts.append("\n".join(line.rstrip() for line in compiled.splitlines()) + ";")
+    return "\n\n".join(parts)
 
 
 class SqlConversationStore(ConversationStore):
@@ -206,6 +212,8 @@ class SqlConversationStore(ConversationStore):
         self._password = self._url.password
         self._closed = False
         self._table = conversation_table(table_name)
+        self._lease_table = lease_table(table_name, self._table.metadata, _UtcDateTime())
+        self._extras = SqlLeases(self._table, self._lease_table, self._transaction)
         self._local = threading.local()
         self._connect_seconds = _effective_connect_timeout(self._url, connect_timeout)
         self._call_timeout = (
@@ -264,13 +272,18 @@ class SqlConversationStore(ConversationStore):
             try:
                 with connection, connection.begin():
                     self._table.create(connection, checkfirst=True)
+                    self._lease_table.create(connection, checkfirst=True)
                 return
             except SQLAlchemyError as error:
                 failure = error
-            # Another node may have created it between the check and the CREATE.
-            if self._table_surely_exists():
+            # Another node may have created them between the check and the CREATE.
+            if self._table_surely_exists() and self._table_surely_exists(self._lease_table):
                 return
-            if attempt + 1 < _TRANSIENT_ATTEMPTS and self._retryable(failure):
+            # SQLite commits each CREATE on its own: another node may be between the two tables,
+            # so one existing table means "look again" (the next check creates only the other).
+            if attempt + 1 < _TRANSIENT_ATTEMPTS and (
+                self._retryable(failure) or self._table_surely_exists()
+            ):
                 continue
             raise ConversationStoreError(
                 f"the conversation store {self.url} could not create its table "
@@ -345,6 +358,28 @@ class SqlConversationStore(ConversationStore):
         except IntegrityError as error:
             raise self._error("delete a record", error) from None
         return None if row is None else self._to_record(row)
+
+    def list_records(
+        self, *, after: str | None = None, limit: int = 100
+    ) -> list[ConversationRecord]:
+        return [self._to_record(row) for row in self._extras.list_rows(after, limit)]
+
+    def delete_version(self, storage_key: str, version: int) -> bool:
+        return self._extras.delete_version(storage_key, version)
+
+    def get_lease(self, lease_key: str) -> ConversationLease | None:
+        return self._extras.get(lease_key)
+
+    def acquire_lease(
+        self, lease_key: str, owner: str, ttl_seconds: float
+    ) -> ConversationLease | None:
+        return self._extras.acquire(lease_key, owner, ttl_seconds)
+
+    def renew_lease(self, lease: ConversationLease, ttl_seconds: float) -> ConversationLease | None:
+        return self._extras.renew(lease, ttl_seconds)
+
+    def release_lease(self, lease: ConversationLease) -> bool:
+        return self._extras.release(lease)
 
     def close(self) -> None:
         """Close the pooled connections (idempotent); later calls raise an error."""
@@ -495,29 +530,30 @@ class SqlConversationStore(ConversationStore):
                 raise PoolTimeoutError("the pooled connection did not answer its ping") from error
             raise DisconnectionError("the pooled connection did not answer its ping") from error
 
-    def _table_surely_exists(self) -> bool:
+    def _table_surely_exists(self, table: Table | None = None) -> bool:
         """Whether the table is known to exist (``False`` also when that cannot be looked up)."""
         try:
-            return self._table_exists()
+            return self._table_exists(table)
         except SQLAlchemyError:
             return False
 
-    def _table_exists(self) -> bool:
+    def _table_exists(self, table: Table | None = None) -> bool:
         with self._engine.connect() as connection:
-            return inspect(connection).has_table(self._table.name)
+            return inspect(connection).has_table((self._table if table is None else table).name)
 
     def _error(self, action: str, error: SQLAlchemyError) -> ConversationStoreError:
         """A :class:`ConversationStoreError` for a failed ``action`` (password hidden)."""
         if self._late():
             return self._timeout_error()
         lost = isinstance(error, DBAPIError) and error.connection_invalidated
+        table = self._lease_table if "lease" in action else self._table
         try:
-            missing = not lost and not self._table_exists()
+            missing = not lost and not self._table_exists(table)
         except SQLAlchemyError:
             missing = False  # unreachable now: report the original failure
         if missing:
             return ConversationStoreError(
-                f"the conversation store {self.url} has no table {self._table.name!r}; call "
+                f"the conversation store {self.url} has no table {table.name!r}; call "
                 "create_schema() once (or open the store with create_schema=True)"
             )
         return ConversationStoreError(

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..closing import Closeable
+from ..conversations.leases import ConversationLeaseError
 from ..models import Skill, SkillPreparationRequest, SkillRuntimeConfig
 from ..publishing import FilePublisher
 from ..runtime import SkillRuntime
@@ -91,6 +92,11 @@ class SkillTools(Closeable):
 
     The ``skill`` tool lists every configured skill within ``listing_budget`` characters (see
     :func:`~skillruntime.core.tools.skill.skills_xml`; ``None`` for no budget).
+
+    ``exclusive=True`` runs each tool call inside ``runtime.exclusive_session()``: the whole
+    call holds the conversation's lease (the runtime must be built with ``exclusive=True``). A
+    lease that cannot be taken in time or is lost during the call makes the call return an
+    ``Error:`` result naming the lease; the next call takes the lease afresh.
     """
 
     def __init__(
@@ -103,7 +109,14 @@ class SkillTools(Closeable):
         description_template: str = DEFAULT_DESCRIPTION_TEMPLATE,
         always_allowed: Collection[str] = ("skill",),
         listing_budget: int | None = DEFAULT_LISTING_BUDGET,
+        exclusive: bool = False,
     ) -> None:
+        if exclusive and not getattr(runtime, "exclusive", False):
+            raise ValueError(
+                "SkillTools(exclusive=True) needs a runtime built with exclusive=True "
+                "(a conversation with a conversation store)"
+            )
+        self.exclusive = exclusive
         if description_template.count(SKILLS_PLACEHOLDER) != 1:
             raise ValueError(f"description_template must contain {SKILLS_PLACEHOLDER} exactly once")
         sources: dict[str, SkillSource] = {}
@@ -328,7 +341,13 @@ class SkillTools(Closeable):
             return f"Error: Unknown tool: {name}. Available tools: " + ", ".join(
                 item.name for item in self.tools
             )
-        return tool.run(arguments)
+        if not self.exclusive:
+            return tool.run(arguments)
+        try:
+            with self.runtime.exclusive_session():  # type: ignore[attr-defined]
+                return tool.run(arguments)
+        except ConversationLeaseError as error:
+            return f"Error: {error}"
 
     def openai_tools(self, *, strict: bool = False) -> list[OpenAIChatTool]:
         """Tool definitions for OpenAI Chat Completions ``tools=`` (``strict`` as in

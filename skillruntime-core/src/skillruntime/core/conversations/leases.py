@@ -1,0 +1,334 @@
+"""Conversation leases: one writer per conversation across processes and nodes.
+
+A workspace has no transactions, so two nodes running commands in one conversation at once can
+corrupt it. A *lease* serialises them: the store keeps at most one live lease per lease key (a
+conversation's storage key), held by an owner id until its expiry time. The store SPI
+(:meth:`~skillruntime.core.conversations.ConversationStore.acquire_lease`, ``renew_lease``,
+``release_lease``) is compare-and-set like the rest of the store:
+
+* ``acquire_lease`` succeeds when no lease exists, the stored one has expired, was released, or is
+  already held by the same owner; taking over an expired or released lease increments its
+  ``token`` (a fencing counter), re-acquiring one's own keeps it.
+* ``renew_lease`` and ``release_lease`` succeed only for the owner *and* token the caller holds,
+  so a holder that lost its lease to a takeover can neither extend nor end the new holder's.
+
+Expiry is judged with the clock of the process calling the store: keep node clocks in sync
+(NTP) and the TTL well above their skew.
+
+:class:`LeaseKeeper` is what runtimes use: it waits for the lease with a bound
+(:class:`LeaseTimeoutError`), keeps it renewed from a background thread while work runs, and
+reports a lost lease as :class:`LeaseLostError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import random
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ..errors import SkillRuntimeError
+
+if TYPE_CHECKING:
+    from .spi import ConversationStore
+
+__all__ = [
+    "DEFAULT_LEASE_TTL_SECONDS",
+    "DEFAULT_LEASE_WAIT_SECONDS",
+    "ConversationLease",
+    "ConversationLeaseError",
+    "LeaseKeeper",
+    "LeaseLostError",
+    "LeaseTimeoutError",
+    "default_lease_owner",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_LEASE_TTL_SECONDS = 30.0
+"""How long a lease lives without renewal (the holder renews it every third of that)."""
+
+DEFAULT_LEASE_WAIT_SECONDS = 60.0
+"""How long an exclusive runtime waits for a conversation's lease before giving up."""
+
+_MAX_OWNER = 256
+
+
+class ConversationLeaseError(SkillRuntimeError):
+    """A conversation lease could not be taken or was lost."""
+
+
+class LeaseTimeoutError(ConversationLeaseError):
+    """Another owner held the conversation's lease for the whole wait bound."""
+
+
+class LeaseLostError(ConversationLeaseError):
+    """The lease was taken over or could not be renewed in time; stop writing the conversation."""
+
+
+def default_lease_owner() -> str:
+    """A fresh owner id naming this host and process (unique per call)."""
+    host = socket.gethostname()[:100] or "host"
+    return f"{host}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+
+
+class ConversationLease(BaseModel):
+    """A lease as stored: ``owner`` holds ``lease_key`` until ``expires_at`` (UTC).
+
+    ``token`` grows by one each time a different owner takes the lease (a fencing counter); a
+    released lease has ``owner`` ``None``.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    lease_key: str = Field(min_length=1, max_length=64)
+    owner: str | None = Field(default=None, max_length=_MAX_OWNER)
+    token: int = Field(ge=1)
+    expires_at: datetime
+
+    @field_validator("expires_at")
+    @classmethod
+    def _aware(cls, value: datetime) -> datetime:
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+    def held_by(self, owner: str, now: datetime | None = None) -> bool:
+        """Whether ``owner`` holds the lease and it has not expired at ``now``."""
+        return self.owner == owner and not self.expired(now)
+
+    def expired(self, now: datetime | None = None) -> bool:
+        """Whether nobody holds the lease at ``now`` (released or past its expiry)."""
+        moment = now or datetime.now(UTC)
+        return self.owner is None or self.expires_at <= moment
+
+
+def check_lease_arguments(lease_key: str, owner: str, ttl_seconds: float) -> None:
+    """Refuse unusable lease arguments before any store call (shared by every store)."""
+    if not lease_key or len(lease_key) > 64:
+        raise ValueError("a lease key must be 1-64 characters")
+    if not owner or len(owner) > _MAX_OWNER:
+        raise ValueError(f"a lease owner must be 1-{_MAX_OWNER} characters")
+    if not ttl_seconds > 0 or ttl_seconds > 86400:
+        raise ValueError("a lease TTL must be more than 0 and at most 86400 seconds")
+
+
+def lease_expiry(ttl_seconds: float, now: datetime | None = None) -> datetime:
+    """The expiry of a lease taken or renewed at ``now`` for ``ttl_seconds``."""
+    return (now or datetime.now(UTC)) + timedelta(seconds=ttl_seconds)
+
+
+class LeaseKeeper:
+    """Takes, renews and releases one conversation lease for one owner.
+
+    :meth:`hold` is re-entrant: the outermost ``with keeper.hold():`` waits up to
+    ``wait_seconds`` for the lease (:class:`LeaseTimeoutError`), starts a renewer thread that
+    renews it every ``renew_every_seconds`` (default a third of ``ttl_seconds``), and releases
+    it at the end. Inner holds only check it. A renewal that the store refuses (taken over) or
+    that does not succeed before the lease would expire marks the lease lost: :meth:`check`,
+    the next :meth:`hold` in the same outermost hold, and the end of that hold raise
+    :class:`LeaseLostError`. The keeper counts validity with a monotonic clock from the moment
+    each acquire or renewal was *sent*, so a slow store answer shortens, never extends, it.
+
+    Thread-safe; holds from several threads of one keeper share the lease.
+    """
+
+    def __init__(
+        self,
+        store: ConversationStore,
+        lease_key: str,
+        *,
+        owner: str | None = None,
+        ttl_seconds: float = DEFAULT_LEASE_TTL_SECONDS,
+        wait_seconds: float = DEFAULT_LEASE_WAIT_SECONDS,
+        renew_every_seconds: float | None = None,
+        description: str = "conversation",
+    ) -> None:
+        self.owner = owner or default_lease_owner()
+        check_lease_arguments(lease_key, self.owner, ttl_seconds)
+        if len(self.owner) > _MAX_OWNER - 16:
+            raise ValueError(f"a lease owner must be at most {_MAX_OWNER - 16} characters")
+        if wait_seconds < 0:
+            raise ValueError("wait_seconds must not be negative")
+        renew = renew_every_seconds if renew_every_seconds is not None else ttl_seconds / 3
+        if not 0 < renew < ttl_seconds:
+            raise ValueError("renew_every_seconds must be positive and below ttl_seconds")
+        self.store = store
+        self.lease_key = lease_key
+        self.ttl_seconds = ttl_seconds
+        self.wait_seconds = wait_seconds
+        self.renew_every_seconds = renew
+        self._description = description
+        self._lock = threading.RLock()
+        self._entry = threading.RLock()  # serialises outermost holds while they wait
+        self._depth = 0
+        self._lease: ConversationLease | None = None
+        self._valid_until = 0.0  # monotonic
+        self._lost: str | None = None
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+        self._cycles = 0
+
+    @property
+    def lease(self) -> ConversationLease | None:
+        """The lease as last acquired or renewed (``None`` while not held)."""
+        return self._lease
+
+    @property
+    def held(self) -> bool:
+        """Whether the lease is held, not lost and within its validity."""
+        with self._lock:
+            return self._lease is not None and self._lost is None and self._within()
+
+    def _within(self) -> bool:
+        return time.monotonic() < self._valid_until
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[ConversationLease]:
+        """Hold the lease for the block (see the class docs)."""
+        with self._entry:
+            with self._lock:
+                if self._depth > 0:
+                    self.check()
+                    self._depth += 1
+                    outer = False
+                else:
+                    outer = True
+            if outer:
+                # No lock but the entry lock while waiting: a finishing hold can release.
+                taken, sent = self._take()
+                with self._lock:
+                    self._install(taken, sent)
+                    self._depth += 1
+        failed = False
+        try:
+            lease = self._lease
+            assert lease is not None
+            yield lease
+        except BaseException:
+            failed = True
+            raise
+        finally:
+            with self._lock:
+                self._depth -= 1
+                lost = self._lost
+                ending = self._end() if self._depth == 0 else None
+            if ending is not None:
+                self._finish(*ending)
+            if lost is not None and not failed:
+                raise LeaseLostError(lost)
+
+    def check(self) -> None:
+        """Raise :class:`LeaseLostError` if the lease is not (or no longer) held."""
+        with self._lock:
+            if self._lost is not None:
+                raise LeaseLostError(self._lost)
+            if self._lease is None:
+                raise LeaseLostError(f"the lease of {self._description} is not held")
+            if not self._within():
+                self._lost = self._lost_text("it expired before it could be renewed")
+                raise LeaseLostError(self._lost)
+
+    def _lost_text(self, why: str) -> str:
+        return (
+            f"the lease of {self._description} was lost ({why}); another owner may be writing "
+            "it, so no further operation runs"
+        )
+
+    def _take(self) -> tuple[ConversationLease, float]:
+        """Wait for the lease (bounded); returns it and the monotonic time its request left."""
+        # Each outermost hold is its own owner ("<owner>#<n>"), so the release that ends one
+        # hold can never end the next one taken meanwhile by another thread of this keeper.
+        self._cycles += 1
+        owner = f"{self.owner}#{self._cycles}"
+        deadline = time.monotonic() + self.wait_seconds
+        pause = 0.005
+        while True:
+            sent = time.monotonic()
+            lease = self.store.acquire_lease(self.lease_key, owner, self.ttl_seconds)
+            if lease is not None:
+                return lease, sent
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise LeaseTimeoutError(
+                    f"{self._description} is leased by another owner; waited "
+                    f"{self.wait_seconds:g}s for it"
+                )
+            time.sleep(min(remaining, random.uniform(pause / 2, pause)))  # noqa: S311
+            pause = min(pause * 2, 0.25)
+
+    def _install(self, lease: ConversationLease, sent: float) -> None:
+        """Under the lock: make ``lease`` the held one and start its renewer."""
+        self._lease = lease
+        self._valid_until = sent + self.ttl_seconds
+        self._lost = None
+        self._stop = threading.Event()
+        self._renewer = threading.Thread(
+            target=self._renew_loop,
+            args=(self._stop, lease.token),
+            name=f"lease-renewer-{self.lease_key[:8]}",
+            daemon=True,
+        )
+        self._renewer.start()
+        logger.debug("took the lease of %s (token %d)", self._description, lease.token)
+
+    def _end(self) -> tuple[ConversationLease | None, threading.Thread | None, bool]:
+        """Under the lock: forget the lease and stop the renewer (joined by :meth:`_finish`)."""
+        lease, self._lease = self._lease, None
+        self._stop.set()
+        renewer, self._renewer = self._renewer, None
+        return lease, renewer, self._lost is None
+
+    def _finish(
+        self, lease: ConversationLease | None, renewer: threading.Thread | None, release: bool
+    ) -> None:
+        """Outside the lock: wait for the renewer, then release the lease in the store."""
+        if renewer is not None and renewer is not threading.current_thread():
+            renewer.join(timeout=self.ttl_seconds)
+        if lease is None or not release:
+            return
+        try:
+            self.store.release_lease(lease)
+        except Exception:
+            # The lease then expires after its TTL; nothing else is harmed.
+            logger.warning("releasing the lease of %s failed", self._description, exc_info=True)
+
+    def _renew_loop(self, stop: threading.Event, token: int) -> None:
+        while not stop.wait(self.renew_every_seconds):
+            with self._lock:
+                lease = self._lease
+                if lease is None or lease.token != token or self._lost is not None:
+                    return
+            sent = time.monotonic()
+            try:
+                renewed = self.store.renew_lease(lease, self.ttl_seconds)
+            except Exception as error:
+                logger.warning(
+                    "renewing the lease of %s failed (%s); retrying",
+                    self._description,
+                    type(error).__name__,
+                )
+                with self._lock:
+                    if not self._within():
+                        self._lost = self._lost_text("the store could not be reached in time")
+                        return
+                continue
+            with self._lock:
+                if stop.is_set():
+                    return
+                if renewed is None:
+                    self._lost = self._lost_text("another owner took it over")
+                    logger.warning("the lease of %s was taken over", self._description)
+                    return
+                if not self._within():
+                    self._lost = self._lost_text("it expired before it could be renewed")
+                    return
+                self._lease = renewed
+                self._valid_until = sent + self.ttl_seconds

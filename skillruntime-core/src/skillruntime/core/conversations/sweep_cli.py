@@ -1,0 +1,119 @@
+"""``skillruntime conversations sweep``: destroy idle conversations, report orphan sandboxes.
+
+Prints one summary line (``found N, kept N, destroyed N, failed N``), one line per orphan and,
+with ``--verbose``, one line per conversation; ``--json`` prints the whole report instead.
+Exit status 1 when a conversation or an orphan could not be destroyed.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+__all__ = ["sweep_command"]
+
+_URL_ENV = "SKILLRUNTIME_CONVERSATION_STORE"
+
+
+@click.command("sweep")
+@click.option("--idle", "idle_text", required=True, help="Idle limit, e.g. 30m, 12h, 7d.")
+@click.option(
+    "--url",
+    envvar=_URL_ENV,
+    required=True,
+    help=f"Store URL (default: ${_URL_ENV}; prefer the variable when it holds a password).",
+)
+@click.option("--table", "table_name", default=None, help="SQL table name (default: the store's).")
+@click.option("--dry-run", is_flag=True, help="Report what would be destroyed; change nothing.")
+@click.option(
+    "--orphans",
+    type=click.Choice(["ignore", "report", "destroy"]),
+    default="report",
+    show_default=True,
+    help="Sandboxes a runtime tagged that no record names.",
+)
+@click.option(
+    "--runtime",
+    "runtimes",
+    multiple=True,
+    help="Sweep only conversations of this runtime (repeatable; default: every installed one).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--verbose", "-v", is_flag=True, help="One line per conversation.")
+def sweep_command(  # noqa: PLR0917
+    idle_text: str,
+    url: str,
+    table_name: str | None,
+    dry_run: bool,
+    orphans: str,
+    runtimes: tuple[str, ...],
+    as_json: bool,
+    verbose: bool,
+) -> None:
+    """Destroy the sandboxes and workspaces of conversations idle longer than --idle.
+
+    Idleness is read from the store's activity timestamps; a conversation in use (leased) or
+    touched while the sweep runs is kept. OpenSandbox servers are configured like the runtime
+    (SKILLRUNTIME_OPENSANDBOX_DOMAIN / OPEN_SANDBOX_DOMAIN, ..._API_KEY).
+    """
+    from ..cli.errors import as_cli_error
+    from . import ConversationStoreError, open_conversation_store
+    from .sweeps import available_reapers, close_reapers, parse_duration, sweep_conversations
+
+    try:
+        idle = parse_duration(idle_text)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--idle") from None
+    options: dict[str, Any] = {}
+    if table_name:
+        options["table_name"] = table_name
+    try:
+        reapers = list(available_reapers(runtimes or None).values())
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--runtime") from None
+    try:
+        with open_conversation_store(url, **options) as store:
+            report = sweep_conversations(
+                store,
+                idle,
+                reapers,
+                dry_run=dry_run,
+                orphans=orphans,  # type: ignore[arg-type]
+            )
+    except (ConversationStoreError, ValueError) as error:
+        raise as_cli_error(error) from None
+    finally:
+        close_reapers(reapers)
+    if as_json:
+        click.echo(json.dumps(report.as_dict(), indent=2, default=str))
+    else:
+        suffix = " (dry run: nothing changed)" if dry_run else ""
+        click.echo(
+            f"found {report.found}, kept {report.kept}, destroyed {report.destroyed}, "
+            f"failed {report.failed}{suffix}"
+        )
+        if verbose:
+            for outcome in report.outcomes:
+                click.echo(
+                    f"  {outcome.action:9} {outcome.conversation_id} ({outcome.runtime}): "
+                    f"{outcome.reason}"
+                )
+        if orphans != "ignore":
+            click.echo(
+                f"orphans: found {report.orphans_found}, destroyed {report.orphans_destroyed}"
+                + (f", {report.orphan_errors} listing error(s)" if report.orphan_errors else "")
+            )
+            for orphan in report.orphans:
+                click.echo(
+                    f"  orphan {orphan.sandbox_id} ({orphan.runtime}, conversation "
+                    f"{orphan.conversation_id or '?'})"
+                )
+    undone = report.failed + (
+        report.orphans_found - report.orphans_destroyed
+        if orphans == "destroy" and not dry_run
+        else 0
+    )
+    if undone or report.orphan_errors:
+        raise SystemExit(1)

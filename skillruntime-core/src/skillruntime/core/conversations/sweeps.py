@@ -1,0 +1,394 @@
+"""Expiry sweeps: destroy the sandboxes and workspaces of conversations idle past a limit.
+
+:func:`sweep_conversations` walks every record of a conversation store. A conversation counts as
+idle when its record's ``updated_at`` (refreshed by runtimes while the conversation is used, see
+:mod:`skillruntime.core.exclusive`) is older than the limit. For each idle conversation the sweep
+
+1. takes the conversation's lease without waiting (a conversation whose lease is held is in use
+   and kept);
+2. re-reads the record and deletes it with a compare-and-set on the version it judged idle
+   (:meth:`~skillruntime.core.conversations.ConversationStore.delete_version`): a conversation
+   touched at any moment of the sweep has a new version and is kept, never destroyed;
+3. only then asks the runtime's :class:`ConversationReaper` to destroy what the record named
+   (kill the sandbox, remove the workspace directory) and releases the lease.
+
+A reaper may also list *orphans*: sandboxes a runtime created and tagged but that no record
+names (a process died between creating and recording it, or a destroy failed halfway). They are
+reported, and destroyed when asked (``orphans="destroy"``).
+
+Reapers come from the ``skillruntime_conversation_reapers`` plugin hook
+(:func:`available_reapers`); ``skillruntime conversations sweep`` is the command-line face.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import stat
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from ..exclusive import local_service_key
+from ..workspace import validate_conversation_id, validate_conversations_root
+from .leases import default_lease_owner
+from .spi import ConversationRecord, ConversationStore
+
+__all__ = [
+    "ConversationReaper",
+    "LocalWorkspaceReaper",
+    "OrphanSandbox",
+    "SweepOutcome",
+    "SweepReport",
+    "available_reapers",
+    "close_reapers",
+    "parse_duration",
+    "sweep_conversations",
+]
+
+logger = logging.getLogger(__name__)
+
+OrphanMode = Literal["ignore", "report", "destroy"]
+
+_MAX_SECONDS = 100 * 365 * 86400.0
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(text: str) -> timedelta:
+    """``90``, ``90s``, ``15m``, ``12h``, ``7d``, ``2w`` or combinations like ``1h30m``
+    (positive, at most 100 years); anything else raises :class:`ValueError`."""
+    value = text.strip().lower()
+    if not value:
+        raise ValueError("a duration must not be empty")
+    if not value.isascii():
+        raise ValueError(f"not a duration: {text!r} (use e.g. 90s, 15m, 12h, 7d)")
+    if value.isdigit():
+        value += "s"
+    total = 0.0
+    number = ""
+    for char in value:
+        if char.isdigit() or char == ".":
+            number += char
+            continue
+        if char not in _UNITS or not number:
+            raise ValueError(f"not a duration: {text!r} (use e.g. 90s, 15m, 12h, 7d)")
+        try:
+            total += float(number) * _UNITS[char]
+        except ValueError:
+            raise ValueError(f"not a duration: {text!r}") from None
+        number = ""
+    if number:
+        raise ValueError(f"not a duration: {text!r} (a number needs a unit: s, m, h, d, w)")
+    if not 0 < total <= _MAX_SECONDS:
+        raise ValueError("a duration must be positive and at most 100 years")
+    return timedelta(seconds=total)
+
+
+@dataclass(frozen=True)
+class OrphanSandbox:
+    """A sandbox a runtime created that no record names."""
+
+    runtime: str
+    sandbox_id: str
+    conversation_id: str | None
+    created_at: datetime | None
+
+
+@runtime_checkable
+class ConversationReaper(Protocol):
+    """Destroys what one runtime keeps for a conversation (a plugin contribution)."""
+
+    @property
+    def runtime(self) -> str:
+        """The runtime name found in the records this reaper handles (``local``…)."""
+
+    def destroy(self, record: ConversationRecord) -> None:
+        """Destroy the sandbox or workspace ``record`` named (already deleted from the store).
+
+        Something already gone counts as destroyed; other failures raise.
+        """
+
+    def orphans(self, records: Sequence[ConversationRecord]) -> list[OrphanSandbox]:
+        """Resources of this runtime that none of ``records`` (every record of the store) names."""
+
+    def destroy_orphan(self, orphan: OrphanSandbox) -> None:
+        """Destroy one orphan returned by :meth:`orphans`."""
+
+
+@dataclass(frozen=True)
+class SweepOutcome:
+    """What the sweep did with one conversation: ``kept``, ``destroyed`` or ``failed``."""
+
+    conversation_id: str
+    runtime: str
+    action: Literal["kept", "destroyed", "failed"]
+    reason: str
+    sandbox_id: str | None = None
+
+
+@dataclass
+class SweepReport:
+    """Counts and per-conversation outcomes of one sweep (``dry_run``: nothing was changed and
+    ``destroyed`` counts what would have been)."""
+
+    dry_run: bool
+    idle: timedelta
+    found: int = 0
+    kept: int = 0
+    destroyed: int = 0
+    failed: int = 0
+    orphans_found: int = 0
+    orphans_destroyed: int = 0
+    orphan_errors: int = 0
+    outcomes: list[SweepOutcome] = field(default_factory=list)
+    orphans: list[OrphanSandbox] = field(default_factory=list)
+
+    def _add(self, outcome: SweepOutcome) -> None:
+        self.outcomes.append(outcome)
+        if outcome.action == "kept":
+            self.kept += 1
+        elif outcome.action == "destroyed":
+            self.destroyed += 1
+        else:
+            self.failed += 1
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready summary."""
+        return {
+            "dry_run": self.dry_run,
+            "idle_seconds": self.idle.total_seconds(),
+            "found": self.found,
+            "kept": self.kept,
+            "destroyed": self.destroyed,
+            "failed": self.failed,
+            "orphans_found": self.orphans_found,
+            "orphans_destroyed": self.orphans_destroyed,
+            "orphan_errors": self.orphan_errors,
+            "conversations": [outcome.__dict__ for outcome in self.outcomes],
+            "orphans": [
+                {
+                    "runtime": orphan.runtime,
+                    "sandbox_id": orphan.sandbox_id,
+                    "conversation_id": orphan.conversation_id,
+                    "created_at": orphan.created_at.isoformat() if orphan.created_at else None,
+                }
+                for orphan in self.orphans
+            ],
+        }
+
+
+def _all_records(store: ConversationStore, page: int) -> list[ConversationRecord]:
+    records: list[ConversationRecord] = []
+    after: str | None = None
+    while True:
+        batch = store.list_records(after=after, limit=page)
+        records.extend(batch)
+        if len(batch) < page:
+            return records
+        after = batch[-1].storage_key
+
+
+def sweep_conversations(
+    store: ConversationStore,
+    idle: timedelta | float,
+    reapers: Iterable[ConversationReaper] | None = None,
+    *,
+    dry_run: bool = False,
+    orphans: OrphanMode = "report",
+    lease_ttl_seconds: float = 300.0,
+    page_size: int = 200,
+    now: datetime | None = None,
+) -> SweepReport:
+    """Destroy conversations idle for longer than ``idle`` (see the module docs).
+
+    ``reapers`` default to the installed ones (:func:`available_reapers`); a record of a runtime
+    without a reaper is kept. ``lease_ttl_seconds`` bounds how long a sweeper that dies holds a
+    conversation's lease. Returns the :class:`SweepReport`; failures to destroy one
+    conversation are counted and logged, store failures raise.
+    """
+    limit = idle if isinstance(idle, timedelta) else timedelta(seconds=idle)
+    if limit <= timedelta(0):
+        raise ValueError("the idle limit must be positive")
+    if orphans not in ("ignore", "report", "destroy"):
+        raise ValueError("orphans must be 'ignore', 'report' or 'destroy'")
+    built = list(available_reapers().values()) if reapers is None else []
+    chosen = {reaper.runtime: reaper for reaper in (built if reapers is None else reapers)}
+    try:
+        return _sweep(store, limit, chosen, dry_run, orphans, lease_ttl_seconds, page_size, now)
+    finally:
+        close_reapers(built)
+
+
+def close_reapers(reapers: Iterable[ConversationReaper]) -> None:
+    """Close the reapers that hold resources (those with a ``close`` method)."""
+    for reaper in reapers:
+        close = getattr(reaper, "close", None)
+        if callable(close):
+            try:
+                close()
+            except Exception:
+                logger.warning("closing the %s reaper failed", reaper.runtime, exc_info=True)
+
+
+def _sweep(  # noqa: PLR0917
+    store: ConversationStore,
+    limit: timedelta,
+    chosen: Mapping[str, ConversationReaper],
+    dry_run: bool,
+    orphans: OrphanMode,
+    lease_ttl_seconds: float,
+    page_size: int,
+    now: datetime | None,
+) -> SweepReport:
+    moment = now or datetime.now(UTC)
+    owner = default_lease_owner() + ":sweep"
+    report = SweepReport(dry_run=dry_run, idle=limit)
+    records = _all_records(store, page_size)
+    for record in records:
+        report.found += 1
+        report._add(
+            _sweep_one(
+                store,
+                record,
+                chosen,
+                cutoff=moment - limit,
+                owner=owner,
+                dry_run=dry_run,
+                lease_ttl_seconds=lease_ttl_seconds,
+            )
+        )
+    if orphans != "ignore":
+        remaining = records if dry_run else _all_records(store, page_size)
+        for reaper in chosen.values():
+            try:
+                found = reaper.orphans(remaining)
+            except Exception:
+                logger.warning("listing orphans of %s failed", reaper.runtime, exc_info=True)
+                report.orphan_errors += 1
+                continue
+            for orphan in found:
+                report.orphans_found += 1
+                report.orphans.append(orphan)
+                if orphans == "destroy" and not dry_run:
+                    try:
+                        reaper.destroy_orphan(orphan)
+                    except Exception:
+                        logger.warning(
+                            "destroying orphan sandbox %s failed", orphan.sandbox_id, exc_info=True
+                        )
+                        continue
+                    report.orphans_destroyed += 1
+    logger.info(
+        "sweep (idle > %s%s): found %d, kept %d, destroyed %d, failed %d, orphans %d",
+        limit,
+        ", dry run" if dry_run else "",
+        report.found,
+        report.kept,
+        report.destroyed,
+        report.failed,
+        report.orphans_found,
+    )
+    return report
+
+
+def _sweep_one(
+    store: ConversationStore,
+    record: ConversationRecord,
+    reapers: Mapping[str, ConversationReaper],
+    *,
+    cutoff: datetime,
+    owner: str,
+    dry_run: bool,
+    lease_ttl_seconds: float,
+) -> SweepOutcome:
+    def outcome(action: Literal["kept", "destroyed", "failed"], reason: str) -> SweepOutcome:
+        return SweepOutcome(
+            record.conversation_id, record.runtime, action, reason, record.sandbox_id
+        )
+
+    if record.updated_at > cutoff:
+        return outcome("kept", "active")
+    reaper = reapers.get(record.runtime)
+    if reaper is None:
+        return outcome("kept", f"no reaper for runtime {record.runtime!r}")
+    key = record.storage_key
+    current = store.get_lease(key)
+    if current is not None and not current.expired():
+        return outcome("kept", "leased")
+    if dry_run:
+        return outcome("destroyed", "idle (dry run)")
+    lease = store.acquire_lease(key, owner, lease_ttl_seconds)
+    if lease is None:
+        return outcome("kept", "leased")
+    try:
+        if not store.delete_version(key, record.version):
+            return outcome("kept", "touched during the sweep")
+        try:
+            reaper.destroy(record)
+        except Exception as error:
+            logger.warning(
+                "destroying conversation %s (%s) failed",
+                record.conversation_id,
+                record.runtime,
+                exc_info=True,
+            )
+            return outcome("failed", f"destroy failed: {type(error).__name__}")
+        return outcome("destroyed", "idle")
+    finally:
+        try:
+            store.release_lease(lease)
+        except Exception:
+            logger.warning("releasing the sweep's lease failed", exc_info=True)
+
+
+class LocalWorkspaceReaper:
+    """Removes the workspace directories of ``local`` conversations on this host.
+
+    A workspace is ``<workspace_root>/<conversation_id>`` of the record; the root must be an
+    absolute path, the id valid, and the workspace a real directory (a symbolic link is never
+    followed: it is removed itself). Local runtimes leave no orphans to report.
+    """
+
+    runtime = "local"
+
+    def destroy(self, record: ConversationRecord) -> None:
+        root = validate_conversations_root(record.workspace_root)
+        conversation_id = validate_conversation_id(record.conversation_id)
+        if record.service_key != local_service_key(root):
+            raise ValueError(
+                f"the record of conversation {conversation_id} names another host's file system"
+            )
+        directory = os.path.join(root, conversation_id)
+        try:
+            info = os.lstat(directory)
+        except FileNotFoundError:
+            return
+        if not stat.S_ISDIR(info.st_mode):
+            os.unlink(directory)
+            return
+        shutil.rmtree(directory)
+        logger.info("removed the workspace of conversation %s", conversation_id)
+
+    def orphans(self, records: Sequence[ConversationRecord]) -> list[OrphanSandbox]:
+        return []
+
+    def destroy_orphan(self, orphan: OrphanSandbox) -> None:
+        raise ValueError("local workspaces have no orphans")
+
+
+def available_reapers(runtimes: Iterable[str] | None = None) -> dict[str, ConversationReaper]:
+    """The installed reapers by runtime name (``skillruntime_conversation_reapers`` hook),
+    only those of ``runtimes`` when given (an unknown name raises :class:`ValueError`)."""
+    from ..plugins import available_conversation_reapers
+
+    providers = available_conversation_reapers()
+    names = list(providers) if runtimes is None else list(runtimes)
+    unknown = sorted(name for name in names if name not in providers)
+    if unknown:
+        raise ValueError(
+            f"no reaper for runtime(s) {', '.join(unknown)}; installed: "
+            f"{', '.join(providers) or 'none'}"
+        )
+    return {name: providers[name].factory() for name in names}

@@ -1,0 +1,354 @@
+"""Exclusive conversations: one writer per conversation, and the activity that sweeps read.
+
+:class:`ConversationGuard` is what a runtime in conversation mode keeps next to its store:
+
+* with ``exclusive=True`` every ``prepare``, ``execute`` and file operation runs while the
+  runtime holds the conversation's lease (:class:`~.conversation_leases.LeaseKeeper`): it waits
+  for it up to ``lease_wait_seconds`` (:class:`~.conversation_leases.LeaseTimeoutError`), keeps
+  it renewed from a background thread while the operation runs (a command longer than the TTL
+  keeps it) and releases it afterwards, so the processes and nodes sharing a conversation take
+  turns. :meth:`ConversationGuard.session` (``runtime.exclusive_session()``) holds the lease
+  across several operations, e.g. one tool call or one agent turn. When the lease is lost (taken
+  over after the renewer could not reach the store in time) the operation that was running
+  raises :class:`~.conversation_leases.LeaseLostError` when it ends, and so does every further
+  operation of the same session;
+* in any case the record's ``updated_at`` is refreshed (a compare-and-set write) at most once
+  per ``activity_interval_seconds`` while the conversation is used (by ``prepare`` and
+  ``execute``, and by file operations of exclusive runtimes), which is what
+  :func:`~skillruntime.core.conversations.sweeps.sweep_conversations` measures idleness by.
+
+:class:`ExclusiveRuntimeMixin` wires a guard into a :class:`~.runtime.BaseSkillRuntime`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Generator, Iterable, Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from .conversations import (
+    ConversationRecord,
+    ConversationStore,
+    modify_record,
+    open_conversation_store,
+    storage_key_for,
+)
+from .conversations.leases import (
+    DEFAULT_LEASE_TTL_SECONDS,
+    DEFAULT_LEASE_WAIT_SECONDS,
+    ConversationLease,
+    LeaseKeeper,
+)
+from .filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT, DEFAULT_READ_LIMIT, SkillRuntimeFileSystem
+from .models import (
+    FileInfo,
+    Skill,
+    SkillExecutionRequest,
+    SkillExecutionResult,
+    SkillPreparationRequest,
+)
+from .workspace import ConversationWorkspace
+
+__all__ = [
+    "DEFAULT_ACTIVITY_INTERVAL_SECONDS",
+    "ConversationGuard",
+    "ExclusiveRuntimeMixin",
+    "LeaseGuardedFileSystem",
+    "local_service_key",
+    "workspace_guard",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_ACTIVITY_INTERVAL_SECONDS = 60.0
+"""At most one activity write per conversation and runtime object in this many seconds."""
+
+
+class ConversationGuard:
+    """The lease and activity bookkeeping of one runtime's conversation (see the module docs).
+
+    ``record_factory`` builds the record to insert when the store has none yet (runtimes whose
+    records are written elsewhere, like OpenSandbox, pass ``None``).
+    """
+
+    def __init__(
+        self,
+        store: ConversationStore,
+        storage_key: str,
+        *,
+        description: str,
+        exclusive: bool = False,
+        lease_ttl_seconds: float = DEFAULT_LEASE_TTL_SECONDS,
+        lease_wait_seconds: float = DEFAULT_LEASE_WAIT_SECONDS,
+        lease_owner: str | None = None,
+        activity_interval_seconds: float = DEFAULT_ACTIVITY_INTERVAL_SECONDS,
+        record_factory: Callable[[], ConversationRecord] | None = None,
+    ) -> None:
+        if activity_interval_seconds <= 0:
+            raise ValueError("activity_interval_seconds must be positive")
+        self.store = store
+        self.storage_key = storage_key
+        self.exclusive = exclusive
+        self.keeper = (
+            LeaseKeeper(
+                store,
+                storage_key,
+                owner=lease_owner,
+                ttl_seconds=lease_ttl_seconds,
+                wait_seconds=lease_wait_seconds,
+                description=description,
+            )
+            if exclusive
+            else None
+        )
+        self._interval = activity_interval_seconds
+        self._record_factory = record_factory
+        self._registered = record_factory is None
+        self._last_activity = time.monotonic()
+        self._activity_lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def operation(self) -> Iterator[ConversationLease | None]:
+        """One runtime operation: under the lease when exclusive, with activity noted."""
+        if self.keeper is None:
+            self._note_activity()
+            yield None
+            return
+        with self.keeper.hold() as lease:
+            self._note_activity()
+            yield lease
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[ConversationLease | None]:
+        """Hold the lease across several operations (a no-op without ``exclusive``)."""
+        if self.keeper is None:
+            yield None
+            return
+        with self.keeper.hold() as lease:
+            yield lease
+
+    def _note_activity(self) -> None:
+        with self._activity_lock:
+            register = not self._registered
+            due = time.monotonic() - self._last_activity >= self._interval
+            if not register and not due:
+                return
+            self._last_activity = time.monotonic()
+            self._registered = True
+        try:
+            factory = self._record_factory
+            if register and factory is not None and self.store.create(factory()):
+                return
+            modify_record(self.store, self.storage_key, lambda record: record.with_changes())
+        except Exception:
+            # Activity is advisory; the operation itself must not fail because of it.
+            logger.warning("noting activity of %s failed", self.storage_key[:12], exc_info=True)
+            with self._activity_lock:
+                self._registered = self._registered and not register
+
+
+class LeaseGuardedFileSystem(SkillRuntimeFileSystem):
+    """A file system whose every operation runs inside ``operation()`` (a guard's)."""
+
+    def __init__(
+        self,
+        inner: SkillRuntimeFileSystem,
+        operation: Callable[[], contextlib.AbstractContextManager[Any]],
+    ) -> None:
+        self._inner = inner
+        self._operation = operation
+
+    def read_stream(self, path: str, chunk_size: int = CHUNK_SIZE) -> Generator[bytes, None, None]:
+        # The inner call runs now, so its up-front checks (paths leaving the workspace…) raise
+        # at once; the chunks are read under the operation, from the first ``next`` on.
+        return self._held_stream(self._inner.read_stream(path, chunk_size))
+
+    def _held_stream(self, chunks: Generator[bytes, None, None]) -> Generator[bytes, None, None]:
+        with self._operation():
+            yield from chunks
+
+    def write_stream(self, path: str, chunks: Iterable[bytes], *, executable: bool = False) -> int:
+        with self._operation():
+            return self._inner.write_stream(path, chunks, executable=executable)
+
+    def stat(self, path: str) -> FileInfo | None:
+        with self._operation():
+            return self._inner.stat(path)
+
+    def list_directory(
+        self, path: str, depth: int = 1, limit: int = DEFAULT_LIST_LIMIT
+    ) -> list[FileInfo]:
+        with self._operation():
+            return self._inner.list_directory(path, depth, limit)
+
+    def delete(self, path: str) -> None:
+        with self._operation():
+            self._inner.delete(path)
+
+    def make_directory(self, path: str) -> None:
+        with self._operation():
+            self._inner.make_directory(path)
+
+    def exists(self, path: str) -> bool:
+        with self._operation():
+            return self._inner.exists(path)
+
+    def read_bytes(self, path: str, max_bytes: int = DEFAULT_READ_LIMIT) -> bytes:
+        with self._operation():
+            return self._inner.read_bytes(path, max_bytes)
+
+    def read_text(
+        self,
+        path: str,
+        max_bytes: int = DEFAULT_READ_LIMIT,
+        *,
+        encoding: str = "utf-8",
+        errors: str = "strict",
+    ) -> str:
+        with self._operation():
+            return self._inner.read_text(path, max_bytes, encoding=encoding, errors=errors)
+
+    def write_bytes(self, path: str, data: bytes, *, executable: bool = False) -> int:
+        with self._operation():
+            return self._inner.write_bytes(path, data, executable=executable)
+
+    def write_text(self, path: str, text: str, *, encoding: str = "utf-8") -> int:
+        with self._operation():
+            return self._inner.write_text(path, text, encoding=encoding)
+
+    def download(self, path: str, destination: str | os.PathLike[str] | BinaryIO) -> Path | None:
+        with self._operation():
+            return self._inner.download(path, destination)
+
+    def upload(
+        self, local_path: str | os.PathLike[str], path: str, *, executable: bool | None = None
+    ) -> int:
+        with self._operation():
+            return self._inner.upload(local_path, path, executable=executable)
+
+    def upload_files(self, files: Iterable[tuple[Path, str, bool]]) -> int:
+        with self._operation():
+            return self._inner.upload_files(files)
+
+    def list_files(
+        self, path: str, depth: int = 1_000_000, limit: int = DEFAULT_LIST_LIMIT
+    ) -> list[FileInfo]:
+        with self._operation():
+            return self._inner.list_files(path, depth, limit)
+
+
+class ExclusiveRuntimeMixin:
+    """Puts ``prepare``, ``execute`` and the file system of a runtime under its
+    :class:`ConversationGuard` (set ``self._guard``; ``None`` leaves the runtime as it is).
+
+    Place it before :class:`~.runtime.BaseSkillRuntime` in the bases.
+    """
+
+    _guard: ConversationGuard | None = None
+    _guarded_files: LeaseGuardedFileSystem | None = None
+
+    @property
+    def exclusive(self) -> bool:
+        """Whether operations run under the conversation's lease."""
+        return self._guard is not None and self._guard.exclusive
+
+    def exclusive_session(self) -> contextlib.AbstractContextManager[ConversationLease | None]:
+        """Hold the conversation's lease across the block (a no-op unless exclusive)."""
+        if self._guard is None:
+            return contextlib.nullcontext()
+        return self._guard.session()
+
+    def prepare(self, request: SkillPreparationRequest) -> list[Skill]:
+        guard = self._guard
+        if guard is None:
+            return super().prepare(request)  # type: ignore[misc, no-any-return]
+        with guard.operation():
+            return super().prepare(request)  # type: ignore[misc, no-any-return]
+
+    def execute(self, request: SkillExecutionRequest) -> SkillExecutionResult:
+        guard = self._guard
+        if guard is None:
+            return super().execute(request)  # type: ignore[misc, no-any-return]
+        with guard.operation():
+            return super().execute(request)  # type: ignore[misc, no-any-return]
+
+    def get_file_system(self) -> SkillRuntimeFileSystem:
+        inner: SkillRuntimeFileSystem = super().get_file_system()  # type: ignore[misc]
+        guard = self._guard
+        if guard is None or not guard.exclusive:
+            return inner  # activity is noted by prepare and execute
+        if self._guarded_files is None:
+            self._guarded_files = LeaseGuardedFileSystem(inner, guard.operation)
+        return self._guarded_files
+
+
+def local_service_key(conversations_root: str) -> str:
+    """The service key of workspaces under ``conversations_root`` on this host's file system."""
+    return f"file://{conversations_root}"
+
+
+def workspace_guard(
+    runtime_name: str,
+    workspace: ConversationWorkspace | None,
+    store: ConversationStore | str | None,
+    *,
+    service_key: str,
+    exclusive: bool,
+    lease_ttl_seconds: float = DEFAULT_LEASE_TTL_SECONDS,
+    lease_wait_seconds: float = DEFAULT_LEASE_WAIT_SECONDS,
+    activity_interval_seconds: float = DEFAULT_ACTIVITY_INTERVAL_SECONDS,
+    register: bool = True,
+) -> tuple[ConversationGuard | None, ConversationStore | None]:
+    """The guard of a runtime's conversation and the store it opened from a URL (the runtime
+    closes that one), or ``(None, None)`` without a store.
+
+    Raises :class:`ValueError` for ``exclusive`` without a conversation or without a store.
+    ``register`` inserts a record for the conversation on first use (runtimes that keep no
+    record of their own, so that sweeps find the workspace).
+    """
+    if workspace is None:
+        if exclusive or store is not None:
+            raise ValueError("exclusive and conversation_store need a conversation_id")
+        return None, None
+    if store is None:
+        if exclusive:
+            raise ValueError(
+                "exclusive=True needs a conversation_store shared by every process of the "
+                "conversation (e.g. sqlite:///conversations.db or a PostgreSQL URL)"
+            )
+        return None, None
+    opened = open_conversation_store(store) if isinstance(store, str) else None
+    chosen = opened if opened is not None else store
+    assert isinstance(chosen, ConversationStore)
+    root = workspace.conversations_root
+    conversation_id = workspace.conversation_id
+
+    def record() -> ConversationRecord:
+        return ConversationRecord.new(
+            service_key=service_key,
+            conversation_id=conversation_id,
+            runtime=runtime_name,
+            workspace_root=root,
+        )
+
+    try:
+        guard = ConversationGuard(
+            chosen,
+            storage_key_for(service_key, conversation_id),
+            description=f"conversation {conversation_id}",
+            exclusive=exclusive,
+            lease_ttl_seconds=lease_ttl_seconds,
+            lease_wait_seconds=lease_wait_seconds,
+            activity_interval_seconds=activity_interval_seconds,
+            record_factory=record if register else None,
+        )
+    except BaseException:
+        if opened is not None:
+            opened.close()
+        raise
+    return guard, opened

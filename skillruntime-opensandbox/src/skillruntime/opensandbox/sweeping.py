@@ -1,0 +1,146 @@
+"""``OpenSandboxReaper``: what expiry sweeps do with OpenSandbox conversations.
+
+:meth:`OpenSandboxReaper.destroy` kills the sandbox an idle conversation's record named (the
+sweep deleted the record first). :meth:`OpenSandboxReaper.orphans` lists the live sandboxes the
+runtime tagged with a conversation (metadata ``skillruntime-runtime=opensandbox`` and
+``skillruntime-conversation-key``) that no record names, once they are older than
+``orphan_grace_seconds`` — a younger candidate may be about to be recorded. Only sandboxes of this
+reaper's server are considered (records carry the service key of the server URL).
+
+A server shared by deployments with *different* stores must tell their sandboxes apart, or one
+deployment's sweep would take the other's sandboxes for orphans: give each deployment's runtimes
+a ``metadata`` tag (e.g. ``{"app": "billing"}``) and its reaper the same ``metadata``; the reaper
+then only looks at sandboxes carrying it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+
+from opensandbox.config.connection_sync import ConnectionConfigSync
+from opensandbox.transport import RetryPolicy
+from skillruntime.core.conversations import ConversationRecord, service_key_for_url
+from skillruntime.core.conversations.sweeps import OrphanSandbox
+
+from .options import OpenSandboxRuntimeOptions
+from .retry import DEFAULT_RETRY_SECONDS
+from .runtime import DEFAULT_ORPHAN_GRACE_SECONDS
+from .sandbox import SandboxClient, SandboxSettings, clip_metadata
+
+__all__ = ["OpenSandboxReaper", "reaper_from_environment"]
+
+logger = logging.getLogger(__name__)
+
+_RUNTIME_TAG = "skillruntime-runtime"
+_KEY_TAG = "skillruntime-conversation-key"
+_ID_TAG = "skillruntime-conversation-id"
+
+
+class OpenSandboxReaper:
+    """Kills idle conversations' sandboxes and finds orphans on one OpenSandbox server.
+
+    ``domain``/``api_key`` fall back to ``OPEN_SANDBOX_DOMAIN``/``OPEN_SANDBOX_API_KEY`` like
+    the runtime's; ``connection_config`` replaces the connection settings. Contacts nothing
+    until used; :meth:`close` releases the HTTP resources.
+    """
+
+    runtime = "opensandbox"
+
+    def __init__(
+        self,
+        *,
+        domain: str | None = None,
+        api_key: str | None = None,
+        protocol: str = "http",
+        request_timeout_seconds: float = 30.0,
+        use_server_proxy: bool = False,
+        retry_seconds: float = DEFAULT_RETRY_SECONDS,
+        orphan_grace_seconds: float = DEFAULT_ORPHAN_GRACE_SECONDS,
+        connection_config: ConnectionConfigSync | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> None:
+        if orphan_grace_seconds < 0:
+            raise ValueError("orphan_grace_seconds must not be negative")
+        self._config = connection_config or ConnectionConfigSync(
+            domain=domain,
+            api_key=api_key,
+            protocol=protocol,
+            request_timeout=timedelta(seconds=request_timeout_seconds),
+            use_server_proxy=use_server_proxy,
+            retry_policy=RetryPolicy.disabled(),
+            disable_metrics=True,
+        )
+        self._client = SandboxClient(
+            self._config,
+            SandboxSettings(image="unused", retry_seconds=retry_seconds, domain_configured=True),
+        )
+        self._grace = orphan_grace_seconds
+        self._metadata = dict(metadata or {})
+        self.service_key = service_key_for_url(self._config.get_base_url())
+
+    def destroy(self, record: ConversationRecord) -> None:
+        """Kill the record's sandbox (one already gone counts as killed)."""
+        if record.service_key != self.service_key:
+            raise ValueError(
+                f"conversation {record.conversation_id} lives on another OpenSandbox server"
+            )
+        if record.sandbox_id:
+            self._client.kill(record.sandbox_id)
+
+    def orphans(self, records: Sequence[ConversationRecord]) -> list[OrphanSandbox]:
+        """Tagged conversation sandboxes of this server that no record in ``records`` names."""
+        named = {
+            clip_metadata({"k": record.storage_key})["k"]: record.sandbox_id
+            for record in records
+            if record.runtime == self.runtime and record.service_key == self.service_key
+        }
+        now = datetime.now(UTC)
+        found: list[OrphanSandbox] = []
+        for info in self._client.list_tagged_infos({**self._metadata, _RUNTIME_TAG: self.runtime}):
+            metadata = info.metadata or {}
+            key = metadata.get(_KEY_TAG)
+            if key is None:
+                continue  # a private sandbox: its runtime kills it at close
+            if key in named and named[key] == info.id:
+                continue
+            created = info.created_at
+            if created is not None:
+                aware = created if created.tzinfo else created.replace(tzinfo=UTC)
+                if (now - aware).total_seconds() < self._grace:
+                    continue
+            found.append(
+                OrphanSandbox(
+                    runtime=self.runtime,
+                    sandbox_id=info.id,
+                    conversation_id=metadata.get(_ID_TAG),
+                    created_at=created,
+                )
+            )
+        return found
+
+    def destroy_orphan(self, orphan: OrphanSandbox) -> None:
+        """Kill one orphan sandbox."""
+        logger.warning("killing orphan sandbox %s", orphan.sandbox_id)
+        self._client.kill(orphan.sandbox_id)
+
+    def close(self) -> None:
+        """Release the HTTP resources (idempotent)."""
+        self._client.close()
+
+
+def reaper_from_environment() -> OpenSandboxReaper:
+    """A reaper configured like the runtime from ``SKILLRUNTIME_OPENSANDBOX_*`` variables
+    (``domain``, ``api_key``, ``protocol``, ``request_timeout_seconds``, ``use_server_proxy``,
+    ``metadata``)."""
+    options = OpenSandboxRuntimeOptions()
+    arguments = options.runtime_arguments()
+    return OpenSandboxReaper(
+        domain=arguments["domain"],
+        api_key=arguments["api_key"],
+        protocol=arguments["protocol"],
+        request_timeout_seconds=arguments["request_timeout_seconds"],
+        use_server_proxy=arguments["use_server_proxy"],
+        metadata=arguments["metadata"],
+    )
