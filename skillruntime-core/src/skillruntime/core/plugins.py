@@ -28,6 +28,7 @@ from pydantic import ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from .async_runtime import AsyncSkillRuntime
+from .audit import AuditEvent
 from .bridge import to_async
 from .errors import PluginNotFoundError, SkillRuntimeError
 from .runtime import SkillRuntime
@@ -191,6 +192,14 @@ class SkillRuntimeHookSpecs:
     @hookspec
     def skillruntime_cli(self, group: click.Group) -> None:
         """Add commands to the ``skillruntime`` command group."""
+
+    @hookspec
+    def skillruntime_audit_event(self, event: AuditEvent) -> None:
+        """Receive one finished operation's audit event (see :mod:`skillruntime.core.audit`).
+
+        Called synchronously on the thread that ran the operation: keep it fast, hand slow work
+        to a queue. An exception is logged and ignored; it never fails the operation.
+        """
 
 
 _lock = threading.RLock()
