@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar, cast
 
+from skillruntime.core.audit import audited_call
 from skillruntime.core.closing import Closeable
 from skillruntime.core.errors import RuntimeClosedError
 
@@ -68,6 +69,14 @@ def _redacting(method: Callable[_P, _R]) -> Callable[_P, _R]:
 Progress = Callable[[int, int], None]
 """``progress(bytes_done, bytes_total)``, called as bytes of a package arrive (from download
 worker threads, one call at a time, ``bytes_done`` never decreasing)."""
+
+
+def _manifest_audit_fields(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    """Audit fields of a ``viking.materialize`` event: the manifest's skill name and revision."""
+    for arg in (*args, *kwargs.values()):
+        if isinstance(arg, VikingSkillManifest):
+            return {"runtime": "viking", "skill_name": arg.name, "skill_revision": arg.revision}
+    return {"runtime": "viking"}
 
 
 class _BypassError(Exception):
@@ -289,6 +298,7 @@ class VikingSkillStore(Closeable):
             error if isinstance(error, _BypassError) else type(error).__name__,
         )
 
+    @audited_call("viking.materialize", _manifest_audit_fields)
     @_redacting
     def _from_cache(
         self,
@@ -346,6 +356,7 @@ class VikingSkillStore(Closeable):
             )
             return cache.snapshot_dir(key)
 
+    @audited_call("viking.materialize", _manifest_audit_fields)
     @_redacting
     def _materialize_private(
         self, manifest: VikingSkillManifest, progress: Progress | None
