@@ -102,7 +102,8 @@ def _opensandbox_lifecycle(double: OpenSandboxDouble) -> None:
 
 
 def test_every_documented_kind_is_emitted(tmp_path: Path, capture: AuditCapture) -> None:
-    documented = re.findall(r"^\| `([a-z.]+)` \|", DOCS.read_text(), flags=re.MULTILINE)
+    rows = r"^\| `([a-z.]+)` \| `skillruntime\.\1` \|"
+    documented = re.findall(rows, DOCS.read_text(), flags=re.MULTILINE)
     assert documented == list(EVENT_KINDS)
 
     _local_operations(tmp_path)
