@@ -25,11 +25,11 @@ import json
 import logging
 import os
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterator
-from contextlib import asynccontextmanager, contextmanager
-from dataclasses import asdict, dataclass
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator
+from contextlib import asynccontextmanager
 from functools import wraps
-from typing import Any, Literal, ParamSpec, Protocol, TypeVar
+from types import TracebackType
+from typing import Any, Literal, NamedTuple, ParamSpec, Protocol, TypeVar
 
 from . import tracing
 
@@ -105,9 +105,8 @@ def set_audit_enabled(enabled: bool) -> bool:
     return previous
 
 
-@dataclass(frozen=True, slots=True)
-class AuditEvent:
-    """One finished operation.
+class AuditEvent(NamedTuple):
+    """One finished operation (immutable).
 
     ``kind`` is one of :data:`EVENT_KINDS`; ``runtime`` the runtime name (``local``,
     ``opensandbox``, ``aio``…) or the store (``zip``, ``objectstore``, ``viking``) for a
@@ -138,19 +137,22 @@ class AuditEvent:
 
     def as_dict(self) -> dict[str, Any]:
         """The event's fields as a plain dict (JSON types only)."""
-        return asdict(self)
+        return dict(zip(self._fields, self, strict=True))
 
     def to_json(self) -> str:
         """The event as one line of JSON, ``None`` fields left out."""
-        return json.dumps(
-            {key: value for key, value in self.as_dict().items() if value is not None},
-            separators=(",", ":"),
-            sort_keys=False,
-        )
+        return _json_line(self.as_dict())
+
+
+def _json_line(values: dict[str, Any]) -> str:
+    return json.dumps(
+        {key: value for key, value in values.items() if value is not None}, separators=(",", ":")
+    )
 
 
 class AuditRecorder:
-    """What an audited operation fills in while it runs; :func:`audited` yields one.
+    """What an audited operation fills in while it runs; :func:`audited` returns one, a context
+    manager whose ``with`` block is the operation.
 
     Set ``exit_code``, ``timed_out``, ``bytes``, ``sandbox_id`` or the skill fields when they
     become known (``sandbox_source``, a callable, is asked for the sandbox id at the end);
@@ -158,6 +160,9 @@ class AuditRecorder:
     """
 
     __slots__ = (
+        "_span",
+        "_started",
+        "_timestamp",
         "bytes",
         "conversation_id",
         "error_type",
@@ -196,6 +201,38 @@ class AuditRecorder:
         self.timed_out: bool | None = None
         self.bytes: int | None = None
         self.error_type: str | None = None
+        self._span: Any = None
+        self._started: float | None = None
+        self._timestamp = 0.0
+
+    def __enter__(self) -> AuditRecorder:
+        if _enabled:
+            self._span = tracing.enter_span(self.kind)
+            self._timestamp = time.time()
+            self._started = time.perf_counter()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        started = self._started
+        if started is None:
+            return
+        self._started = None
+        if exc is not None:
+            self.failed(exc)
+        span = self._span
+        try:
+            event = self.event(self._timestamp, time.perf_counter() - started)
+            if span is not None:
+                tracing.annotate_span(span[0], event)
+            emit(event)
+        finally:
+            if span is not None:
+                tracing.exit_span(span)
 
     def result(self, result: ResultT) -> ResultT:
         """Record ``result.exit_code`` and ``result.timed_out``; returns ``result``."""
@@ -232,21 +269,35 @@ class AuditRecorder:
         )
 
 
+_plugin_manager: Callable[[], Any] | None = None
+
+
+def _hook_implementations() -> list[Any]:
+    global _plugin_manager  # noqa: PLW0603 - resolved once: plugins imports the runtimes
+    if _plugin_manager is None:
+        from .plugins import get_plugin_manager
+
+        _plugin_manager = get_plugin_manager
+    implementations: list[Any] = _plugin_manager().hook.skillruntime_audit_event.get_hookimpls()
+    return implementations
+
+
 def emit(event: AuditEvent) -> None:
     """Send ``event`` to the audit logger and every ``skillruntime_audit_event`` hook."""
     if audit_logger.isEnabledFor(logging.INFO):
-        audit_logger.info("%s", event.to_json(), extra={"audit": event.as_dict()})
-    from .plugins import get_plugin_manager  # plugins imports the runtimes, which import us
-
+        values = event.as_dict()
+        audit_logger.info("%s", _json_line(values), extra={"audit": values})
     try:
-        caller = get_plugin_manager().hook.skillruntime_audit_event
-        implementations = caller.get_hookimpls()
+        implementations = _hook_implementations()
     except Exception as error:  # the trail must never break the operation it describes
         logger.warning("audit hooks unavailable: %s", type(error).__name__)
         return
     for impl in implementations:
         try:
-            impl.function(*({"event": event}[arg] for arg in impl.argnames))
+            if impl.argnames:
+                impl.function(event)
+            else:
+                impl.function()
         except Exception as error:
             logger.warning(
                 "skillruntime_audit_event hook of plugin %s raised %s",
@@ -261,35 +312,20 @@ def _finish(recorder: AuditRecorder, span: Any, timestamp: float, started: float
     emit(event)
 
 
-@contextmanager
-def audited(kind: str, **context: Any) -> Iterator[AuditRecorder]:
-    """Audit the ``with`` block as one ``kind`` operation (keyword arguments: the fields of
-    :class:`AuditRecorder`); its span is current inside the block, so nested operations are
-    children. The exception of a failing block propagates unchanged."""
-    recorder = AuditRecorder(kind, **context)
-    if not _enabled:
-        yield recorder
-        return
-    span_cm = tracing.start_current_span(kind)
-    span = span_cm.__enter__() if span_cm is not None else None
-    timestamp, started = time.time(), time.perf_counter()
-    try:
-        yield recorder
-    except BaseException as error:
-        recorder.failed(error)
-        raise
-    finally:
-        try:
-            _finish(recorder, span, timestamp, started)
-        finally:
-            if span_cm is not None:
-                span_cm.__exit__(None, None, None)
+def audited(kind: str, **context: Any) -> AuditRecorder:
+    """Audit a ``with`` block as one ``kind`` operation (keyword arguments: the fields of
+    :class:`AuditRecorder`): ``with audited("execute", runtime="local") as record: ...``.
+
+    The block's span is current inside it, so nested operations are children; it works around
+    ``await`` too (the span follows the task's context). The exception of a failing block
+    propagates unchanged.
+    """
+    return AuditRecorder(kind, **context)
 
 
 @asynccontextmanager
 async def audited_async(kind: str, **context: Any) -> AsyncIterator[AuditRecorder]:
-    """The ``async with`` form of :func:`audited` (for code that must not mix sync managers with
-    awaits; :func:`audited` works around awaits too, its span following the task's context)."""
+    """The ``async with`` form of :func:`audited`."""
     with audited(kind, **context) as recorder:
         yield recorder
 
