@@ -41,3 +41,4 @@ bench: setup
 	.venv/bin/python tests/benchmarks/bench_viking.py
 	.venv/bin/python tests/benchmarks/bench_async.py
 	.venv/bin/python tests/benchmarks/bench_mcp.py
+	.venv/bin/python tests/benchmarks/bench_audit.py
