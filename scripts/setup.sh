@@ -39,7 +39,7 @@ pip_install --upgrade pip
 step "installing every distribution (editable) and the development tools" \
     "(a first run downloads about 100 packages and takes a few minutes)"
 pip_install \
-    -e './skillruntime-core[sql,postgresql,mysql,testing,s3]' \
+    -e './skillruntime-core[sql,postgresql,mysql,testing,s3,otel]' \
     -e ./skillruntime-local \
     -e ./skillruntime-opensandbox \
     -e ./skillruntime-aio \

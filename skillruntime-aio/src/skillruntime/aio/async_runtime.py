@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 
 from skillruntime.core.async_filesystem import AsyncSkillRuntimeFileSystem
 from skillruntime.core.async_runtime import AsyncBaseSkillRuntime
+from skillruntime.core.audit import audited
 from skillruntime.core.bridge import CANCEL_MARKER_VARIABLE, kill_marked_command
 from skillruntime.core.errors import ExecutionTransportError
 from skillruntime.core.models import (
@@ -254,5 +255,6 @@ class AsyncAioSkillRuntime(AsyncBaseSkillRuntime):
             if self._root_ready:
                 return
             root = self._workspace.directory if self._workspace else self._remote_root
-            await self._files.make_directory(root)
+            with audited("sandbox.attach", **self._audit_fields()):  # first use of the service
+                await self._files.make_directory(root)
             self._root_ready = True

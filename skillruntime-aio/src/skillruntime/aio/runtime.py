@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 
+from skillruntime.core.audit import audited
 from skillruntime.core.errors import ExecutionTransportError, SkillPrepareError
 from skillruntime.core.filesystem import SkillRuntimeFileSystem
 from skillruntime.core.models import (
@@ -290,5 +291,6 @@ class AioSandboxSkillRuntime(BaseSkillRuntime):
             if self._root_ready:
                 return
             root = self._workspace.directory if self._workspace else self._remote_root
-            self._files.make_directory(root)
+            with audited("sandbox.attach", **self._audit_fields()):  # first use of the service
+                self._files.make_directory(root)
             self._root_ready = True

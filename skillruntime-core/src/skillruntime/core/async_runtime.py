@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 
 from .async_filesystem import AsyncSkillRuntimeFileSystem
 from .async_workspace import AsyncScopedFileSystem
+from .audit import audited
 from .closing import AsyncCloseable
 from .models import (
     Skill,
@@ -41,6 +42,8 @@ from .runtime_rules import (
     PlaceFiles,
     PrepareKey,
     RuntimeState,
+    ScannedSkill,
+    audit_fields,
     bootstrap_failure,
     bootstrap_requests,
     bootstrap_transport_failure,
@@ -105,7 +108,9 @@ async def run_bootstrap_async(
     :class:`~skillruntime.core.errors.SkillPrepareError` (exit code and output tail).
     """
     for index, step, request in bootstrap_requests(skill, config):
-        failure = bootstrap_failure(skill, index, step, await runtime.execute(request))
+        with audited("bootstrap", skill_name=skill.name, **audit_fields(runtime)) as record:
+            result = record.result(await runtime.execute(request))
+        failure = bootstrap_failure(skill, index, step, result)
         if failure is not None:
             raise failure
 
@@ -185,15 +190,17 @@ class AsyncBaseSkillRuntime(RuntimeState, AsyncSkillRuntime):
     # --------------------------------------------------------------------- SPI
 
     async def execute(self, request: SkillExecutionRequest) -> SkillExecutionResult:
-        self._ensure_open()
-        cwd = command_directory(
-            request.working_directory,
-            self.default_working_directory,
-            self._workspace,
-            self._check_real_path,
-        )
-        request_environment = validate_environment(request.environment)
-        return await self._run(request, cwd, self.effective_environment(request_environment))
+        with audited("execute", **self._audit_fields()) as record:
+            self._ensure_open()
+            cwd = command_directory(
+                request.working_directory,
+                self.default_working_directory,
+                self._workspace,
+                self._check_real_path,
+            )
+            request_environment = validate_environment(request.environment)
+            environment = self.effective_environment(request_environment)
+            return record.result(await self._run(request, cwd, environment))
 
     async def get_file_system(self) -> AsyncSkillRuntimeFileSystem:
         self._ensure_open()
@@ -206,6 +213,7 @@ class AsyncBaseSkillRuntime(RuntimeState, AsyncSkillRuntime):
                     check_real_path=self._check_real_path if self._workspace else None,
                     runtime_name=self.name,
                     base_directory=None if self._workspace else self.default_working_directory,
+                    audit=self._audit_fields(),
                 )
             return self._file_system
 
@@ -223,7 +231,14 @@ class AsyncBaseSkillRuntime(RuntimeState, AsyncSkillRuntime):
         ]
 
     async def _prepare_one(self, skill: Skill, config: SkillRuntimeConfig) -> Skill:
-        scanned = await asyncio.to_thread(scan_skill, skill, self._upload_policy)
+        with audited("prepare", skill_name=skill.name, **self._audit_fields()) as record:
+            scanned = await asyncio.to_thread(scan_skill, skill, self._upload_policy)
+            record.skill_digest = scanned.digest
+            return await self._prepare_scanned(skill, config, scanned)
+
+    async def _prepare_scanned(
+        self, skill: Skill, config: SkillRuntimeConfig, scanned: ScannedSkill
+    ) -> Skill:
         key = prepare_key(skill, scanned.digest, config)
         with self._lock:
             lock = self._prepare_locks.setdefault(key, asyncio.Lock())

@@ -6,19 +6,24 @@ check, workspace scoping, real-path check) before the wrapped file system is cal
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable, Iterable
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from .async_filesystem import AsyncChunks, AsyncSkillRuntimeFileSystem
+from .audit import audit_async_stream, audited
 from .filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT, DEFAULT_READ_LIMIT
 from .models import FileInfo
-from .workspace import ConversationWorkspace, PathScope
+from .workspace import ConversationWorkspace, PathScope, scoped_audit_fields
 
 __all__ = ["AsyncScopedFileSystem"]
 
 
 class AsyncScopedFileSystem(AsyncSkillRuntimeFileSystem):
-    """Wraps an async runtime file system; the arguments are those of :class:`PathScope`."""
+    """Wraps an async runtime file system; the arguments are those of :class:`PathScope`.
+
+    Every operation emits one audit event, as :class:`~.workspace.ScopedFileSystem` does.
+    """
 
     def __init__(
         self,
@@ -29,8 +34,10 @@ class AsyncScopedFileSystem(AsyncSkillRuntimeFileSystem):
         check_real_path: Callable[[str], str] | None = None,
         runtime_name: str = "runtime",
         base_directory: str | None = None,
+        audit: Mapping[str, Any] | None = None,
     ) -> None:
         self._inner = inner
+        self._audit = scoped_audit_fields(audit, runtime_name, workspace)
         self._scope = PathScope(
             workspace=workspace,
             is_closed=is_closed,
@@ -45,35 +52,51 @@ class AsyncScopedFileSystem(AsyncSkillRuntimeFileSystem):
         return self._inner
 
     def read_stream(self, path: str, chunk_size: int = CHUNK_SIZE) -> AsyncGenerator[bytes, None]:
-        return self._inner.read_stream(self._scope.path(path), chunk_size)
+        return audit_async_stream(
+            "file.read",
+            lambda: self._inner.read_stream(self._scope.path(path), chunk_size),
+            **self._audit,
+        )
 
     async def write_stream(
         self, path: str, chunks: AsyncChunks, *, executable: bool = False
     ) -> int:
-        return await self._inner.write_stream(self._scope.path(path), chunks, executable=executable)
+        with audited("file.write", **self._audit) as record:
+            scoped = self._scope.path(path)
+            record.bytes = await self._inner.write_stream(scoped, chunks, executable=executable)
+            return record.bytes
 
     async def stat(self, path: str) -> FileInfo | None:
-        return await self._inner.stat(self._scope.path(path))
+        with audited("file.stat", **self._audit):
+            return await self._inner.stat(self._scope.path(path))
 
     async def list_directory(
         self, path: str, depth: int = 1, limit: int = DEFAULT_LIST_LIMIT
     ) -> list[FileInfo]:
-        return await self._inner.list_directory(self._scope.path(path), depth, limit)
+        with audited("file.list", **self._audit):
+            return await self._inner.list_directory(self._scope.path(path), depth, limit)
 
     async def delete(self, path: str) -> None:
-        await self._inner.delete(self._scope.deletable(path))
+        with audited("file.delete", **self._audit):
+            await self._inner.delete(self._scope.deletable(path))
 
     async def make_directory(self, path: str) -> None:
-        await self._inner.make_directory(self._scope.path(path))
+        with audited("file.mkdir", **self._audit):
+            await self._inner.make_directory(self._scope.path(path))
 
     async def read_bytes(self, path: str, max_bytes: int = DEFAULT_READ_LIMIT) -> bytes:
-        return await self._inner.read_bytes(self._scope.path(path), max_bytes)
+        with audited("file.read", **self._audit) as record:
+            data = await self._inner.read_bytes(self._scope.path(path), max_bytes)
+            record.bytes = len(data)
+            return data
 
     async def list_files(
         self, path: str, depth: int = 1_000_000, limit: int = DEFAULT_LIST_LIMIT
     ) -> list[FileInfo]:
-        return await self._inner.list_files(self._scope.path(path), depth, limit)
+        with audited("file.list", **self._audit):
+            return await self._inner.list_files(self._scope.path(path), depth, limit)
 
     async def upload_files(self, files: Iterable[tuple[Path, str, bool]]) -> int:
-        scoped = [(local, self._scope.path(remote), flag) for local, remote, flag in files]
-        return await self._inner.upload_files(scoped)
+        with audited("file.upload", **self._audit):
+            scoped = [(local, self._scope.path(remote), flag) for local, remote, flag in files]
+            return await self._inner.upload_files(scoped)

@@ -31,6 +31,7 @@ from .errors import PluginNotFoundError, SkillRuntimeError
 
 if TYPE_CHECKING:  # the runtime modules load when a runtime is built, not with the plugins
     from .async_runtime import AsyncSkillRuntime
+    from .audit import AuditEvent
     from .runtime import SkillRuntime
 
 __all__ = [
@@ -215,6 +216,14 @@ class SkillRuntimeHookSpecs:
     @hookspec
     def skillruntime_cli(self, group: click.Group) -> None:
         """Add commands to the ``skillruntime`` command group."""
+
+    @hookspec
+    def skillruntime_audit_event(self, event: AuditEvent) -> None:
+        """Receive one finished operation's audit event (see :mod:`skillruntime.core.audit`).
+
+        Called synchronously on the thread that ran the operation: keep it fast, hand slow work
+        to a queue. An exception is logged and ignored; it never fails the operation.
+        """
 
 
 _lock = threading.RLock()

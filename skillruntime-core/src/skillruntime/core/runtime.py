@@ -15,6 +15,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 
+from .audit import audited
 from .closing import Closeable
 from .filesystem import SkillRuntimeFileSystem
 from .models import (
@@ -34,6 +35,7 @@ from .runtime_rules import (
     PreparationStep,
     RuntimeState,
     ScannedSkill,
+    audit_fields,
     bootstrap_failure,
     bootstrap_requests,
     bootstrap_transport_failure,
@@ -125,7 +127,8 @@ def run_bootstrap(runtime: SkillRuntime, skill: Skill, config: SkillRuntimeConfi
     stops the run with :class:`SkillPrepareError` carrying its exit code and output tail.
     """
     for index, step, request in bootstrap_requests(skill, config):
-        failure = bootstrap_failure(skill, index, step, runtime.execute(request))
+        with audited("bootstrap", skill_name=skill.name, **audit_fields(runtime)) as record:
+            failure = bootstrap_failure(skill, index, step, record.result(runtime.execute(request)))
         if failure is not None:
             raise failure
 
@@ -215,16 +218,19 @@ class BaseSkillRuntime(RuntimeState, SkillRuntime):
     # --------------------------------------------------------------------- SPI
 
     def execute(self, request: SkillExecutionRequest) -> SkillExecutionResult:
-        self._ensure_open()
-        cwd = command_directory(
-            request.working_directory,
-            self.default_working_directory,
-            self._workspace,
-            self._check_real_path,
-        )
-        # Checked again: a request built without validation must not smuggle bad names through.
-        request_environment = validate_environment(request.environment)
-        return self._run(request, cwd, self.effective_environment(request_environment))
+        with audited("execute", **self._audit_fields()) as record:
+            self._ensure_open()
+            cwd = command_directory(
+                request.working_directory,
+                self.default_working_directory,
+                self._workspace,
+                self._check_real_path,
+            )
+            # Checked again: a request built without validation must not smuggle bad names.
+            request_environment = validate_environment(request.environment)
+            return record.result(
+                self._run(request, cwd, self.effective_environment(request_environment))
+            )
 
     def get_file_system(self) -> SkillRuntimeFileSystem:
         self._ensure_open()
@@ -237,6 +243,7 @@ class BaseSkillRuntime(RuntimeState, SkillRuntime):
                     check_real_path=self._check_real_path if self._workspace else None,
                     runtime_name=self.name,
                     base_directory=None if self._workspace else self.default_working_directory,
+                    audit=self._audit_fields(),
                 )
             return self._file_system
 
@@ -258,7 +265,14 @@ class BaseSkillRuntime(RuntimeState, SkillRuntime):
         return scan_skill(skill, self._upload_policy)
 
     def _prepare_one(self, skill: Skill, config: SkillRuntimeConfig) -> Skill:
-        scanned = self._scan_skill(skill)
+        with audited("prepare", skill_name=skill.name, **self._audit_fields()) as record:
+            scanned = self._scan_skill(skill)
+            record.skill_digest = scanned.digest
+            return self._prepare_scanned(skill, config, scanned)
+
+    def _prepare_scanned(
+        self, skill: Skill, config: SkillRuntimeConfig, scanned: ScannedSkill
+    ) -> Skill:
         key = prepare_key(skill, scanned.digest, config)
         with self._lock:
             lock = self._prepare_locks.setdefault(key, threading.Lock())

@@ -43,6 +43,7 @@ __all__ = [
     "PreparationStep",
     "PrepareKey",
     "ScannedSkill",
+    "audit_fields",
     "bootstrap_failure",
     "bootstrap_requests",
     "bootstrap_transport_failure",
@@ -90,6 +91,25 @@ def command_directory(
     return resolve_against(default_working_directory, cwd)
 
 
+def audit_fields(runtime: object) -> dict[str, Any]:
+    """The audit event fields a runtime contributes to its operations' events.
+
+    ``runtime`` (the runtime's ``name``), ``conversation_id`` (of its workspace, if any) and a
+    ``sandbox_source`` read when the event ends (its ``sandbox_id`` property, when it has one).
+    """
+    workspace = getattr(runtime, "workspace", None)
+
+    def sandbox() -> str | None:
+        value = getattr(runtime, "sandbox_id", None)
+        return value if isinstance(value, str) else None
+
+    return {
+        "runtime": str(getattr(runtime, "name", "runtime")),
+        "conversation_id": getattr(workspace, "conversation_id", None),
+        "sandbox_source": sandbox,
+    }
+
+
 def merge_environment(
     base: Mapping[str, str],
     skill_layers: Iterable[Mapping[str, str]],
@@ -130,6 +150,10 @@ class RuntimeState:
     def _ensure_open(self) -> None:
         if self._closed:
             raise closed_error(self._runtime_name())
+
+    def _audit_fields(self) -> dict[str, Any]:
+        """The fields this runtime contributes to audit events (:func:`audit_fields`)."""
+        return audit_fields(self)
 
     def effective_environment(self, request_environment: Mapping[str, str]) -> dict[str, str]:
         """The environment overlay of a command: base < prepared skill configs < request."""

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
+from .audit import audit_stream, audited
 from .errors import InvalidPathError, RuntimeClosedError, WorkspaceEscapeError
 from .filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT, DEFAULT_READ_LIMIT, SkillRuntimeFileSystem
 from .models import FileInfo
@@ -180,10 +182,27 @@ class PathScope:
         return resolved
 
 
+def scoped_audit_fields(
+    audit: Mapping[str, Any] | None, runtime_name: str, workspace: ConversationWorkspace | None
+) -> dict[str, Any]:
+    """The audit fields of a scoped file system's events: ``audit`` when given, else the
+    runtime name and the workspace's conversation id."""
+    if audit is not None:
+        return dict(audit)
+    return {
+        "runtime": runtime_name,
+        "conversation_id": workspace.conversation_id if workspace is not None else None,
+    }
+
+
 class ScopedFileSystem(SkillRuntimeFileSystem):
     """Wraps a runtime file system: maps every path through a workspace and checks closure.
 
-    The arguments are those of :class:`PathScope`, whose rules apply to every path.
+    The arguments are those of :class:`PathScope`, whose rules apply to every path. Every
+    operation emits one audit event (``file.read``, ``file.write``…, see
+    :mod:`skillruntime.core.audit`) with the fields of ``audit`` (default: the runtime name and
+    conversation id); a derived operation (``read_text``, ``exists``…) is audited as the
+    primitive it runs.
     """
 
     def __init__(
@@ -195,9 +214,11 @@ class ScopedFileSystem(SkillRuntimeFileSystem):
         check_real_path: Callable[[str], str] | None = None,
         runtime_name: str = "runtime",
         base_directory: str | None = None,
+        audit: Mapping[str, Any] | None = None,
     ) -> None:
         self._inner = inner
         self._workspace = workspace
+        self._audit = scoped_audit_fields(audit, runtime_name, workspace)
         self._scope = PathScope(
             workspace=workspace,
             is_closed=is_closed,
@@ -220,34 +241,49 @@ class ScopedFileSystem(SkillRuntimeFileSystem):
         return self._scope.path(path)
 
     def read_stream(self, path: str, chunk_size: int = CHUNK_SIZE) -> Generator[bytes, None, None]:
-        return self._inner.read_stream(self._path(path), chunk_size)
+        return audit_stream(
+            "file.read",
+            lambda: self._inner.read_stream(self._path(path), chunk_size),
+            **self._audit,
+        )
 
     def write_stream(self, path: str, chunks: Iterable[bytes], *, executable: bool = False) -> int:
-        return self._inner.write_stream(self._path(path), chunks, executable=executable)
+        with audited("file.write", **self._audit) as record:
+            record.bytes = self._inner.write_stream(self._path(path), chunks, executable=executable)
+            return record.bytes
 
     def stat(self, path: str) -> FileInfo | None:
-        return self._inner.stat(self._path(path))
+        with audited("file.stat", **self._audit):
+            return self._inner.stat(self._path(path))
 
     def list_directory(
         self, path: str, depth: int = 1, limit: int = DEFAULT_LIST_LIMIT
     ) -> list[FileInfo]:
-        return self._inner.list_directory(self._path(path), depth, limit)
+        with audited("file.list", **self._audit):
+            return self._inner.list_directory(self._path(path), depth, limit)
 
     def delete(self, path: str) -> None:
-        self._inner.delete(self._scope.deletable(path))
+        with audited("file.delete", **self._audit):
+            self._inner.delete(self._scope.deletable(path))
 
     def make_directory(self, path: str) -> None:
-        self._inner.make_directory(self._path(path))
+        with audited("file.mkdir", **self._audit):
+            self._inner.make_directory(self._path(path))
 
     def read_bytes(self, path: str, max_bytes: int = DEFAULT_READ_LIMIT) -> bytes:
-        return self._inner.read_bytes(self._path(path), max_bytes)
+        with audited("file.read", **self._audit) as record:
+            data = self._inner.read_bytes(self._path(path), max_bytes)
+            record.bytes = len(data)
+            return data
 
     def list_files(
         self, path: str, depth: int = 1_000_000, limit: int = DEFAULT_LIST_LIMIT
     ) -> list[FileInfo]:
-        return self._inner.list_files(self._path(path), depth, limit)
+        with audited("file.list", **self._audit):
+            return self._inner.list_files(self._path(path), depth, limit)
 
     def upload_files(self, files: Iterable[tuple[Path, str, bool]]) -> int:
-        return self._inner.upload_files(
-            (local, self._path(remote), executable) for local, remote, executable in files
-        )
+        with audited("file.upload", **self._audit):
+            return self._inner.upload_files(
+                (local, self._path(remote), executable) for local, remote, executable in files
+            )

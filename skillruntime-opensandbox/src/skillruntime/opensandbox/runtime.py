@@ -49,6 +49,7 @@ from opensandbox.exceptions import (
 from opensandbox.models.sandboxes import NetworkPolicy, NetworkRule
 from opensandbox.sync.sandbox import SandboxSync
 from opensandbox.transport import RetryPolicy
+from skillruntime.core.audit import audited
 from skillruntime.core.conversations import (
     ConversationRecord,
     ConversationStore,
@@ -276,6 +277,7 @@ class OpenSandboxSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
                 or bool(os.environ.get("OPEN_SANDBOX_DOMAIN")),
             ),
         )
+        self._client.audit_conversation_id = workspace.conversation_id if workspace else None
         self._runner = CommandRunner(
             uid=uid, gid=gid, deadline_grace_seconds=deadline_grace_seconds
         )
@@ -689,6 +691,15 @@ class OpenSandboxSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         )
 
     def _replace(self, old_id: str | None) -> SandboxSync | None:
+        """:meth:`_replace_sandbox`, audited as ``sandbox.replace`` (with the new sandbox's id)."""
+        fields = self._audit_fields()
+        fields.pop("sandbox_source")
+        with audited("sandbox.replace", **fields) as record:
+            replaced = self._replace_sandbox(old_id)
+            record.sandbox_id = replaced.id if replaced is not None else None
+            return replaced
+
+    def _replace_sandbox(self, old_id: str | None) -> SandboxSync | None:
         """Create a sandbox and swap it into the record; ``None`` when another node won."""
         assert self._binding is not None
         candidate = self._client.create(self._metadata())

@@ -23,6 +23,7 @@ from opensandbox.exceptions import SandboxConnectionException
 from opensandbox.models.sandboxes import NetworkPolicy, SandboxFilter, SandboxInfo
 from opensandbox.sync.manager import SandboxManagerSync
 from opensandbox.sync.sandbox import SandboxSync
+from skillruntime.core.audit import audited
 
 from .errors import (
     OpenSandboxError,
@@ -95,6 +96,8 @@ class SandboxClient:
         self._settings = settings
         self._manager: SandboxManagerSync | None = None
         self._lock = threading.Lock()
+        self.audit_conversation_id: str | None = None
+        """Conversation id put on this client's ``sandbox.*`` audit events."""
 
     def _manager_handle(self) -> SandboxManagerSync:
         with self._lock:
@@ -103,7 +106,21 @@ class SandboxClient:
             return self._manager
 
     def create(self, metadata: Mapping[str, str]) -> SandboxSync:
-        """Create a sandbox and wait until it is ready (not retried: it is a POST)."""
+        """Create a sandbox and wait until it is ready (not retried: it is a POST); audited as
+        ``sandbox.create``."""
+        with audited("sandbox.create", **self._audit_fields()) as record:
+            sandbox = self._create(metadata)
+            record.sandbox_id = sandbox.id
+            return sandbox
+
+    def _audit_fields(self, sandbox_id: str | None = None) -> dict[str, str | None]:
+        return {
+            "runtime": "opensandbox",
+            "conversation_id": self.audit_conversation_id,
+            "sandbox_id": sandbox_id,
+        }
+
+    def _create(self, metadata: Mapping[str, str]) -> SandboxSync:
         settings = self._settings
         merged = {**settings.metadata, **metadata}
         try:
@@ -130,6 +147,11 @@ class SandboxClient:
         return sandbox
 
     def connect(self, sandbox_id: str) -> SandboxSync:
+        """Attach to ``sandbox_id`` (audited as ``sandbox.attach``); see :meth:`_connect`."""
+        with audited("sandbox.attach", **self._audit_fields(sandbox_id)):
+            return self._connect(sandbox_id)
+
+    def _connect(self, sandbox_id: str) -> SandboxSync:
         """Attach to ``sandbox_id`` and check it answers.
 
         Raises :class:`SandboxGoneError` when it no longer exists and
@@ -242,6 +264,11 @@ class SandboxClient:
             raise sandbox_error(f"tagging sandbox {sandbox_id}", exc) from exc
 
     def kill(self, sandbox_id: str) -> None:
+        """Terminate ``sandbox_id`` (audited as ``sandbox.destroy``); see :meth:`_kill`."""
+        with audited("sandbox.destroy", **self._audit_fields(sandbox_id)):
+            self._kill(sandbox_id)
+
+    def _kill(self, sandbox_id: str) -> None:
         """Terminate ``sandbox_id``; a sandbox that is already gone counts as killed."""
         manager = self._manager_handle()
         try:

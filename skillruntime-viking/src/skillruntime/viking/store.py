@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar, cast
 
+from skillruntime.core.audit import audited_call
 from skillruntime.core.closing import Closeable
 from skillruntime.core.errors import RuntimeClosedError
 
@@ -78,6 +79,14 @@ def _cache_event(status: str, manifest: VikingSkillManifest) -> dict[str, str]:
         "skill_uri": manifest.root_uri,
         "skill_revision": manifest.revision,
     }
+
+
+def _manifest_audit_fields(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    """Audit fields of a ``viking.materialize`` event: the manifest's skill name and revision."""
+    for arg in (*args, *kwargs.values()):
+        if isinstance(arg, VikingSkillManifest):
+            return {"runtime": "viking", "skill_name": arg.name, "skill_revision": arg.revision}
+    return {"runtime": "viking"}
 
 
 class _BypassError(Exception):
@@ -381,6 +390,7 @@ class VikingSkillStore(Closeable):
             extra=_cache_event("bypassed", manifest),
         )
 
+    @audited_call("viking.materialize", _manifest_audit_fields)
     @_redacting
     def _from_cache(
         self,
@@ -446,6 +456,7 @@ class VikingSkillStore(Closeable):
             )
             return cache.snapshot_dir(key)
 
+    @audited_call("viking.materialize", _manifest_audit_fields)
     @_redacting
     def _materialize_private(
         self, manifest: VikingSkillManifest, progress: Progress | None

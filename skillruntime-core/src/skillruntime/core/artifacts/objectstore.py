@@ -30,6 +30,7 @@ from typing import Any
 
 from filelock import FileLock
 
+from ..audit import audited_call
 from .spi import (
     ArtifactExistsError,
     ArtifactIntegrityError,
@@ -39,6 +40,7 @@ from .spi import (
     SkillArtifact,
     SkillArtifactStore,
     SkillPackage,
+    materialize_audit_fields,
 )
 from .zipcheck import (
     DEFAULT_LIMITS,
@@ -199,6 +201,7 @@ class ObjectSkillArtifactStore(SkillArtifactStore):
             if fs.exists(temporary):
                 fs.rm_file(temporary)
 
+    @audited_call("artifact.materialize", materialize_audit_fields("objectstore"))
     def materialize(self, artifact: SkillArtifact) -> Path:
         """The cached ``skill`` directory of ``artifact``, downloaded once per node if missing."""
         digest_hex = self._require_digest(artifact)

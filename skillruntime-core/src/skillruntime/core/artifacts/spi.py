@@ -16,10 +16,10 @@ import re
 import threading
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -36,6 +36,7 @@ __all__ = [
     "SkillArtifact",
     "SkillArtifactStore",
     "SkillPackage",
+    "materialize_audit_fields",
     "normalize_digest",
 ]
 
@@ -83,6 +84,21 @@ def normalize_digest(value: str) -> str:
     if match is None:
         raise ValueError("digest must be 'sha256:' followed by 64 hexadecimal characters")
     return "sha256:" + match.group(1).lower()
+
+
+def materialize_audit_fields(store: str) -> Callable[..., dict[str, Any]]:
+    """The audit fields of ``materialize(artifact)`` on a ``store`` store (for
+    :func:`skillruntime.core.audit.audited_call`): name, version as revision, declared digest."""
+
+    def fields(_self: object, artifact: SkillArtifact, *_rest: Any) -> dict[str, Any]:
+        return {
+            "runtime": store,
+            "skill_name": artifact.name,
+            "skill_revision": artifact.version,
+            "skill_digest": artifact.digest,
+        }
+
+    return fields
 
 
 class SkillArtifact(BaseModel):

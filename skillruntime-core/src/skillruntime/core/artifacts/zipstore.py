@@ -26,6 +26,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from ..audit import audited_call
 from .spi import (
     ArtifactExistsError,
     ArtifactIntegrityError,
@@ -34,6 +35,7 @@ from .spi import (
     SkillArtifact,
     SkillArtifactStore,
     SkillPackage,
+    materialize_audit_fields,
 )
 from .zipcheck import DEFAULT_LIMITS, PackageLimits, check_declared, extract_package, spool_package
 
@@ -135,6 +137,7 @@ class ZipSkillArtifactStore(SkillArtifactStore):
                     f"cannot publish skill artifact {artifact.label}: {error.strerror}"
                 ) from None
 
+    @audited_call("artifact.materialize", materialize_audit_fields("zip"))
     def materialize(self, artifact: SkillArtifact) -> Path:
         """The extracted ``<name>`` directory of ``artifact``; its digest must match if declared."""
         version_dir = self._version_dir(artifact)

@@ -1,0 +1,153 @@
+"""Benchmark of the audit trail and tracing: ``execute("true")`` with both on against both off.
+
+Run from the repository root::
+
+    .venv/bin/python tests/benchmarks/bench_audit.py [--runs 500] [--dir DIR]
+
+One local runtime in a conversation workspace runs ``execute("true")`` ``--runs`` times with
+auditing on and as many times with it off (:func:`skillruntime.core.audit.set_audit_enabled`),
+interleaved (the order of the pair alternates), and the medians are compared:
+
+1. "on" is audit events to a ``skillruntime_audit_event`` hook (counting them) plus tracing through
+   the OpenTelemetry SDK (a tracer provider with a batch span processor whose exporter drops the
+   spans) — target ratio <= 1.05;
+2. the same plus a ``logging.FileHandler`` writing every ``skillruntime.audit`` JSON line to a
+   file (the application's handler: its cost is logging's, reported for scale).
+
+The per-event cost is measured apart, with no command: one ``audited`` block on and off,
+``--micro-runs`` times, with the consumers of (2) attached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from bench_common import default_scratch
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+from skillruntime.core import audit
+from skillruntime.core.audit import AUDIT_LOGGER_NAME, AuditEvent, audited
+from skillruntime.core.models import SkillExecutionRequest
+from skillruntime.core.plugins import hookimpl, register_plugin
+from skillruntime.local import LocalSkillRuntime
+
+
+class _DroppingExporter(SpanExporter):
+    """Accepts every batch and keeps nothing (a collector's cost is not ours to measure)."""
+
+    def __init__(self) -> None:
+        self.spans = 0
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.spans += len(spans)
+        return SpanExportResult.SUCCESS
+
+
+class _Counter:
+    def __init__(self) -> None:
+        self.events = 0
+
+    @hookimpl
+    def skillruntime_audit_event(self, event: AuditEvent) -> None:
+        self.events += 1
+
+
+def bench_execute(runs: int, work: Path) -> tuple[float, float]:
+    """Median seconds of ``execute("true")`` with auditing off and on (interleaved)."""
+    off: list[float] = []
+    on: list[float] = []
+    request = SkillExecutionRequest(command="true")
+    with LocalSkillRuntime(conversation_id="bench-audit", conversations_root=work) as runtime:
+        for _ in range(20):  # warm up both paths
+            for enabled in (False, True):
+                audit.set_audit_enabled(enabled)
+                runtime.execute(request)
+        for run in range(runs):
+            pairs = ((False, off), (True, on))
+            for enabled, samples in pairs if run % 2 else reversed(pairs):
+                audit.set_audit_enabled(enabled)
+                start = time.perf_counter()
+                result = runtime.execute(request)
+                samples.append(time.perf_counter() - start)
+                if result.exit_code != 0:
+                    raise SystemExit(f"execute failed: {result}")
+    audit.set_audit_enabled(True)
+    return statistics.median(off), statistics.median(on)
+
+
+def bench_event(runs: int) -> tuple[float, float]:
+    """Median seconds of an empty ``audited`` block with auditing off and on."""
+    samples: dict[bool, list[float]] = {False: [], True: []}
+    for _ in range(runs):
+        for enabled in (False, True):
+            audit.set_audit_enabled(enabled)
+            start = time.perf_counter()
+            with audited("execute", runtime="local", conversation_id="bench") as record:
+                record.exit_code = 0
+            samples[enabled].append(time.perf_counter() - start)
+    audit.set_audit_enabled(True)
+    return statistics.median(samples[False]), statistics.median(samples[True])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=500, help="execute runs per mode")
+    parser.add_argument("--micro-runs", type=int, default=20000, help="empty audited blocks")
+    parser.add_argument("--dir", default=default_scratch(), help="scratch directory")
+    args = parser.parse_args(argv)
+
+    exporter = _DroppingExporter()
+    provider = TracerProvider()
+    processor = BatchSpanProcessor(exporter)
+    provider.add_span_processor(processor)
+    trace.set_tracer_provider(provider)
+    counter = _Counter()
+    register_plugin(counter, name="bench-audit-counter")
+
+    with tempfile.TemporaryDirectory(prefix="bench-audit-", dir=args.dir) as scratch:
+        base = Path(scratch)
+        off, on = bench_execute(args.runs, base / "conversations")
+        handler = logging.FileHandler(base / "audit.jsonl")
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        audit_log = logging.getLogger(AUDIT_LOGGER_NAME)
+        audit_log.addHandler(handler)
+        audit_log.setLevel(logging.INFO)
+        audit_log.propagate = False
+        try:
+            log_off, log_on = bench_execute(args.runs, base / "conversations-logged")
+            event_off, event_on = bench_event(args.micro_runs)
+            processor.force_flush()
+            lines = sum(1 for _ in (base / "audit.jsonl").open())
+        finally:
+            audit_log.removeHandler(handler)
+            handler.close()
+    provider.shutdown()
+
+    ratio = on / off
+    print(f"[1] execute('true'), local runtime, median of {args.runs} interleaved runs each")
+    print("    events to a hook + spans through the OpenTelemetry SDK (batch processor)")
+    print(f"    audit + tracing off : {off * 1e3:8.3f} ms")
+    print(f"    audit + tracing on  : {on * 1e3:8.3f} ms")
+    print(f"    ratio on/off        : {ratio:8.3f}   (target <= 1.05)")
+    print("[1b] the same with a FileHandler writing the audit log's JSON lines")
+    print(f"    off: {log_off * 1e3:.3f} ms   on: {log_on * 1e3:.3f} ms")
+    print(f"    ratio on/off        : {log_on / log_off:8.3f}")
+    print(f"[2] one audited block (consumers of 1b), median of {args.micro_runs} runs each")
+    print(f"    off: {event_off * 1e6:7.2f} us   on: {event_on * 1e6:7.2f} us")
+    print(f"    events to the hook: {counter.events}, log lines: {lines}, spans: {exporter.spans}")
+    verdict = "met" if ratio <= 1.05 else "missed"
+    print(f"    target ratio <= 1.05 for [1]: {verdict}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
