@@ -125,15 +125,20 @@ def verify_snapshot(
     started = time.time_ns()
     seen: set[str] = set()
     recorded: dict[str, Fingerprint] = {}
-    for folder, dirs, names in os.walk(snapshot, followlinks=False):
-        for name in dirs:
-            if os.path.islink(os.path.join(folder, name)):
-                raise CorruptSnapshotError(f"link in snapshot: {name}")
-        for name in names:
-            full = Path(folder, name)
-            relative = full.relative_to(snapshot).as_posix()
+    pending = [(os.fspath(snapshot), "")]
+    while pending:
+        folder, prefix = pending.pop()
+        with os.scandir(folder) as entries:
+            children = list(entries)
+        for entry in children:
+            relative = prefix + entry.name
+            info = entry.stat(follow_symlinks=False)
+            if stat.S_ISDIR(info.st_mode):
+                pending.append((entry.path, relative + "/"))
+                continue
+            if stat.S_ISLNK(info.st_mode):
+                raise CorruptSnapshotError(f"link in snapshot: {relative}")
             item = expected.get(relative)
-            info = full.lstat()
             if item is None or not stat.S_ISREG(info.st_mode):
                 raise CorruptSnapshotError(f"unexpected entry in snapshot: {relative}")
             if info.st_size != item.size:
@@ -142,7 +147,7 @@ def verify_snapshot(
             if known.get(relative) == fingerprint:
                 recorded[relative] = fingerprint
             else:
-                size, digest = hash_file(full)
+                size, digest = hash_file(Path(entry.path))
                 if size != item.size or digest != item.sha256:
                     raise CorruptSnapshotError(f"content of {relative} differs")
                 if info.st_ctime_ns < started - RACY_NS:
