@@ -16,7 +16,7 @@ import stat as stat_module
 import tempfile
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -333,18 +333,25 @@ class SkillRuntimeFileSystem(ABC):
 
         return default_glob(self, root, query)
 
-    def grep(self, root: FileInfo, query: GrepQuery) -> GrepResult:
+    def grep(
+        self,
+        root: FileInfo,
+        query: GrepQuery,
+        *,
+        read_text: Callable[[str, int], str] | None = None,
+    ) -> GrepResult:
         """Search the content of the files below ``root`` (its :meth:`stat`), see
         :class:`~skillruntime.core.file_search.GrepQuery` for the rules and bounds.
 
         The default walks with :meth:`list_directory` and reads each candidate with
         :meth:`read_text`; an override (one command in a sandbox, say) must return the same
-        result for the same tree. Raises ``InvalidPatternError`` or :class:`ValueError` for a bad
-        pattern or glob.
+        result for the same tree. ``read_text(path, max_bytes)`` (default :meth:`read_text`) reads
+        every file the search reads on the client, so a wrapper can keep its checks on them.
+        Raises ``InvalidPatternError`` or :class:`ValueError` for a bad pattern or glob.
         """
         from .file_search import default_grep
 
-        return default_grep(self, root, query)
+        return default_grep(self, root, query, read_text=read_text)
 
     @staticmethod
     def join(base: str, *parts: str) -> str:

@@ -12,10 +12,14 @@ import posixpath
 import re
 from collections.abc import Callable, Generator, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import InvalidPathError, RuntimeClosedError, WorkspaceEscapeError
 from .filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT, DEFAULT_READ_LIMIT, SkillRuntimeFileSystem
 from .models import FileInfo
+
+if TYPE_CHECKING:
+    from .file_search import GlobQuery, GrepQuery, GrepResult, SearchResult
 
 __all__ = [
     "CONVERSATION_ID_PATTERN",
@@ -241,6 +245,27 @@ class ScopedFileSystem(SkillRuntimeFileSystem):
 
     def read_bytes(self, path: str, max_bytes: int = DEFAULT_READ_LIMIT) -> bytes:
         return self._inner.read_bytes(self._path(path), max_bytes)
+
+    def _scoped_root(self, root: FileInfo) -> FileInfo:
+        path = self._path(root.path)
+        return root if path == root.path else root.model_copy(update={"path": path})
+
+    def glob(self, root: FileInfo, query: GlobQuery) -> SearchResult:
+        """The inner file system's ``glob`` below the scoped ``root`` (it never follows links)."""
+        return self._inner.glob(self._scoped_root(root), query)
+
+    def grep(
+        self,
+        root: FileInfo,
+        query: GrepQuery,
+        *,
+        read_text: Callable[[str, int], str] | None = None,
+    ) -> GrepResult:
+        """The inner file system's ``grep`` below the scoped ``root``; files it reads on the
+        client (links) go through this wrapper's checks."""
+        return self._inner.grep(
+            self._scoped_root(root), query, read_text=read_text or self.read_text
+        )
 
     def list_files(
         self, path: str, depth: int = 1_000_000, limit: int = DEFAULT_LIST_LIMIT
