@@ -251,7 +251,10 @@ class ScopedFileSystem(SkillRuntimeFileSystem):
         return root if path == root.path else root.model_copy(update={"path": path})
 
     def glob(self, root: FileInfo, query: GlobQuery) -> SearchResult:
-        """The inner file system's ``glob`` below the scoped ``root`` (it never follows links)."""
+        """The inner file system's own ``glob`` below the scoped ``root`` when it has one (it
+        never follows links); otherwise the default walk through this wrapper's checks."""
+        if type(self._inner).glob is SkillRuntimeFileSystem.glob:
+            return super().glob(root, query)
         return self._inner.glob(self._scoped_root(root), query)
 
     def grep(
@@ -261,8 +264,11 @@ class ScopedFileSystem(SkillRuntimeFileSystem):
         *,
         read_text: Callable[[str, int], str] | None = None,
     ) -> GrepResult:
-        """The inner file system's ``grep`` below the scoped ``root``; files it reads on the
-        client (links) go through this wrapper's checks."""
+        """The inner file system's own ``grep`` below the scoped ``root`` when it has one (files
+        it reads on the client, links, go through this wrapper's checks); otherwise the default
+        walk and reads through this wrapper's checks."""
+        if type(self._inner).grep is SkillRuntimeFileSystem.grep:
+            return super().grep(root, query, read_text=read_text)
         return self._inner.grep(
             self._scoped_root(root), query, read_text=read_text or self.read_text
         )
