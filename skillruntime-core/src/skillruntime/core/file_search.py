@@ -147,6 +147,8 @@ class GrepEngine:
         self.entries: list[str] = []
         self.deadline = time.monotonic() + query.time_budget
         self.out_of_time = False
+        literal = literal_pattern(query)
+        self._literal = literal or None
 
     def keep(self, entry: FileInfo) -> bool:
         """Whether ``entry`` passes the glob and type filters."""
@@ -205,13 +207,20 @@ class GrepEngine:
                     if self.full:
                         return
             return
+        literal = self._literal
+        if literal is not None and literal not in text:
+            return  # no line can contain the literal pattern
         lines = text.splitlines()
         if query.output_mode == "content":
             self._content(path, lines)
             return
         search = self.regex.search
         if query.output_mode == "files_with_matches":
-            if any(len(line) <= limit and search(line) for line in lines):
+            if literal is not None:
+                found = any(len(line) <= limit and literal in line for line in lines)
+            else:
+                found = any(len(line) <= limit and search(line) for line in lines)
+            if found:
                 self._add(path)
             return
         count = sum(sum(1 for _ in self.regex.spans(line)) for line in lines if len(line) <= limit)
