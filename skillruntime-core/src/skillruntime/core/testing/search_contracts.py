@@ -30,7 +30,6 @@ _HOSTILE_NAMES = (
     "-rf.txt",
     "back\\slash.txt",
     "star*.txt",
-    "ünïcødé ✓.txt",
     "pipe|amp&.txt",
 )
 
