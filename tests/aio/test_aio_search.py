@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -68,3 +69,26 @@ def test_literal_pattern_narrows_the_archive(tmp_path: Path) -> None:
     _, every = parse_search_output(regex.stdout, _parse_entry)
     assert every is not None
     assert set(every) == {str(tmp_path / "hit.txt"), str(tmp_path / "miss.txt")}
+
+
+def test_missing_tools_fail_the_command_instead_of_reading_as_no_match(tmp_path: Path) -> None:
+    (tmp_path / "hit.txt").write_text("needle\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("find", "xargs", "grep", "base64", "printf"):
+        source = subprocess.run(
+            ["bash", "-c", f"command -v {tool}"], capture_output=True, text=True, check=False
+        ).stdout.strip()
+        if source.startswith("/"):
+            (bin_dir / tool).symlink_to(source)
+    script = search_script(str(tmp_path), 100, content=GrepQuery("needle"))
+    bash = shutil.which("bash")
+    assert bash is not None
+    done = subprocess.run(
+        [bash, "-c", script],
+        env={"PATH": str(bin_dir), "LC_ALL": "C"},
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 97

@@ -65,7 +65,10 @@ def search_script(path: str, depth: int, *, content: GrepQuery | None) -> str:
     literal = literal_pattern(content)
     if literal is not None:
         files += f" | xargs -0 -r grep -lFZ -e {shlex.quote(literal)} --"
+    # Without tar or base64 the command fails and the caller walks instead (never an empty
+    # archive that would read as "no match").
     return (
+        "for t in find xargs grep tar base64; do command -v $t >/dev/null || exit 97; done; "
         f"{script}; printf '\\n\\036\\n'; {files} "
         "| tar --null --no-recursion -cPf - -T - | base64 -w0"
     )
