@@ -201,7 +201,85 @@ def run(quick: bool) -> list[Row]:
                         note="raw exec of setsid bash -c true",
                     )
                 )
+                grep_s, raw_grep_s, _default_s, per_grep = bench_grep(double, files, runs)
+                rows.append(
+                    Row(
+                        f"{api} grep over {files} files",
+                        grep_s,
+                        raw_grep_s,
+                        target=1.5,
+                        note="grep -rlF in the sandbox, one raw exec",
+                    )
+                )
+                rows.append(
+                    Row(
+                        f"{api} grep over {files} files",
+                        per_grep,
+                        3,
+                        unit="requests",
+                        target=1.0,
+                        note="3 requests",
+                    )
+                )
     return rows
+
+
+def bench_grep(double: AioDouble, files: int, runs: int) -> tuple[float, float, float, int]:
+    """``grep`` (literal, files_with_matches) over ``files`` files through the file system
+    against the same ``grep -rlF`` run directly in the sandbox by one raw exec request, and the
+    default implementation (one request per directory and file); medians, requests per grep."""
+    from skillruntime.core.file_search import GrepQuery, default_grep
+
+    session = requests.Session()
+    session.headers.update(double.headers)
+    with AioSandboxSkillRuntime(
+        base_url=double.url,
+        token=double.token,
+        conversation_id=f"bench-{uuid.uuid4().hex[:10]}",
+        conversations_root=ROOT,
+    ) as runtime:
+        fs = runtime.get_file_system()
+        archive_dir = Path(tempfile.mkdtemp(prefix="bench-grep-"))
+        for index in range(files):
+            target = archive_dir / f"d{index % 20}" / f"f{index:04d}.txt"
+            target.parent.mkdir(exist_ok=True)
+            marker = "needle" if index % 7 == 0 else "hay"
+            target.write_text(f"line one\n{marker} two\n" + "filler text\n" * 40)
+        fs.upload_files(
+            (path, f"tree/{path.relative_to(archive_dir).as_posix()}", False)
+            for path in sorted(archive_dir.rglob("*.txt"))
+        )
+        root = fs.stat("tree")
+        assert root is not None
+        query = GrepQuery("needle")
+        bash = runtime.command_api == "bash"
+        command = f"grep -rlF needle {root.path}"
+        if bash:
+            url, body = double.url + "/v1/bash/exec", {"command": command, "session_id": "raw"}
+        else:
+            sid = f"raw-{uuid.uuid4().hex[:8]}"
+            session.post(
+                double.url + "/v1/shell/sessions/create", json={"id": sid}, timeout=30
+            ).raise_for_status()
+            url, body = double.url + "/v1/shell/exec", {"command": command, "id": sid}
+        ours: list[float] = []
+        raw: list[float] = []
+        fs.grep(root, query)
+        before = runtime.client.request_count
+        for _ in range(runs):
+            start = time.perf_counter()
+            found = fs.grep(root, query)
+            ours.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            session.post(url, json=body, timeout=60).raise_for_status()
+            raw.append(time.perf_counter() - start)
+        per_grep = (runtime.client.request_count - before) // runs
+        start = time.perf_counter()
+        baseline = default_grep(fs, root, query)
+        default_s = time.perf_counter() - start
+        assert baseline.entries == found.entries
+    session.close()
+    return statistics.median(ours), statistics.median(raw), default_s, per_grep
 
 
 def main() -> None:
@@ -209,6 +287,7 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--prepare-runs", type=int, default=3)
+    parser.add_argument("--grep-runs", type=int, default=9)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         skill = make_skill(Path(scratch) / "bench-skill", args.files, 2048)
@@ -236,6 +315,14 @@ def main() -> None:
                     f"{raw_s * 1000:.1f} ms (ratio {ours_s / raw_s:.2f}); raw exec of "
                     f"'setsid bash -c true' {floor_s * 1000:.1f} ms (ratio "
                     f"{ours_s / floor_s:.2f}); {per_command:.1f} requests per command"
+                )
+                grep_s, raw_grep_s, default_s, per_grep = bench_grep(
+                    double, args.files, args.grep_runs
+                )
+                print(
+                    f"[{label}] grep over {args.files} files: {grep_s * 1000:.1f} ms / "
+                    f"{per_grep} requests vs grep -rlF in the sandbox {raw_grep_s * 1000:.1f} ms "
+                    f"(ratio {grep_s / raw_grep_s:.2f}); default walk {default_s * 1000:.0f} ms"
                 )
 
 

@@ -296,3 +296,60 @@ def test_download_concurrency_settings(
     viking.faults.tamper.clear()
     with store.lease(DEMO_ROOT) as path:
         assert tree(path) == demo_files()
+
+
+def _fingerprinted_hit(store: VikingSkillStore, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Materialize, then hit once with no racy window so every fingerprint gets recorded."""
+    path = store.materialize(DEMO_ROOT)
+    monkeypatch.setattr(cache_module, "RACY_NS", 0)
+    with store.lease(DEMO_ROOT):
+        pass
+    return path
+
+
+def test_warm_hit_with_recorded_fingerprints_reads_no_cached_byte(
+    viking: VikingDouble, store: VikingSkillStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _fingerprinted_hit(store, monkeypatch)
+    hashed: list[Path] = []
+    real = cache_module.hash_file
+
+    def counting(path: Path, chunk: int = 1 << 20) -> tuple[int, str]:
+        hashed.append(path)
+        return real(path, chunk)
+
+    monkeypatch.setattr(cache_module, "hash_file", counting)
+    with store.lease(DEMO_ROOT) as again:
+        assert tree(again) == demo_files()
+    assert hashed == []
+    assert viking.downloads[f"{DEMO_ROOT}/SKILL.md"] == 1
+
+
+def test_tamper_keeping_size_and_mtime_is_detected(
+    viking: VikingDouble, store: VikingSkillStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _fingerprinted_hit(store, monkeypatch)
+    target = path / "scripts/run.sh"
+    before = target.stat()
+    original = target.read_bytes()
+    os.chmod(target, 0o600)
+    target.write_bytes(bytes(b ^ 0x01 for b in original))
+    os.chmod(target, stat.S_IMODE(before.st_mode))
+    os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = target.stat()
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    with store.lease(DEMO_ROOT) as again:
+        assert tree(again) == demo_files()
+    assert viking.downloads[f"{DEMO_ROOT}/scripts/run.sh"] == 2
+
+
+def test_racy_fingerprints_are_not_recorded(
+    viking: VikingDouble, store: VikingSkillStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = store.materialize(DEMO_ROOT)
+    monkeypatch.setattr(cache_module, "RACY_NS", 10**18)
+    manifest = store.resolve(DEMO_ROOT)
+    assert cache_module.verify_snapshot(path, manifest) == {}
+    monkeypatch.setattr(cache_module, "RACY_NS", 0)
+    recorded = cache_module.verify_snapshot(path, manifest)
+    assert set(recorded) == {item.path for item in manifest.files}

@@ -22,7 +22,8 @@ import logging
 import posixpath
 import shlex
 import tempfile
-from collections.abc import Generator, Iterable
+from collections.abc import Callable, Generator, Iterable
+from typing import Any
 
 import requests
 
@@ -34,6 +35,13 @@ from skillruntime.core.errors import (
     RuntimeFileNotFoundError,
     RuntimeIsADirectoryError,
     RuntimePermissionError,
+)
+from skillruntime.core.file_search import (
+    GlobQuery,
+    GrepEngine,
+    GrepQuery,
+    GrepResult,
+    SearchResult,
 )
 from skillruntime.core.filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT, SkillRuntimeFileSystem
 from skillruntime.core.models import FileInfo
@@ -373,6 +381,54 @@ class AioFileSystem(SkillRuntimeFileSystem):
         script = list_script(path, max(depth, 1), limit)
         outcome = self._command(script, path, retry_safe=True, cap=LIST_OUTPUT_CAP)
         return list_result(outcome, path, limit)
+
+    # ---------------------------------------------------------------- search
+
+    def _search(self, root: FileInfo, depth: int, content: GrepQuery | None) -> Any:
+        """Run the search command; ``None`` when its output did not fit (use the default)."""
+        from .search import parse_search_output, search_script
+
+        outcome = self._command(
+            search_script(root.path, depth, content=content),
+            root.path,
+            retry_safe=True,
+            cap=LIST_OUTPUT_CAP,
+        )
+        if outcome.exit_code != 0 or outcome.stdout_size > len(outcome.stdout):
+            logger.debug("search command did not fit or failed; walking instead")
+            return None
+        return parse_search_output(outcome.stdout, _parse_entry)
+
+    def glob(self, root: FileInfo, query: GlobQuery) -> SearchResult:
+        """One command for the whole walk (see :mod:`skillruntime.aio.search`)."""
+        from .search import glob_from_listing
+
+        if not root.is_directory or root.is_special:
+            return super().glob(root, query)
+        found = self._search(root, query.max_depth, None)
+        if found is None:
+            return super().glob(root, query)
+        return glob_from_listing(found[0], root, query)
+
+    def grep(
+        self,
+        root: FileInfo,
+        query: GrepQuery,
+        *,
+        read_text: Callable[[str, int], str] | None = None,
+    ) -> GrepResult:
+        """One command for the walk and the candidate files (see
+        :mod:`skillruntime.aio.search`)."""
+        from .search import grep_from_output
+
+        if not root.is_directory or root.is_special:
+            return super().grep(root, query, read_text=read_text)
+        GrepEngine(query, root.path)  # a bad pattern or glob fails before any request
+        found = self._search(root, query.max_depth, query)
+        if found is None or found[1] is None:
+            return super().grep(root, query, read_text=read_text)
+        listing, contents = found
+        return grep_from_output(listing, contents, root, query, read_text or self.read_text)
 
     # ---------------------------------------------------------------- changes
 

@@ -17,7 +17,7 @@ import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterable, Iterable
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from .filesystem import (
     CHUNK_SIZE,
@@ -32,6 +32,9 @@ from .filesystem import (
     upload_executable,
 )
 from .models import FileInfo
+
+if TYPE_CHECKING:
+    from .file_search import GlobQuery, GrepQuery, GrepResult, SearchResult
 
 __all__ = ["AsyncChunks", "AsyncSkillRuntimeFileSystem", "aiter_chunks", "aiter_local_file"]
 
@@ -207,6 +210,22 @@ class AsyncSkillRuntimeFileSystem(ABC):
                     step = plan.send(listed)
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
+
+    async def glob(self, root: FileInfo, query: GlobQuery) -> SearchResult:
+        """Regular files below ``root`` matching ``query``, in walk order; the async twin of
+        ``SkillRuntimeFileSystem.glob``
+        (an override must return what this default returns)."""
+        from .file_search import async_default_glob
+
+        return await async_default_glob(self, root, query)
+
+    async def grep(self, root: FileInfo, query: GrepQuery) -> GrepResult:
+        """Content search below ``root``; the async twin of
+        ``SkillRuntimeFileSystem.grep``
+        (an override must return what this default returns)."""
+        from .file_search import async_default_grep
+
+        return await async_default_grep(self, root, query)
 
     @staticmethod
     def join(base: str, *parts: str) -> str:

@@ -16,13 +16,16 @@ import stat as stat_module
 import tempfile
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .errors import FileTooLargeError, RuntimeFileError, RuntimeFileNotFoundError
 from .models import FileInfo
+
+if TYPE_CHECKING:
+    from .file_search import GlobQuery, GrepQuery, GrepResult, SearchResult
 
 __all__ = [
     "CHUNK_SIZE",
@@ -318,6 +321,37 @@ class SkillRuntimeFileSystem(ABC):
                     step = plan.send(self.list_directory(step.directory, 1, LIST_CHILDREN_LIMIT))
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
+
+    def glob(self, root: FileInfo, query: GlobQuery) -> SearchResult:
+        """Regular files below ``root`` (its :meth:`stat`) matching ``query`` (see
+        :class:`~skillruntime.core.file_search.GlobQuery`), in walk order.
+
+        The default lists one directory at a time; an override must return the same result
+        for the same tree (the conformance kit compares it with this default).
+        """
+        from .file_search import default_glob
+
+        return default_glob(self, root, query)
+
+    def grep(
+        self,
+        root: FileInfo,
+        query: GrepQuery,
+        *,
+        read_text: Callable[[str, int], str] | None = None,
+    ) -> GrepResult:
+        """Search the content of the files below ``root`` (its :meth:`stat`), see
+        :class:`~skillruntime.core.file_search.GrepQuery` for the rules and bounds.
+
+        The default walks with :meth:`list_directory` and reads each candidate with
+        :meth:`read_text`; an override (one command in a sandbox, say) must return the same
+        result for the same tree. ``read_text(path, max_bytes)`` (default :meth:`read_text`) reads
+        every file the search reads on the client, so a wrapper can keep its checks on them.
+        Raises ``InvalidPatternError`` or :class:`ValueError` for a bad pattern or glob.
+        """
+        from .file_search import default_grep
+
+        return default_grep(self, root, query, read_text=read_text)
 
     @staticmethod
     def join(base: str, *parts: str) -> str:

@@ -12,12 +12,15 @@ import posixpath
 import re
 from collections.abc import Callable, Generator, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .audit import audit_stream, audited
 from .errors import InvalidPathError, RuntimeClosedError, WorkspaceEscapeError
 from .filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT, DEFAULT_READ_LIMIT, SkillRuntimeFileSystem
 from .models import FileInfo
+
+if TYPE_CHECKING:
+    from .file_search import GlobQuery, GrepQuery, GrepResult, SearchResult
 
 __all__ = [
     "CONVERSATION_ID_PATTERN",
@@ -275,6 +278,33 @@ class ScopedFileSystem(SkillRuntimeFileSystem):
             data = self._inner.read_bytes(self._path(path), max_bytes)
             record.bytes = len(data)
             return data
+
+    def _scoped_root(self, root: FileInfo) -> FileInfo:
+        path = self._path(root.path)
+        return root if path == root.path else root.model_copy(update={"path": path})
+
+    def glob(self, root: FileInfo, query: GlobQuery) -> SearchResult:
+        """The inner file system's own ``glob`` below the scoped ``root`` when it has one (it
+        never follows links); otherwise the default walk through this wrapper's checks."""
+        if type(self._inner).glob is SkillRuntimeFileSystem.glob:
+            return super().glob(root, query)
+        return self._inner.glob(self._scoped_root(root), query)
+
+    def grep(
+        self,
+        root: FileInfo,
+        query: GrepQuery,
+        *,
+        read_text: Callable[[str, int], str] | None = None,
+    ) -> GrepResult:
+        """The inner file system's own ``grep`` below the scoped ``root`` when it has one (files
+        it reads on the client, links, go through this wrapper's checks); otherwise the default
+        walk and reads through this wrapper's checks."""
+        if type(self._inner).grep is SkillRuntimeFileSystem.grep:
+            return super().grep(root, query, read_text=read_text)
+        return self._inner.grep(
+            self._scoped_root(root), query, read_text=read_text or self.read_text
+        )
 
     def list_files(
         self, path: str, depth: int = 1_000_000, limit: int = DEFAULT_LIST_LIMIT

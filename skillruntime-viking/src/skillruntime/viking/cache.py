@@ -25,8 +25,9 @@ import logging
 import os
 import shutil
 import stat
+import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -93,30 +94,85 @@ def hash_file(path: Path, chunk: int = _HASH_CHUNK) -> tuple[int, str]:
     return size, digest.hexdigest()
 
 
-def verify_snapshot(snapshot: Path, manifest: VikingSkillManifest) -> None:
+Fingerprint = tuple[int, int, int, int, int]
+"""``(size, mtime_ns, ctime_ns, inode, mode)`` of a cached file, as :func:`os.lstat` gives it."""
+
+RACY_NS = 50_000_000
+"""A fingerprint whose ctime is this close to the verification that produced it is not recorded:
+file time stamps advance by a kernel tick, so a change in the same tick as the last one could keep
+the same ctime. Such a file is hashed again on the next check, as git does with racy entries."""
+
+
+def _fingerprint(info: os.stat_result) -> Fingerprint:
+    return (info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_mode)
+
+
+def verify_snapshot(
+    snapshot: Path,
+    manifest: VikingSkillManifest,
+    fingerprints: Mapping[str, Fingerprint] | None = None,
+) -> dict[str, Fingerprint]:
     """Raise :class:`CorruptSnapshotError` unless ``snapshot`` holds exactly the manifest's
-    files with their sizes and hashes (no links, no other files)."""
+    files with their sizes and hashes (no links, no other files).
+
+    A file whose :func:`os.lstat` fingerprint equals its entry in ``fingerprints`` (recorded by an
+    earlier verification) is trusted without reading it: any write to it, or a change of its
+    time stamps, moves its ctime, which no unprivileged process can set back. Every other file is
+    hashed in full. Returns the fingerprints that may be recorded for the next check: those trusted
+    and those hashed whose ctime is older than the verification by :data:`RACY_NS`."""
     expected = {item.path: item for item in manifest.files}
+    known = fingerprints or {}
+    started = time.time_ns()
     seen: set[str] = set()
-    for folder, dirs, names in os.walk(snapshot, followlinks=False):
-        for name in dirs:
-            if os.path.islink(os.path.join(folder, name)):
-                raise CorruptSnapshotError(f"link in snapshot: {name}")
-        for name in names:
-            full = Path(folder, name)
-            relative = full.relative_to(snapshot).as_posix()
+    recorded: dict[str, Fingerprint] = {}
+    pending = [(os.fspath(snapshot), "")]
+    while pending:
+        folder, prefix = pending.pop()
+        with os.scandir(folder) as entries:
+            children = list(entries)
+        for entry in children:
+            relative = prefix + entry.name
+            info = entry.stat(follow_symlinks=False)
+            if stat.S_ISDIR(info.st_mode):
+                pending.append((entry.path, relative + "/"))
+                continue
+            if stat.S_ISLNK(info.st_mode):
+                raise CorruptSnapshotError(f"link in snapshot: {relative}")
             item = expected.get(relative)
-            info = full.lstat()
             if item is None or not stat.S_ISREG(info.st_mode):
                 raise CorruptSnapshotError(f"unexpected entry in snapshot: {relative}")
             if info.st_size != item.size:
                 raise CorruptSnapshotError(f"size of {relative} differs")
-            size, digest = hash_file(full)
-            if size != item.size or digest != item.sha256:
-                raise CorruptSnapshotError(f"content of {relative} differs")
+            fingerprint = _fingerprint(info)
+            if known.get(relative) == fingerprint:
+                recorded[relative] = fingerprint
+            else:
+                size, digest = hash_file(Path(entry.path))
+                if size != item.size or digest != item.sha256:
+                    raise CorruptSnapshotError(f"content of {relative} differs")
+                if info.st_ctime_ns < started - RACY_NS:
+                    recorded[relative] = fingerprint
             seen.add(relative)
     if seen != set(expected):
         raise CorruptSnapshotError(f"{len(set(expected) - seen)} file(s) missing from snapshot")
+    return recorded
+
+
+def _load_fingerprints(meta: Mapping[str, Any]) -> dict[str, Fingerprint]:
+    """The fingerprints recorded in an entry's metadata; malformed ones are ignored."""
+    raw = meta.get("fingerprints")
+    found: dict[str, Fingerprint] = {}
+    if not isinstance(raw, dict):
+        return found
+    for name, value in raw.items():
+        if (
+            isinstance(name, str)
+            and isinstance(value, list)
+            and len(value) == 5
+            and all(type(part) is int for part in value)
+        ):
+            found[name] = (value[0], value[1], value[2], value[3], value[4])
+    return found
 
 
 def make_private_dir(path: Path) -> None:
@@ -216,12 +272,36 @@ class SnapshotCache:
             or meta.get("manifest_signature") != manifest.signature
         ):
             return "stale"
+        known = _load_fingerprints(meta)
         try:
-            verify_snapshot(self.snapshot_dir(key), manifest)
+            recorded = verify_snapshot(self.snapshot_dir(key), manifest, known)
         except (CorruptSnapshotError, OSError) as error:
             logger.warning("cached snapshot of %s is corrupt: %s", manifest.root_uri, error)
             return "corrupt"
+        if recorded != known:
+            self._record_fingerprints(key, meta, recorded)
         return "hit"
+
+    def _record_fingerprints(
+        self, key: CacheKey, meta: dict[str, Any], fingerprints: Mapping[str, Fingerprint]
+    ) -> None:
+        """Replace the entry's metadata with one recording ``fingerprints`` (atomic rename; the
+        last-use time is kept; a failure only costs a full hash next time)."""
+        path = self.entry_dir(key) / _META
+        updated = dict(meta)
+        updated["fingerprints"] = {name: list(value) for name, value in fingerprints.items()}
+        part = path.with_name(f".{_META}.{uuid.uuid4().hex[:12]}")
+        try:
+            used = path.stat()
+            fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump(updated, handle, sort_keys=True)
+            os.utime(part, ns=(used.st_atime_ns, used.st_mtime_ns))
+            os.replace(part, path)
+        except OSError as error:
+            logger.debug("cannot record fingerprints: %s", type(error).__name__)
+            with contextlib.suppress(OSError):
+                part.unlink()
 
     def new_staging(self, key: CacheKey) -> Path:
         """A fresh private staging directory for ``key`` (its skill directory is created)."""

@@ -27,6 +27,7 @@ from .filesystem_contracts import FileSystemContracts
 from .lifecycle_contracts import LifecycleContracts
 from .permissions import immutable_host_directory
 from .prepare_contracts import PrepareContracts
+from .search_contracts import SearchContracts
 from .skills import SkillFactory
 from .spy import BackendSpy, install_backend_spy
 from .suite import (
@@ -56,6 +57,7 @@ __all__ = [
     "LifecycleContracts",
     "PrepareContracts",
     "RuntimeConformance",
+    "SearchContracts",
     "SkillFactory",
     "immutable_host_directory",
     "install_backend_spy",

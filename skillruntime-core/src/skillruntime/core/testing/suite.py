@@ -10,6 +10,7 @@ from .file_error_contracts import FileErrorContracts
 from .filesystem_contracts import FileSystemContracts
 from .lifecycle_contracts import LifecycleContracts
 from .prepare_contracts import PrepareContracts
+from .search_contracts import SearchContracts
 
 __all__ = [
     "CAPABILITY_TESTS",
@@ -94,6 +95,7 @@ _GROUPS: tuple[type[Any], ...] = (
     PrepareContracts,
     ExecuteContracts,
     FileSystemContracts,
+    SearchContracts,
     FileErrorContracts,
     ConversationContracts,
     LifecycleContracts,
@@ -109,6 +111,7 @@ class RuntimeConformance(
     PrepareContracts,
     ExecuteContracts,
     FileSystemContracts,
+    SearchContracts,
     FileErrorContracts,
     ConversationContracts,
     LifecycleContracts,

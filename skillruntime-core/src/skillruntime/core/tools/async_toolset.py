@@ -18,8 +18,6 @@ import asyncio
 import logging
 import mimetypes
 import tempfile
-import time
-from collections import deque
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from typing import Any, BinaryIO, cast
 
@@ -29,6 +27,7 @@ from ..async_filesystem import AsyncSkillRuntimeFileSystem
 from ..async_runtime import AsyncSkillRuntime
 from ..closing import Closeable
 from ..errors import FileTooLargeError
+from ..file_search import GrepEngine
 from ..models import (
     FileInfo,
     Skill,
@@ -50,7 +49,7 @@ from .arguments import (
     WriteArguments,
 )
 from .base import Guard, SkillTool
-from .context import resolve_tool_path, truncate
+from .context import resolve_tool_path
 from .files import (
     DEFAULT_READ_LINES,
     EDIT_DESCRIPTION,
@@ -62,7 +61,7 @@ from .files import (
     _numbered,
     _split_lines,
 )
-from .globbing import GlobMatcher, WalkResult, relative_path, walk_step
+from .globbing import LISTING_LIMIT, GlobMatcher, WalkResult, relative_path, walk_plan
 from .linear_regex import InvalidPatternError, LinearPattern
 from .policy import (
     SkillPolicy,
@@ -76,17 +75,13 @@ from .search import (
     DEFAULT_LS_RESULTS,
     GLOB_DESCRIPTION,
     GREP_DESCRIPTION,
-    GREP_TIME_BUDGET_SECONDS,
     LS_DESCRIPTION,
     MAX_DEPTH,
-    MAX_FILE_BYTES,
-    MAX_FILES,
-    MAX_GLOB_RESULTS,
     MAX_LS_RESULTS,
-    MAX_OUTPUT_CHARS,
-    _Collector,
-    _file_filter,
-    _search_file,
+    glob_answer,
+    glob_query,
+    grep_answer,
+    grep_query,
 )
 from .shell import DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS, format_result
 from .shell import DESCRIPTION as BASH_DESCRIPTION
@@ -106,7 +101,6 @@ __all__ = ["AsyncSkillTool", "AsyncSkillTools"]
 
 logger = logging.getLogger(__name__)
 
-_LISTING_LIMIT = 100_000
 _SPOOL_BYTES = 4 * 1024 * 1024
 
 AsyncHandler = Callable[[Any], Awaitable[str]]
@@ -180,28 +174,17 @@ async def _walk(
     include_directories: bool,
     keep: Callable[[FileInfo], bool] | None = None,
 ) -> WalkResult:
-    """:func:`~skillruntime.core.tools.globbing.walk` over an async file system."""
-    if root.is_special:
-        return WalkResult([], False)
-    if not root.is_directory:
-        return WalkResult([root] if keep is None or keep(root) else [], False)
-    found: list[FileInfo] = []
-    queue: deque[tuple[str, int]] = deque([(root.path, 1)])
-    while queue:
-        directory, level = queue.popleft()
-        listing = await files.list_directory(directory, 1, _LISTING_LIMIT)
-        if walk_step(
-            listing,
-            level,
-            queue=queue,
-            found=found,
-            depth=depth,
-            limit=limit,
-            include_directories=include_directories,
-            keep=keep,
-        ):
-            return WalkResult(found, True)
-    return WalkResult(found, False)
+    """:func:`~skillruntime.core.tools.globbing.walk` over an async file system (the same
+    plan, :func:`~skillruntime.core.tools.globbing.walk_plan`, driven with awaited listings)."""
+    plan = walk_plan(
+        root, depth=depth, limit=limit, include_directories=include_directories, keep=keep
+    )
+    try:
+        directory = next(plan)
+        while True:
+            directory = plan.send(await files.list_directory(directory, 1, LISTING_LIMIT))
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
 
 
 class _Slot:
@@ -428,88 +411,34 @@ def _tools(context: _AsyncContext, guard: Guard) -> list[AsyncSkillTool]:
         if not arguments.pattern.strip():
             return "Error: The glob pattern must not be empty"
         try:
-            matcher = GlobMatcher(arguments.pattern)
+            GlobMatcher(arguments.pattern)
         except ValueError as exc:
             return f"Error: Invalid glob pattern: {exc}"
         root, info = await search_root(arguments.path)
         if info is None:
             return f"Error: Path does not exist in {name} runtime: {root}"
-        result = await _walk(
-            await context.files(), info, depth=MAX_DEPTH, limit=MAX_FILES, include_directories=False
-        )
-        matches = [e for e in result.entries if matcher.matches(relative_path(e.path, root))]
-        if not matches:
-            return f"No files found matching pattern: {arguments.pattern}"
-        matches.sort(key=lambda item: (-(item.modified_time or 0.0), item.path))
-        lines = [entry.path for entry in matches[:MAX_GLOB_RESULTS]]
-        if len(matches) > MAX_GLOB_RESULTS:
-            lines.append(
-                f"... ({len(matches) - MAX_GLOB_RESULTS} more matches not shown; narrow the "
-                "pattern or path)"
-            )
-        if result.truncated:
-            lines.append(f"... (search stopped after {MAX_FILES} files; narrow the path)")
-        return "\n".join(lines)
+        files = await context.files()
+        return glob_answer(arguments, await files.glob(info, glob_query(arguments)))
 
     async def grep(arguments: GrepArguments) -> str:
         try:
-            regex = LinearPattern(
+            LinearPattern(
                 arguments.pattern,
                 case_insensitive=bool(arguments.case_insensitive),
                 dot_matches_newline=bool(arguments.multiline),
             )
         except InvalidPatternError as exc:
             return f"Error: Invalid regex pattern: {exc}"
-        deadline = time.monotonic() + GREP_TIME_BUDGET_SECONDS
         root, info = await search_root(arguments.path)
         if info is None:
             return f"Error: Path does not exist in {name} runtime: {root}"
+        query = grep_query(arguments)
         try:
-            file_filter = _file_filter(arguments, root)
+            GrepEngine(query, root)
         except ValueError as exc:
             return f"Error: Invalid glob pattern: {exc}"
         files = await context.files()
-        candidates = await _walk(
-            files,
-            info,
-            depth=MAX_DEPTH,
-            limit=MAX_FILES,
-            include_directories=False,
-            keep=file_filter,
-        )
-        collector = _Collector(arguments.offset, arguments.head_limit)
-        out_of_time = False
-        for entry in candidates.entries:
-            if collector.full:
-                break
-            if time.monotonic() > deadline:
-                out_of_time = True
-                break
-            if entry.size > MAX_FILE_BYTES:
-                continue
-            try:
-                text = await files.read_text(entry.path, MAX_FILE_BYTES)
-            except Exception as exc:
-                logger.debug("grep skips %s: %s", entry.path, type(exc).__name__)
-                continue
-            _search_file(entry.path, text, regex, arguments, collector)
-        window = collector.window()
-        budget_note = (
-            f"... (search stopped after its {GREP_TIME_BUDGET_SECONDS:g} s time budget; results "
-            "are partial: narrow the path or glob)"
-            if out_of_time
-            else ""
-        )
-        if not window:
-            if budget_note:
-                return f"No matches found for pattern: {arguments.pattern}\n{budget_note}"
-            return f"No matches found for pattern: {arguments.pattern}"
-        output = "\n".join(window)
-        if budget_note:
-            output += "\n" + budget_note
-        if candidates.truncated:
-            output += f"\n... (search stopped after {MAX_FILES} files; narrow the path or glob)"
-        return truncate(output, MAX_OUTPUT_CHARS)
+        return grep_answer(arguments, await files.grep(info, query))
 
     def tool(
         tool_name: str, description: str, model: type[BaseModel], handler: Any, what: str

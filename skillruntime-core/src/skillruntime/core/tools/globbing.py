@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import posixpath
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
 from ..filesystem import SkillRuntimeFileSystem
@@ -27,7 +27,7 @@ __all__ = [
     "expand_braces",
     "relative_path",
     "walk",
-    "walk_step",
+    "walk_plan",
 ]
 
 IGNORED_DIRECTORIES = frozenset(
@@ -53,7 +53,7 @@ IGNORED_DIRECTORIES = frozenset(
 )
 """Directories never walked into below a search root (the root's own ancestors are not checked)."""
 
-_LISTING_LIMIT = 100_000
+LISTING_LIMIT = 100_000
 
 MAX_GLOB_ALTERNATIVES = 256
 """At most this many patterns after ``{a,b}`` expansion; a larger product is refused."""
@@ -156,6 +156,44 @@ class WalkResult:
     truncated: bool
 
 
+def walk_plan(
+    root: FileInfo,
+    *,
+    depth: int,
+    limit: int,
+    include_directories: bool,
+    keep: Callable[[FileInfo], bool] | None = None,
+) -> Generator[str, list[FileInfo], WalkResult]:
+    """The walk of :func:`walk` as a plan: yields each directory to list (one level) and is
+    sent its entries; returns the :class:`WalkResult`. Sync and async drivers share it."""
+    if root.is_special:
+        return WalkResult([], False)
+    if not root.is_directory:
+        kept = keep is None or keep(root)
+        return WalkResult([root] if kept else [], False)
+    found: list[FileInfo] = []
+    queue: deque[tuple[str, int]] = deque([(root.path, 1)])
+    while queue:
+        directory, level = queue.popleft()
+        listed = yield directory
+        entries = sorted(listed, key=lambda item: item.path)
+        for entry in entries:
+            if entry.is_special:
+                continue
+            if entry.is_directory and entry.name in IGNORED_DIRECTORIES:
+                continue
+            if entry.is_directory and level < depth:
+                queue.append((entry.path, level + 1))
+            if entry.is_directory and not include_directories:
+                continue
+            if keep is not None and not keep(entry):
+                continue
+            if len(found) >= limit:
+                return WalkResult(found, True)
+            found.append(entry)
+    return WalkResult(found, False)
+
+
 def walk(
     files: SkillRuntimeFileSystem,
     root: FileInfo,
@@ -172,56 +210,12 @@ def walk(
     ``list_directory(dir, 1)`` call, so noise directories cost nothing. Stops after ``limit``
     kept entries (``truncated`` tells whether more existed). ``keep`` filters entries counted.
     """
-    if root.is_special:
-        return WalkResult([], False)
-    if not root.is_directory:
-        kept = keep is None or keep(root)
-        return WalkResult([root] if kept else [], False)
-    found: list[FileInfo] = []
-    queue: deque[tuple[str, int]] = deque([(root.path, 1)])
-    while queue:
-        directory, level = queue.popleft()
-        listing = files.list_directory(directory, 1, _LISTING_LIMIT)
-        if walk_step(
-            listing,
-            level,
-            queue=queue,
-            found=found,
-            depth=depth,
-            limit=limit,
-            include_directories=include_directories,
-            keep=keep,
-        ):
-            return WalkResult(found, True)
-    return WalkResult(found, False)
-
-
-def walk_step(
-    listing: list[FileInfo],
-    level: int,
-    *,
-    queue: deque[tuple[str, int]],
-    found: list[FileInfo],
-    depth: int,
-    limit: int,
-    include_directories: bool,
-    keep: Callable[[FileInfo], bool] | None,
-) -> bool:
-    """Take in the listing of one directory at ``level`` (the rules of :func:`walk`, shared by
-    its async twin): queue subdirectories, add kept entries to ``found``; ``True`` when
-    ``limit`` was passed."""
-    for entry in sorted(listing, key=lambda item: item.path):
-        if entry.is_special:
-            continue
-        if entry.is_directory and entry.name in IGNORED_DIRECTORIES:
-            continue
-        if entry.is_directory and level < depth:
-            queue.append((entry.path, level + 1))
-        if entry.is_directory and not include_directories:
-            continue
-        if keep is not None and not keep(entry):
-            continue
-        if len(found) >= limit:
-            return True
-        found.append(entry)
-    return False
+    plan = walk_plan(
+        root, depth=depth, limit=limit, include_directories=include_directories, keep=keep
+    )
+    try:
+        directory = next(plan)
+        while True:
+            directory = plan.send(files.list_directory(directory, 1, LISTING_LIMIT))
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable
 
+from ..file_search import GlobQuery, GrepEngine, GrepQuery, GrepResult, SearchResult
 from ..models import FileInfo
 from .arguments import GlobArguments, GrepArguments, LsArguments
 from .base import Guard, SkillTool
@@ -128,32 +127,13 @@ def glob_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
         if not arguments.pattern.strip():
             return "Error: The glob pattern must not be empty"
         try:
-            matcher = GlobMatcher(arguments.pattern)
+            GlobMatcher(arguments.pattern)
         except ValueError as exc:
             return f"Error: Invalid glob pattern: {exc}"
         root, info = _search_root(context, arguments.path)
         if info is None:
             return f"Error: Path does not exist in {context.name} runtime: {root}"
-        result = walk(
-            context.files,
-            info,
-            depth=MAX_DEPTH,
-            limit=MAX_FILES,
-            include_directories=False,
-        )
-        matches = [e for e in result.entries if matcher.matches(relative_path(e.path, root))]
-        if not matches:
-            return f"No files found matching pattern: {arguments.pattern}"
-        matches.sort(key=lambda item: (-(item.modified_time or 0.0), item.path))
-        lines = [entry.path for entry in matches[:MAX_GLOB_RESULTS]]
-        if len(matches) > MAX_GLOB_RESULTS:
-            lines.append(
-                f"... ({len(matches) - MAX_GLOB_RESULTS} more matches not shown; narrow the "
-                "pattern or path)"
-            )
-        if result.truncated:
-            lines.append(f"... (search stopped after {MAX_FILES} files; narrow the path)")
-        return "\n".join(lines)
+        return glob_answer(arguments, context.files.glob(info, glob_query(arguments)))
 
     return SkillTool(
         "glob",
@@ -165,138 +145,27 @@ def glob_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
     )
 
 
-def _file_filter(arguments: GrepArguments, root: str) -> Callable[[FileInfo], bool]:
-    glob = GlobMatcher(arguments.glob) if arguments.glob and arguments.glob.strip() else None
-    types = FILE_TYPES.get((arguments.type or "").strip().lower())
-    type_matchers = [GlobMatcher(pattern) for pattern in types] if types else None
-
-    def keep(entry: FileInfo) -> bool:
-        relative = relative_path(entry.path, root)
-        if glob is not None and not glob.matches(relative):
-            return False
-        return type_matchers is None or any(m.matches(relative) for m in type_matchers)
-
-    return keep
-
-
-class _Collector:
-    """Collects result entries, stopping once ``offset + head_limit`` are held."""
-
-    def __init__(self, offset: int, head_limit: int | None) -> None:
-        self.offset = offset
-        self.stop_at = None if head_limit is None else offset + head_limit
-        self.entries: list[str] = []
-
-    @property
-    def full(self) -> bool:
-        return self.stop_at is not None and len(self.entries) >= self.stop_at
-
-    def add(self, entry: str) -> None:
-        if not self.full:
-            self.entries.append(entry)
-
-    def window(self) -> list[str]:
-        return self.entries[self.offset : self.stop_at]
-
-
-def _content_lines(
-    path: str,
-    lines: list[str],
-    regex: LinearPattern,
-    arguments: GrepArguments,
-    collector: _Collector,
-) -> None:
-    before = arguments.context if arguments.context is not None else arguments.context_before or 0
-    after = arguments.context if arguments.context is not None else arguments.context_after or 0
-    matched = [
-        index
-        for index, line in enumerate(lines)
-        if len(line) <= MAX_GREP_LINE_LENGTH and regex.search(line)
-    ]
-    match_lines = set(matched)
-    shown: set[int] = set()
-    previous = -2
-    for index in matched:
-        for number in range(max(0, index - before), min(len(lines), index + after + 1)):
-            if number in shown:
-                continue
-            if (before or after) and previous >= 0 and number > previous + 1:
-                collector.add("--")
-            shown.add(number)
-            previous = number
-            text = lines[number][:MAX_GREP_LINE_LENGTH]
-            if not arguments.show_line_numbers:
-                collector.add(f"{path}:{text}")
-            elif number in match_lines:
-                collector.add(f"{path}:{number + 1}:{text}")
-            else:
-                collector.add(f"{path}-{number + 1}-{text}")
-            if collector.full:
-                return
-
-
 def grep_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
     """Build the ``grep`` tool."""
 
     def run(arguments: GrepArguments) -> str:
         try:
-            regex = LinearPattern(
+            LinearPattern(
                 arguments.pattern,
                 case_insensitive=bool(arguments.case_insensitive),
                 dot_matches_newline=bool(arguments.multiline),
             )
         except InvalidPatternError as exc:
             return f"Error: Invalid regex pattern: {exc}"
-        deadline = time.monotonic() + GREP_TIME_BUDGET_SECONDS
         root, info = _search_root(context, arguments.path)
         if info is None:
             return f"Error: Path does not exist in {context.name} runtime: {root}"
+        query = _grep_query(arguments)
         try:
-            file_filter = _file_filter(arguments, root)
+            GrepEngine(query, root)
         except ValueError as exc:
             return f"Error: Invalid glob pattern: {exc}"
-        files = context.files
-        candidates = walk(
-            files,
-            info,
-            depth=MAX_DEPTH,
-            limit=MAX_FILES,
-            include_directories=False,
-            keep=file_filter,
-        )
-        collector = _Collector(arguments.offset, arguments.head_limit)
-        out_of_time = False
-        for entry in candidates.entries:
-            if collector.full:
-                break
-            if time.monotonic() > deadline:
-                out_of_time = True
-                break
-            if entry.size > MAX_FILE_BYTES:
-                continue
-            try:
-                text = files.read_text(entry.path, MAX_FILE_BYTES)
-            except Exception as exc:
-                logger.debug("grep skips %s: %s", entry.path, type(exc).__name__)
-                continue
-            _search_file(entry.path, text, regex, arguments, collector)
-        window = collector.window()
-        budget_note = (
-            f"... (search stopped after its {GREP_TIME_BUDGET_SECONDS:g} s time budget; results "
-            "are partial: narrow the path or glob)"
-            if out_of_time
-            else ""
-        )
-        if not window:
-            if budget_note:
-                return f"No matches found for pattern: {arguments.pattern}\n{budget_note}"
-            return f"No matches found for pattern: {arguments.pattern}"
-        output = "\n".join(window)
-        if budget_note:
-            output += "\n" + budget_note
-        if candidates.truncated:
-            output += f"\n... (search stopped after {MAX_FILES} files; narrow the path or glob)"
-        return truncate(output, MAX_OUTPUT_CHARS)
+        return grep_answer(arguments, context.files.grep(info, query))
 
     return SkillTool(
         "grep",
@@ -308,40 +177,73 @@ def grep_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
     )
 
 
-def _search_file(
-    path: str,
-    text: str,
-    regex: LinearPattern,
-    arguments: GrepArguments,
-    collector: _Collector,
-) -> None:
-    mode = arguments.output_mode
-    if arguments.multiline:
-        matches = list(regex.spans(text))
-        if not matches:
-            return
-        if mode == "files_with_matches":
-            collector.add(path)
-        elif mode == "count":
-            collector.add(f"{path}:{len(matches)}")
-        else:
-            for start, end in matches:
-                line = text.count("\n", 0, start) + 1
-                snippet = text[start:end][:MAX_GREP_LINE_LENGTH]
-                prefix = f"{path}:{line}:" if arguments.show_line_numbers else f"{path}:"
-                collector.add(prefix + snippet)
-                if collector.full:
-                    return
-        return
-    lines = text.splitlines()
-    if mode == "content":
-        _content_lines(path, lines, regex, arguments, collector)
-        return
-    searchable = [line for line in lines if len(line) <= MAX_GREP_LINE_LENGTH]
-    if mode == "files_with_matches":
-        if any(regex.search(line) for line in searchable):
-            collector.add(path)
-        return
-    count = sum(sum(1 for _ in regex.spans(line)) for line in searchable)
-    if count:
-        collector.add(f"{path}:{count}")
+def glob_query(arguments: GlobArguments) -> GlobQuery:
+    """The file-system query of a ``glob`` call (shared by the sync and async tools)."""
+    return GlobQuery(arguments.pattern, max_depth=MAX_DEPTH, max_files=MAX_FILES)
+
+
+def glob_answer(arguments: GlobArguments, result: SearchResult) -> str:
+    """The ``glob`` tool's answer for a search result: newest first, capped, with notes."""
+    matches = list(result.entries)
+    if not matches:
+        return f"No files found matching pattern: {arguments.pattern}"
+    matches.sort(key=lambda item: (-(item.modified_time or 0.0), item.path))
+    lines = [entry.path for entry in matches[:MAX_GLOB_RESULTS]]
+    if len(matches) > MAX_GLOB_RESULTS:
+        lines.append(
+            f"... ({len(matches) - MAX_GLOB_RESULTS} more matches not shown; narrow the "
+            "pattern or path)"
+        )
+    if result.truncated:
+        lines.append(f"... (search stopped after {MAX_FILES} files; narrow the path)")
+    return "\n".join(lines)
+
+
+def grep_answer(arguments: GrepArguments, found: GrepResult) -> str:
+    """The ``grep`` tool's answer for a search result (window, budget and truncation notes)."""
+    window = found.entries
+    budget_note = (
+        f"... (search stopped after its {GREP_TIME_BUDGET_SECONDS:g} s time budget; results "
+        "are partial: narrow the path or glob)"
+        if found.out_of_time
+        else ""
+    )
+    if not window:
+        if budget_note:
+            return f"No matches found for pattern: {arguments.pattern}\n{budget_note}"
+        return f"No matches found for pattern: {arguments.pattern}"
+    output = "\n".join(window)
+    if budget_note:
+        output += "\n" + budget_note
+    if found.truncated:
+        output += f"\n... (search stopped after {MAX_FILES} files; narrow the path or glob)"
+    return truncate(output, MAX_OUTPUT_CHARS)
+
+
+def grep_query(arguments: GrepArguments) -> GrepQuery:
+    """The file-system query of a ``grep`` call (shared by the sync and async tools)."""
+    return _grep_query(arguments)
+
+
+def _grep_query(arguments: GrepArguments) -> GrepQuery:
+    types = FILE_TYPES.get((arguments.type or "").strip().lower())
+    before = arguments.context if arguments.context is not None else arguments.context_before or 0
+    after = arguments.context if arguments.context is not None else arguments.context_after or 0
+    return GrepQuery(
+        arguments.pattern,
+        case_insensitive=bool(arguments.case_insensitive),
+        multiline=bool(arguments.multiline),
+        glob=arguments.glob,
+        file_types=types,
+        output_mode=arguments.output_mode,
+        before=before,
+        after=after,
+        show_line_numbers=arguments.show_line_numbers,
+        offset=arguments.offset,
+        head_limit=arguments.head_limit,
+        max_depth=MAX_DEPTH,
+        max_files=MAX_FILES,
+        max_file_bytes=MAX_FILE_BYTES,
+        max_line_length=MAX_GREP_LINE_LENGTH,
+        time_budget=GREP_TIME_BUDGET_SECONDS,
+    )
