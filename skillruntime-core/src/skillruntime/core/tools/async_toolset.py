@@ -61,7 +61,7 @@ from .files import (
     _numbered,
     _split_lines,
 )
-from .globbing import LISTING_LIMIT, GlobMatcher, WalkResult, relative_path, walk_plan
+from .globbing import LISTING_LIMIT, GlobMatcher, WalkResult, walk_plan
 from .linear_regex import InvalidPatternError, LinearPattern
 from .policy import (
     SkillPolicy,
@@ -72,16 +72,15 @@ from .policy import (
 )
 from .publish import DESCRIPTION as PUBLISH_DESCRIPTION
 from .search import (
-    DEFAULT_LS_RESULTS,
     GLOB_DESCRIPTION,
     GREP_DESCRIPTION,
     LS_DESCRIPTION,
-    MAX_DEPTH,
-    MAX_LS_RESULTS,
     glob_answer,
     glob_query,
     grep_answer,
     grep_query,
+    ls_answer,
+    ls_bounds,
 )
 from .shell import DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS, format_result
 from .shell import DESCRIPTION as BASH_DESCRIPTION
@@ -386,26 +385,11 @@ def _tools(context: _AsyncContext, guard: Guard) -> list[AsyncSkillTool]:
         root, info = await search_root(arguments.path)
         if info is None:
             return f"Error: Path does not exist in {name} runtime: {root}"
-        depth = min(arguments.depth or 1, MAX_DEPTH)
-        limit = min(arguments.max_results or DEFAULT_LS_RESULTS, MAX_LS_RESULTS)
+        depth, limit = ls_bounds(arguments)
         result = await _walk(
             await context.files(), info, depth=depth, limit=limit, include_directories=True
         )
-        if not result.entries:
-            return f"Directory is empty: {root}"
-        entries = sorted(
-            result.entries,
-            key=lambda item: (not item.is_directory, relative_path(item.path, root)),
-        )
-        lines = [root]
-        for entry in entries:
-            label = "[dir] " if entry.is_directory else "[file]"
-            lines.append(f"  {label} {relative_path(entry.path, root)}")
-        if result.truncated:
-            lines.append(
-                f"  ... (limit of {limit} reached; use a smaller depth or narrow the path)"
-            )
-        return "\n".join(lines)
+        return ls_answer(root, result, limit)
 
     async def glob(arguments: GlobArguments) -> str:
         if not arguments.pattern.strip():

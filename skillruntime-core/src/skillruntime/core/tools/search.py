@@ -9,7 +9,7 @@ from ..models import FileInfo
 from .arguments import GlobArguments, GrepArguments, LsArguments
 from .base import Guard, SkillTool
 from .context import ToolContext, truncate
-from .globbing import GlobMatcher, relative_path, walk
+from .globbing import GlobMatcher, WalkResult, relative_path, walk
 from .linear_regex import InvalidPatternError, LinearPattern
 
 __all__ = [
@@ -91,24 +91,9 @@ def ls_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
         root, info = _search_root(context, arguments.path)
         if info is None:
             return f"Error: Path does not exist in {context.name} runtime: {root}"
-        depth = min(arguments.depth or 1, MAX_DEPTH)
-        limit = min(arguments.max_results or DEFAULT_LS_RESULTS, MAX_LS_RESULTS)
+        depth, limit = ls_bounds(arguments)
         result = walk(context.files, info, depth=depth, limit=limit, include_directories=True)
-        if not result.entries:
-            return f"Directory is empty: {root}"
-        entries = sorted(
-            result.entries,
-            key=lambda item: (not item.is_directory, relative_path(item.path, root)),
-        )
-        lines = [root]
-        for entry in entries:
-            label = "[dir] " if entry.is_directory else "[file]"
-            lines.append(f"  {label} {relative_path(entry.path, root)}")
-        if result.truncated:
-            lines.append(
-                f"  ... (limit of {limit} reached; use a smaller depth or narrow the path)"
-            )
-        return "\n".join(lines)
+        return ls_answer(root, result, limit)
 
     return SkillTool(
         "ls",
@@ -175,6 +160,29 @@ def grep_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
         guard=guard,
         error_prefix=f"grep in the {context.name} runtime failed",
     )
+
+
+def ls_bounds(arguments: LsArguments) -> tuple[int, int]:
+    """``(depth, limit)`` of an ``ls`` call, capped (shared by the sync and async tools)."""
+    depth = min(arguments.depth or 1, MAX_DEPTH)
+    return depth, min(arguments.max_results or DEFAULT_LS_RESULTS, MAX_LS_RESULTS)
+
+
+def ls_answer(root: str, result: WalkResult, limit: int) -> str:
+    """The ``ls`` tool's answer for a walk below ``root``: directories first, then files."""
+    if not result.entries:
+        return f"Directory is empty: {root}"
+    entries = sorted(
+        result.entries,
+        key=lambda item: (not item.is_directory, relative_path(item.path, root)),
+    )
+    lines = [root]
+    for entry in entries:
+        label = "[dir] " if entry.is_directory else "[file]"
+        lines.append(f"  {label} {relative_path(entry.path, root)}")
+    if result.truncated:
+        lines.append(f"  ... (limit of {limit} reached; use a smaller depth or narrow the path)")
+    return "\n".join(lines)
 
 
 def glob_query(arguments: GlobArguments) -> GlobQuery:
