@@ -40,20 +40,27 @@ for path in sorted(Path(sys.argv[1]).iterdir()):
 PYEOF
 
 core_wheel=$(ls "$WORK"/dist/skillruntime_core-*.whl)
-for name in local opensandbox aio viking; do
-    step "fresh venv: skillruntime-core + skillruntime-$name wheels"
+
+# fresh_venv NAME WHEEL...: a new virtualenv $WORK/venv-NAME holding core's wheel and WHEEL...;
+# pip's output (and the machine pip config's "Location ... is ignored" warnings) goes to a log,
+# shown only when the install fails.
+fresh_venv() {
+    local name=$1
+    shift
     venv="$WORK/venv-$name"
-    wheel=$(ls "$WORK"/dist/skillruntime_"$name"-*.whl)
     if command -v uv >/dev/null 2>&1; then
         uv venv --quiet --python "$PY" "$venv"
-        uv pip install --quiet --python "$venv/bin/python" "$core_wheel" "$wheel"
+        uv pip install --quiet --python "$venv/bin/python" "$core_wheel" "$@"
     else
         "$PY" -m venv "$venv"
-        # pip's output (and the machine pip config's "Location ... is ignored" warnings) goes to
-        # a log, shown only when the install fails.
-        "$venv/bin/python" -m pip install --disable-pip-version-check "$core_wheel" "$wheel" \
+        "$venv/bin/python" -m pip install --disable-pip-version-check "$core_wheel" "$@" \
             >"$WORK/pip-$name.log" 2>&1 || { tail -n 30 "$WORK/pip-$name.log" >&2; exit 1; }
     fi
+}
+
+for name in local opensandbox aio viking; do
+    step "fresh venv: skillruntime-core + skillruntime-$name wheels"
+    fresh_venv "$name" "$WORK"/dist/skillruntime_"$name"-*.whl
     version=$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' "skillruntime-$name/src/skillruntime/$name/_version.py")
     (cd "$WORK" && "$venv/bin/python" - "$name" "$version" <<'PYEOF'
 import importlib, importlib.metadata as md, sys
@@ -75,17 +82,7 @@ PYEOF
 done
 # The MCP server is an integration, not a runtime: with core, local and it, its CLI command works.
 step "fresh venv: skillruntime-core + skillruntime-local + skillruntime-mcp wheels"
-venv="$WORK/venv-mcp"
-if command -v uv >/dev/null 2>&1; then
-    uv venv --quiet --python "$PY" "$venv"
-    uv pip install --quiet --python "$venv/bin/python" "$core_wheel" \
-        "$WORK"/dist/skillruntime_local-*.whl "$WORK"/dist/skillruntime_mcp-*.whl
-else
-    "$PY" -m venv "$venv"
-    "$venv/bin/python" -m pip install --disable-pip-version-check "$core_wheel" \
-        "$WORK"/dist/skillruntime_local-*.whl "$WORK"/dist/skillruntime_mcp-*.whl \
-        >"$WORK/pip-mcp.log" 2>&1 || { tail -n 30 "$WORK/pip-mcp.log" >&2; exit 1; }
-fi
+fresh_venv mcp "$WORK"/dist/skillruntime_local-*.whl "$WORK"/dist/skillruntime_mcp-*.whl
 (cd "$WORK" && "$venv/bin/python" -c '
 import importlib.metadata as md, skillruntime.mcp as m
 assert m.__version__ == md.version("skillruntime-mcp"), m.__version__
@@ -94,17 +91,7 @@ print(f"    skillruntime.mcp {m.__version__} imports")')
 "$venv/bin/skillruntime" mcp serve --help >/dev/null
 # The Agents SDK integration: with core and local, a sandbox session runs a command.
 step "fresh venv: skillruntime-core + skillruntime-local + skillruntime-openai-agents wheels"
-venv="$WORK/venv-openai-agents"
-if command -v uv >/dev/null 2>&1; then
-    uv venv --quiet --python "$PY" "$venv"
-    uv pip install --quiet --python "$venv/bin/python" "$core_wheel" \
-        "$WORK"/dist/skillruntime_local-*.whl "$WORK"/dist/skillruntime_openai_agents-*.whl
-else
-    "$PY" -m venv "$venv"
-    "$venv/bin/python" -m pip install --disable-pip-version-check "$core_wheel" \
-        "$WORK"/dist/skillruntime_local-*.whl "$WORK"/dist/skillruntime_openai_agents-*.whl \
-        >"$WORK/pip-openai-agents.log" 2>&1 || { tail -n 30 "$WORK/pip-openai-agents.log" >&2; exit 1; }
-fi
+fresh_venv openai-agents "$WORK"/dist/skillruntime_local-*.whl "$WORK"/dist/skillruntime_openai_agents-*.whl
 (cd "$WORK" && "$venv/bin/python" -c '
 import asyncio, importlib.metadata as md, tempfile
 import skillruntime.openai_agents as m
@@ -121,17 +108,7 @@ print(f"    skillruntime.openai_agents {m.__version__} imports and runs a sandbo
 # The deepagents backend is an integration too: with core and local, a backend over the local
 # runtime runs a command.
 step "fresh venv: skillruntime-core + skillruntime-local + skillruntime-deepagents wheels"
-venv="$WORK/venv-deepagents"
-if command -v uv >/dev/null 2>&1; then
-    uv venv --quiet --python "$PY" "$venv"
-    uv pip install --quiet --python "$venv/bin/python" "$core_wheel" \
-        "$WORK"/dist/skillruntime_local-*.whl "$WORK"/dist/skillruntime_deepagents-*.whl
-else
-    "$PY" -m venv "$venv"
-    "$venv/bin/python" -m pip install --disable-pip-version-check "$core_wheel" \
-        "$WORK"/dist/skillruntime_local-*.whl "$WORK"/dist/skillruntime_deepagents-*.whl \
-        >"$WORK/pip-deepagents.log" 2>&1 || { tail -n 30 "$WORK/pip-deepagents.log" >&2; exit 1; }
-fi
+fresh_venv deepagents "$WORK"/dist/skillruntime_local-*.whl "$WORK"/dist/skillruntime_deepagents-*.whl
 (cd "$WORK" && "$venv/bin/python" -c '
 import importlib.metadata as md, skillruntime.deepagents as d
 from skillruntime.local import LocalSkillRuntime
