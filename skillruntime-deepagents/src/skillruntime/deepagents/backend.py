@@ -25,7 +25,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import AsyncGenerator, Callable, Generator, Sequence
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from deepagents.backends.protocol import (
     DeleteResult,
@@ -112,6 +112,48 @@ _WALK_LIST_LIMIT: Final = 100_000
 _NO_CAP: Final = 1 << 62
 _SEARCH_SKIPPED: Final = frozenset({".git"})
 """Directories ``grep`` and ``glob`` never enter below their root (deepagents skips ``.git``)."""
+
+_T = TypeVar("_T")
+
+_FileSystemCall = tuple[str, tuple[object, ...]]
+"""One file-system call of a plan: a method name of the runtime's file system and its arguments."""
+
+_FileSystemPlan = Generator[_FileSystemCall, Any, _T]
+"""A search written once for both file systems: it yields the calls it needs and receives each
+result (or has the call's error raised at the ``yield``); :func:`_run_plan` drives it on a sync
+file system, :func:`_arun_plan` on an async one."""
+
+
+def _run_plan(files: SkillRuntimeFileSystem, plan: _FileSystemPlan[_T]) -> _T:
+    """Run ``plan`` against the sync file system ``files`` and return its result."""
+    try:
+        name, args = next(plan)
+        while True:
+            try:
+                result = getattr(files, name)(*args)
+            except Exception as exc:
+                name, args = plan.throw(exc)
+            else:
+                name, args = plan.send(result)
+    except StopIteration as stop:
+        done: _T = stop.value
+        return done
+
+
+async def _arun_plan(files: AsyncSkillRuntimeFileSystem, plan: _FileSystemPlan[_T]) -> _T:
+    """Run ``plan`` against the async file system ``files`` and return its result."""
+    try:
+        name, args = next(plan)
+        while True:
+            try:
+                result = await getattr(files, name)(*args)
+            except Exception as exc:
+                name, args = plan.throw(exc)
+            else:
+                name, args = plan.send(result)
+    except StopIteration as stop:
+        done: _T = stop.value
+        return done
 
 
 def _checked_path(path: str) -> str:
@@ -746,10 +788,14 @@ class SkillRuntimeBackend(SandboxBackendProtocol):
                     return True
         return False
 
+    @classmethod
     def _walk(
-        self, fs: SkillRuntimeFileSystem, root: str, keep: Callable[[FileInfo], bool]
-    ) -> tuple[list[FileInfo], bool]:
-        info = fs.stat(root)
+        cls, root: str, keep: Callable[[FileInfo], bool]
+    ) -> _FileSystemPlan[tuple[list[FileInfo], bool]]:
+        """Breadth-first walk below ``root``: the files ``keep`` accepts (at most
+        :data:`MAX_SEARCH_FILES`) and whether it stopped early; unlistable directories are
+        skipped."""
+        info: FileInfo | None = yield ("stat", (root,))
         if info is None:
             raise RuntimeFileNotFoundError(f"Path does not exist: {root}", path=root)
         if not info.is_directory:
@@ -759,32 +805,11 @@ class SkillRuntimeBackend(SandboxBackendProtocol):
         while queue:
             directory = queue.popleft()
             try:
-                entries = fs.list_directory(directory, 1, _WALK_LIST_LIMIT)
+                entries = yield ("list_directory", (directory, 1, _WALK_LIST_LIMIT))
             except RuntimeFileError as exc:
                 logger.debug("search skips %s: %s", directory, type(exc).__name__)
                 continue
-            if self._walk_step(info.path, entries, queue, keep, found):
-                return found, True
-        return found, False
-
-    async def _awalk(
-        self, fs: AsyncSkillRuntimeFileSystem, root: str, keep: Callable[[FileInfo], bool]
-    ) -> tuple[list[FileInfo], bool]:
-        info = await fs.stat(root)
-        if info is None:
-            raise RuntimeFileNotFoundError(f"Path does not exist: {root}", path=root)
-        if not info.is_directory:
-            return ([info] if keep(info) else []), False
-        found: list[FileInfo] = []
-        queue: deque[str] = deque([info.path])
-        while queue:
-            directory = queue.popleft()
-            try:
-                entries = await fs.list_directory(directory, 1, _WALK_LIST_LIMIT)
-            except RuntimeFileError as exc:
-                logger.debug("search skips %s: %s", directory, type(exc).__name__)
-                continue
-            if self._walk_step(info.path, entries, queue, keep, found):
+            if cls._walk_step(info.path, entries, queue, keep, found):
                 return found, True
         return found, False
 
@@ -798,28 +823,25 @@ class SkillRuntimeBackend(SandboxBackendProtocol):
         ``pattern``, as absolute paths — deepagents' contract: no directories, a pattern without
         ``/`` matches names at any depth, a leading ``/`` anchors to the root, dot-names only
         for dot patterns. At most :data:`MAX_SEARCH_FILES` matches (then ``truncated``)."""
-        if ".." in pattern.split("/"):
-            return GlobResult(error="Error: glob patterns must not contain '..' segments")
         try:
-            root = self._search_root(path)
-            keep = self._glob_filter(pattern, root)
-            found, truncated = self._walk(self._files(), root, keep)
+            return _run_plan(self._files(), self._glob_plan(pattern, path))
         except (SkillRuntimeError, ValueError) as exc:
             return GlobResult(error=f"Path '{path or '.'}': {error_code(exc)}")
-        return self._glob_result(found, truncated)
 
     async def aglob(self, pattern: str, path: str | None = None) -> GlobResult:
         """Async :meth:`glob`."""
         if self._async_runtime is None:
             return await asyncio.to_thread(self.glob, pattern, path)
-        if ".." in pattern.split("/"):
-            return GlobResult(error="Error: glob patterns must not contain '..' segments")
         try:
-            root = self._search_root(path)
-            keep = self._glob_filter(pattern, root)
-            found, truncated = await self._awalk(await self._afiles(), root, keep)
+            return await _arun_plan(await self._afiles(), self._glob_plan(pattern, path))
         except (SkillRuntimeError, ValueError) as exc:
             return GlobResult(error=f"Path '{path or '.'}': {error_code(exc)}")
+
+    def _glob_plan(self, pattern: str, path: str | None) -> _FileSystemPlan[GlobResult]:
+        if ".." in pattern.split("/"):
+            return GlobResult(error="Error: glob patterns must not contain '..' segments")
+        root = self._search_root(path)
+        found, truncated = yield from self._walk(root, self._glob_filter(pattern, root))
         return self._glob_result(found, truncated)
 
     @staticmethod
@@ -848,29 +870,10 @@ class SkillRuntimeBackend(SandboxBackendProtocol):
         more exist); files that are not UTF-8 are skipped, files over
         :data:`MAX_SEARCH_FILE_BYTES` or a search past :data:`GREP_TIME_BUDGET_SECONDS` give a
         partial, ``truncated`` result."""
-        deadline = time.monotonic() + GREP_TIME_BUDGET_SECONDS
-        cap = max_count + 1 if max_count is not None else None
         try:
-            root = self._search_root(path)
-            fs = self._files()
-            files, truncated = self._walk(fs, root, self._grep_filter(glob, root))
-            matches: list[GrepMatch] = []
-            for entry in files:
-                if time.monotonic() > deadline or entry.size > MAX_SEARCH_FILE_BYTES:
-                    truncated = True
-                    if time.monotonic() > deadline:
-                        break
-                    continue
-                try:
-                    text = fs.read_text(entry.path, MAX_SEARCH_FILE_BYTES)
-                except RuntimeFileError as exc:
-                    logger.debug("grep skips %s: %s", entry.path, type(exc).__name__)
-                    continue
-                if find_literal(entry.path, text, pattern, matches, cap or _NO_CAP):
-                    break
+            return _run_plan(self._files(), self._grep_plan(pattern, path, glob, max_count))
         except (SkillRuntimeError, ValueError) as exc:
             return GrepResult(error=f"Path '{path or '.'}': {error_code(exc)}")
-        return self._grep_result(matches, truncated, max_count)
 
     async def agrep(
         self,
@@ -883,28 +886,33 @@ class SkillRuntimeBackend(SandboxBackendProtocol):
         """Async :meth:`grep`."""
         if self._async_runtime is None:
             return await asyncio.to_thread(self.grep, pattern, path, glob, max_count=max_count)
-        deadline = time.monotonic() + GREP_TIME_BUDGET_SECONDS
-        cap = max_count + 1 if max_count is not None else None
+        plan = self._grep_plan(pattern, path, glob, max_count)
         try:
-            root = self._search_root(path)
-            fs = await self._afiles()
-            files, truncated = await self._awalk(fs, root, self._grep_filter(glob, root))
-            matches: list[GrepMatch] = []
-            for entry in files:
-                if time.monotonic() > deadline or entry.size > MAX_SEARCH_FILE_BYTES:
-                    truncated = True
-                    if time.monotonic() > deadline:
-                        break
-                    continue
-                try:
-                    text = await fs.read_text(entry.path, MAX_SEARCH_FILE_BYTES)
-                except RuntimeFileError as exc:
-                    logger.debug("grep skips %s: %s", entry.path, type(exc).__name__)
-                    continue
-                if find_literal(entry.path, text, pattern, matches, cap or _NO_CAP):
-                    break
+            return await _arun_plan(await self._afiles(), plan)
         except (SkillRuntimeError, ValueError) as exc:
             return GrepResult(error=f"Path '{path or '.'}': {error_code(exc)}")
+
+    def _grep_plan(
+        self, pattern: str, path: str | None, glob: str | None, max_count: int | None
+    ) -> _FileSystemPlan[GrepResult]:
+        deadline = time.monotonic() + GREP_TIME_BUDGET_SECONDS
+        cap = max_count + 1 if max_count is not None else None
+        root = self._search_root(path)
+        files, truncated = yield from self._walk(root, self._grep_filter(glob, root))
+        matches: list[GrepMatch] = []
+        for entry in files:
+            if time.monotonic() > deadline or entry.size > MAX_SEARCH_FILE_BYTES:
+                truncated = True
+                if time.monotonic() > deadline:
+                    break
+                continue
+            try:
+                text = yield ("read_text", (entry.path, MAX_SEARCH_FILE_BYTES))
+            except RuntimeFileError as exc:
+                logger.debug("grep skips %s: %s", entry.path, type(exc).__name__)
+                continue
+            if find_literal(entry.path, text, pattern, matches, cap or _NO_CAP):
+                break
         return self._grep_result(matches, truncated, max_count)
 
     @staticmethod
