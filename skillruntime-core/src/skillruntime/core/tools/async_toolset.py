@@ -32,11 +32,9 @@ from ..models import (
     FileInfo,
     Skill,
     SkillExecutionRequest,
-    SkillPreparationRequest,
     SkillRuntimeConfig,
 )
 from ..publishing import FilePublisher, safe_file_name
-from .adapters import to_anthropic_tools, to_openai_responses_tools, to_openai_tools
 from .arguments import (
     BashArguments,
     EditArguments,
@@ -65,9 +63,7 @@ from .globbing import LISTING_LIMIT, GlobMatcher, WalkResult, walk_plan
 from .linear_regex import InvalidPatternError, LinearPattern
 from .policy import (
     SkillPolicy,
-    effective_allowed_tools,
     missing_requirements,
-    refusal_reason,
     requirements_request,
 )
 from .publish import DESCRIPTION as PUBLISH_DESCRIPTION
@@ -94,7 +90,13 @@ from .skill import (
     single_prepared,
     skills_xml,
 )
-from .toolset import SkillInput, _sources_from
+from .tool_sets import (
+    SkillInput,
+    ToolSetView,
+    checked_configs,
+    checked_template,
+    configured_sources,
+)
 
 __all__ = ["AsyncSkillTool", "AsyncSkillTools"]
 
@@ -522,7 +524,7 @@ def _publish_tool(context: _AsyncContext, publisher: FilePublisher, guard: Guard
     )
 
 
-class AsyncSkillTools(Closeable):
+class AsyncSkillTools(ToolSetView[AsyncSkillTool], Closeable):
     """Framework-neutral skill tools sharing one async runtime (see the module docs).
 
     Arguments, validation and policy are those of
@@ -542,28 +544,9 @@ class AsyncSkillTools(Closeable):
         always_allowed: Collection[str] = ("skill",),
         listing_budget: int | None = DEFAULT_LISTING_BUDGET,
     ) -> None:
-        if description_template.count(SKILLS_PLACEHOLDER) != 1:
-            raise ValueError(f"description_template must contain {SKILLS_PLACEHOLDER} exactly once")
-        sources: dict[str, SkillSource] = {}
-        for item in skills:
-            for source in _sources_from(item):
-                source_name = source.name.strip()
-                if not source_name:
-                    raise ValueError("A skill source has an empty name")
-                if source_name in sources:
-                    raise ValueError(f"Two configured skills are named '{source_name}'")
-                skill = getattr(source, "skill", None)
-                if isinstance(skill, Skill):
-                    SkillPolicy.from_skill(skill)
-                sources[source_name] = source
-        configs = dict(configs or {})
-        unknown = sorted(name for name in configs if name not in sources)
-        if unknown:
-            raise ValueError(f"configs reference unknown skills: {', '.join(unknown)}")
-        for name, config in configs.items():
-            SkillPreparationRequest(
-                skills=(Skill(name=name, base_path="."),), configs={name: config}
-            )
+        checked_template(description_template)
+        sources = configured_sources(skills)
+        configs = checked_configs(configs, sources)
         self.runtime = runtime
         self.publisher = publisher
         self._sources = sources
@@ -588,77 +571,17 @@ class AsyncSkillTools(Closeable):
             built.append(_publish_tool(context, publisher, self._guard))
         self._tools = {tool.name: tool for tool in built}
 
-    def _guard(self, tool: str, arguments: Mapping[str, Any]) -> str | None:
-        return refusal_reason(
-            tool, arguments, self._activator.active_policies(), self._always_allowed
-        )
-
-    @property
-    def skill_names(self) -> list[str]:
-        """Configured skill names, in configured order."""
-        return self._activator.names
-
-    @property
-    def active_skills(self) -> list[str]:
-        """Names of the skills activated so far, in activation order."""
-        return self._activator.active_names()
-
-    def prepared_skill(self, name: str) -> Skill | None:
-        """The runtime copy of skill ``name`` once the ``skill`` tool prepared it."""
-        return self._activator.prepared(name)
-
-    def reset_activations(self) -> None:
-        """Forget activated skills; prepared copies are kept."""
-        self._activator.reset()
-
-    @property
-    def all_tools(self) -> list[AsyncSkillTool]:
-        """Every tool of this set, whatever the active skills allow."""
-        return list(self._tools.values())
-
-    @property
-    def tools(self) -> list[AsyncSkillTool]:
-        """The tools the active skills allow now."""
-        allowed = effective_allowed_tools(
-            list(self._tools), self._activator.active_policies(), self._always_allowed
-        )
-        return [self._tools[name] for name in allowed]
-
-    def get(self, name: str) -> AsyncSkillTool | None:
-        """The tool called ``name`` (allowed or not), or ``None``."""
-        return self._tools.get(name)
+    def _activations(self) -> _AsyncActivator:
+        return self._activator
 
     async def adispatch(self, name: str, arguments: Mapping[str, Any] | str | None) -> str:
         """Run the tool call ``name(arguments)`` on the event loop; always a string."""
         tool = self._tools.get(name)
         if tool is None:
-            return f"Error: Unknown tool: {name}. Available tools: " + ", ".join(
-                item.name for item in self.tools
-            )
+            return self._unknown_tool(name)
         return await tool.ainvoke(arguments)
-
-    def openai_tools(self, *, strict: bool = False) -> list[Any]:
-        """Tool definitions for OpenAI Chat Completions ``tools=``."""
-        return list(to_openai_tools(self.tools, strict=strict))
-
-    def openai_responses_tools(self, *, strict: bool = False) -> list[Any]:
-        """Tool definitions for the OpenAI Responses API ``tools=``."""
-        return list(to_openai_responses_tools(self.tools, strict=strict))
-
-    def anthropic_tools(self) -> list[Any]:
-        """Tool definitions for the Anthropic Messages API ``tools=``."""
-        return list(to_anthropic_tools(self.tools))
 
     def close(self) -> None:
         """Release what the skill sources hold; the runtime stays open (first failure raised
         after every source was closed)."""
-        failure: BaseException | None = None
-        for source in self._sources.values():
-            closer = getattr(source, "close", None)
-            if callable(closer):
-                try:
-                    closer()
-                except Exception as exc:
-                    failure = failure or exc
-        if failure is not None:
-            raise failure
+        self._close_sources()

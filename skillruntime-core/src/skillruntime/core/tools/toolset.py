@@ -4,39 +4,39 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import threading
 from collections.abc import Collection, Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
 from ..closing import Closeable
 from ..conversations.leases import ConversationLeaseError
-from ..models import Skill, SkillPreparationRequest, SkillRuntimeConfig
+from ..models import SkillRuntimeConfig
 from ..publishing import FilePublisher
 from ..runtime import SkillRuntime
-from ..skills import discover_skills, load_skill
-from .adapters import to_anthropic_tools, to_openai_responses_tools, to_openai_tools
 from .arguments import SkillArguments
 from .base import ArgumentsError, SkillTool, parse_arguments
 from .batch import CallInput, run_batch
 from .context import ToolContext
 from .files import edit_tool, read_tool, write_tool
-from .policy import SkillPolicy, effective_allowed_tools, refusal_reason
 from .publish import publish_file_tool
 from .resources import ResourceKind
-from .sdk_shapes import AnthropicTool, OpenAIChatTool, OpenAIResponsesTool
 from .search import glob_tool, grep_tool, ls_tool
 from .shell import bash_tool
 from .skill import (
     DEFAULT_DESCRIPTION_TEMPLATE,
     DEFAULT_LISTING_BUDGET,
     SKILLS_PLACEHOLDER,
-    LoadedSkillSource,
     SkillActivator,
     SkillSource,
     skill_tool,
     skills_xml,
+)
+from .tool_sets import (
+    SkillInput,
+    ToolSetView,
+    checked_configs,
+    checked_template,
+    configured_sources,
 )
 from .turn import SkillTurn
 from .views import ToolCall, ToolResult, UsageRecord, error_code
@@ -44,28 +44,6 @@ from .views import ToolCall, ToolResult, UsageRecord, error_code
 __all__ = ["SkillInput", "SkillTools"]
 
 logger = logging.getLogger(__name__)
-
-SkillInput = Skill | SkillSource | str | os.PathLike[str]
-"""A configured skill: a loaded :class:`Skill`, a :class:`SkillSource`, or a host directory —
-either one skill (it holds ``SKILL.md``) or a root whose skill subdirectories are all used."""
-
-
-def _sources_from(item: SkillInput) -> list[SkillSource]:
-    if isinstance(item, Skill):
-        return [LoadedSkillSource(item)]
-    if isinstance(item, str | os.PathLike):
-        path = Path(item)
-        if (path / "SKILL.md").is_file():
-            skill = load_skill(path)
-            if skill is None:
-                raise ValueError(f"The skill at {path} could not be loaded (see the warnings)")
-            return [LoadedSkillSource(skill)]
-        if not path.is_dir():
-            raise ValueError(f"Skill directory does not exist: {path}")
-        return [LoadedSkillSource(skill) for skill in discover_skills(path)]
-    if isinstance(item, SkillSource):
-        return [item]
-    raise TypeError(f"Unsupported skill input: {type(item).__name__}")
 
 
 def _skill_argument(arguments: Mapping[str, Any] | str | None) -> str:
@@ -75,7 +53,7 @@ def _skill_argument(arguments: Mapping[str, Any] | str | None) -> str:
         return ""
 
 
-class SkillTools(Closeable):
+class SkillTools(ToolSetView[SkillTool], Closeable):
     """Framework-neutral skill tools sharing one runtime.
 
     ``skills`` are :class:`Skill` objects (see ``skillruntime.core.skills.load_skill`` and
@@ -117,27 +95,9 @@ class SkillTools(Closeable):
                 "(a conversation with a conversation store)"
             )
         self.exclusive = exclusive
-        if description_template.count(SKILLS_PLACEHOLDER) != 1:
-            raise ValueError(f"description_template must contain {SKILLS_PLACEHOLDER} exactly once")
-        sources: dict[str, SkillSource] = {}
-        for item in skills:
-            for source in _sources_from(item):
-                name = source.name.strip()
-                if not name:
-                    raise ValueError("A skill source has an empty name")
-                if name in sources:
-                    raise ValueError(f"Two configured skills are named '{name}'")
-                if isinstance(source, LoadedSkillSource):
-                    SkillPolicy.from_skill(source.skill)
-                sources[name] = source
-        configs = dict(configs or {})
-        unknown = sorted(name for name in configs if name not in sources)
-        if unknown:
-            raise ValueError(f"configs reference unknown skills: {', '.join(unknown)}")
-        for name, config in configs.items():
-            SkillPreparationRequest(
-                skills=(Skill(name=name, base_path="."),), configs={name: config}
-            )
+        checked_template(description_template)
+        sources = configured_sources(skills)
+        configs = checked_configs(configs, sources)
         self.runtime = runtime
         self.publisher = publisher
         self._sources = sources
@@ -174,10 +134,8 @@ class SkillTools(Closeable):
         turn = self._turn
         return turn.activator if turn is not None else self._base_activator
 
-    @property
-    def always_allowed(self) -> frozenset[str]:
-        """Tool names every policy lets through (by default just ``skill``)."""
-        return self._always_allowed
+    def _activations(self) -> SkillActivator:
+        return self._activator
 
     @property
     def current_turn(self) -> SkillTurn | None:
@@ -281,49 +239,7 @@ class SkillTools(Closeable):
             ),
         )
 
-    # ----------------------------------------------------------------- policy
-
-    def _guard(self, tool: str, arguments: Mapping[str, Any]) -> str | None:
-        return refusal_reason(
-            tool, arguments, self._activator.active_policies(), self._always_allowed
-        )
-
-    @property
-    def skill_names(self) -> list[str]:
-        """Configured skill names, in configured order."""
-        return self._activator.names
-
-    @property
-    def active_skills(self) -> list[str]:
-        """Names of the skills activated so far, in activation order."""
-        return self._activator.active_names()
-
-    def prepared_skill(self, name: str) -> Skill | None:
-        """The runtime copy of skill ``name`` once the ``skill`` tool prepared it."""
-        return self._activator.prepared(name)
-
-    def reset_activations(self) -> None:
-        """Forget activated skills (e.g. at the start of a new task); prepared copies are kept."""
-        self._activator.reset()
-
-    # ------------------------------------------------------------------ tools
-
-    @property
-    def all_tools(self) -> list[SkillTool]:
-        """Every tool of this set, whatever the active skills allow."""
-        return list(self._tools.values())
-
-    @property
-    def tools(self) -> list[SkillTool]:
-        """The tools the active skills allow now; rebuild tool definitions from this each turn."""
-        allowed = effective_allowed_tools(
-            list(self._tools), self._activator.active_policies(), self._always_allowed
-        )
-        return [self._tools[name] for name in allowed]
-
-    def get(self, name: str) -> SkillTool | None:
-        """The tool called ``name`` (allowed or not), or ``None``."""
-        return self._tools.get(name)
+    # ------------------------------------------------------------------ calls
 
     def dispatch(self, name: str, arguments: Mapping[str, Any] | str | None) -> str:
         """Run the tool call ``name(arguments)``; always returns a string, never raises."""
@@ -338,9 +254,7 @@ class SkillTools(Closeable):
     def _dispatch(self, name: str, arguments: Mapping[str, Any] | str | None) -> str:
         tool = self._tools.get(name)
         if tool is None:
-            return f"Error: Unknown tool: {name}. Available tools: " + ", ".join(
-                item.name for item in self.tools
-            )
+            return self._unknown_tool(name)
         if not self.exclusive:
             return tool.run(arguments)
         try:
@@ -348,19 +262,6 @@ class SkillTools(Closeable):
                 return tool.run(arguments)
         except ConversationLeaseError as error:
             return f"Error: {error}"
-
-    def openai_tools(self, *, strict: bool = False) -> list[OpenAIChatTool]:
-        """Tool definitions for OpenAI Chat Completions ``tools=`` (``strict`` as in
-        :func:`~skillruntime.core.tools.adapters.to_openai_tools`)."""
-        return to_openai_tools(self.tools, strict=strict)
-
-    def openai_responses_tools(self, *, strict: bool = False) -> list[OpenAIResponsesTool]:
-        """Tool definitions for the OpenAI Responses API ``tools=``."""
-        return to_openai_responses_tools(self.tools, strict=strict)
-
-    def anthropic_tools(self) -> list[AnthropicTool]:
-        """Tool definitions for the Anthropic Messages API ``tools=``."""
-        return to_anthropic_tools(self.tools)
 
     def close(self) -> None:
         """Release what the skill sources hold (e.g. artifact leases); the runtime stays open.
@@ -376,12 +277,4 @@ class SkillTools(Closeable):
                 turn.close()
             except Exception as exc:
                 failure = exc
-        for source in self._sources.values():
-            closer = getattr(source, "close", None)
-            if callable(closer):
-                try:
-                    closer()
-                except Exception as exc:  # the others still need closing
-                    failure = failure or exc
-        if failure is not None:
-            raise failure
+        self._close_sources(failure)
