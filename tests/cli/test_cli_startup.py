@@ -62,6 +62,35 @@ def test_runtimes_loads_the_plugins_but_no_heavy_library() -> None:
     assert "skillruntime.opensandbox.plugin" in modules
     assert not _heavy(modules)
     assert not {"skillruntime.opensandbox.runtime", "skillruntime.aio.client"} & modules
+    # the backends' static listings serve the options: no model and no pydantic is imported
+    assert not {
+        name
+        for name in modules
+        if name.partition(".")[0] in ("pydantic", "pydantic_settings", "pydantic_core")
+    }
+    assert (
+        not {
+            "skillruntime.local.options",
+            "skillruntime.aio.options",
+            "skillruntime.opensandbox.options",
+            "skillruntime.core.runtime_options",
+            "skillruntime.core.conversations.memory",
+        }
+        & modules
+    )
+    assert "    upload_policy (UploadPolicy; default: excluded_directories=('.git',)" in out
+
+
+def test_runtimes_json_lists_the_same_options_as_the_models() -> None:
+    from skillruntime.core.plugins import available_runtimes, describe_options
+
+    modules, out = _imported("runtimes", "--json")
+    assert "pydantic" not in modules
+    listed = {item["name"]: item for item in json.loads(out)}
+    assert set(listed) == set(available_runtimes()) >= {"local", "aio", "opensandbox"}
+    for name, provider in available_runtimes().items():
+        assert listed[name]["description"] == provider.description
+        assert listed[name]["options"] == [vars(info) for info in describe_options(provider)]
 
 
 def test_import_of_core_is_light() -> None:

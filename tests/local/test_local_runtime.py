@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import stat
 from pathlib import Path
 
@@ -255,3 +256,37 @@ def test_plugin_registers_local_runtime_with_options(
         create_runtime("local", conversation_id="c", conversations_root="/tmp/x", work_root="/w")
     with pytest.raises(RuntimeOptionsError, match="no option"):
         create_runtime("local", colour="blue")
+
+
+@pytest.mark.parametrize("proc_fd_paths", [True, False], ids=["proc-fd", "no-proc"])
+def test_working_directory_is_confined_with_or_without_proc_fd_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, proc_fd_paths: bool
+) -> None:
+    """Without usable /proc/self/fd paths the command enters the checked path, and the confined
+    open still refuses a link out of the workspace, on every command."""
+    real_isdir = os.path.isdir
+    probes: list[str] = []
+
+    def isdir(path: str | os.PathLike[str]) -> bool:
+        text = os.fspath(path)
+        if text.startswith("/proc/self/fd/"):
+            probes.append(text)
+            return proc_fd_paths and real_isdir(text)
+        return real_isdir(text)
+
+    monkeypatch.setattr(os.path, "isdir", isdir)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    with LocalSkillRuntime(conversation_id="c1", conversations_root=tmp_path / "c") as runtime:
+        workspace = Path(runtime.default_working_directory)
+        runtime.get_file_system().make_directory("inner")
+        for _ in range(2):
+            result = runtime.execute(
+                SkillExecutionRequest(command="pwd", working_directory="inner")
+            )
+            assert result.stdout.strip() == str(workspace / "inner")
+        (workspace / "escape").symlink_to(outside)
+        for _ in range(2):
+            with pytest.raises(WorkspaceEscapeError):
+                runtime.execute(SkillExecutionRequest(command="pwd", working_directory="escape"))
+    assert len(probes) == 1  # learnt on the first command, not probed again

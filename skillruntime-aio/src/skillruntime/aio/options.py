@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from skillruntime.core.plugins import RuntimeOptions
+from skillruntime.core.runtime_options import RuntimeOptions
 from skillruntime.core.skills.files import DEFAULT_UPLOAD_POLICY, UploadPolicy
 from skillruntime.core.workspace import validate_conversation_id, validate_conversations_root
 

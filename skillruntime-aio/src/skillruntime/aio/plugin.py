@@ -9,10 +9,16 @@ from skillruntime.core.plugins import RuntimeProvider, hookimpl
 if TYPE_CHECKING:
     from skillruntime.core.async_runtime import AsyncSkillRuntime
     from skillruntime.core.runtime import SkillRuntime
+    from skillruntime.core.runtime_listings import RuntimeListing
 
-from .options import AioRuntimeOptions
+    from .options import AioRuntimeOptions
 
-__all__ = ["create_aio_runtime", "create_async_aio_runtime", "skillruntime_runtimes"]
+__all__ = [
+    "create_aio_runtime",
+    "create_async_aio_runtime",
+    "skillruntime_runtime_listings",
+    "skillruntime_runtimes",
+]
 
 
 def create_aio_runtime(options: AioRuntimeOptions) -> SkillRuntime:
@@ -30,8 +36,18 @@ def create_async_aio_runtime(options: AioRuntimeOptions) -> AsyncSkillRuntime:
 
 
 @hookimpl
+def skillruntime_runtime_listings() -> list[RuntimeListing]:
+    """The ``aio`` runtime as ``skillruntime runtimes`` lists it, without its options model."""
+    from .listing import AIO_LISTING
+
+    return [AIO_LISTING]
+
+
+@hookimpl
 def skillruntime_runtimes() -> list[RuntimeProvider[Any]]:
-    """The ``aio`` runtime provider."""
+    """The ``aio`` runtime provider (imports its options model)."""
+    from .options import AioRuntimeOptions
+
     return [
         RuntimeProvider(
             name="aio",

@@ -8,7 +8,9 @@ instead of breaking every other backend.
 
 A runtime provider carries a pydantic-settings options model. :func:`create_runtime` validates the
 options it is given against that model, falling back to ``SKILLRUNTIME_<NAME>_<OPTION>``
-environment variables, before it calls the provider's factory.
+environment variables, before it calls the provider's factory. This module imports neither
+pydantic nor pydantic-settings until a runtime's options are validated: :func:`runtime_listings`
+lists the runtimes of plugins that declare static listings without importing either.
 """
 
 from __future__ import annotations
@@ -24,15 +26,19 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import click
 import pluggy
-from pydantic import ValidationError
-from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
+from ._lazy import lazy_attributes
 from .errors import PluginNotFoundError, SkillRuntimeError
+from .runtime_listings import RuntimeListing, RuntimeOptionInfo
 
 if TYPE_CHECKING:  # the runtime modules load when a runtime is built, not with the plugins
+    from pydantic import ValidationError
+    from pydantic_settings import SettingsError
+
     from .async_runtime import AsyncSkillRuntime
     from .audit import AuditEvent
     from .runtime import SkillRuntime
+    from .runtime_options import RuntimeOptions
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -42,6 +48,7 @@ __all__ = [
     "ConversationReaperProvider",
     "ConversationStoreProvider",
     "PluginProblem",
+    "RuntimeListing",
     "RuntimeOptionInfo",
     "RuntimeOptions",
     "RuntimeOptionsError",
@@ -55,16 +62,19 @@ __all__ = [
     "create_async_runtime",
     "create_runtime",
     "describe_options",
+    "describe_runtime",
     "env_prefix_for",
     "get_plugin_manager",
     "get_runtime_provider",
     "hookimpl",
     "hookspec",
+    "listing_drift",
     "plugin_problems",
     "register_cli_commands",
     "register_plugin",
     "registered_plugin",
     "reset_plugin_manager",
+    "runtime_listings",
     "unregister_plugin",
 ]
 
@@ -87,19 +97,13 @@ hookspec = pluggy.HookspecMarker(PROJECT_NAME)
 hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 
 
-class RuntimeOptions(BaseSettings):
-    """Base class of a runtime's options model.
+__getattr__, __dir__ = lazy_attributes(
+    __name__, {"RuntimeOptions": "skillruntime.core.runtime_options"}
+)
+# RuntimeOptions (the options models' base class) lives in .runtime_options and is served from
+# here on first access, so loading the plugins does not import pydantic-settings.
 
-    A backend subclasses it, declares its options as fields (secrets as ``SecretStr``) and sets
-    ``model_config = SettingsConfigDict(env_prefix="SKILLRUNTIME_<NAME>_", extra="forbid",
-    frozen=True)``. When the subclass sets no ``env_prefix``, :func:`create_runtime` applies
-    :func:`env_prefix_for` of the runtime name, so environment variables are always namespaced.
-    """
-
-    model_config = SettingsConfigDict(extra="forbid", frozen=True)
-
-
-OptionsT = TypeVar("OptionsT", bound=RuntimeOptions)
+OptionsT = TypeVar("OptionsT", bound="RuntimeOptions")
 
 
 @dataclass(frozen=True)
@@ -174,18 +178,6 @@ class PluginProblem:
     message: str
 
 
-@dataclass(frozen=True)
-class RuntimeOptionInfo:
-    """One option of a runtime, as shown by ``skillruntime runtimes``."""
-
-    name: str
-    type: str
-    required: bool
-    default: str | None
-    env_var: str
-    description: str
-
-
 class RuntimeOptionsError(SkillRuntimeError, ValueError):
     """Options given to :func:`create_runtime` are unknown or invalid (values never shown)."""
 
@@ -196,6 +188,17 @@ class SkillRuntimeHookSpecs:
     @hookspec
     def skillruntime_runtimes(self) -> list[RuntimeProvider[Any]]:  # type: ignore[empty-body]
         """Return the runtime providers this plugin contributes."""
+
+    @hookspec
+    def skillruntime_runtime_listings(self) -> list[RuntimeListing]:  # type: ignore[empty-body]
+        """Describe the runtimes ``skillruntime_runtimes`` of the same plugin returns, statically.
+
+        Optional. When a plugin implements it, listing the runtimes
+        (:func:`runtime_listings`, ``skillruntime runtimes``) uses these listings and never calls
+        the plugin's ``skillruntime_runtimes``, so the options models (and pydantic-settings) are
+        not imported. Each listing must equal :func:`describe_runtime` of the provider of the same
+        name: check it in the plugin's tests with :func:`listing_drift`.
+        """
 
     @hookspec
     def skillruntime_artifact_stores(self) -> list[ArtifactStoreProvider]:  # type: ignore[empty-body]
@@ -327,14 +330,21 @@ def registered_plugin(plugin: object, name: str | None = None) -> Iterator[str]:
         unregister_plugin(registered)
 
 
-def _call_each(hook_name: str, **kwargs: Any) -> list[tuple[str, Any]]:
-    """Call every implementation of ``hook_name`` separately, isolating failing plugins."""
+def _call_each(
+    hook_name: str, skip: frozenset[str] = frozenset(), **kwargs: Any
+) -> list[tuple[str, Any]]:
+    """Call every implementation of ``hook_name`` separately, isolating failing plugins.
+
+    Plugins named in ``skip`` are not called.
+    """
     manager = get_plugin_manager()
     caller = getattr(manager.hook, hook_name)
     results: list[tuple[str, Any]] = []
     # pluggy returns implementations last-registered first; report in registration order.
     for impl in reversed(caller.get_hookimpls()):
         plugin_name = impl.plugin_name
+        if plugin_name in skip:
+            continue
         try:
             result = impl.function(*(kwargs[arg] for arg in impl.argnames))
         except Exception as error:  # a broken plugin must not break the others
@@ -351,17 +361,34 @@ def _call_each(hook_name: str, **kwargs: Any) -> list[tuple[str, Any]]:
 def _collect(hook_name: str, kind: type[Any], key: str) -> dict[str, Any]:
     found: dict[str, Any] = {}
     owners: dict[str, str] = {}
-    for plugin_name, result in _call_each(hook_name):
+    _gather(_call_each(hook_name), hook_name, kind=kind, key=key, found=found, owners=owners)
+    return found
+
+
+def _gather(
+    results: list[tuple[str, Any]],
+    hook_name: str,
+    *,
+    kind: type[Any],
+    key: str,
+    found: dict[str, Any],
+    owners: dict[str, str],
+    convert: Callable[[Any], Any] | None = None,
+) -> None:
+    """Add the providers of ``results`` (each passed through ``convert`` when given) to ``found``
+    by ``key``; something that is not a ``kind`` is reported, two of one key are an error."""
+    for plugin_name, result in results:
         if result is None:
             continue
-        for provider in result:
-            if not isinstance(provider, kind):
+        for item in result:
+            if not isinstance(item, kind):
                 _report(
                     plugin_name,
                     _distributions.get(plugin_name, ""),
-                    f"{hook_name} returned {type(provider).__name__}, expected {kind.__name__}",
+                    f"{hook_name} returned {type(item).__name__}, expected {kind.__name__}",
                 )
                 continue
+            provider = item if convert is None else convert(item)
             provider_key = getattr(provider, key)
             if provider_key in found:
                 raise SkillRuntimeError(
@@ -370,7 +397,6 @@ def _collect(hook_name: str, kind: type[Any], key: str) -> dict[str, Any]:
                 )
             found[provider_key] = provider
             owners[provider_key] = _owner(plugin_name, provider)
-    return found
 
 
 def _owner(plugin_name: str, provider: Any) -> str:
@@ -385,6 +411,66 @@ def available_runtimes() -> dict[str, RuntimeProvider[Any]]:
     """
     found = _collect("skillruntime_runtimes", RuntimeProvider, "name")
     return dict(sorted(found.items()))
+
+
+def runtime_listings() -> dict[str, RuntimeListing]:
+    """What ``skillruntime runtimes`` shows of every installed runtime, sorted by name.
+
+    A plugin implementing ``skillruntime_runtime_listings`` is described by those listings (its
+    options models are not imported); the runtimes of the others are derived from their
+    providers with :func:`describe_runtime`. Raises :class:`SkillRuntimeError` when two plugins
+    provide the same runtime name.
+    """
+    found: dict[str, Any] = {}
+    owners: dict[str, str] = {}
+    listed = _call_each("skillruntime_runtime_listings")
+    listing_hook = "skillruntime_runtime_listings"
+    _gather(listed, listing_hook, kind=RuntimeListing, key="name", found=found, owners=owners)
+    described = frozenset(plugin_name for plugin_name, _ in listed)
+    providers = _call_each("skillruntime_runtimes", skip=described)
+    _gather(
+        providers,
+        "skillruntime_runtimes",
+        kind=RuntimeProvider,
+        key="name",
+        found=found,
+        owners=owners,
+        convert=describe_runtime,
+    )
+    return dict(sorted(found.items()))
+
+
+def describe_runtime(provider: RuntimeProvider[Any]) -> RuntimeListing:
+    """The listing of ``provider``, derived from its options model (imports the model)."""
+    return RuntimeListing(
+        name=provider.name,
+        description=provider.description,
+        distribution=provider.distribution,
+        options=tuple(describe_options(provider)),
+    )
+
+
+def listing_drift(plugin: object) -> list[str]:
+    """How the static listings of ``plugin`` differ from its providers (empty when they agree).
+
+    ``plugin`` is a plugin module or object implementing both ``skillruntime_runtime_listings``
+    and ``skillruntime_runtimes``; each difference is one line naming the runtime and field.
+    """
+    declared = {item.name: item for item in plugin.skillruntime_runtime_listings()}  # type: ignore[attr-defined]
+    derived = {
+        provider.name: describe_runtime(provider)
+        for provider in plugin.skillruntime_runtimes()  # type: ignore[attr-defined]
+    }
+    drift = [f"{name}: listed but not provided" for name in sorted(set(declared) - set(derived))]
+    drift += [f"{name}: provided but not listed" for name in sorted(set(derived) - set(declared))]
+    for name in sorted(set(declared) & set(derived)):
+        listing, real = declared[name], derived[name]
+        for field in ("description", "distribution"):
+            if getattr(listing, field) != getattr(real, field):
+                drift.append(f"{name}: {field} is {getattr(real, field)!r}")
+        if listing.options != real.options:
+            drift.append(f"{name}: options are {real.options!r}")
+    return drift
 
 
 def available_artifact_stores() -> dict[str, ArtifactStoreProvider]:
@@ -503,6 +589,9 @@ def build_runtime_options(
     init: dict[str, Any] = dict(normalized)
     if not model.model_config.get("env_prefix"):
         init["_env_prefix"] = env_prefix_for(provider.name)
+    from pydantic import ValidationError
+    from pydantic_settings import SettingsError
+
     try:
         return model(**init)
     except ValidationError as error:

@@ -4,19 +4,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from skillruntime.core.conversations.sweeps import LocalWorkspaceReaper
 from skillruntime.core.plugins import ConversationReaperProvider, RuntimeProvider, hookimpl
 
 if TYPE_CHECKING:
     from skillruntime.core.async_runtime import AsyncSkillRuntime
+    from skillruntime.core.conversations.sweeps import LocalWorkspaceReaper
     from skillruntime.core.runtime import SkillRuntime
+    from skillruntime.core.runtime_listings import RuntimeListing
 
-from .options import LocalRuntimeOptions
+    from .options import LocalRuntimeOptions
 
 __all__ = [
     "create_async_local_runtime",
     "create_local_runtime",
     "skillruntime_conversation_reapers",
+    "skillruntime_runtime_listings",
     "skillruntime_runtimes",
 ]
 
@@ -49,8 +51,18 @@ def create_async_local_runtime(options: LocalRuntimeOptions) -> AsyncSkillRuntim
 
 
 @hookimpl
+def skillruntime_runtime_listings() -> list[RuntimeListing]:
+    """The ``local`` runtime as ``skillruntime runtimes`` lists it, without its options model."""
+    from .listing import LOCAL_LISTING
+
+    return [LOCAL_LISTING]
+
+
+@hookimpl
 def skillruntime_runtimes() -> list[RuntimeProvider[Any]]:
-    """The ``local`` runtime provider."""
+    """The ``local`` runtime provider (imports its options model)."""
+    from .options import LocalRuntimeOptions
+
     return [
         RuntimeProvider(
             name="local",
@@ -63,6 +75,12 @@ def skillruntime_runtimes() -> list[RuntimeProvider[Any]]:
     ]
 
 
+def _reaper() -> LocalWorkspaceReaper:
+    from skillruntime.core.conversations.sweeps import LocalWorkspaceReaper
+
+    return LocalWorkspaceReaper()
+
+
 @hookimpl
 def skillruntime_conversation_reapers() -> list[ConversationReaperProvider]:
     """Sweeps remove idle ``local`` conversation workspaces on this host."""
@@ -70,7 +88,7 @@ def skillruntime_conversation_reapers() -> list[ConversationReaperProvider]:
         ConversationReaperProvider(
             runtime="local",
             description="removes the workspace directory of an idle local conversation",
-            factory=LocalWorkspaceReaper,
+            factory=_reaper,
             distribution="skillruntime-local",
         )
     ]

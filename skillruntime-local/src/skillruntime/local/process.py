@@ -1,7 +1,8 @@
 """Run one shell command on the host with a process-tree timeout and bounded output.
 
 The command runs as ``<shell> -c <command>`` in a new session (so it leads its own process group),
-with stdin from ``/dev/null``. Both pipes are read concurrently with :mod:`selectors` into
+with stdin from ``/dev/null``. Both pipes are read concurrently with ``poll(2)`` (through
+:mod:`selectors` where :func:`select.poll` is missing) into
 :class:`~skillruntime.core.output.HeadTailBuffer` objects. The exit of the shell is learnt through
 a pidfd (``os.pidfd_open``) or, where that is unavailable, a waiter thread using
 ``waitid(WNOWAIT)``. Neither reaps the shell, so its process-group id cannot be reused while the
@@ -28,7 +29,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
+import select
 import selectors
 import signal
 import subprocess
@@ -229,10 +232,6 @@ def run_command(
     process cannot be started (missing working directory, missing shell, ...) and
     :class:`RuntimeClosedError` when ``registry`` was closed while the command ran.
     """
-    if not os.path.isdir(cwd):
-        raise ExecutionTransportError(
-            f"Working directory does not exist or is not a directory: {cwd}"
-        )
     started = time.monotonic()
     try:
         process = subprocess.Popen(
@@ -245,6 +244,12 @@ def run_command(
             start_new_session=True,
         )
     except OSError as exc:
+        # The child's chdir failing is reported here too; checked only now, not before every
+        # start (the check would race with the start anyway).
+        if not os.path.isdir(cwd):
+            raise ExecutionTransportError(
+                f"Working directory does not exist or is not a directory: {cwd}"
+            ) from exc
         raise ExecutionTransportError(
             f"Cannot start {argv[0]} in {cwd}: {exc.strerror or exc}"
         ) from exc
@@ -279,6 +284,45 @@ def run_command(
     )
 
 
+class _Poller:
+    """``poll(2)`` on a few descriptors: :func:`select.poll` itself, or a :mod:`selectors`
+    selector where the platform has no ``poll``. Timeouts are in seconds."""
+
+    __slots__ = ("_poll", "_selector")
+
+    def __init__(self) -> None:
+        # poll needs no kernel object per command, unlike epoll, and select.poll none of the
+        # key objects of the selectors module: three descriptors are its sweet spot.
+        self._poll = select.poll() if hasattr(select, "poll") else None
+        self._selector = None if self._poll is not None else selectors.DefaultSelector()
+
+    def register(self, fd: int) -> None:
+        if self._poll is not None:
+            self._poll.register(fd, select.POLLIN)
+        else:
+            assert self._selector is not None
+            self._selector.register(fd, selectors.EVENT_READ)
+
+    def unregister(self, fd: int) -> None:
+        if self._poll is not None:
+            self._poll.unregister(fd)
+        else:
+            assert self._selector is not None
+            self._selector.unregister(fd)
+
+    def ready(self, timeout: float) -> list[int]:
+        """Descriptors readable (or at end of file, or in error) within ``timeout`` seconds."""
+        if self._poll is not None:
+            # poll takes milliseconds; round up so a deadline is never polled early in a loop.
+            return [fd for fd, _ in self._poll.poll(max(0, math.ceil(timeout * 1000)))]
+        assert self._selector is not None
+        return [int(key.fd) for key, _ in self._selector.select(timeout)]
+
+    def close(self) -> None:
+        if self._selector is not None:
+            self._selector.close()
+
+
 def _supervise(
     process: subprocess.Popen[bytes],
     *,
@@ -298,17 +342,12 @@ def _supervise(
     }
     stdout_buffer, stderr_buffer = buffers.values()
     notifier = ExitNotifier(process.pid, use_pidfd=use_pidfd)
-    # poll(2) needs no kernel object per call, unlike epoll; three descriptors are its sweet spot.
-    selector: selectors.BaseSelector = (
-        selectors.PollSelector()
-        if hasattr(selectors, "PollSelector")
-        else selectors.DefaultSelector()
-    )
+    poller = _Poller()
     schedule = KillSchedule(deadline, kill_grace=kill_grace, drain_seconds=drain_seconds)
     try:
         for fd in buffers:
-            selector.register(fd, selectors.EVENT_READ)
-        selector.register(notifier.fd, selectors.EVENT_READ)
+            poller.register(fd)
+        poller.register(notifier.fd)
         open_pipes = len(buffers)
         while open_pipes or not schedule.exited:
             now = time.monotonic()
@@ -319,24 +358,23 @@ def _supervise(
                     break
                 signal_group(process.pid, signum)
                 continue
-            for key, _ in selector.select(schedule.stop_at - now):
-                fd = int(key.fd)
+            for fd in poller.ready(schedule.stop_at - now):
                 if fd == notifier.fd:
                     schedule.exit_seen(time.monotonic())
-                    selector.unregister(fd)
+                    poller.unregister(fd)
                     continue
                 data = os.read(fd, _READ_SIZE)
                 if data:
                     buffers[fd].feed(data)
                 else:
-                    selector.unregister(fd)
+                    poller.unregister(fd)
                     open_pipes -= 1
         if schedule.signalled:
             # Stragglers that closed their pipes but ignored SIGTERM; the shell is not reaped
             # yet, so the group id still belongs to this command.
             signal_group(process.pid, signal.SIGKILL)
     finally:
-        selector.close()
+        poller.close()
         notifier.close()
         stdout.close()
         stderr.close()

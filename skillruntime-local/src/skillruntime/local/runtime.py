@@ -158,6 +158,7 @@ class LocalSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         self._drain = drain_seconds
         self._shell = shell or default_shell()
         self._processes = ProcessRegistry()
+        self._proc_fd_paths: bool | None = None  # whether /proc/self/fd/N reaches a directory
         self._file_system_impl = LocalFileSystem(
             self._default_directory, root=workspace.directory if workspace else None
         )
@@ -233,8 +234,10 @@ class LocalSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         a workspace or where ``/proc`` is missing (then the checked path is used)."""
         if self._confinement is None:
             return None
-        fd = self._open_confined_directory(self._confinement, cwd)
-        if os.path.isdir(f"/proc/self/fd/{fd}"):
+        fd = self._open_confined_directory(self._confinement, cwd)  # the check, even without /proc
+        if self._proc_fd_paths is None:  # learnt once: /proc does not come and go
+            self._proc_fd_paths = os.path.isdir(f"/proc/self/fd/{fd}")
+        if self._proc_fd_paths:
             return fd
         os.close(fd)
         return None

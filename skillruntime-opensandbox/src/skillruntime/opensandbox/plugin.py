@@ -6,16 +6,18 @@ from typing import TYPE_CHECKING, Any
 
 from skillruntime.core.plugins import ConversationReaperProvider, RuntimeProvider, hookimpl
 
-from .options import OpenSandboxRuntimeOptions
-
 if TYPE_CHECKING:
     from skillruntime.core.async_runtime import AsyncSkillRuntime
     from skillruntime.core.runtime import SkillRuntime
+    from skillruntime.core.runtime_listings import RuntimeListing
+
+    from .options import OpenSandboxRuntimeOptions
 
 __all__ = [
     "create_async_opensandbox_runtime",
     "create_opensandbox_runtime",
     "skillruntime_conversation_reapers",
+    "skillruntime_runtime_listings",
     "skillruntime_runtimes",
 ]
 
@@ -41,8 +43,18 @@ def create_async_opensandbox_runtime(options: OpenSandboxRuntimeOptions) -> Asyn
 
 
 @hookimpl
+def skillruntime_runtime_listings() -> list[RuntimeListing]:
+    """The ``opensandbox`` runtime as ``skillruntime runtimes`` lists it (no options model)."""
+    from .listing import OPENSANDBOX_LISTING
+
+    return [OPENSANDBOX_LISTING]
+
+
+@hookimpl
 def skillruntime_runtimes() -> list[RuntimeProvider[Any]]:
-    """The ``opensandbox`` runtime provider."""
+    """The ``opensandbox`` runtime provider (imports its options model)."""
+    from .options import OpenSandboxRuntimeOptions
+
     return [
         RuntimeProvider(
             name="opensandbox",

@@ -20,7 +20,7 @@ import click
 from .._version import __version__
 
 if TYPE_CHECKING:
-    from ..plugins import RuntimeProvider
+    from ..runtime_listings import RuntimeListing
 
 __all__ = [
     "BUILTIN_COMMANDS",
@@ -208,12 +208,12 @@ def cli(debug: bool) -> None:
 # ------------------------------------------------------------------------------ runtimes
 
 
-def _provider_json(provider: RuntimeProvider[Any]) -> dict[str, Any]:
+def _provider_json(provider: RuntimeListing) -> dict[str, Any]:
     return {
         "name": provider.name,
         "description": provider.description,
         "distribution": provider.distribution,
-        "options": [dataclasses.asdict(info) for info in _describe_options(provider)],
+        "options": [dataclasses.asdict(info) for info in provider.options],
     }
 
 
@@ -225,9 +225,9 @@ def runtimes_command(as_json: bool) -> None:
     Each option can be given as `--option NAME=VALUE` (or to `create_runtime`) or through the
     environment variable shown.
     """
-    from ..plugins import available_runtimes, plugin_problems
+    from ..plugins import plugin_problems, runtime_listings
 
-    providers = available_runtimes()
+    providers = runtime_listings()
     for problem in plugin_problems():
         origin = f" ({problem.distribution})" if problem.distribution else ""
         click.echo(f"Warning: plugin {problem.plugin}{origin} {problem.message}", err=True)
@@ -245,17 +245,11 @@ def runtimes_command(as_json: bool) -> None:
             click.echo()
         origin = f"  [{provider.distribution}]" if provider.distribution else ""
         click.echo(f"{provider.name}  {provider.description}{origin}")
-        for info in _describe_options(provider):
+        for info in provider.options:
             default = "required" if info.required else f"default: {info.default}"
             click.echo(f"    {info.name} ({info.type}; {default}; env {info.env_var})")
             if info.description:
                 click.echo(f"        {info.description}")
-
-
-def _describe_options(provider: RuntimeProvider[Any]) -> list[Any]:
-    from ..plugins import describe_options
-
-    return list(describe_options(provider))
 
 
 # ---------------------------------------------------------------------------------- main

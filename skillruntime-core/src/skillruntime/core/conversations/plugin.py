@@ -28,10 +28,9 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..plugins import ConversationStoreProvider, hookimpl
-from .memory import InMemoryConversationStore
-from .spi import ConversationStoreError
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the stores (and pydantic) load when one is opened, not with the plugins
+    from .memory import InMemoryConversationStore
     from .sql import SqlConversationStore
 
 __all__ = [
@@ -59,6 +58,8 @@ def _memory_store(url: str, **options: Any) -> InMemoryConversationStore:
         raise ValueError(
             f"the memory:// conversation store takes no options (got {', '.join(sorted(options))})"
         )
+    from .memory import InMemoryConversationStore
+
     return InMemoryConversationStore()
 
 
@@ -73,6 +74,8 @@ def _sql_store(url: str, **options: Any) -> SqlConversationStore:
     try:
         from .sql import SqlConversationStore
     except ImportError as error:
+        from .spi import ConversationStoreError
+
         extra = _EXTRA_FOR_SCHEME.get(scheme, "sql")
         raise ConversationStoreError(
             f"the {scheme} conversation store needs SQLAlchemy; install it with: "
@@ -130,6 +133,7 @@ def conversations_group() -> None:
 def create_schema_command(url: str, table_name: str | None) -> None:
     """Create the conversation table if it is absent (safe to run on every deployment)."""
     from ..cli.errors import as_cli_error
+    from .spi import ConversationStoreError
 
     scheme = _base_scheme(url)
     if scheme not in SQL_SCHEMES:
