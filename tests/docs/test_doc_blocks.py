@@ -26,9 +26,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import mcp  # noqa: F401  (see below)
 import pytest
 
 from skillruntime.core.plugins import reset_plugin_manager
+
+# The MCP SDK's stdio client takes ``errlog=sys.stderr`` as a default bound when ``mcp`` is first
+# imported. Importing it here, at collection, keeps that default on the real stream: a first import
+# inside a click ``CliRunner`` (which swaps ``sys.stderr`` for an object without a file descriptor)
+# would make every later stdio client in the process fail to start its server.
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
