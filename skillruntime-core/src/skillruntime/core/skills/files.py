@@ -19,10 +19,11 @@ import stat
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from .policy import (
     DEFAULT_UPLOAD_POLICY,
@@ -110,6 +111,34 @@ def skipped_skill_files(
     return [item for item in _walk(root, "", policy) if isinstance(item, SkippedFile)]
 
 
+def _plain_child(directory: Path, name: str) -> Path:
+    return directory / name
+
+
+def _fast_child_maker() -> Callable[[Path, str], Path]:
+    """``directory / name`` for a plain ``name`` (no separator), without parsing it again.
+
+    pathlib parses every new path (several microseconds: for a skill of a thousand files a
+    noticeable share of a cold prepare); ``Path.iterdir`` builds its children with the private
+    ``_make_child_relpath``, which only appends. It is used when this Python has it and it
+    gives the same path as ``/``; otherwise the public ``/``.
+    """
+    make = getattr(Path, "_make_child_relpath", None)
+    if make is None:
+        return _plain_child
+    try:
+        for base, name in ((Path("/a/b"), "c.d"), (Path("rel"), "x"), (Path("/"), "top")):
+            made = make(base, name)
+            if type(made) is not type(base) or made != base / name or str(made) != str(base / name):
+                return _plain_child
+    except Exception:  # any surprise: the public operator
+        return _plain_child
+    return cast("Callable[[Path, str], Path]", make)
+
+
+_child = _fast_child_maker()
+
+
 def _walk(directory: Path, prefix: str, policy: UploadPolicy) -> Iterator[SkillFile | SkippedFile]:
     with os.scandir(directory) as scan:
         entries = sorted(scan, key=lambda e: e.name)
@@ -121,7 +150,7 @@ def _walk(directory: Path, prefix: str, policy: UploadPolicy) -> Iterator[SkillF
         if entry.is_dir(follow_symlinks=False):
             rule = policy.directory_rule(entry.name)
             if rule is None:
-                yield from _walk(Path(entry.path), f"{relative}/", policy)
+                yield from _walk(_child(directory, entry.name), f"{relative}/", policy)
             else:
                 yield SkippedFile(f"{relative}/", f"upload policy: {rule}")
             continue
@@ -135,7 +164,7 @@ def _walk(directory: Path, prefix: str, policy: UploadPolicy) -> Iterator[SkillF
         info = entry.stat(follow_symlinks=False)
         yield SkillFile(
             relative_path=relative,
-            local_path=Path(entry.path),
+            local_path=_child(directory, entry.name),
             size=info.st_size,
             executable=bool(info.st_mode & stat.S_IXUSR),
             fingerprint=(
