@@ -45,7 +45,9 @@ def trees(draw: st.DrawFn) -> list[tuple[str, str, bytes]]:
     entries: list[tuple[str, str, bytes]] = []
     for _ in range(draw(st.integers(1, 14))):
         parts = draw(st.lists(NAMES, min_size=1, max_size=3))
-        kind = draw(st.sampled_from(["file"] * 6 + ["inside", "outside", "dangling", "dir", "fifo"]))
+        kind = draw(
+            st.sampled_from(["file"] * 6 + ["inside", "outside", "dangling", "dir", "fifo"])
+        )
         entries.append((kind, "/".join(parts), draw(CONTENTS)))
     return entries
 

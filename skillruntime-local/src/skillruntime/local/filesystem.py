@@ -91,6 +91,17 @@ def _info(path: str, result: os.stat_result) -> FileInfo:
     )
 
 
+def _lstat(located: Located) -> os.stat_result:
+    return os.stat(located.name, dir_fd=located.dir_fd, follow_symlinks=False)
+
+
+def _lstat_if_present(located: Located) -> os.stat_result | None:
+    try:
+        return _lstat(located)
+    except FileNotFoundError:
+        return None
+
+
 def _refuse_non_regular(mode: int, path: str) -> None:
     if stat_module.S_ISDIR(mode):
         raise RuntimeIsADirectoryError(f"Cannot read {path}: it is a directory", path=path)
@@ -123,13 +134,31 @@ def _write_into(located: Located, fill: Callable[[int], int], *, executable: boo
     return written
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 def _write_chunks(chunks: Iterable[bytes]) -> Callable[[int], int]:
+    """Write ``chunks`` in ``write`` calls of at least :data:`CHUNK_SIZE` bytes (but the last):
+    small chunks are gathered first, so many tiny chunks do not cost a system call each, and a
+    lone chunk is written as it is, without a copy."""
+
     def fill(fd: int) -> int:
         written = 0
-        with os.fdopen(os.dup(fd), "wb") as handle:
-            for chunk in chunks:
-                handle.write(chunk)
-                written += len(chunk)
+        held: list[bytes] = []
+        held_size = 0
+        for chunk in chunks:
+            held.append(chunk)
+            held_size += len(chunk)
+            if held_size >= CHUNK_SIZE:
+                _write_all(fd, held[0] if len(held) == 1 else b"".join(held))
+                written += held_size
+                held, held_size = [], 0
+        if held:
+            _write_all(fd, held[0] if len(held) == 1 else b"".join(held))
+            written += held_size
         return written
 
     return fill
@@ -245,9 +274,7 @@ class LocalFileSystem(SkillRuntimeFileSystem):
         for _ in range(MAX_SYMLINK_HOPS):
             with self._locate(target, follow_final=True) as located:
                 try:
-                    mode = os.stat(
-                        located.name, dir_fd=located.dir_fd, follow_symlinks=False
-                    ).st_mode
+                    mode = (located.final or _lstat(located)).st_mode
                 except OSError as exc:
                     raise file_error_from_os_error(exc, target, operation="read") from exc
                 if stat_module.S_ISLNK(mode):
@@ -281,15 +308,37 @@ class LocalFileSystem(SkillRuntimeFileSystem):
                 raise
             raise file_error_from_os_error(exc, target, operation="write") from exc
 
+    def overwrite_text(self, path: str, text: str, *, encoding: str = "utf-8") -> tuple[int, bool]:
+        """One resolution for the check and the write; a final link (whose target decides the
+        answer) takes the default's path, :meth:`stat` first."""
+        target = self._abs(path)
+        data = text.encode(encoding)
+        try:
+            with self._locate(target, follow_final=False, create_parents=True) as located:
+                final = located.final
+                if final is None and not self._root.confines:  # that walk takes no lstat
+                    final = _lstat_if_present(located)
+                if final is None or not stat_module.S_ISLNK(final.st_mode):
+                    if located.name == "." or (
+                        final is not None and stat_module.S_ISDIR(final.st_mode)
+                    ):
+                        raise RuntimeIsADirectoryError(
+                            f"Cannot write {target}: it is a directory", path=target
+                        )
+                    written = _write_into(located, _write_chunks([data]), executable=False)
+                    return written, final is not None
+        except OSError as exc:
+            if isinstance(exc, RuntimeFileError):
+                raise
+            raise file_error_from_os_error(exc, target, operation="write") from exc
+        return super().overwrite_text(path, text, encoding=encoding)
+
     def stat(self, path: str) -> FileInfo | None:
         target = self._abs(path)
         for follow in (True, False):  # a dangling or looping link is reported as itself
             try:
                 with self._locate(target, follow_final=follow) as located:
-                    return _info(
-                        target,
-                        os.stat(located.name, dir_fd=located.dir_fd, follow_symlinks=False),
-                    )
+                    return _info(target, located.final or _lstat(located))
             except (FileNotFoundError, NotADirectoryError):
                 continue
             except InvalidPathError:
@@ -309,7 +358,7 @@ class LocalFileSystem(SkillRuntimeFileSystem):
         for _ in range(MAX_SYMLINK_HOPS):
             with self._locate(root, follow_final=True) as located:
                 try:
-                    result = os.stat(located.name, dir_fd=located.dir_fd, follow_symlinks=False)
+                    result = located.final or _lstat(located)
                 except OSError as exc:
                     if exc.errno == errno.ENOENT:
                         raise RuntimeFileNotFoundError(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 
-from ..errors import FileTooLargeError, RuntimeFileError
+from ..errors import FileTooLargeError, RuntimeFileError, RuntimeIsADirectoryError
 from .arguments import EditArguments, ReadArguments, WriteArguments
 from .base import Guard, SkillTool
 from .context import ToolContext
@@ -213,12 +213,11 @@ def write_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
 
     def run(arguments: WriteArguments) -> str:
         path = context.resolve(arguments.file_path)
-        files = context.files
-        info = files.stat(path)
-        if info is not None and info.is_directory:
+        try:
+            size, existed = context.files.overwrite_text(path, arguments.content)
+        except RuntimeIsADirectoryError:
             return f"Error: Path is a directory, not a file: {path}"
-        size = files.write_text(path, arguments.content)
-        verb = "overwrote" if info is not None else "created"
+        verb = "overwrote" if existed else "created"
         return f"Successfully {verb} file in {context.name} runtime: {path} ({size} bytes)"
 
     return SkillTool(
