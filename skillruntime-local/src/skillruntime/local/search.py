@@ -23,7 +23,6 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import posixpath
 import stat as stat_module
 from collections import deque
 from collections.abc import Callable
@@ -63,13 +62,14 @@ def grep_below(root_fd: int, root_path: str, engine: GrepEngine, read_text: Read
         fd = _open_directory(root_fd, parts, directory)
         if fd is None:
             continue
+        prefix = directory if directory.endswith("/") else directory + "/"  # posixpath.join
         try:
             for name, kind in _sorted_entries(fd, directory):
                 if kind == _DIRECTORY:
                     if name not in IGNORED_DIRECTORIES and level < depth:
-                        queue.append(((*parts, name), posixpath.join(directory, name), level + 1))
+                        queue.append(((*parts, name), prefix + name, level + 1))
                     continue
-                path = posixpath.join(directory, name)
+                path = prefix + name
                 if not keep(path):
                     continue
                 if found >= limit:

@@ -259,7 +259,7 @@ def edit_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
             )
         else:
             occurrences = 1
-            updated = text[:first] + new + text[first + len(old) :]
+            updated = text.replace(old, new, 1)  # one copy; the first match is at ``first``
         context.files.write_text(path, updated)
         first_line = text.count("\n", 0, first)
         last_line = first_line + new.count("\n", 0, max(0, len(new) - 1))
