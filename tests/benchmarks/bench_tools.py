@@ -9,7 +9,11 @@ floor, plain Python file calls on the same file in the same directory:
 * ``read`` of a ``--lines``-line text file against ``open(path).read()``, and against that
   read plus the numbering of every line with one ``str.format`` each (the least a numbered
   answer costs in plain Python);
-* ``write`` of that content against ``open(path, "w").write(content)``;
+* ``read`` also against the least a numbered answer costs with the tool's own technique:
+  ``open().read()``, ``str.split`` and one ``%`` of a prebuilt template of numbered lines;
+* ``write`` of that content against ``open(path, "w").write(content)``, and against the least
+  an atomic replacement costs (``os.open`` of a new temporary file, ``write``, ``fchmod``,
+  ``close``, ``rename`` over the target), which the tool's writes are;
 * ``edit`` replacing one line in the middle against ``open().read()``, ``str.replace`` and
   ``open(path, "w").write()``.
 
@@ -25,6 +29,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import itertools
+import os
 import statistics
 import sys
 import tempfile
@@ -95,6 +100,22 @@ def measure(directory: str | None, runs: int, lines: int) -> dict[str, dict[str,
             peer = _deepagents_tools(peer_root)
             context = SimpleNamespace(tool_call_id="call-1", state={})
 
+            template = "".join(f"{number:6d}\t%s\n" for number in range(1, lines + 1))
+            temporary = str(workspace / ".floor.tmp")
+            data = content.encode()
+
+            def split_floor() -> str:
+                text = floor_path.read_text().split("\n")
+                text.pop()
+                return template % tuple(text)
+
+            def atomic_floor() -> None:
+                fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+                os.write(fd, data)
+                os.fchmod(fd, 0o644)
+                os.close(fd)
+                os.rename(temporary, floor_path)
+
             def floor_edit() -> None:
                 text = floor_path.read_text()
                 floor_path.write_text(text.replace(middle, changed, 1))
@@ -118,10 +139,12 @@ def measure(directory: str | None, runs: int, lines: int) -> dict[str, dict[str,
                             floor_path.read_text().splitlines(),
                         )
                     ),
+                    "split": split_floor,
                     "ours": lambda: tools.dispatch("read", {"file_path": "ours.py"}),
                 },
                 "write": {
                     "floor": lambda: floor_path.write_text(content),
+                    "atomic": atomic_floor,
                     "ours": lambda: tools.dispatch(
                         "write", {"file_path": "ours.py", "content": content}
                     ),
@@ -176,6 +199,24 @@ def run(quick: bool) -> list[Row]:
                         figures["ours"],
                         figures["numbered"],
                         note="open().read() + one str.format per line",
+                    )
+                )
+            if "split" in figures:
+                rows.append(
+                    Row(
+                        what,
+                        figures["ours"],
+                        figures["split"],
+                        note="open().read() + split + one % of a numbered template",
+                    )
+                )
+            if "atomic" in figures:
+                rows.append(
+                    Row(
+                        what,
+                        figures["ours"],
+                        figures["atomic"],
+                        note="os-level atomic replace (new file, write, fchmod, rename)",
                     )
                 )
             if "peer" in figures:

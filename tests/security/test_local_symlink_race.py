@@ -181,3 +181,41 @@ def test_commands_never_start_outside(arena: Arena) -> None:
     assert outcomes["escaped"] == 0, outcomes
     assert outcomes["inside"] > 0, outcomes
     assert arena.outside_state()["f"] == OUTSIDE
+
+
+def test_greps_below_a_swapped_directory_never_read_outside(arena: Arena) -> None:
+    from skillruntime.core.file_search import GrepQuery
+
+    fs = arena.runtime.get_file_system()
+    queries = (GrepQuery("SECRET|inside", output_mode="content"), GrepQuery("SECRET"))
+
+    def grep(attempt: int) -> bool:
+        root = fs.stat("d")
+        if root is None:
+            raise AssertionError("d vanished")
+        entries = fs.grep(root, queries[attempt % 2]).entries
+        return any("SECRET" in entry or "outside-only" in entry for entry in entries)
+
+    outcomes = _race(ATTEMPTS, grep)
+    _assert_raced(outcomes, ATTEMPTS, arena)
+
+
+def test_greps_of_the_workspace_never_follow_the_swapped_link_out(arena: Arena) -> None:
+    from skillruntime.core.file_search import GrepQuery
+
+    fs = arena.runtime.get_file_system()
+    root = fs.stat(".")
+    assert root is not None
+    seen: Counter[str] = Counter()
+    for attempt in range(ATTEMPTS):
+        query = GrepQuery("SECRET|inside" if attempt % 2 else "SECRET", output_mode="content")
+        entries = fs.grep(root, query).entries
+        assert not any("SECRET" in entry or "outside-only" in entry for entry in entries)
+        seen["found" if entries else "none"] += 1
+    logger.info("workspace greps over %d attempts: %s", ATTEMPTS, dict(seen))
+    assert seen["found"] > 0, seen
+    assert arena.outside_state() == {
+        "f": OUTSIDE,
+        "outside-only.txt": OUTSIDE,
+        "victim": OUTSIDE,
+    }

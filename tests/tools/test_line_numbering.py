@@ -47,6 +47,30 @@ def test_numbered_matches_the_reference(lines: list[str], first: int) -> None:
     assert files._numbered(lines, first) == reference_numbered(lines, first)
 
 
+@settings(max_examples=300)
+@given(TEXT)
+def test_split_counts_the_characters_of_the_lines(text: str) -> None:
+    lines, chars = files._split_counted(text)
+    assert lines == reference_split(text)
+    assert chars == sum(map(len, lines))
+    assert files._numbered(lines, 1, chars) == reference_numbered(lines, 1)
+
+
+@settings(max_examples=200)
+@given(
+    st.lists(
+        st.sampled_from(["", "ab", "%s%d", "\t", "y" * files.MAX_LINE_LENGTH]).flatmap(
+            lambda base: st.sampled_from([base, base + "z", base + "zz%"])
+        ),
+        max_size=6,
+    ),
+    st.sampled_from([1, 3, 4094, 4095, 4096, 9000]),
+)
+def test_numbered_cuts_exactly_the_lines_over_the_limit(lines: list[str], first: int) -> None:
+    assert files._numbered(lines, first) == reference_numbered(lines, first)
+    assert files._numbered(lines, first, sum(map(len, lines))) == reference_numbered(lines, first)
+
+
 def test_numbered_cuts_long_lines() -> None:
     lines = ["short", "y" * (files.MAX_LINE_LENGTH + 5), ""]
     assert files._numbered(lines, 7) == reference_numbered(lines, 7)

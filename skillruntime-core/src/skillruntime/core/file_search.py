@@ -149,10 +149,19 @@ class GrepEngine:
         self.out_of_time = False
         literal = literal_pattern(query)
         self._literal = literal or None
+        # A file whose bytes lack the UTF-8 literal has no match: a backend may skip it undecoded.
+        self.literal_bytes = literal.encode("utf-8") if literal else None
+        self._filtered = self._glob is not None or self._types is not None
 
     def keep(self, entry: FileInfo) -> bool:
         """Whether ``entry`` passes the glob and type filters."""
-        relative = self._relative(entry.path, self.root)
+        return self.keep_path(entry.path)
+
+    def keep_path(self, path: str) -> bool:
+        """Whether the file ``path`` passes the glob and type filters."""
+        if not self._filtered:
+            return True
+        relative = self._relative(path, self.root)
         if self._glob is not None and not self._glob.matches(relative):
             return False
         return self._types is None or any(m.matches(relative) for m in self._types)
@@ -165,12 +174,16 @@ class GrepEngine:
     def wants(self, entry: FileInfo) -> bool:
         """Whether the next file ``entry`` should be read (``False`` once done or too large);
         marks the search out of time past the budget."""
+        return self.wants_size(entry.size)
+
+    def wants_size(self, size: int) -> bool:
+        """:meth:`wants` for a next file of ``size`` bytes."""
         if self.full or self.out_of_time:
             return False
         if time.monotonic() > self.deadline:
             self.out_of_time = True
             return False
-        return entry.size <= self.query.max_file_bytes
+        return size <= self.query.max_file_bytes
 
     def done(self) -> bool:
         """True when no further file can change the result."""

@@ -21,7 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from .errors import FileTooLargeError, RuntimeFileError, RuntimeFileNotFoundError
+from .errors import (
+    FileTooLargeError,
+    RuntimeFileError,
+    RuntimeFileNotFoundError,
+    RuntimeIsADirectoryError,
+)
 from .models import FileInfo
 
 if TYPE_CHECKING:
@@ -239,6 +244,16 @@ class SkillRuntimeFileSystem(ABC):
     def write_text(self, path: str, text: str, *, encoding: str = "utf-8") -> int:
         """Write ``text`` to ``path`` (parents created, content replaced)."""
         return self.write_bytes(path, text.encode(encoding))
+
+    def overwrite_text(self, path: str, text: str, *, encoding: str = "utf-8") -> tuple[int, bool]:
+        """:meth:`write_text` that refuses a directory (what :meth:`stat` says is one, links
+        followed) with :class:`RuntimeIsADirectoryError` and tells whether ``path`` existed:
+        ``(bytes written, existed)``. The default asks :meth:`stat` first; a backend may do both
+        in one resolution of the path."""
+        info = self.stat(path)
+        if info is not None and info.is_directory:
+            raise RuntimeIsADirectoryError(f"Cannot write {path}: it is a directory", path=path)
+        return self.write_text(path, text, encoding=encoding), info is not None
 
     def download(self, path: str, destination: str | os.PathLike[str] | BinaryIO) -> Path | None:
         """Copy the runtime file ``path`` to a host file or a writable binary stream.

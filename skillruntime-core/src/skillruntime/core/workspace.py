@@ -255,6 +255,14 @@ class ScopedFileSystem(SkillRuntimeFileSystem):
             record.bytes = self._inner.write_stream(self._path(path), chunks, executable=executable)
             return record.bytes
 
+    def overwrite_text(self, path: str, text: str, *, encoding: str = "utf-8") -> tuple[int, bool]:
+        """The inner file system's ``overwrite_text`` (one resolution where it has its own),
+        audited as one ``file.write``."""
+        with audited("file.write", **self._audit) as record:
+            written, existed = self._inner.overwrite_text(self._path(path), text, encoding=encoding)
+            record.bytes = written
+            return written, existed
+
     def stat(self, path: str) -> FileInfo | None:
         with audited("file.stat", **self._audit):
             return self._inner.stat(self._path(path))

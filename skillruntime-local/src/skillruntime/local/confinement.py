@@ -62,6 +62,11 @@ class Located:
     dir_fd: int
     name: str
     path: str
+    final: os.stat_result | None = None
+    """The ``lstat`` of ``name`` taken by the walk (a link only when the walk does not follow
+    a final link), ``None`` when it took none (the name is missing, or ``"."``). It describes
+    the entry as the walk found it; an entry swapped since is caught by the ``O_NOFOLLOW``
+    open and ``fstat`` that follow."""
 
 
 def check_path_text(path: str) -> str:
@@ -115,10 +120,9 @@ class ConfinedRoot:
             raise WorkspaceEscapeError(f"Path {path!r} is outside {self.root}")
         return parts[len(self._root_parts) :]
 
-    @contextlib.contextmanager
     def locate(
         self, path: str, *, follow_final: bool, create_parents: bool = False
-    ) -> Iterator[Located]:
+    ) -> contextlib.AbstractContextManager[Located]:
         """Walk to the last component of ``path`` and yield it with its parent's descriptor.
 
         ``follow_final`` follows a final symbolic link (a read); otherwise the link itself is the
@@ -130,20 +134,8 @@ class ConfinedRoot:
         """
         parts = self.relative(path)
         if not self.confines:
-            with self._locate_unconfined(parts, path, follow_final, create_parents) as located:
-                yield located
-            return
-        try:
-            root_fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        except OSError as exc:
-            raise file_error_from_os_error(exc, path, operation="open") from exc
-        stack = [root_fd]
-        try:
-            name = self._walk(stack, parts, path, follow_final, create_parents)
-            yield Located(dir_fd=stack[-1], name=name, path=path)
-        finally:
-            for fd in stack:
-                os.close(fd)
+            return self._locate_unconfined(parts, path, follow_final, create_parents)
+        return _ConfinedWalk(self, parts, path, follow_final, create_parents)
 
     @contextlib.contextmanager
     def _locate_unconfined(
@@ -204,7 +196,7 @@ class ConfinedRoot:
         path: str,
         follow_final: bool,
         create_parents: bool,
-    ) -> str:
+    ) -> tuple[str, os.stat_result | None]:
         pending = deque(parts)
         hops = 0
 
@@ -240,13 +232,18 @@ class ConfinedRoot:
                         pending.appendleft(name)
                         continue
             else:
-                target = self._link_target(stack[-1], name, path)
-                if target is None:
-                    return name
+                final = self._final_entry(stack[-1], name, path)
+                if final is None or not stat_module.S_ISLNK(final.st_mode):
+                    return name, final
                 if not follow_final:
                     if self.confines:
                         self._refuse_outside_link(path)
-                    return name
+                    return name, final
+                target = self._link_target(stack[-1], name, path)
+                if target is None:  # no longer a link: look at it again
+                    another_hop()
+                    pending.appendleft(name)
+                    continue
             another_hop()
             if target.startswith("/"):
                 beneath = self._beneath(target)
@@ -257,7 +254,17 @@ class ConfinedRoot:
                 pending.extendleft(reversed(beneath))
             else:
                 pending.extendleft(reversed(_split(target) or ["."]))
-        return "."
+        return ".", None
+
+    @staticmethod
+    def _final_entry(dir_fd: int, name: str, path: str) -> os.stat_result | None:
+        """The ``lstat`` of the final component, ``None`` when it is missing."""
+        try:
+            return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise file_error_from_os_error(exc, path, operation="resolve") from exc
 
     def _retry_component(
         self, exc: OSError, dir_fd: int, name: str, path: str, create: bool
@@ -323,6 +330,47 @@ class ConfinedRoot:
         return WorkspaceEscapeError(
             f"Path {path!r} leads outside the conversation workspace through a symbolic link"
         )
+
+
+class _ConfinedWalk:
+    """The context of one confined walk: the descriptors it opened are closed on exit."""
+
+    __slots__ = ("_args", "_confined", "_stack")
+
+    def __init__(
+        self,
+        confined: ConfinedRoot,
+        parts: list[str],
+        path: str,
+        follow_final: bool,
+        create_parents: bool,
+    ) -> None:
+        self._confined = confined
+        self._args = (parts, path, follow_final, create_parents)
+        self._stack: list[int] = []
+
+    def __enter__(self) -> Located:
+        parts, path, follow_final, create_parents = self._args
+        try:
+            root_fd = os.open(self._confined.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise file_error_from_os_error(exc, path, operation="open") from exc
+        stack = self._stack
+        stack.append(root_fd)
+        try:
+            name, final = self._confined._walk(stack, parts, path, follow_final, create_parents)
+        except BaseException:
+            self._close()
+            raise
+        return Located(dir_fd=stack[-1], name=name, path=path, final=final)
+
+    def __exit__(self, *_: object) -> None:
+        self._close()
+
+    def _close(self) -> None:
+        stack = self._stack
+        while stack:
+            os.close(stack.pop())
 
 
 def open_directory_below(dir_fd: int, parts: list[str]) -> int:

@@ -52,7 +52,15 @@ from skillruntime.core.errors import (
     RuntimeIsADirectoryError,
     file_error_from_os_error,
 )
-from skillruntime.core.filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT, SkillRuntimeFileSystem
+from skillruntime.core.file_search import GrepEngine, GrepQuery, GrepResult
+from skillruntime.core.filesystem import (
+    CHUNK_SIZE,
+    DEFAULT_LIST_LIMIT,
+    DEFAULT_READ_LIMIT,
+    SkillRuntimeFileSystem,
+    check_read_limit,
+    read_limit_exceeded,
+)
 from skillruntime.core.models import FileInfo
 
 from .confinement import (
@@ -81,6 +89,17 @@ def _info(path: str, result: os.stat_result) -> FileInfo:
         is_executable=stat_module.S_ISREG(mode) and bool(mode & stat_module.S_IXUSR),
         is_special=not (is_directory or stat_module.S_ISREG(mode) or stat_module.S_ISLNK(mode)),
     )
+
+
+def _lstat(located: Located) -> os.stat_result:
+    return os.stat(located.name, dir_fd=located.dir_fd, follow_symlinks=False)
+
+
+def _lstat_if_present(located: Located) -> os.stat_result | None:
+    try:
+        return _lstat(located)
+    except FileNotFoundError:
+        return None
 
 
 def _refuse_non_regular(mode: int, path: str) -> None:
@@ -115,13 +134,31 @@ def _write_into(located: Located, fill: Callable[[int], int], *, executable: boo
     return written
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 def _write_chunks(chunks: Iterable[bytes]) -> Callable[[int], int]:
+    """Write ``chunks`` in ``write`` calls of at least :data:`CHUNK_SIZE` bytes (but the last):
+    small chunks are gathered first, so many tiny chunks do not cost a system call each, and a
+    lone chunk is written as it is, without a copy."""
+
     def fill(fd: int) -> int:
         written = 0
-        with os.fdopen(os.dup(fd), "wb") as handle:
-            for chunk in chunks:
-                handle.write(chunk)
-                written += len(chunk)
+        held: list[bytes] = []
+        held_size = 0
+        for chunk in chunks:
+            held.append(chunk)
+            held_size += len(chunk)
+            if held_size >= CHUNK_SIZE:
+                _write_all(fd, held[0] if len(held) == 1 else b"".join(held))
+                written += held_size
+                held, held_size = [], 0
+        if held:
+            _write_all(fd, held[0] if len(held) == 1 else b"".join(held))
+            written += held_size
         return written
 
     return fill
@@ -200,16 +237,44 @@ class LocalFileSystem(SkillRuntimeFileSystem):
                     return
                 yield chunk
 
-    def _open_regular(self, path: str) -> int:
-        """Open the regular file ``path`` for reading and return its descriptor (the caller
-        closes it); anything but a regular file is refused without being opened for reading."""
+    def read_bytes(self, path: str, max_bytes: int = DEFAULT_READ_LIMIT) -> bytes:
+        """One confined open and, for a file that does not change meanwhile, one ``read`` of its
+        ``fstat`` size (plus one byte, which tells a file that grew since)."""
+        check_read_limit(max_bytes)
         target = self._abs(path)
+        fd = self._open_regular(target, blocking=False)
+        try:
+            size = os.fstat(fd).st_size
+            if size > max_bytes:
+                raise read_limit_exceeded(path, max_bytes)
+            data = os.read(fd, size + 1)
+            if len(data) <= size:
+                return data
+            chunks = [data]
+            total = len(data)
+            while total <= max_bytes:  # it grew after the fstat: read on up to the limit
+                chunk = os.read(fd, max(CHUNK_SIZE, max_bytes + 1 - total))
+                if not chunk:
+                    return b"".join(chunks)
+                chunks.append(chunk)
+                total += len(chunk)
+            raise read_limit_exceeded(path, max_bytes)
+        except OSError as exc:
+            if isinstance(exc, RuntimeFileError):
+                raise
+            raise file_error_from_os_error(exc, target, operation="read") from exc
+        finally:
+            os.close(fd)
+
+    def _open_regular(self, target: str, *, blocking: bool = True) -> int:
+        """Open the regular file at the absolute ``target`` (from :meth:`_abs`) for reading and
+        return its descriptor (the caller closes it); anything but a regular file is refused
+        without being opened for reading. ``blocking`` clears ``O_NONBLOCK`` (which a regular
+        file ignores) for callers that hand the descriptor on."""
         for _ in range(MAX_SYMLINK_HOPS):
             with self._locate(target, follow_final=True) as located:
                 try:
-                    mode = os.stat(
-                        located.name, dir_fd=located.dir_fd, follow_symlinks=False
-                    ).st_mode
+                    mode = (located.final or _lstat(located)).st_mode
                 except OSError as exc:
                     raise file_error_from_os_error(exc, target, operation="read") from exc
                 if stat_module.S_ISLNK(mode):
@@ -223,7 +288,8 @@ class LocalFileSystem(SkillRuntimeFileSystem):
                     raise file_error_from_os_error(exc, target, operation="read") from exc
             try:
                 _refuse_non_regular(os.fstat(fd).st_mode, target)
-                os.set_blocking(fd, True)
+                if blocking:
+                    os.set_blocking(fd, True)
             except BaseException:
                 os.close(fd)
                 raise
@@ -242,15 +308,37 @@ class LocalFileSystem(SkillRuntimeFileSystem):
                 raise
             raise file_error_from_os_error(exc, target, operation="write") from exc
 
+    def overwrite_text(self, path: str, text: str, *, encoding: str = "utf-8") -> tuple[int, bool]:
+        """One resolution for the check and the write; a final link (whose target decides the
+        answer) takes the default's path, :meth:`stat` first."""
+        target = self._abs(path)
+        data = text.encode(encoding)
+        try:
+            with self._locate(target, follow_final=False, create_parents=True) as located:
+                final = located.final
+                if final is None and not self._root.confines:  # that walk takes no lstat
+                    final = _lstat_if_present(located)
+                if final is None or not stat_module.S_ISLNK(final.st_mode):
+                    if located.name == "." or (
+                        final is not None and stat_module.S_ISDIR(final.st_mode)
+                    ):
+                        raise RuntimeIsADirectoryError(
+                            f"Cannot write {target}: it is a directory", path=target
+                        )
+                    written = _write_into(located, _write_chunks([data]), executable=False)
+                    return written, final is not None
+        except OSError as exc:
+            if isinstance(exc, RuntimeFileError):
+                raise
+            raise file_error_from_os_error(exc, target, operation="write") from exc
+        return super().overwrite_text(path, text, encoding=encoding)
+
     def stat(self, path: str) -> FileInfo | None:
         target = self._abs(path)
         for follow in (True, False):  # a dangling or looping link is reported as itself
             try:
                 with self._locate(target, follow_final=follow) as located:
-                    return _info(
-                        target,
-                        os.stat(located.name, dir_fd=located.dir_fd, follow_symlinks=False),
-                    )
+                    return _info(target, located.final or _lstat(located))
             except (FileNotFoundError, NotADirectoryError):
                 continue
             except InvalidPathError:
@@ -270,7 +358,7 @@ class LocalFileSystem(SkillRuntimeFileSystem):
         for _ in range(MAX_SYMLINK_HOPS):
             with self._locate(root, follow_final=True) as located:
                 try:
-                    result = os.stat(located.name, dir_fd=located.dir_fd, follow_symlinks=False)
+                    result = located.final or _lstat(located)
                 except OSError as exc:
                     if exc.errno == errno.ENOENT:
                         raise RuntimeFileNotFoundError(
@@ -336,6 +424,51 @@ class LocalFileSystem(SkillRuntimeFileSystem):
                 raise file_error_from_os_error(exc, directory, operation="list") from exc
             # a subdirectory that vanished, was swapped or cannot be read is listed without
             # its children
+
+    def grep(
+        self,
+        root: FileInfo,
+        query: GrepQuery,
+        *,
+        read_text: Callable[[str, int], str] | None = None,
+    ) -> GrepResult:
+        """The default's result, walked and read through directory descriptors
+        (:mod:`skillruntime.local.search`); links met are read with ``read_text``."""
+        from .search import grep_below
+
+        if not root.is_directory or root.is_special:
+            return super().grep(root, query, read_text=read_text)
+        engine = GrepEngine(query, root.path)
+        directory = self._abs(root.path)
+        fd = self._open_directory(directory)
+        if fd is None:  # no longer a directory: the default describes what it became
+            return super().grep(root, query, read_text=read_text)
+        try:
+            truncated = grep_below(fd, directory, engine, read_text or self.read_text)
+        finally:
+            os.close(fd)
+        return engine.result(truncated)
+
+    def _open_directory(self, directory: str) -> int | None:
+        """A descriptor of the directory ``directory`` (the caller closes it), ``None`` when it
+        is not one; a final link is followed below the root."""
+        for _ in range(MAX_SYMLINK_HOPS):
+            with self._locate(directory, follow_final=True) as located:
+                try:
+                    return open_directory_below(located.dir_fd, [located.name])
+                except OSError as exc:
+                    if exc.errno == errno.ELOOP:
+                        continue  # became a link after the walk: resolve again
+                    if exc.errno == errno.ENOTDIR:
+                        return None
+                    if exc.errno == errno.ENOENT:
+                        raise RuntimeFileNotFoundError(
+                            f"Path does not exist: {directory}", path=directory
+                        ) from exc
+                    raise file_error_from_os_error(exc, directory, operation="list") from exc
+        raise InvalidPathError(
+            f"Cannot list {directory}: it keeps changing into a symbolic link", path=directory
+        )
 
     def delete(self, path: str) -> None:
         target = self._abs(path)

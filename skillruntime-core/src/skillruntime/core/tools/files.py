@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 
-from ..errors import FileTooLargeError, RuntimeFileError
+from ..errors import FileTooLargeError, RuntimeFileError, RuntimeIsADirectoryError
 from .arguments import EditArguments, ReadArguments, WriteArguments
 from .base import Guard, SkillTool
 from .context import ToolContext
@@ -46,49 +46,68 @@ EDIT_DESCRIPTION = (
 _CACHED_NUMBERS = 4096
 
 
+_CUT_SPEC = f"%.{MAX_LINE_LENGTH}s"
+
+
 @functools.cache
 def _number_template() -> tuple[str, tuple[int, ...]]:
-    """``"{n:6d}\\t%s\\n"`` for ``n`` in ``0 .. _CACHED_NUMBERS - 1`` as one ``%`` template,
-    with the offset where each number's part starts (and the end), built once."""
-    parts = [f"{number:6d}\t%s\n" for number in range(_CACHED_NUMBERS)]
+    """``"{n:6d}\t%.2000s\n"`` for ``n`` in ``0 .. _CACHED_NUMBERS - 1`` as one ``%`` template
+    (the precision is :data:`MAX_LINE_LENGTH`), with the offset where each number's part starts
+    (and the end), built once."""
+    parts = [f"{number:6d}\t{_CUT_SPEC}\n" for number in range(_CACHED_NUMBERS)]
     offsets = [0]
     for part in parts:
         offsets.append(offsets[-1] + len(part))
     return "".join(parts), tuple(offsets)
 
 
-def _numbered(lines: list[str], first: int) -> str:
-    """``lines`` as ``<number, 6 wide><tab><line>\\n`` from ``first`` on; lines over
-    ``MAX_LINE_LENGTH`` characters are cut with a marker.
+def _numbered(lines: list[str], first: int, chars: int | None = None) -> str:
+    """``lines`` as ``<number, 6 wide><tab><line>\n`` from ``first`` on; lines over
+    ``MAX_LINE_LENGTH`` characters are cut with a marker. ``chars``, when the caller knows it,
+    is ``sum(map(len, lines))``.
 
     Numbers below ``_CACHED_NUMBERS`` are filled in by one ``%`` of a slice of a prebuilt
     template (the line texts are only arguments, so a ``%`` in them is inert): no Python step
-    per line. Later numbers are formatted one by one.
+    per line. The template's precision cuts long lines; an answer shorter than the uncut one
+    tells that a line was cut, and only then are the lines looked at one by one to add the
+    marker. Later numbers are formatted one by one.
     """
     if not lines:
         return ""
-    if max(map(len, lines)) > MAX_LINE_LENGTH:
-        lines = [
-            line if len(line) <= MAX_LINE_LENGTH else line[:MAX_LINE_LENGTH] + _CUT_MARKER
-            for line in lines
-        ]
     end = first + len(lines)
     if end <= _CACHED_NUMBERS:
         template, offsets = _number_template()
-        return template[offsets[first] : offsets[end]] % tuple(lines)
+        begin, stop = offsets[first], offsets[end]
+        answer = template[begin:stop] % tuple(lines)
+        if chars is None:
+            chars = sum(map(len, lines))
+        if len(answer) == stop - begin - len(_CUT_SPEC) * len(lines) + chars:
+            return answer
+    lines = [
+        line if len(line) <= MAX_LINE_LENGTH else line[:MAX_LINE_LENGTH] + _CUT_MARKER
+        for line in lines
+    ]
     return "".join(f"{number:6d}\t{line}\n" for number, line in enumerate(lines, start=first))
 
 
 def _split_lines(text: str) -> list[str]:
-    """Lines split on ``\\n`` (a preceding ``\\r`` dropped); a final newline ends the last line."""
+    """Lines split on ``\n`` (a preceding ``\r`` dropped); a final newline ends the last line."""
+    return _split_counted(text)[0]
+
+
+def _split_counted(text: str) -> tuple[list[str], int]:
+    """:func:`_split_lines` and the characters of the lines (``sum(map(len, lines))``), the
+    latter known from the split without a pass over the lines."""
     if not text:
-        return []
+        return [], 0
     lines = text.split("\n")
+    chars = len(text) - len(lines) + 1  # every "\n" is one character of no line
     if lines[-1] == "":
         lines.pop()
     if "\r" not in text:
-        return lines
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
+        return lines, chars
+    lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+    return lines, sum(map(len, lines))
 
 
 def _line_window(
@@ -165,7 +184,7 @@ def read_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
                 f"Error: File is larger than {MAX_READ_BYTES // (1024 * 1024)} MiB: {path}. "
                 "Use bash (for example head, tail or sed -n) to read part of it."
             )
-        lines = _split_lines(text)
+        lines, chars = _split_counted(text)
         total = len(lines)
         start = arguments.offset or 1
         count = arguments.limit or DEFAULT_READ_LINES
@@ -175,6 +194,8 @@ def read_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
             return f"No lines to read. File has {total} lines, but offset was {start}"
         end = min(total, start + count - 1)
         header = f"File: {path}\nShowing lines {start}-{end} of {total}\n\n"
+        if start == 1 and end == total:
+            return header + _numbered(lines, 1, chars)
         return header + _numbered(lines[start - 1 : end], start)
 
     return SkillTool(
@@ -192,12 +213,11 @@ def write_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
 
     def run(arguments: WriteArguments) -> str:
         path = context.resolve(arguments.file_path)
-        files = context.files
-        info = files.stat(path)
-        if info is not None and info.is_directory:
+        try:
+            size, existed = context.files.overwrite_text(path, arguments.content)
+        except RuntimeIsADirectoryError:
             return f"Error: Path is a directory, not a file: {path}"
-        size = files.write_text(path, arguments.content)
-        verb = "overwrote" if info is not None else "created"
+        verb = "overwrote" if existed else "created"
         return f"Successfully {verb} file in {context.name} runtime: {path} ({size} bytes)"
 
     return SkillTool(
@@ -239,7 +259,7 @@ def edit_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
             )
         else:
             occurrences = 1
-            updated = text[:first] + new + text[first + len(old) :]
+            updated = text.replace(old, new, 1)  # one copy; the first match is at ``first``
         context.files.write_text(path, updated)
         first_line = text.count("\n", 0, first)
         last_line = first_line + new.count("\n", 0, max(0, len(new) - 1))
