@@ -207,8 +207,8 @@ class AuditRecorder:
 
     def __enter__(self) -> AuditRecorder:
         if _enabled:
-            span = self._span = tracing.enter_span(self.kind)
-            self._timestamp = _span_start(span[0]) if span is not None else time.time()
+            self._span = tracing.enter_span(self.kind)
+            self._timestamp = time.time()  # a C call: cheaper than the SDK span's start_time
             self._started = time.perf_counter()
         return self
 
@@ -227,7 +227,8 @@ class AuditRecorder:
             self.error_type = type(exc).__name__
         span = self._span
         try:
-            self._resolve_sandbox()
+            if self.sandbox_source is not None and self.sandbox_id is None:
+                self._resolve_sandbox()
             if span is not None:
                 tracing.annotate_span(span[0], self)
             _finish_event(self, self._timestamp, duration)
@@ -254,7 +255,8 @@ class AuditRecorder:
 
     def event(self, timestamp: float, duration: float) -> AuditEvent:
         """The finished event (``sandbox_source``, when set and no id was, is asked now)."""
-        self._resolve_sandbox()
+        if self.sandbox_source is not None and self.sandbox_id is None:
+            self._resolve_sandbox()
         return AuditEvent._make(  # positional: the order of AuditEvent's fields
             (
                 self.kind,
@@ -273,13 +275,6 @@ class AuditRecorder:
                 self.error_type,
             )
         )
-
-
-def _span_start(span: Any) -> float:
-    """The span's start as Unix seconds (the SDK's ``start_time``, nanoseconds), so the event
-    and its span share one clock reading; ``time.time()`` for a span without one."""
-    start = getattr(span, "start_time", None)
-    return start / 1e9 if isinstance(start, int) else time.time()
 
 
 _hook_cache: tuple[Any, Any] = (None, None)
@@ -380,9 +375,7 @@ async def audited_async(kind: str, **context: Any) -> AsyncIterator[AuditRecorde
 
 
 def _stream_start(kind: str) -> tuple[Any, float, float]:
-    span = tracing.start_span(kind)
-    timestamp = _span_start(span) if span is not None else time.time()
-    return span, timestamp, time.perf_counter()
+    return tracing.start_span(kind), time.time(), time.perf_counter()
 
 
 def audit_stream(

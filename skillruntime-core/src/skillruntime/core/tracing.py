@@ -131,11 +131,24 @@ def span_name(kind: str) -> str:
 
 def enter_span(kind: str) -> tuple[Any, Any] | None:
     """Start a span and make it current: ``(span, context token)``, or ``None`` when no tracer
-    provider is set (or the API is absent). Pass the pair to :func:`exit_span`."""
-    tracer = _current_tracer() if _trace is not None else None
+    provider is set (or the API is absent). Pass the pair to :func:`exit_span`.
+
+    The span is made current (not only started) so that what runs inside the operation nests
+    under it: a ``bootstrap`` under its ``prepare``, the ``execute`` of a bootstrap command
+    under the ``bootstrap``, a ``sandbox.create`` under the command that needed it, and the
+    spans of an instrumented HTTP client under the operation that sent the request. Attaching
+    the context is a context-variable set, a small part of the span's cost (the SDK's
+    ``start_span`` and ``end`` are most of it: see ``tests/benchmarks/bench_audit.py``).
+    """
+    if _trace is None:
+        return None
+    cached_provider, tracer = _cached
+    if _trace.get_tracer_provider() is not cached_provider:
+        tracer = _current_tracer()
     if tracer is None:
         return None
-    span = tracer.start_span(span_name(kind), record_exception=False, set_status_on_exception=False)
+    name = _SPAN_NAMES.get(kind) or span_name(kind)
+    span = tracer.start_span(name, record_exception=False, set_status_on_exception=False)
     return span, _context.attach(_trace.set_span_in_context(span))
 
 
