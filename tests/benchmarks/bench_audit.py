@@ -14,8 +14,15 @@ interleaved (the order of the pair alternates), and the medians are compared:
 2. the same plus a ``logging.FileHandler`` writing every ``skillruntime.audit`` JSON line to a
    file (the application's handler: its cost is logging's, reported for scale).
 
-The per-event cost is measured apart, with no command: one ``audited`` block on and off,
-``--micro-runs`` times, with the consumers of (2) attached.
+The floor of (1) is measured in the same interleaving: auditing off and one bare span of the
+same provider around each ``execute`` (``tracer.start_span`` with the attributes of an execute
+event, then ``end``): what the OpenTelemetry SDK alone costs per command, with none of our code.
+(1) over this floor is our own overhead (the audit event, the hook call, making the span current).
+
+The per-event cost is measured apart, with no command: one ``audited`` block with the consumers
+of (1) and the same bare SDK span, ``--micro-runs`` times each, interleaved in batches and timed
+with the thread's CPU clock (other processes on a loaded machine do not count); then one block
+with the consumers of (2) attached.
 """
 
 from __future__ import annotations
@@ -63,27 +70,53 @@ class _Counter:
         self.events += 1
 
 
-def bench_execute(runs: int, work: Path) -> tuple[float, float]:
-    """Median seconds of ``execute("true")`` with auditing off and on (interleaved)."""
-    off: list[float] = []
-    on: list[float] = []
+ATTRIBUTES = {
+    "skillruntime.runtime": "local",
+    "gen_ai.conversation.id": "bench-audit",
+    "process.exit.code": 0,
+    "skillruntime.timed_out": False,
+}
+"""The attributes of an execute span of :func:`bench_execute` (the bare span sets the same)."""
+
+MODES = ("off", "on", "floor")
+
+
+def bench_execute(runs: int, work: Path) -> dict[str, float]:
+    """Median seconds of ``execute("true")`` per mode, interleaved (the order rotates):
+    ``off`` (auditing off), ``on`` (auditing on) and ``floor`` (auditing off, one bare SDK span
+    with the same attributes around the call)."""
+    samples: dict[str, list[float]] = {mode: [] for mode in MODES}
     request = SkillExecutionRequest(command="true")
+    tracer = trace.get_tracer("bench-audit-floor")
     with LocalSkillRuntime(conversation_id="bench-audit", conversations_root=work) as runtime:
-        for _ in range(20):  # warm up both paths
-            for enabled in (False, True):
-                audit.set_audit_enabled(enabled)
-                runtime.execute(request)
-        for run in range(runs):
-            pairs = ((False, off), (True, on))
-            for enabled, samples in pairs if run % 2 else reversed(pairs):
-                audit.set_audit_enabled(enabled)
-                start = time.perf_counter()
+
+        def once(mode: str) -> float:
+            audit.set_audit_enabled(mode == "on")
+            start = time.perf_counter()
+            if mode == "floor":
+                span = tracer.start_span("skillruntime.execute", attributes=ATTRIBUTES)
                 result = runtime.execute(request)
-                samples.append(time.perf_counter() - start)
-                if result.exit_code != 0:
-                    raise SystemExit(f"execute failed: {result}")
+                span.end()
+            else:
+                result = runtime.execute(request)
+            elapsed = time.perf_counter() - start
+            if result.exit_code != 0:
+                raise SystemExit(f"execute failed: {result}")
+            return elapsed
+
+        for _ in range(20):  # warm up every path
+            for mode in MODES:
+                once(mode)
+        for run in range(runs):
+            shift = run % len(MODES)
+            for mode in MODES[shift:] + MODES[:shift]:
+                samples[mode].append(once(mode))
     audit.set_audit_enabled(True)
-    return statistics.median(off), statistics.median(on)
+    medians = {mode: statistics.median(values) for mode, values in samples.items()}
+    for mode in ("on", "floor"):  # robust to a load that drifts: the ratio within each round
+        rounds = zip(samples[mode], samples["off"], strict=True)
+        medians[f"{mode}_paired"] = statistics.median(value / off for value, off in rounds)
+    return medians
 
 
 def bench_event(runs: int) -> tuple[float, float]:
@@ -98,6 +131,38 @@ def bench_event(runs: int) -> tuple[float, float]:
             samples[enabled].append(time.perf_counter() - start)
     audit.set_audit_enabled(True)
     return statistics.median(samples[False]), statistics.median(samples[True])
+
+
+def bench_block_cpu(runs: int) -> dict[str, float]:
+    """Median thread-CPU seconds of one audited execute block (``ours``), of one bare SDK span
+    with the same attributes (``sdk``) and of the block with auditing off (``off``)."""
+    tracer = trace.get_tracer("bench-audit-floor")
+
+    def ours() -> None:
+        with audited("execute", runtime="local", conversation_id="bench-audit") as record:
+            record.exit_code = 0
+            record.timed_out = False
+
+    def sdk() -> None:
+        tracer.start_span("skillruntime.execute", attributes=ATTRIBUTES).end()
+
+    def off() -> None:
+        audit.set_audit_enabled(False)
+        try:
+            ours()
+        finally:
+            audit.set_audit_enabled(True)
+
+    functions = {"ours": ours, "sdk": sdk, "off": off}
+    samples: dict[str, list[float]] = {name: [] for name in functions}
+    batch = 50
+    for _ in range(max(1, runs // batch)):
+        for name, function in functions.items():
+            start = time.thread_time()
+            for _ in range(batch):
+                function()
+            samples[name].append((time.thread_time() - start) / batch)
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -118,7 +183,9 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="bench-audit-", dir=args.dir) as scratch:
         base = Path(scratch)
-        off, on = bench_execute(args.runs, base / "conversations")
+        execute = bench_execute(args.runs, base / "conversations")
+        off, on, floor = execute["off"], execute["on"], execute["floor"]
+        block = bench_block_cpu(args.micro_runs)
         handler = logging.FileHandler(base / "audit.jsonl")
         handler.setFormatter(logging.Formatter("%(message)s"))
         audit_log = logging.getLogger(AUDIT_LOGGER_NAME)
@@ -126,7 +193,8 @@ def main(argv: list[str] | None = None) -> int:
         audit_log.setLevel(logging.INFO)
         audit_log.propagate = False
         try:
-            log_off, log_on = bench_execute(args.runs, base / "conversations-logged")
+            logged = bench_execute(args.runs, base / "conversations-logged")
+            log_off, log_on = logged["off"], logged["on"]
             event_off, event_on = bench_event(args.micro_runs)
             processor.force_flush()
             lines = sum(1 for _ in (base / "audit.jsonl").open())
@@ -141,6 +209,17 @@ def main(argv: list[str] | None = None) -> int:
     print(f"    audit + tracing off : {off * 1e3:8.3f} ms")
     print(f"    audit + tracing on  : {on * 1e3:8.3f} ms")
     print(f"    ratio on/off        : {ratio:8.3f}   (target <= 1.05)")
+    print(f"    floor: off + one bare SDK span, same attributes: {floor * 1e3:8.3f} ms")
+    print(f"    floor ratio         : {floor / off:8.3f}   (the SDK's own share)")
+    print(
+        f"    median of the per-round ratios: on/off {execute['on_paired']:.3f}, "
+        f"floor/off {execute['floor_paired']:.3f}"
+    )
+    print("[1c] one audited block vs one bare SDK span, thread CPU time")
+    print(f"    audited block (hook + SDK): {block['ours'] * 1e6:7.2f} us")
+    print(f"    bare SDK span, same attrs : {block['sdk'] * 1e6:7.2f} us")
+    print(f"    ours = difference         : {(block['ours'] - block['sdk']) * 1e6:7.2f} us")
+    print(f"    block with auditing off   : {block['off'] * 1e6:7.2f} us")
     print("[1b] the same with a FileHandler writing the audit log's JSON lines")
     print(f"    off: {log_off * 1e3:.3f} ms   on: {log_on * 1e3:.3f} ms")
     print(f"    ratio on/off        : {log_on / log_off:8.3f}")
@@ -150,8 +229,10 @@ def main(argv: list[str] | None = None) -> int:
     verdict = "met" if ratio <= 1.05 else "missed"
     print(f"    target ratio <= 1.05 for [1]: {verdict}")
     if args.rows_json:
-        medians = {"off": off, "on": on, "log_off": log_off, "log_on": log_on}
+        medians = {"off": off, "on": on, "floor": floor, "log_off": log_off, "log_on": log_on}
+        medians.update(on_paired=execute["on_paired"], floor_paired=execute["floor_paired"])
         medians.update(event_off=event_off, event_on=event_on)
+        medians.update(block_ours=block["ours"], block_sdk=block["sdk"], block_off=block["off"])
         Path(args.rows_json).write_text(json.dumps(medians), encoding="utf-8")
     return 0
 
@@ -180,6 +261,18 @@ def run(quick: bool) -> list[Row]:
             medians["off"],
             target=1.05,
             note="audit and tracing off",
+        ),
+        Row(
+            "execute('true'), one bare OTel SDK span (floor)",
+            medians["floor"],
+            medians["off"],
+            note="audit and tracing off; the SDK's own cost",
+        ),
+        Row(
+            "one audited block, thread CPU",
+            medians["block_ours"],
+            medians["block_sdk"],
+            note="one bare SDK span with the same attributes",
         ),
         Row(
             "execute('true'), plus a file log handler",

@@ -23,6 +23,7 @@ from audit_capture import AuditCapture
 from doubles.aio import AioDouble
 from doubles.opensandbox import OpenSandboxDouble
 from skillruntime.aio import AioSandboxSkillRuntime
+from skillruntime.aio.async_runtime import AsyncAioSkillRuntime
 from skillruntime.core.audit import EVENT_KINDS
 from skillruntime.core.bridge import to_sync
 from skillruntime.core.conversations import InMemoryConversationStore
@@ -36,6 +37,7 @@ from skillruntime.core.runtime import SkillRuntime
 from skillruntime.core.tools import SkillTools
 from skillruntime.local import AsyncLocalSkillRuntime, LocalSkillRuntime
 from skillruntime.opensandbox import OpenSandboxSkillRuntime
+from skillruntime.opensandbox.async_runtime import AsyncOpenSandboxSkillRuntime
 
 
 def _token(label: str) -> str:
@@ -63,6 +65,13 @@ def opensandbox_double() -> Iterator[OpenSandboxDouble]:
 @pytest.fixture(scope="module")
 def aio_double() -> Iterator[AioDouble]:
     with AioDouble(bash_api=True, token=_token("bearer")) as double:
+        yield double
+
+
+@pytest.fixture(scope="module")
+def aio_shell_double() -> Iterator[AioDouble]:
+    """An older image: no ``/v1/bash``, commands through ``/v1/shell``."""
+    with AioDouble(bash_api=False, token=_token("bearer")) as double:
         yield double
 
 
@@ -110,16 +119,35 @@ def _opensandbox(request: pytest.FixtureRequest, tmp: Path) -> tuple[SkillRuntim
     return runtime, [double.api_key]
 
 
-def _aio(request: pytest.FixtureRequest, tmp: Path) -> tuple[SkillRuntime, list[str]]:
-    double: AioDouble = request.getfixturevalue("aio_double")
-    assert double.token
-    runtime = AioSandboxSkillRuntime(
-        base_url=double.url,
-        token=double.token,
+def _opensandbox_async(request: pytest.FixtureRequest, tmp: Path) -> tuple[SkillRuntime, list[str]]:
+    double: OpenSandboxDouble = request.getfixturevalue("opensandbox_double")
+    runtime = AsyncOpenSandboxSkillRuntime(
+        domain=double.domain,
+        api_key=double.api_key,
         conversation_id=_conversation(),
+        conversation_store=InMemoryConversationStore(),
         base_environment=ENVIRONMENT,
     )
-    return runtime, [double.token]
+    synced = to_sync(runtime)
+    request.addfinalizer(lambda: asyncio.run(runtime.destroy_conversation_sandbox()))
+    return synced, [double.api_key]
+
+
+def _aio_factory(fixture: str, native_async: bool) -> Factory:
+    def factory(request: pytest.FixtureRequest, tmp: Path) -> tuple[SkillRuntime, list[str]]:
+        double: AioDouble = request.getfixturevalue(fixture)
+        assert double.token
+        options: dict[str, Any] = {
+            "base_url": double.url,
+            "token": double.token,
+            "conversation_id": _conversation(),
+            "base_environment": ENVIRONMENT,
+        }
+        if native_async:
+            return to_sync(AsyncAioSkillRuntime(**options)), [double.token]
+        return AioSandboxSkillRuntime(**options), [double.token]
+
+    return factory
 
 
 FACTORIES: dict[str, Factory] = {
@@ -127,7 +155,11 @@ FACTORIES: dict[str, Factory] = {
     "local-conversation": _local_conversation,
     "local-async-conversation": _local_async,
     "opensandbox": _opensandbox,
-    "aio": _aio,
+    "opensandbox-async": _opensandbox_async,
+    "aio": _aio_factory("aio_double", native_async=False),
+    "aio-async": _aio_factory("aio_double", native_async=True),
+    "aio-shell": _aio_factory("aio_shell_double", native_async=False),
+    "aio-async-shell": _aio_factory("aio_shell_double", native_async=True),
 }
 
 
@@ -214,8 +246,10 @@ def test_no_secret_reaches_an_event_or_a_span(
     expected |= {"file.list", "file.delete", "file.mkdir"}
     assert expected <= seen, seen
     assert seen <= set(EVENT_KINDS)
-    if kind == "opensandbox":
+    if kind.startswith("opensandbox"):
         assert "sandbox.create" in seen
+    if kind.startswith("aio"):
+        assert "sandbox.attach" in seen
     # One log record and one span per event, with the same kinds.
     assert sorted(r.audit["kind"] for r in capture.records) == sorted(e.kind for e in events)
     span_kinds = sorted(span.name.removeprefix("skillruntime.") for span in capture.spans())

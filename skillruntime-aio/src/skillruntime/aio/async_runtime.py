@@ -30,7 +30,6 @@ from collections.abc import Mapping, Sequence
 
 from skillruntime.core.async_filesystem import AsyncSkillRuntimeFileSystem
 from skillruntime.core.async_runtime import AsyncBaseSkillRuntime
-from skillruntime.core.audit import audited
 from skillruntime.core.bridge import CANCEL_MARKER_VARIABLE, kill_marked_command
 from skillruntime.core.errors import ExecutionTransportError
 from skillruntime.core.models import (
@@ -51,6 +50,7 @@ from .async_files import AsyncAioFileSystem
 from .client import DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT
 from .commands import CommandMode, CommandSpec
 from .errors import AioSandboxError
+from .first_use import FirstUse
 from .options import DEFAULT_CONVERSATIONS_ROOT, DEFAULT_REMOTE_ROOT, validate_base_url
 from .runtime import (
     checked_remote_root,
@@ -118,6 +118,7 @@ class AsyncAioSkillRuntime(AsyncBaseSkillRuntime):
         )
         self._root_ready = False
         self._root_lock = asyncio.Lock()
+        self._first_use = FirstUse()
         self._running: set[str] = set()
 
     # ------------------------------------------------------------------- SPI
@@ -169,7 +170,11 @@ class AsyncAioSkillRuntime(AsyncBaseSkillRuntime):
         )
         self._running.add(token)
         try:
-            outcome = await self._runner.run(spec)
+            if make_dirs:  # the command creates the workspace: the runtime's first use, maybe
+                with self._first_use.attach(self._audit_fields()):
+                    outcome = await self._runner.run(spec)
+            else:
+                outcome = await self._runner.run(spec)
         except asyncio.CancelledError:
             await asyncio.shield(self._kill(token))
             raise
@@ -255,6 +260,6 @@ class AsyncAioSkillRuntime(AsyncBaseSkillRuntime):
             if self._root_ready:
                 return
             root = self._workspace.directory if self._workspace else self._remote_root
-            with audited("sandbox.attach", **self._audit_fields()):  # first use of the service
+            with self._first_use.attach(self._audit_fields()):
                 await self._files.make_directory(root)
             self._root_ready = True

@@ -27,7 +27,6 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 
-from skillruntime.core.audit import audited
 from skillruntime.core.errors import ExecutionTransportError, SkillPrepareError
 from skillruntime.core.filesystem import SkillRuntimeFileSystem
 from skillruntime.core.models import (
@@ -45,6 +44,7 @@ from .client import DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT, AioClient
 from .commands import CommandMode, CommandRunner, CommandSpec
 from .errors import AioSandboxError
 from .files import AioFileSystem
+from .first_use import FirstUse
 from .options import DEFAULT_CONVERSATIONS_ROOT, DEFAULT_REMOTE_ROOT, validate_base_url
 from .script import WrapperOutcome
 
@@ -189,6 +189,7 @@ class AioSandboxSkillRuntime(BaseSkillRuntime):
         )
         self._root_ready = False
         self._root_lock = threading.Lock()
+        self._first_use = FirstUse()
 
     # ------------------------------------------------------------------- SPI
 
@@ -229,16 +230,19 @@ class AioSandboxSkillRuntime(BaseSkillRuntime):
         cwd = command_cwd(self._default_directory, working_directory)
         make_dirs = () if self._root_ready else (self._default_directory,)
         started = time.monotonic()
-        outcome = self._runner.run(
-            CommandSpec(
-                command=request.command,
-                cwd=cwd,
-                environment=environment,
-                timeout=request.timeout_seconds,
-                cap=request.max_output_bytes,
-                make_dirs=make_dirs,
-            )
+        spec = CommandSpec(
+            command=request.command,
+            cwd=cwd,
+            environment=environment,
+            timeout=request.timeout_seconds,
+            cap=request.max_output_bytes,
+            make_dirs=make_dirs,
         )
+        if make_dirs:  # the command creates the workspace: the runtime's first use, maybe
+            with self._first_use.attach(self._audit_fields()):
+                outcome = self._runner.run(spec)
+        else:
+            outcome = self._runner.run(spec)
         result = execution_result(outcome, request, cwd, started)
         self._root_ready = True
         return result
@@ -291,6 +295,6 @@ class AioSandboxSkillRuntime(BaseSkillRuntime):
             if self._root_ready:
                 return
             root = self._workspace.directory if self._workspace else self._remote_root
-            with audited("sandbox.attach", **self._audit_fields()):  # first use of the service
+            with self._first_use.attach(self._audit_fields()):
                 self._files.make_directory(root)
             self._root_ready = True

@@ -28,7 +28,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator
 from contextlib import asynccontextmanager
 from functools import wraps
-from types import TracebackType
+from types import ModuleType, TracebackType
 from typing import Any, Literal, NamedTuple, ParamSpec, Protocol, TypeVar
 
 from . import tracing
@@ -208,7 +208,7 @@ class AuditRecorder:
     def __enter__(self) -> AuditRecorder:
         if _enabled:
             self._span = tracing.enter_span(self.kind)
-            self._timestamp = time.time()
+            self._timestamp = time.time()  # a C call: cheaper than the SDK span's start_time
             self._started = time.perf_counter()
         return self
 
@@ -221,15 +221,17 @@ class AuditRecorder:
         started = self._started
         if started is None:
             return
+        duration = time.perf_counter() - started
         self._started = None
         if exc is not None:
-            self.failed(exc)
+            self.error_type = type(exc).__name__
         span = self._span
         try:
-            event = self.event(self._timestamp, time.perf_counter() - started)
+            if self.sandbox_source is not None and self.sandbox_id is None:
+                self._resolve_sandbox()
             if span is not None:
-                tracing.annotate_span(span[0], event)
-            emit(event)
+                tracing.annotate_span(span[0], self)
+            _finish_event(self, self._timestamp, duration)
         finally:
             if span is not None:
                 tracing.exit_span(span)
@@ -244,54 +246,95 @@ class AuditRecorder:
         """Record that the operation raised ``error`` (its type name only)."""
         self.error_type = type(error).__name__
 
-    def event(self, timestamp: float, duration: float) -> AuditEvent:
-        """The finished event (``sandbox_source``, when set and no id was, is asked now)."""
+    def _resolve_sandbox(self) -> None:
         if self.sandbox_id is None and self.sandbox_source is not None:
             try:
                 self.sandbox_id = self.sandbox_source()
             except Exception:  # a closed client must not turn the event into an error
                 self.sandbox_id = None
-        return AuditEvent(
-            kind=self.kind,
-            timestamp=timestamp,
-            duration_seconds=duration,
-            outcome="error" if self.error_type is not None else "ok",
-            runtime=self.runtime,
-            conversation_id=self.conversation_id,
-            skill_name=self.skill_name,
-            skill_digest=self.skill_digest,
-            skill_revision=self.skill_revision,
-            sandbox_id=self.sandbox_id,
-            exit_code=self.exit_code,
-            timed_out=self.timed_out,
-            bytes=self.bytes,
-            error_type=self.error_type,
+
+    def event(self, timestamp: float, duration: float) -> AuditEvent:
+        """The finished event (``sandbox_source``, when set and no id was, is asked now)."""
+        if self.sandbox_source is not None and self.sandbox_id is None:
+            self._resolve_sandbox()
+        return AuditEvent._make(  # positional: the order of AuditEvent's fields
+            (
+                self.kind,
+                timestamp,
+                duration,
+                "error" if self.error_type is not None else "ok",
+                self.runtime,
+                self.conversation_id,
+                self.skill_name,
+                self.skill_digest,
+                self.skill_revision,
+                self.sandbox_id,
+                self.exit_code,
+                self.timed_out,
+                self.bytes,
+                self.error_type,
+            )
         )
 
 
-_plugin_manager: Callable[[], Any] | None = None
+_hook_cache: tuple[Any, Any] = (None, None)
+"""(plugin manager, its ``skillruntime_audit_event`` hook caller), read without the plugins
+lock; rebuilt when the manager is created again (:func:`~.plugins.reset_plugin_manager`)."""
+
+
+_plugins: ModuleType | None = None
 
 
 def _hook_implementations() -> list[Any]:
-    global _plugin_manager  # noqa: PLW0603 - resolved once: plugins imports the runtimes
-    if _plugin_manager is None:
-        from .plugins import get_plugin_manager
+    """The current implementations of the audit hook (registrations show at once: pluggy keeps
+    one list per hook caller and edits it in place)."""
+    global _hook_cache, _plugins  # noqa: PLW0603 - one cache per process
+    plugins = _plugins
+    if plugins is None:
+        from . import plugins as module  # lazily: plugins imports the runtimes
 
-        _plugin_manager = get_plugin_manager
-    implementations: list[Any] = _plugin_manager().hook.skillruntime_audit_event.get_hookimpls()
+        plugins = _plugins = module
+    cached_manager, caller = _hook_cache
+    manager = plugins.loaded_plugin_manager()
+    if manager is None or manager is not cached_manager:
+        manager = plugins.get_plugin_manager()
+        caller = manager.hook.skillruntime_audit_event
+        _hook_cache = (manager, caller)
+    implementations: list[Any] = caller.get_hookimpls()
     return implementations
 
 
-def emit(event: AuditEvent) -> None:
-    """Send ``event`` to the audit logger and every ``skillruntime_audit_event`` hook."""
-    if audit_logger.isEnabledFor(logging.INFO):
-        values = event.as_dict()
-        audit_logger.info("%s", _json_line(values), extra={"audit": values})
+def _finish_event(recorder: AuditRecorder, timestamp: float, duration: float) -> None:
+    """Build and send the recorder's event, unless nobody would receive it (no handler of the
+    audit logger at ``INFO``, no hook implementation): then no event is built at all."""
+    logged = audit_logger.isEnabledFor(logging.INFO)
     try:
         implementations = _hook_implementations()
     except Exception as error:  # the trail must never break the operation it describes
         logger.warning("audit hooks unavailable: %s", type(error).__name__)
-        return
+        implementations = []
+    if logged or implementations:
+        _deliver(recorder.event(timestamp, duration), logged, implementations)
+
+
+def emit(event: AuditEvent) -> None:
+    """Send ``event`` to the audit logger and every ``skillruntime_audit_event`` hook.
+
+    The JSON line is encoded only when the logger is enabled for ``INFO``; implementations are
+    called directly (no pluggy call loop), each isolated from the others' errors.
+    """
+    try:
+        implementations = _hook_implementations()
+    except Exception as error:  # the trail must never break the operation it describes
+        logger.warning("audit hooks unavailable: %s", type(error).__name__)
+        implementations = []
+    _deliver(event, audit_logger.isEnabledFor(logging.INFO), implementations)
+
+
+def _deliver(event: AuditEvent, logged: bool, implementations: list[Any]) -> None:
+    if logged:
+        values = event.as_dict()
+        audit_logger.info("%s", _json_line(values), extra={"audit": values})
     for impl in implementations:
         try:
             if impl.argnames:
@@ -307,9 +350,10 @@ def emit(event: AuditEvent) -> None:
 
 
 def _finish(recorder: AuditRecorder, span: Any, timestamp: float, started: float) -> None:
-    event = recorder.event(timestamp, time.perf_counter() - started)
-    tracing.annotate_span(span, event)
-    emit(event)
+    duration = time.perf_counter() - started
+    recorder._resolve_sandbox()
+    tracing.annotate_span(span, recorder)
+    _finish_event(recorder, timestamp, duration)
 
 
 def audited(kind: str, **context: Any) -> AuditRecorder:

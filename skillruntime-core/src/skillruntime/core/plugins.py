@@ -69,6 +69,7 @@ __all__ = [
     "hookimpl",
     "hookspec",
     "listing_drift",
+    "loaded_plugin_manager",
     "plugin_problems",
     "register_cli_commands",
     "register_plugin",
@@ -249,6 +250,12 @@ def get_plugin_manager() -> pluggy.PluginManager:
             _load_entry_points(manager)
             _manager = manager
         return _manager
+
+
+def loaded_plugin_manager() -> pluggy.PluginManager | None:
+    """The process-wide plugin manager if it has been created, else ``None`` (never loads
+    entry points, takes no lock: for hot paths that cache what they read from the manager)."""
+    return _manager
 
 
 def _entry_points() -> Sequence[importlib.metadata.EntryPoint]:

@@ -94,20 +94,23 @@ def command_directory(
 def audit_fields(runtime: object) -> dict[str, Any]:
     """The audit event fields a runtime contributes to its operations' events.
 
-    ``runtime`` (the runtime's ``name``), ``conversation_id`` (of its workspace, if any) and a
-    ``sandbox_source`` read when the event ends (its ``sandbox_id`` property, when it has one).
+    ``runtime`` (the runtime's ``name``), ``conversation_id`` (of its workspace, if any) and,
+    when its class has a ``sandbox_id`` attribute, a ``sandbox_source`` that reads it when the
+    event ends.
     """
     workspace = getattr(runtime, "workspace", None)
-
-    def sandbox() -> str | None:
-        value = getattr(runtime, "sandbox_id", None)
-        return value if isinstance(value, str) else None
-
-    return {
+    fields: dict[str, Any] = {
         "runtime": str(getattr(runtime, "name", "runtime")),
         "conversation_id": getattr(workspace, "conversation_id", None),
-        "sandbox_source": sandbox,
     }
+    if hasattr(type(runtime), "sandbox_id") or "sandbox_id" in getattr(runtime, "__dict__", {}):
+
+        def sandbox() -> str | None:
+            value = getattr(runtime, "sandbox_id", None)
+            return value if isinstance(value, str) else None
+
+        fields["sandbox_source"] = sandbox
+    return fields
 
 
 def merge_environment(
@@ -151,9 +154,16 @@ class RuntimeState:
         if self._closed:
             raise closed_error(self._runtime_name())
 
+    _audit_cache: dict[str, Any] | None = None
+
     def _audit_fields(self) -> dict[str, Any]:
-        """The fields this runtime contributes to audit events (:func:`audit_fields`)."""
-        return audit_fields(self)
+        """The fields this runtime contributes to audit events (:func:`audit_fields`), built
+        once: the name and the workspace never change and the sandbox id is read when each
+        event ends. Callers unpack the dict and must not change it."""
+        fields = self._audit_cache
+        if fields is None:
+            fields = self._audit_cache = audit_fields(self)
+        return fields
 
     def effective_environment(self, request_environment: Mapping[str, str]) -> dict[str, str]:
         """The environment overlay of a command: base < prepared skill configs < request."""

@@ -16,17 +16,42 @@ and traceback are never recorded, since they may quote command output.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ._version import __version__
 
-if TYPE_CHECKING:
-    from .audit import AuditEvent
+
+class SpanFields(Protocol):
+    """What :func:`annotate_span` reads: the fields of an
+    :class:`~skillruntime.core.audit.AuditEvent` (or of the recorder that builds one)."""
+
+    @property
+    def runtime(self) -> str | None: ...
+    @property
+    def conversation_id(self) -> str | None: ...
+    @property
+    def skill_name(self) -> str | None: ...
+    @property
+    def skill_digest(self) -> str | None: ...
+    @property
+    def skill_revision(self) -> str | None: ...
+    @property
+    def sandbox_id(self) -> str | None: ...
+    @property
+    def exit_code(self) -> int | None: ...
+    @property
+    def timed_out(self) -> bool | None: ...
+    @property
+    def bytes(self) -> int | None: ...
+    @property
+    def error_type(self) -> str | None: ...
+
 
 __all__ = [
     "SPAN_ATTRIBUTES",
     "SPAN_PREFIX",
     "TRACER_NAME",
+    "SpanFields",
     "annotate_span",
     "enter_span",
     "exit_span",
@@ -56,7 +81,6 @@ SPAN_ATTRIBUTES: Mapping[str, str] = {
 """Audit event field -> span attribute name (fields that are ``None`` are not set). The kind is
 the span name and the outcome the span status (``ERROR`` for ``error``), so neither is repeated."""
 
-_ATTRIBUTE_ITEMS = tuple(SPAN_ATTRIBUTES.items())
 
 try:  # the API is an optional extra: skillruntime-core[otel]
     from opentelemetry import context as _context
@@ -94,18 +118,37 @@ def tracing_available() -> bool:
     return _trace is not None
 
 
+_SPAN_NAMES: dict[str, str] = {}
+
+
 def span_name(kind: str) -> str:
     """The span name of an audit event kind."""
-    return SPAN_PREFIX + kind
+    name = _SPAN_NAMES.get(kind)
+    if name is None:
+        name = _SPAN_NAMES.setdefault(kind, SPAN_PREFIX + kind)
+    return name
 
 
 def enter_span(kind: str) -> tuple[Any, Any] | None:
     """Start a span and make it current: ``(span, context token)``, or ``None`` when no tracer
-    provider is set (or the API is absent). Pass the pair to :func:`exit_span`."""
-    tracer = _current_tracer() if _trace is not None else None
+    provider is set (or the API is absent). Pass the pair to :func:`exit_span`.
+
+    The span is made current (not only started) so that what runs inside the operation nests
+    under it: a ``bootstrap`` under its ``prepare``, the ``execute`` of a bootstrap command
+    under the ``bootstrap``, a ``sandbox.create`` under the command that needed it, and the
+    spans of an instrumented HTTP client under the operation that sent the request. Attaching
+    the context is a context-variable set, a small part of the span's cost (the SDK's
+    ``start_span`` and ``end`` are most of it: see ``tests/benchmarks/bench_audit.py``).
+    """
+    if _trace is None:
+        return None
+    cached_provider, tracer = _cached
+    if _trace.get_tracer_provider() is not cached_provider:
+        tracer = _current_tracer()
     if tracer is None:
         return None
-    span = tracer.start_span(span_name(kind), record_exception=False, set_status_on_exception=False)
+    name = _SPAN_NAMES.get(kind) or span_name(kind)
+    span = tracer.start_span(name, record_exception=False, set_status_on_exception=False)
     return span, _context.attach(_trace.set_span_in_context(span))
 
 
@@ -126,15 +169,38 @@ def start_span(kind: str) -> Any:
     return tracer.start_span(span_name(kind), record_exception=False)
 
 
-def annotate_span(span: Any, event: AuditEvent) -> None:
-    """Copy ``event``'s fields onto ``span`` and set its status (no-op for ``None``)."""
-    if span is None or _trace is None or not span.is_recording():
+def annotate_span(span: Any, fields: SpanFields) -> None:
+    """Copy the event ``fields`` onto ``span`` (those that are not ``None``, with the names of
+    :data:`SPAN_ATTRIBUTES`) and set its status to ``ERROR`` when ``error_type`` is set; a no-op
+    for ``None`` or a span that is not recording.
+
+    One ``set_attributes`` call with a dict built field by field: the SDK takes its lock once
+    per attribute either way, so the dict is the only part this module controls.
+    """
+    if span is None or not span.is_recording():
         return
-    attributes = {}
-    for field, attribute in _ATTRIBUTE_ITEMS:
-        value = getattr(event, field)
-        if value is not None:
-            attributes[attribute] = value
+    attributes: dict[str, Any] = {}
+    if fields.runtime is not None:
+        attributes["skillruntime.runtime"] = fields.runtime
+    if fields.conversation_id is not None:
+        attributes["gen_ai.conversation.id"] = fields.conversation_id
+    if fields.skill_name is not None:
+        attributes["skillruntime.skill.name"] = fields.skill_name
+    if fields.skill_digest is not None:
+        attributes["skillruntime.skill.digest"] = fields.skill_digest
+    if fields.skill_revision is not None:
+        attributes["skillruntime.skill.revision"] = fields.skill_revision
+    if fields.sandbox_id is not None:
+        attributes["skillruntime.sandbox.id"] = fields.sandbox_id
+    if fields.exit_code is not None:
+        attributes["process.exit.code"] = fields.exit_code
+    if fields.timed_out is not None:
+        attributes["skillruntime.timed_out"] = fields.timed_out
+    if fields.bytes is not None:
+        attributes["skillruntime.bytes"] = fields.bytes
+    error_type = fields.error_type
+    if error_type is not None:
+        attributes["error.type"] = error_type
     span.set_attributes(attributes)
-    if event.outcome == "error":
-        span.set_status(_trace.Status(_trace.StatusCode.ERROR, event.error_type or "error"))
+    if error_type is not None and _trace is not None:
+        span.set_status(_trace.Status(_trace.StatusCode.ERROR, error_type))

@@ -293,10 +293,12 @@ class ScopedFileSystem(SkillRuntimeFileSystem):
 
     def glob(self, root: FileInfo, query: GlobQuery) -> SearchResult:
         """The inner file system's own ``glob`` below the scoped ``root`` when it has one (it
-        never follows links); otherwise the default walk through this wrapper's checks."""
+        never follows links), audited as one ``file.list``; otherwise the default walk through
+        this wrapper's checks (and its events)."""
         if type(self._inner).glob is SkillRuntimeFileSystem.glob:
             return super().glob(root, query)
-        return self._inner.glob(self._scoped_root(root), query)
+        with audited("file.list", **self._audit):
+            return self._inner.glob(self._scoped_root(root), query)
 
     def grep(
         self,
@@ -306,13 +308,15 @@ class ScopedFileSystem(SkillRuntimeFileSystem):
         read_text: Callable[[str, int], str] | None = None,
     ) -> GrepResult:
         """The inner file system's own ``grep`` below the scoped ``root`` when it has one (files
-        it reads on the client, links, go through this wrapper's checks); otherwise the default
-        walk and reads through this wrapper's checks."""
+        it reads on the client, links, go through this wrapper's checks), audited as one
+        ``file.read``; otherwise the default walk and reads through this wrapper's checks (and
+        their events)."""
         if type(self._inner).grep is SkillRuntimeFileSystem.grep:
             return super().grep(root, query, read_text=read_text)
-        return self._inner.grep(
-            self._scoped_root(root), query, read_text=read_text or self.read_text
-        )
+        with audited("file.read", **self._audit):
+            return self._inner.grep(
+                self._scoped_root(root), query, read_text=read_text or self.read_text
+            )
 
     def list_files(
         self, path: str, depth: int = 1_000_000, limit: int = DEFAULT_LIST_LIMIT
