@@ -26,6 +26,7 @@ from pydantic import BaseModel
 from ..async_filesystem import AsyncSkillRuntimeFileSystem
 from ..async_runtime import AsyncSkillRuntime
 from ..closing import Closeable
+from ..conversations.leases import ConversationLeaseError
 from ..errors import FileTooLargeError
 from ..file_search import GrepEngine
 from ..models import (
@@ -529,6 +530,12 @@ class AsyncSkillTools(Closeable):
     :class:`~skillruntime.core.tools.toolset.SkillTools`; call tools with
     ``await tools.adispatch(name, arguments)`` or ``await tool.ainvoke(arguments)``. Construction
     prepares nothing and makes no runtime call; the runtime is not owned.
+
+    ``exclusive=True`` runs each :meth:`adispatch` inside ``async with
+    runtime.exclusive_session()``, as ``SkillTools(exclusive=True)`` does with ``dispatch``: the
+    whole call holds the conversation's lease (the runtime must be built with
+    ``exclusive=True``); a lease that cannot be taken in time or is lost during the call makes
+    the call return an ``Error:`` result naming the lease, and the next call takes it afresh.
     """
 
     def __init__(
@@ -541,7 +548,14 @@ class AsyncSkillTools(Closeable):
         description_template: str = DEFAULT_DESCRIPTION_TEMPLATE,
         always_allowed: Collection[str] = ("skill",),
         listing_budget: int | None = DEFAULT_LISTING_BUDGET,
+        exclusive: bool = False,
     ) -> None:
+        if exclusive and not getattr(runtime, "exclusive", False):
+            raise ValueError(
+                "AsyncSkillTools(exclusive=True) needs a runtime built with exclusive=True "
+                "(a conversation with a conversation store)"
+            )
+        self.exclusive = exclusive
         if description_template.count(SKILLS_PLACEHOLDER) != 1:
             raise ValueError(f"description_template must contain {SKILLS_PLACEHOLDER} exactly once")
         sources: dict[str, SkillSource] = {}
@@ -635,7 +649,13 @@ class AsyncSkillTools(Closeable):
             return f"Error: Unknown tool: {name}. Available tools: " + ", ".join(
                 item.name for item in self.tools
             )
-        return await tool.ainvoke(arguments)
+        if not self.exclusive:
+            return await tool.ainvoke(arguments)
+        try:
+            async with self.runtime.exclusive_session():  # type: ignore[attr-defined]
+                return await tool.ainvoke(arguments)
+        except ConversationLeaseError as error:
+            return f"Error: {error}"
 
     def openai_tools(self, *, strict: bool = False) -> list[Any]:
         """Tool definitions for OpenAI Chat Completions ``tools=``."""
