@@ -17,7 +17,9 @@
   ``execute``, and by file operations of exclusive runtimes), which is what
   :func:`~skillruntime.core.conversations.sweeps.sweep_conversations` measures idleness by.
 
-:class:`ExclusiveRuntimeMixin` wires a guard into a :class:`~.runtime.BaseSkillRuntime`.
+:class:`ExclusiveRuntimeMixin` wires a guard into a :class:`~.runtime.BaseSkillRuntime`. The
+async runtimes use the twins in :mod:`skillruntime.core.async_exclusive`, which share
+:class:`ConversationGuardBase` (settings and activity rules) with this guard.
 """
 
 from __future__ import annotations

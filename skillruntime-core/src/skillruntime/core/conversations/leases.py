@@ -17,7 +17,9 @@ Expiry is judged with the clock of the process calling the store: keep node cloc
 
 :class:`LeaseKeeper` is what runtimes use: it waits for the lease with a bound
 (:class:`LeaseTimeoutError`), keeps it renewed from a background thread while work runs, and
-reports a lost lease as :class:`LeaseLostError`.
+reports a lost lease as :class:`LeaseLostError`. Its asyncio twin is
+:class:`~skillruntime.core.conversations.async_leases.AsyncLeaseKeeper`; both follow the rules of
+:class:`LeaseState`, written once here.
 """
 
 from __future__ import annotations
