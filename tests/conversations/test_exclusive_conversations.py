@@ -23,7 +23,13 @@ WORKER = Path(__file__).with_name("lease_hammer_worker.py")
 
 
 def _spawn(
-    backend: SqlBackend, root: Path, index: int, mode: str, rounds: int, ttl: float
+    backend: SqlBackend,
+    root: Path,
+    index: int,
+    mode: str,
+    rounds: int,
+    ttl: float,
+    kind: str = "sync",
 ) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [
@@ -36,6 +42,7 @@ def _spawn(
             mode,
             str(rounds),
             str(ttl),
+            kind,
         ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,

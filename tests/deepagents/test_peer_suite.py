@@ -2,9 +2,10 @@
 runtime, the OpenSandbox double and the AIO double (``/v1/bash`` and ``/v1/shell``).
 
 Each backend works inside a conversation workspace, so every suite path is checked by the
-runtime's workspace rules too. Async methods are native on local and AIO (an
-``AsyncSkillRuntime`` on the same conversation) and threaded on OpenSandbox (no native async
-runtime there). The replaced tests are in ``deepagents_peer.OVERRIDDEN``.
+runtime's workspace rules too. Async methods are native on every backend: an
+``AsyncSkillRuntime`` on the same conversation (on OpenSandbox it shares the sync runtime's
+conversation store, so both attach the one sandbox). The replaced tests are in
+``deepagents_peer.OVERRIDDEN``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pytest
 import pytest_asyncio
@@ -29,7 +30,7 @@ from skillruntime.core.models import SkillExecutionRequest
 from skillruntime.deepagents import SkillRuntimeBackend
 from skillruntime.local import LocalSkillRuntime
 from skillruntime.local.async_runtime import AsyncLocalSkillRuntime
-from skillruntime.opensandbox import OpenSandboxSkillRuntime
+from skillruntime.opensandbox import AsyncOpenSandboxSkillRuntime, OpenSandboxSkillRuntime
 
 CONVERSATION = "deepagents-suite"
 LOCAL_ROOT = Path(tempfile.mkdtemp(prefix="skillruntime-deepagents-suite-"))
@@ -64,23 +65,41 @@ class TestLocalBackend(SkillRuntimeSandboxTests):
 
 
 class TestOpenSandboxBackend(SkillRuntimeSandboxTests):
-    """The OpenSandbox runtime on the double (async methods in worker threads)."""
+    """The OpenSandbox runtime on the double, native async (``AsyncOpenSandboxSkillRuntime``)."""
 
     root: ClassVar[str] = f"{OPENSANDBOX_ROOT}/{CONVERSATION}/suite/"
 
     @pytest.fixture(scope="class")
-    def sandbox(self, opensandbox_double: OpenSandboxDouble) -> Iterator[SkillRuntimeBackend]:
+    def opensandbox_options(self, opensandbox_double: OpenSandboxDouble) -> dict[str, Any]:
+        # One store for the sync and the async runtime: both attach the conversation's sandbox.
+        return {
+            "domain": opensandbox_double.domain,
+            "api_key": opensandbox_double.api_key,
+            "conversation_id": CONVERSATION,
+            "conversations_root": OPENSANDBOX_ROOT,
+            "conversation_store": InMemoryConversationStore(),
+            "base_environment": {"PATH": f"{IMAGE_BIN}:{STANDARD_PATH}"},
+        }
+
+    # The async runtime lives on the loop of the class's async tests, and is closed there.
+    @pytest_asyncio.fixture(scope="class", loop_scope="class")
+    async def async_opensandbox(
+        self, opensandbox_options: dict[str, Any]
+    ) -> AsyncIterator[AsyncOpenSandboxSkillRuntime]:
+        runtime = AsyncOpenSandboxSkillRuntime(**opensandbox_options)
+        yield runtime
+        await runtime.close()
+
+    @pytest.fixture(scope="class")
+    def sandbox(
+        self,
+        opensandbox_options: dict[str, Any],
+        async_opensandbox: AsyncOpenSandboxSkillRuntime,
+    ) -> Iterator[SkillRuntimeBackend]:
         # The suite runs `python`. The runtime's default image (python:3.11) has it; the double
         # runs commands on this host with a container's standard PATH, where only python3 is, so
         # the sandbox gets a `python` link first.
-        runtime = OpenSandboxSkillRuntime(
-            domain=opensandbox_double.domain,
-            api_key=opensandbox_double.api_key,
-            conversation_id=CONVERSATION,
-            conversations_root=OPENSANDBOX_ROOT,
-            conversation_store=InMemoryConversationStore(),
-            base_environment={"PATH": f"{IMAGE_BIN}:{STANDARD_PATH}"},
-        )
+        runtime = OpenSandboxSkillRuntime(**opensandbox_options)
         link = runtime.execute(
             SkillExecutionRequest(
                 command=f'mkdir -p {IMAGE_BIN} && ln -sf "$(command -v python3)" {IMAGE_BIN}/python'
@@ -88,7 +107,7 @@ class TestOpenSandboxBackend(SkillRuntimeSandboxTests):
         )
         assert link.exit_code == 0, link.stderr
         try:
-            yield SkillRuntimeBackend(runtime)
+            yield SkillRuntimeBackend(runtime, async_runtime=async_opensandbox)
         finally:
             with contextlib.suppress(Exception):
                 runtime.destroy_conversation_sandbox()

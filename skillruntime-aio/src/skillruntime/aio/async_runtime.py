@@ -28,10 +28,17 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 
+from skillruntime.core.async_exclusive import AsyncConversationGuard, AsyncExclusiveRuntimeMixin
 from skillruntime.core.async_filesystem import AsyncSkillRuntimeFileSystem
 from skillruntime.core.async_runtime import AsyncBaseSkillRuntime
 from skillruntime.core.bridge import CANCEL_MARKER_VARIABLE, kill_marked_command
+from skillruntime.core.conversations import ConversationStore, service_key_for_url
+from skillruntime.core.conversations.leases import (
+    DEFAULT_LEASE_TTL_SECONDS,
+    DEFAULT_LEASE_WAIT_SECONDS,
+)
 from skillruntime.core.errors import ExecutionTransportError
+from skillruntime.core.exclusive import DEFAULT_ACTIVITY_INTERVAL_SECONDS, workspace_guard
 from skillruntime.core.models import (
     Skill,
     SkillExecutionRequest,
@@ -70,10 +77,15 @@ _KILL_TIMEOUT = 30.0
 """Seconds the kill sweep of a cancelled command may take."""
 
 
-class AsyncAioSkillRuntime(AsyncBaseSkillRuntime):
+class AsyncAioSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRuntime):
     """Runs skills in an existing AIO Sandbox service from asyncio; arguments as
     :class:`~skillruntime.aio.AioSandboxSkillRuntime` (``client`` is an
-    :class:`~skillruntime.aio.async_client.AsyncAioClient`; its owner closes it)."""
+    :class:`~skillruntime.aio.async_client.AsyncAioClient`; its owner closes it).
+
+    ``conversation_store`` and ``exclusive=True`` as in the sync runtime, with the lease kept by
+    asyncio (:mod:`skillruntime.core.async_exclusive`); sync and async runtimes of one
+    conversation take turns with each other.
+    """
 
     def __init__(
         self,
@@ -92,6 +104,11 @@ class AsyncAioSkillRuntime(AsyncBaseSkillRuntime):
         command_api: CommandMode = "auto",
         temp_root: str = "/tmp",
         client: AsyncAioClient | None = None,
+        conversation_store: ConversationStore | str | None = None,
+        exclusive: bool = False,
+        lease_ttl_seconds: float = DEFAULT_LEASE_TTL_SECONDS,
+        lease_wait_seconds: float = DEFAULT_LEASE_WAIT_SECONDS,
+        activity_interval_seconds: float = DEFAULT_ACTIVITY_INTERVAL_SECONDS,
     ) -> None:
         workspace = (
             ConversationWorkspace(conversations_root, conversation_id)
@@ -120,6 +137,18 @@ class AsyncAioSkillRuntime(AsyncBaseSkillRuntime):
         self._root_lock = asyncio.Lock()
         self._first_use = FirstUse()
         self._running: set[str] = set()
+        self._guard, self._owned_store = workspace_guard(
+            self.name,
+            workspace,
+            conversation_store,
+            service_key=service_key_for_url(validate_base_url(base_url)),
+            exclusive=exclusive,
+            lease_ttl_seconds=lease_ttl_seconds,
+            lease_wait_seconds=lease_wait_seconds,
+            activity_interval_seconds=activity_interval_seconds,
+            register=False,
+            guard_type=AsyncConversationGuard,
+        )
 
     # ------------------------------------------------------------------- SPI
 
@@ -216,8 +245,12 @@ class AsyncAioSkillRuntime(AsyncBaseSkillRuntime):
         try:
             await self._runner.close()
         finally:
-            if self._owns_client:
-                await self._client.close()
+            try:
+                if self._owns_client:
+                    await self._client.close()
+            finally:
+                if self._owned_store is not None:
+                    await asyncio.to_thread(self._owned_store.close)
 
     def _skills_root(self) -> str | None:
         if self._workspace is not None:

@@ -81,6 +81,20 @@ AIO_LISTING = RuntimeListing(
                 "Service directory for staged uploads and command output.",
             ),
             (
+                "conversation_store",
+                "str | None",
+                None,
+                "Store URL holding the conversation's lease (sqlite:///…, postgresql+psycopg://…).",
+            ),
+            (
+                "exclusive",
+                "bool",
+                "False",
+                "Hold the conversation's lease in the store during every operation.",
+            ),
+            ("lease_ttl_seconds", "float", "30.0", "Lease TTL (renewed)."),
+            ("lease_wait_seconds", "float", "60.0", "How long to wait for the lease."),
+            (
                 "upload_policy",
                 "UploadPolicy",
                 UPLOAD_POLICY_DEFAULT,

@@ -8,6 +8,10 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
+from skillruntime.core.conversations.leases import (
+    DEFAULT_LEASE_TTL_SECONDS,
+    DEFAULT_LEASE_WAIT_SECONDS,
+)
 from skillruntime.core.runtime_options import RuntimeOptions
 from skillruntime.core.skills.files import DEFAULT_UPLOAD_POLICY, UploadPolicy
 from skillruntime.core.workspace import validate_conversation_id, validate_conversations_root
@@ -89,6 +93,20 @@ class AioRuntimeOptions(RuntimeOptions):
     temp_root: str = Field(
         default="/tmp", description="Service directory for staged uploads and command output."
     )
+    conversation_store: str | None = Field(
+        default=None,
+        description="Store URL holding the conversation's lease (sqlite:///…, postgresql+psycopg://…).",
+    )
+    exclusive: bool = Field(
+        default=False,
+        description="Hold the conversation's lease in the store during every operation.",
+    )
+    lease_ttl_seconds: float = Field(
+        default=DEFAULT_LEASE_TTL_SECONDS, gt=0, le=86400, description="Lease TTL (renewed)."
+    )
+    lease_wait_seconds: float = Field(
+        default=DEFAULT_LEASE_WAIT_SECONDS, ge=0, description="How long to wait for the lease."
+    )
     upload_policy: UploadPolicy = Field(
         default=DEFAULT_UPLOAD_POLICY, description="Names skipped when skills are uploaded."
     )
@@ -135,4 +153,8 @@ class AioRuntimeOptions(RuntimeOptions):
             "command_api": self.command_api,
             "temp_root": self.temp_root,
             "upload_policy": self.upload_policy,
+            "conversation_store": self.conversation_store,
+            "exclusive": self.exclusive,
+            "lease_ttl_seconds": self.lease_ttl_seconds,
+            "lease_wait_seconds": self.lease_wait_seconds,
         }

@@ -10,7 +10,8 @@ cleans up the service. Two modes:
 * **Shared root** (no conversation): skills are prepared under ``remote_root``; commands run in
   its parent by default. Paths are not confined.
 
-There is no conversation store: the service's disk is the state. A prepared copy is complete
+The service's disk is the state: no conversation record is kept (an optional store holds only
+the lease of ``exclusive=True``). A prepared copy is complete
 when its ready marker ``.<name>-<digest12>.ready`` exists next to it, so a new runtime object —
 in this process or on another node — checks that with one call and uploads nothing when it is
 there. Preparing uploads one archive and unpacks it with one command.
@@ -27,7 +28,17 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 
+from skillruntime.core.conversations import ConversationStore, service_key_for_url
+from skillruntime.core.conversations.leases import (
+    DEFAULT_LEASE_TTL_SECONDS,
+    DEFAULT_LEASE_WAIT_SECONDS,
+)
 from skillruntime.core.errors import ExecutionTransportError, SkillPrepareError
+from skillruntime.core.exclusive import (
+    DEFAULT_ACTIVITY_INTERVAL_SECONDS,
+    ExclusiveRuntimeMixin,
+    workspace_guard,
+)
 from skillruntime.core.filesystem import SkillRuntimeFileSystem
 from skillruntime.core.models import (
     Skill,
@@ -137,13 +148,20 @@ def unpack_failure(skill: Skill, outcome: WrapperOutcome) -> SkillPrepareError |
     )
 
 
-class AioSandboxSkillRuntime(BaseSkillRuntime):
+class AioSandboxSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
     """Runs skills in an existing AIO Sandbox service; see the module docs for the modes.
 
     ``token`` is sent as ``Authorization: Bearer`` and ``api_key`` as ``X-AIO-API-Key``.
     ``command_api`` forces ``bash`` (``/v1/bash/exec``) or ``shell`` (``/v1/shell/exec``);
     ``auto`` detects it once. ``temp_root`` is a directory on the service for staged uploads and
     per-command output files. ``client`` replaces the HTTP client (its owner closes it).
+
+    ``conversation_store`` (a store or a URL; one built from a URL is closed with the runtime) and
+    ``exclusive=True`` make every prepare, execute and file operation hold the conversation's
+    lease, so processes and nodes sharing the service's workspace take turns (see
+    :mod:`skillruntime.core.exclusive`). The lease key is the service URL and the conversation
+    id: every node must name the service by the same URL. The store keeps only the lease (no
+    record: the service's disk is the state, so sweeps do not remove AIO workspaces).
     """
 
     def __init__(
@@ -163,6 +181,11 @@ class AioSandboxSkillRuntime(BaseSkillRuntime):
         command_api: CommandMode = "auto",
         temp_root: str = "/tmp",
         client: AioClient | None = None,
+        conversation_store: ConversationStore | str | None = None,
+        exclusive: bool = False,
+        lease_ttl_seconds: float = DEFAULT_LEASE_TTL_SECONDS,
+        lease_wait_seconds: float = DEFAULT_LEASE_WAIT_SECONDS,
+        activity_interval_seconds: float = DEFAULT_ACTIVITY_INTERVAL_SECONDS,
     ) -> None:
         workspace = (
             ConversationWorkspace(conversations_root, conversation_id)
@@ -190,6 +213,17 @@ class AioSandboxSkillRuntime(BaseSkillRuntime):
         self._root_ready = False
         self._root_lock = threading.Lock()
         self._first_use = FirstUse()
+        self._guard, self._owned_store = workspace_guard(
+            self.name,
+            workspace,
+            conversation_store,
+            service_key=service_key_for_url(validate_base_url(base_url)),
+            exclusive=exclusive,
+            lease_ttl_seconds=lease_ttl_seconds,
+            lease_wait_seconds=lease_wait_seconds,
+            activity_interval_seconds=activity_interval_seconds,
+            register=False,
+        )
 
     # ------------------------------------------------------------------- SPI
 
@@ -254,8 +288,12 @@ class AioSandboxSkillRuntime(BaseSkillRuntime):
         try:
             self._runner.close()
         finally:
-            if self._owns_client:
-                self._client.close()
+            try:
+                if self._owns_client:
+                    self._client.close()
+            finally:
+                if self._owned_store is not None:
+                    self._owned_store.close()
 
     def _skills_root(self) -> str | None:
         if self._workspace is not None:

@@ -17,7 +17,9 @@
   ``execute``, and by file operations of exclusive runtimes), which is what
   :func:`~skillruntime.core.conversations.sweeps.sweep_conversations` measures idleness by.
 
-:class:`ExclusiveRuntimeMixin` wires a guard into a :class:`~.runtime.BaseSkillRuntime`.
+:class:`ExclusiveRuntimeMixin` wires a guard into a :class:`~.runtime.BaseSkillRuntime`. The
+async runtimes use the twins in :mod:`skillruntime.core.async_exclusive`, which share
+:class:`ConversationGuardBase` (settings and activity rules) with this guard.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 from .conversations import (
     ConversationRecord,
@@ -54,9 +56,13 @@ from .models import (
 )
 from .workspace import ConversationWorkspace
 
+if TYPE_CHECKING:
+    from .file_search import GlobQuery, GrepQuery, GrepResult, SearchResult
+
 __all__ = [
     "DEFAULT_ACTIVITY_INTERVAL_SECONDS",
     "ConversationGuard",
+    "ConversationGuardBase",
     "ExclusiveRuntimeMixin",
     "LeaseGuardedFileSystem",
     "local_service_key",
@@ -69,11 +75,13 @@ DEFAULT_ACTIVITY_INTERVAL_SECONDS = 60.0
 """At most one activity write per conversation and runtime object in this many seconds."""
 
 
-class ConversationGuard:
-    """The lease and activity bookkeeping of one runtime's conversation (see the module docs).
+class ConversationGuardBase:
+    """What the sync and async guards share: settings, checks and the activity rules.
 
     ``record_factory`` builds the record to insert when the store has none yet (runtimes whose
-    records are written elsewhere, like OpenSandbox, pass ``None``).
+    records are written elsewhere, like OpenSandbox, pass ``None``). Subclasses add the lease
+    keeper of their concurrency model and call :meth:`_activity_due` then
+    :meth:`_write_activity` (a store call: the async guard runs it in a worker thread).
     """
 
     def __init__(
@@ -94,6 +102,70 @@ class ConversationGuard:
         self.store = store
         self.storage_key = storage_key
         self.exclusive = exclusive
+        self.description = description
+        self.lease_ttl_seconds = lease_ttl_seconds
+        self.lease_wait_seconds = lease_wait_seconds
+        self.lease_owner = lease_owner
+        self._interval = activity_interval_seconds
+        self._record_factory = record_factory
+        self._registered = record_factory is None
+        self._last_activity = time.monotonic()
+        self._activity_lock = threading.Lock()
+
+    def _activity_due(self) -> bool | None:
+        """Whether an activity write is due now: ``None`` when not, else whether it must first
+        register the record (the write is then counted as done)."""
+        with self._activity_lock:
+            register = not self._registered
+            due = time.monotonic() - self._last_activity >= self._interval
+            if not register and not due:
+                return None
+            self._last_activity = time.monotonic()
+            self._registered = True
+        return register
+
+    def _write_activity(self, register: bool) -> None:
+        """The activity write :meth:`_activity_due` asked for; never raises."""
+        try:
+            factory = self._record_factory
+            if register and factory is not None and self.store.create(factory()):
+                return
+            modify_record(self.store, self.storage_key, lambda record: record.with_changes())
+        except Exception:
+            # Activity is advisory; the operation itself must not fail because of it.
+            logger.warning("noting activity of %s failed", self.storage_key[:12], exc_info=True)
+            with self._activity_lock:
+                self._registered = self._registered and not register
+
+
+class ConversationGuard(ConversationGuardBase):
+    """The lease and activity bookkeeping of one sync runtime's conversation (see the module
+    docs); arguments as :class:`ConversationGuardBase`."""
+
+    def __init__(
+        self,
+        store: ConversationStore,
+        storage_key: str,
+        *,
+        description: str,
+        exclusive: bool = False,
+        lease_ttl_seconds: float = DEFAULT_LEASE_TTL_SECONDS,
+        lease_wait_seconds: float = DEFAULT_LEASE_WAIT_SECONDS,
+        lease_owner: str | None = None,
+        activity_interval_seconds: float = DEFAULT_ACTIVITY_INTERVAL_SECONDS,
+        record_factory: Callable[[], ConversationRecord] | None = None,
+    ) -> None:
+        super().__init__(
+            store,
+            storage_key,
+            description=description,
+            exclusive=exclusive,
+            lease_ttl_seconds=lease_ttl_seconds,
+            lease_wait_seconds=lease_wait_seconds,
+            lease_owner=lease_owner,
+            activity_interval_seconds=activity_interval_seconds,
+            record_factory=record_factory,
+        )
         self.keeper = (
             LeaseKeeper(
                 store,
@@ -106,11 +178,6 @@ class ConversationGuard:
             if exclusive
             else None
         )
-        self._interval = activity_interval_seconds
-        self._record_factory = record_factory
-        self._registered = record_factory is None
-        self._last_activity = time.monotonic()
-        self._activity_lock = threading.Lock()
 
     @contextlib.contextmanager
     def operation(self) -> Iterator[ConversationLease | None]:
@@ -133,23 +200,9 @@ class ConversationGuard:
             yield lease
 
     def _note_activity(self) -> None:
-        with self._activity_lock:
-            register = not self._registered
-            due = time.monotonic() - self._last_activity >= self._interval
-            if not register and not due:
-                return
-            self._last_activity = time.monotonic()
-            self._registered = True
-        try:
-            factory = self._record_factory
-            if register and factory is not None and self.store.create(factory()):
-                return
-            modify_record(self.store, self.storage_key, lambda record: record.with_changes())
-        except Exception:
-            # Activity is advisory; the operation itself must not fail because of it.
-            logger.warning("noting activity of %s failed", self.storage_key[:12], exc_info=True)
-            with self._activity_lock:
-                self._registered = self._registered and not register
+        register = self._activity_due()
+        if register is not None:
+            self._write_activity(register)
 
 
 class LeaseGuardedFileSystem(SkillRuntimeFileSystem):
@@ -241,6 +294,20 @@ class LeaseGuardedFileSystem(SkillRuntimeFileSystem):
         with self._operation():
             return self._inner.list_files(path, depth, limit)
 
+    def glob(self, root: FileInfo, query: GlobQuery) -> SearchResult:
+        with self._operation():
+            return self._inner.glob(root, query)
+
+    def grep(
+        self,
+        root: FileInfo,
+        query: GrepQuery,
+        *,
+        read_text: Callable[[str, int], str] | None = None,
+    ) -> GrepResult:
+        with self._operation():
+            return self._inner.grep(root, query, read_text=read_text)
+
 
 class ExclusiveRuntimeMixin:
     """Puts ``prepare``, ``execute`` and the file system of a runtime under its
@@ -292,6 +359,9 @@ def local_service_key(conversations_root: str) -> str:
     return f"file://{conversations_root}"
 
 
+G = TypeVar("G", bound=ConversationGuardBase)
+
+
 def workspace_guard(
     runtime_name: str,
     workspace: ConversationWorkspace | None,
@@ -303,13 +373,16 @@ def workspace_guard(
     lease_wait_seconds: float = DEFAULT_LEASE_WAIT_SECONDS,
     activity_interval_seconds: float = DEFAULT_ACTIVITY_INTERVAL_SECONDS,
     register: bool = True,
-) -> tuple[ConversationGuard | None, ConversationStore | None]:
+    guard_type: type[G] = ConversationGuard,  # type: ignore[assignment]
+) -> tuple[G | None, ConversationStore | None]:
     """The guard of a runtime's conversation and the store it opened from a URL (the runtime
     closes that one), or ``(None, None)`` without a store.
 
     Raises :class:`ValueError` for ``exclusive`` without a conversation or without a store.
     ``register`` inserts a record for the conversation on first use (runtimes that keep no
-    record of their own, so that sweeps find the workspace).
+    record of their own, so that sweeps find the workspace). ``guard_type`` is
+    :class:`ConversationGuard` for sync runtimes and
+    :class:`~skillruntime.core.async_exclusive.AsyncConversationGuard` for async ones.
     """
     if workspace is None:
         if exclusive or store is not None:
@@ -337,7 +410,7 @@ def workspace_guard(
         )
 
     try:
-        guard = ConversationGuard(
+        guard = guard_type(
             chosen,
             storage_key_for(service_key, conversation_id),
             description=f"conversation {conversation_id}",

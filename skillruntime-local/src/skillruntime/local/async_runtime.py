@@ -9,6 +9,11 @@ process-tree kill on timeout, on cancellation of the awaiting task (including
 
 File operations and skill copies are host file I/O, which asyncio cannot do natively: they run in
 the event loop's default executor (a handful of threads), one call per operation.
+
+``conversation_store`` and ``exclusive=True`` work as in the sync runtime, with the lease kept by
+asyncio (:mod:`skillruntime.core.async_exclusive`): waiting for the lease sleeps on the loop, the
+renewer is a task, store calls run in worker threads. Sync and async runtimes sharing the
+workspace take turns with each other.
 """
 
 from __future__ import annotations
@@ -18,9 +23,20 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 
+from skillruntime.core.async_exclusive import AsyncConversationGuard, AsyncExclusiveRuntimeMixin
 from skillruntime.core.async_filesystem import AsyncSkillRuntimeFileSystem
 from skillruntime.core.async_runtime import AsyncBaseSkillRuntime
 from skillruntime.core.bridge import ThreadedAsyncFileSystem
+from skillruntime.core.conversations import ConversationStore
+from skillruntime.core.conversations.leases import (
+    DEFAULT_LEASE_TTL_SECONDS,
+    DEFAULT_LEASE_WAIT_SECONDS,
+)
+from skillruntime.core.exclusive import (
+    DEFAULT_ACTIVITY_INTERVAL_SECONDS,
+    local_service_key,
+    workspace_guard,
+)
 from skillruntime.core.models import (
     Skill,
     SkillExecutionRequest,
@@ -38,7 +54,7 @@ __all__ = ["AsyncLocalSkillRuntime"]
 logger = logging.getLogger(__name__)
 
 
-class AsyncLocalSkillRuntime(AsyncBaseSkillRuntime):
+class AsyncLocalSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRuntime):
     """Runs skill commands with ``bash -c`` on this host from asyncio; arguments as
     :class:`~skillruntime.local.LocalSkillRuntime`."""
 
@@ -54,9 +70,14 @@ class AsyncLocalSkillRuntime(AsyncBaseSkillRuntime):
         kill_grace_seconds: float = DEFAULT_KILL_GRACE_SECONDS,
         drain_seconds: float = DEFAULT_DRAIN_SECONDS,
         shell: str | None = None,
+        conversation_store: ConversationStore | str | None = None,
+        exclusive: bool = False,
+        lease_ttl_seconds: float = DEFAULT_LEASE_TTL_SECONDS,
+        lease_wait_seconds: float = DEFAULT_LEASE_WAIT_SECONDS,
+        activity_interval_seconds: float = DEFAULT_ACTIVITY_INTERVAL_SECONDS,
     ) -> None:
         # The sync runtime holds the layout (modes, workspace, real-path checks, copying); it
-        # never runs a command here.
+        # never runs a command here and keeps no store (this runtime's guard does).
         self._host = LocalSkillRuntime(
             conversation_id=conversation_id,
             conversations_root=conversations_root,
@@ -77,6 +98,18 @@ class AsyncLocalSkillRuntime(AsyncBaseSkillRuntime):
         self._drain = drain_seconds
         self._processes = ProcessRegistry()
         self._files = ThreadedAsyncFileSystem(self._host._raw_file_system())
+        workspace = self._host.workspace
+        self._guard, self._owned_store = workspace_guard(
+            self.name,
+            workspace,
+            conversation_store,
+            service_key=local_service_key(workspace.conversations_root) if workspace else "",
+            exclusive=exclusive,
+            lease_ttl_seconds=lease_ttl_seconds,
+            lease_wait_seconds=lease_wait_seconds,
+            activity_interval_seconds=activity_interval_seconds,
+            guard_type=AsyncConversationGuard,
+        )
 
     # ------------------------------------------------------------------- SPI
 
@@ -139,6 +172,8 @@ class AsyncLocalSkillRuntime(AsyncBaseSkillRuntime):
         if stopped:
             logger.info("killed %d running command(s) of the closed local runtime", stopped)
         self._host.close()
+        if self._owned_store is not None:
+            await asyncio.to_thread(self._owned_store.close)
 
     def _skills_root(self) -> str | None:
         return self._host._skills_root()

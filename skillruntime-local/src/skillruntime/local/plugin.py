@@ -31,23 +31,11 @@ def create_local_runtime(options: LocalRuntimeOptions) -> SkillRuntime:
 
 
 def create_async_local_runtime(options: LocalRuntimeOptions) -> AsyncSkillRuntime:
-    """Async factory of the ``local`` provider: an :class:`AsyncLocalSkillRuntime`.
-
-    The async runtime keeps no conversation store: asking it for one (or for ``exclusive``)
-    raises :class:`ValueError` instead of silently running unleased.
-    """
-    arguments = options.runtime_arguments()
-    store = arguments.pop("conversation_store")
-    exclusive = arguments.pop("exclusive")
-    del arguments["lease_ttl_seconds"], arguments["lease_wait_seconds"]
-    if store is not None or exclusive:
-        raise ValueError(
-            "the async local runtime does not take conversation_store or exclusive; use the "
-            "sync runtime (or its async bridge) for exclusive conversations"
-        )
+    """Async factory of the ``local`` provider: an :class:`AsyncLocalSkillRuntime` from
+    validated options (the conversation store and lease options included)."""
     from .async_runtime import AsyncLocalSkillRuntime
 
-    return AsyncLocalSkillRuntime(**arguments)
+    return AsyncLocalSkillRuntime(**options.runtime_arguments())
 
 
 @hookimpl

@@ -13,6 +13,11 @@ commands uses a handful of threads. The conversation store is the sync
 :class:`~skillruntime.core.conversations.ConversationStore` (SQL stores included) used in that
 thread; sync and async runtime objects on one conversation share the record and resume each
 other.
+
+``exclusive=True`` holds the conversation's lease during every prepare, execute and file
+operation as the sync runtime does, kept by asyncio (:mod:`skillruntime.core.async_exclusive`):
+the wait sleeps on the loop, the renewer is a task and the store calls run in worker threads.
+Sync and async runtimes of one conversation take turns with each other.
 """
 
 from __future__ import annotations
@@ -26,10 +31,16 @@ from typing import Any
 
 from opensandbox.sandbox import Sandbox
 from opensandbox.sync.sandbox import SandboxSync
+from skillruntime.core.async_exclusive import AsyncConversationGuard, AsyncExclusiveRuntimeMixin
 from skillruntime.core.async_filesystem import AsyncSkillRuntimeFileSystem
 from skillruntime.core.async_runtime import AsyncBaseSkillRuntime
 from skillruntime.core.conversations import ConversationRecord
+from skillruntime.core.conversations.leases import (
+    DEFAULT_LEASE_TTL_SECONDS,
+    DEFAULT_LEASE_WAIT_SECONDS,
+)
 from skillruntime.core.errors import RuntimeFileError
+from skillruntime.core.exclusive import DEFAULT_ACTIVITY_INTERVAL_SECONDS
 from skillruntime.core.models import (
     Skill,
     SkillExecutionRequest,
@@ -67,7 +78,7 @@ _Pair = tuple[SandboxSync, Sandbox]
 """The lifecycle core's handle on a sandbox and the async handle on the same sandbox."""
 
 
-class AsyncOpenSandboxSkillRuntime(AsyncBaseSkillRuntime):
+class AsyncOpenSandboxSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRuntime):
     """Runs skills in an OpenSandbox sandbox from asyncio; see the module docs.
 
     Takes the keyword arguments of :class:`~.runtime.OpenSandboxSkillRuntime` (validated by it),
@@ -86,8 +97,14 @@ class AsyncOpenSandboxSkillRuntime(AsyncBaseSkillRuntime):
         deadline_grace_seconds: float = DEFAULT_DEADLINE_GRACE_SECONDS,
         ready_timeout_seconds: float = 30.0,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        exclusive: bool = False,
+        lease_ttl_seconds: float = DEFAULT_LEASE_TTL_SECONDS,
+        lease_wait_seconds: float = DEFAULT_LEASE_WAIT_SECONDS,
+        activity_interval_seconds: float = DEFAULT_ACTIVITY_INTERVAL_SECONDS,
         **options: Any,
     ) -> None:
+        # The lifecycle core keeps the record; the lease and activity are this runtime's own
+        # guard's (asyncio), on the same store and key.
         self._core = OpenSandboxSkillRuntime(
             base_environment=base_environment,
             upload_policy=upload_policy,
@@ -96,8 +113,29 @@ class AsyncOpenSandboxSkillRuntime(AsyncBaseSkillRuntime):
             retry_seconds=retry_seconds,
             deadline_grace_seconds=deadline_grace_seconds,
             ready_timeout_seconds=ready_timeout_seconds,
+            activity_interval_seconds=activity_interval_seconds,
             **options,
         )
+        binding = self._core._binding
+        if exclusive and binding is None:
+            self._core.close()
+            raise ValueError("exclusive=True needs a conversation_id")
+        if binding is not None:
+            workspace = self._core.workspace
+            assert workspace is not None
+            try:
+                self._guard = AsyncConversationGuard(
+                    binding.store,
+                    binding.storage_key,
+                    description=f"conversation {workspace.conversation_id}",
+                    exclusive=exclusive,
+                    lease_ttl_seconds=lease_ttl_seconds,
+                    lease_wait_seconds=lease_wait_seconds,
+                    activity_interval_seconds=activity_interval_seconds,
+                )
+            except BaseException:
+                self._core.close()
+                raise
         super().__init__(
             base_environment=base_environment,
             workspace=self._core.workspace,
@@ -152,8 +190,9 @@ class AsyncOpenSandboxSkillRuntime(AsyncBaseSkillRuntime):
 
     async def destroy_conversation_sandbox(self) -> None:
         """End the conversation's sandbox: its record deleted first, then the kill (see
-        :meth:`~.runtime.OpenSandboxSkillRuntime.destroy_conversation_sandbox`)."""
-        async with self._attach_lock:
+        :meth:`~.runtime.OpenSandboxSkillRuntime.destroy_conversation_sandbox`); an exclusive
+        runtime does it under the conversation's lease."""
+        async with self.exclusive_session(), self._attach_lock:
             current, self._current = self._current, None
             await close_async_handle(current[1] if current else None)
             with self._lock:

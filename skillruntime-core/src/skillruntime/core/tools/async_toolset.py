@@ -26,6 +26,7 @@ from pydantic import BaseModel
 from ..async_filesystem import AsyncSkillRuntimeFileSystem
 from ..async_runtime import AsyncSkillRuntime
 from ..closing import Closeable
+from ..conversations.leases import ConversationLeaseError
 from ..errors import FileTooLargeError
 from ..file_search import GrepEngine
 from ..models import (
@@ -531,6 +532,12 @@ class AsyncSkillTools(ToolSetView[AsyncSkillTool], Closeable):
     :class:`~skillruntime.core.tools.toolset.SkillTools`; call tools with
     ``await tools.adispatch(name, arguments)`` or ``await tool.ainvoke(arguments)``. Construction
     prepares nothing and makes no runtime call; the runtime is not owned.
+
+    ``exclusive=True`` runs each :meth:`adispatch` inside ``async with
+    runtime.exclusive_session()``, as ``SkillTools(exclusive=True)`` does with ``dispatch``: the
+    whole call holds the conversation's lease (the runtime must be built with
+    ``exclusive=True``); a lease that cannot be taken in time or is lost during the call makes
+    the call return an ``Error:`` result naming the lease, and the next call takes it afresh.
     """
 
     def __init__(
@@ -543,7 +550,14 @@ class AsyncSkillTools(ToolSetView[AsyncSkillTool], Closeable):
         description_template: str = DEFAULT_DESCRIPTION_TEMPLATE,
         always_allowed: Collection[str] = ("skill",),
         listing_budget: int | None = DEFAULT_LISTING_BUDGET,
+        exclusive: bool = False,
     ) -> None:
+        if exclusive and not getattr(runtime, "exclusive", False):
+            raise ValueError(
+                "AsyncSkillTools(exclusive=True) needs a runtime built with exclusive=True "
+                "(a conversation with a conversation store)"
+            )
+        self.exclusive = exclusive
         checked_template(description_template)
         sources = configured_sources(skills)
         configs = checked_configs(configs, sources)
@@ -579,7 +593,13 @@ class AsyncSkillTools(ToolSetView[AsyncSkillTool], Closeable):
         tool = self._tools.get(name)
         if tool is None:
             return self._unknown_tool(name)
-        return await tool.ainvoke(arguments)
+        if not self.exclusive:
+            return await tool.ainvoke(arguments)
+        try:
+            async with self.runtime.exclusive_session():  # type: ignore[attr-defined]
+                return await tool.ainvoke(arguments)
+        except ConversationLeaseError as error:
+            return f"Error: {error}"
 
     def close(self) -> None:
         """Release what the skill sources hold; the runtime stays open (first failure raised
