@@ -98,7 +98,15 @@ def search_script(path: str, depth: int, *, content: GrepQuery | None) -> str:
     )
 
 
-def _entry(line: str, executable_bits: int) -> FileInfo | None:
+def _microseconds(mtime: str) -> float:
+    """``find``'s ``%T@`` cut to whole microseconds, as a ``datetime`` holds it."""
+    seconds, _, fraction = mtime.partition(".")
+    if not fraction.isdigit():
+        raise ValueError("not a find time")
+    return (int(seconds) * 1_000_000 + int((fraction + "000000")[:6])) / 1_000_000
+
+
+def _entry(line: str, executable_bits: int, microseconds: bool) -> FileInfo | None:
     parts = line.split("\t", 4)
     if len(parts) != 5:
         return None
@@ -106,7 +114,7 @@ def _entry(line: str, executable_bits: int) -> FileInfo | None:
     try:
         permissions = int(mode, 8)
         size_value = max(int(size), 0)
-        modified = float(mtime)
+        modified = _microseconds(mtime) if microseconds else float(mtime)
     except ValueError:
         return None
     is_directory = kind == "d"
@@ -125,16 +133,20 @@ class Listing:
     """The parsed listing: children per directory, and which entries are links.
 
     ``executable_bits`` are the mode bits that make an entry executable for the backend's own
-    ``list_directory`` (AIO: any execute bit; OpenSandbox: the owner's).
+    ``list_directory`` (AIO: any execute bit; OpenSandbox: the owner's); ``microseconds`` cuts
+    modification times to whole microseconds (a backend whose listing goes through
+    ``datetime``).
     """
 
-    def __init__(self, data: bytes, *, executable_bits: int = 0o111) -> None:
+    def __init__(
+        self, data: bytes, *, executable_bits: int = 0o111, microseconds: bool = False
+    ) -> None:
         self.children: dict[str, list[FileInfo]] = {}
         self.links: set[str] = set()
         for line in data.decode("utf-8", "replace").split("\n"):
             if not line:
                 continue
-            entry = _entry(line, executable_bits)
+            entry = _entry(line, executable_bits, microseconds)
             if entry is None:
                 continue
             self.children.setdefault(posixpath.dirname(entry.path), []).append(entry)
@@ -187,9 +199,11 @@ def read_archive(raw: bytes) -> dict[str, bytes]:
     return files
 
 
-def parse_glob_output(stdout: bytes, *, executable_bits: int = 0o111) -> Listing:
-    """The listing a ``glob`` command printed."""
-    return Listing(stdout, executable_bits=executable_bits)
+def parse_glob_output(
+    stdout: bytes, *, executable_bits: int = 0o111, microseconds: bool = False
+) -> Listing:
+    """The listing a ``glob`` command printed (options of :class:`Listing`)."""
+    return Listing(stdout, executable_bits=executable_bits, microseconds=microseconds)
 
 
 def parse_grep_output(

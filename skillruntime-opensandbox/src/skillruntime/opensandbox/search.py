@@ -78,7 +78,9 @@ def glob_answer(
     """The ``glob`` result from the command's answer; ``None``: walk instead."""
     if not _complete(result):
         return None
-    listing = parse_glob_output(result.stdout.encode(), executable_bits=EXECUTABLE_BITS)
+    listing = parse_glob_output(
+        result.stdout.encode(), executable_bits=EXECUTABLE_BITS, microseconds=True
+    )
     return glob_from_listing(listing, root, query)
 
 

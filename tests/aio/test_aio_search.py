@@ -1,0 +1,133 @@
+"""AIO ``glob``/``grep`` over a tree of many files: one command (one request on ``/v1/bash``,
+two on ``/v1/shell``) from the sync and the native async runtime, the default's answer, and the
+default walk when the sandbox lacks the tools."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+
+import pytest
+
+from doubles.aio import AioDouble
+from skillruntime.aio import AioSandboxSkillRuntime, AsyncAioSkillRuntime
+from skillruntime.core import search_command
+from skillruntime.core.file_search import (
+    GlobQuery,
+    GrepQuery,
+    async_default_glob,
+    async_default_grep,
+    default_glob,
+    default_grep,
+)
+
+ROOT = "/home/gem/workspace/conversations"
+FILES = 300
+_NO_TIME_LIMIT = 3600.0
+
+
+def _tree(scratch: Path) -> list[tuple[Path, str, bool]]:
+    uploads = []
+    for index in range(FILES):
+        local = scratch / f"d{index % 12}" / f"f{index:04d}.txt"
+        local.parent.mkdir(exist_ok=True)
+        marker = "needle" if index % 7 == 0 else "hay"
+        local.write_text(f"line one\n{marker} two\n")
+        uploads.append((local, f"tree/{local.relative_to(scratch).as_posix()}", False))
+    return uploads
+
+
+@pytest.mark.parametrize("fixture_name", ["aio_bash", "aio_shell"])
+def test_sync_grep_and_glob_are_one_command(
+    fixture_name: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    double: AioDouble = request.getfixturevalue(fixture_name)
+    with AioSandboxSkillRuntime(
+        base_url=double.url,
+        token=double.token,
+        conversation_id=f"search-{uuid.uuid4().hex[:8]}",
+        conversations_root=ROOT,
+    ) as runtime:
+        fs = runtime.get_file_system()
+        fs.upload_files(_tree(tmp_path))
+        root = fs.stat("tree")
+        assert root is not None
+        query = GrepQuery("needle", time_budget=_NO_TIME_LIMIT)
+        fs.grep(root, query)  # the command API is detected on the first command
+        before = runtime.client.request_count
+        found = fs.grep(root, query)
+        grep_requests = runtime.client.request_count - before
+        before = runtime.client.request_count
+        globbed = fs.glob(root, GlobQuery("d1*/*.txt"))
+        glob_requests = runtime.client.request_count - before
+        expected_requests = 1 if fixture_name == "aio_bash" else 2
+        assert grep_requests == expected_requests <= 3
+        assert glob_requests == expected_requests
+        assert len(found.entries) == len(range(0, FILES, 7))
+        before = runtime.client.request_count
+        assert found == default_grep(fs, root, query)
+        assert runtime.client.request_count - before > FILES  # the walk reads file by file
+        assert globbed == default_glob(fs, root, GlobQuery("d1*/*.txt"))
+
+
+@pytest.mark.parametrize("fixture_name", ["aio_bash", "aio_shell"])
+def test_native_async_grep_and_glob_are_one_command(
+    fixture_name: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    double: AioDouble = request.getfixturevalue(fixture_name)
+    uploads = _tree(tmp_path)
+
+    async def scenario() -> None:
+        async with AsyncAioSkillRuntime(
+            base_url=double.url,
+            token=double.token,
+            conversation_id=f"search-{uuid.uuid4().hex[:8]}",
+            conversations_root=ROOT,
+        ) as runtime:
+            fs = await runtime.get_file_system()
+            await fs.upload_files(uploads)
+            root = await fs.stat("tree")
+            assert root is not None
+            query = GrepQuery("needle", output_mode="content", time_budget=_NO_TIME_LIMIT)
+            await fs.grep(root, query)
+            before = runtime.client.request_count
+            found = await fs.grep(root, query)
+            grep_requests = runtime.client.request_count - before
+            before = runtime.client.request_count
+            globbed = await fs.glob(root, GlobQuery("**/f00*.txt"))
+            glob_requests = runtime.client.request_count - before
+            expected_requests = 1 if fixture_name == "aio_bash" else 2
+            assert grep_requests == expected_requests
+            assert glob_requests == expected_requests
+            assert found == await async_default_grep(fs, root, query)
+            assert len(found.entries) == len(range(0, FILES, 7))
+            assert globbed == await async_default_glob(fs, root, GlobQuery("**/f00*.txt"))
+
+    asyncio.run(scenario())
+
+
+def test_without_the_tools_the_search_walks(
+    aio_bash: AioDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_script = search_command.search_script
+
+    def tools_missing(path: str, depth: int, *, content: GrepQuery | None) -> str:
+        return "PATH=/nowhere; " + real_script(path, depth, content=content)
+
+    with AioSandboxSkillRuntime(
+        base_url=aio_bash.url,
+        token=aio_bash.token,
+        conversation_id=f"search-{uuid.uuid4().hex[:8]}",
+        conversations_root=ROOT,
+    ) as runtime:
+        fs = runtime.get_file_system()
+        fs.upload_files(_tree(tmp_path))
+        root = fs.stat("tree")
+        assert root is not None
+        query = GrepQuery("needle", time_budget=_NO_TIME_LIMIT)
+        expected = fs.grep(root, query)
+        monkeypatch.setattr("skillruntime.aio.files.search_script", tools_missing)
+        before = runtime.client.request_count
+        assert fs.grep(root, query) == expected
+        assert runtime.client.request_count - before > FILES
