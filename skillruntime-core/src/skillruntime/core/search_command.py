@@ -11,8 +11,10 @@ The command lists the tree below the search root once, with GNU ``find`` (noise 
 pruned, ``%y %s %T@ %m %p`` per entry) on stdout. For ``grep`` the same ``find`` also hands the
 regular files no larger than ``max_file_bytes`` (through ``/dev/fd/3``) to a pipeline that keeps,
 for a case-sensitive literal pattern, only the files ``grep -lF`` finds it in, and sends them as
-one GNU ``tar`` stream in base64 on stderr (every error text is kept off it). It starts five
-programs (``find``, ``xargs``, ``grep``, ``tar``, ``base64``), each once. Every path and pattern
+one GNU ``tar`` stream on stderr (every error text is kept off it); both streams of a ``grep``
+command are gzipped (when the sandbox has ``gzip``) and base64-encoded, so little crosses the
+wire. It starts ``find``, ``xargs``, ``grep``, ``tar``, and ``gzip`` and ``base64`` for each
+stream, each once. Every path and pattern
 reaches the shell through :func:`shlex.quote`.
 
 The command exits :data:`MISSING_TOOLS` when the shell lacks ``pipefail`` or the sandbox one of
@@ -29,6 +31,7 @@ import binascii
 import logging
 import posixpath
 import shlex
+import zlib
 from collections.abc import Awaitable, Callable
 
 from .file_search import GlobQuery, GrepEngine, GrepQuery, GrepResult, SearchResult, literal_pattern
@@ -42,6 +45,7 @@ from .tools.globbing import (
 )
 
 __all__ = [
+    "MAX_UNPACKED_BYTES",
     "MISSING_TOOLS",
     "Listing",
     "async_grep_from_output",
@@ -58,6 +62,9 @@ logger = logging.getLogger(__name__)
 
 MISSING_TOOLS = 97
 """Exit status of the command when the sandbox lacks a tool it needs."""
+
+MAX_UNPACKED_BYTES = 256 * 1024 * 1024
+"""Bytes a compressed stream of the output may inflate to (more: walk instead)."""
 
 _FIELDS = "%y\\t%s\\t%T@\\t%m\\t%p\\n"
 _BLOCK = 512
@@ -91,10 +98,11 @@ def search_script(path: str, depth: int, *, content: GrepQuery | None) -> str:
         f"set -o pipefail 2>/dev/null || exit {MISSING_TOOLS}; "
         "for t in find xargs grep tar base64; do "
         f"command -v $t >/dev/null || exit {MISSING_TOOLS}; done; "
-        f"{{ {_pruned(path, depth)} -o -printf '{_FIELDS}' {files} 3>&1 >&4 2>/dev/null"
+        "if command -v gzip >/dev/null; then z='gzip -1'; else z=cat; fi; "
+        f"{{ {{ {_pruned(path, depth)} -o -printf '{_FIELDS}' {files} 3>&1 >&4 2>/dev/null"
         f"{narrow} "
         "| tar --format=gnu --null --no-recursion --ignore-failed-read -b1 -cPf - -T - "
-        "2>/dev/null | base64 -w0 >&2; } 4>&1"
+        "2>/dev/null | $z | base64 -w0 >&2; } 4>&1 | $z | base64 -w0; }"
     )
 
 
@@ -210,13 +218,28 @@ def parse_grep_output(
     listing: bytes, archive: bytes, *, executable_bits: int = 0o111
 ) -> tuple[Listing, dict[str, bytes]] | None:
     """The listing (the command's stdout) and the archived files (its stderr) of a ``grep``
-    command; ``None`` when the archive is unreadable (bad base64 or tar): walk instead."""
+    command, both base64 (gzipped when the sandbox has ``gzip``); ``None`` when either is
+    unreadable (bad base64, gzip or tar): walk instead."""
     try:
-        contents = read_archive(base64.b64decode(archive.strip(), validate=True))
-    except (binascii.Error, ValueError) as exc:
-        logger.debug("search archive unreadable: %s", exc)
+        contents = read_archive(_unpacked(archive))
+        entries = _unpacked(listing)
+    except (binascii.Error, ValueError, zlib.error) as exc:
+        logger.debug("search output unreadable: %s", exc)
         return None
-    return Listing(listing, executable_bits=executable_bits), contents
+    return Listing(entries, executable_bits=executable_bits), contents
+
+
+def _unpacked(stream: bytes) -> bytes:
+    """A base64 stream, gunzipped when the sandbox had ``gzip`` (at most
+    :data:`MAX_UNPACKED_BYTES`)."""
+    raw = base64.b64decode(stream.strip(), validate=True)
+    if not raw.startswith(b"\x1f\x8b"):
+        return raw
+    inflater = zlib.decompressobj(wbits=31)
+    data = inflater.decompress(raw, MAX_UNPACKED_BYTES)
+    if inflater.unconsumed_tail or not inflater.eof:
+        raise ValueError("compressed search output is truncated or too large")
+    return data
 
 
 def replay_walk(
