@@ -4,15 +4,18 @@ stay data, the archive reader is strict, and a sandbox without the tools fails t
 from __future__ import annotations
 
 import base64
+import gzip
 import os
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from skillruntime.core import search_command
 from skillruntime.core.file_search import GrepQuery
 from skillruntime.core.search_command import (
     MISSING_TOOLS,
@@ -167,3 +170,33 @@ def test_the_archive_reader_only_raises_value_error(data: bytes) -> None:
     except ValueError:
         return
     assert sum(len(content) for content in files.values()) <= len(data)
+
+
+def test_without_gzip_the_archive_goes_plain(tmp_path: Path) -> None:
+    (tmp_path / "hit.txt").write_text("needle\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("find", "xargs", "grep", "tar", "base64", "cat", "bash"):
+        source = shutil.which(tool)
+        assert source is not None
+        (bin_dir / tool).symlink_to(source)
+    script = search_script(str(tmp_path), 100, content=GrepQuery("needle"))
+    done = subprocess.run(
+        [str(bin_dir / "bash"), "-c", script],
+        env={"PATH": str(bin_dir), "LC_ALL": "C"},
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert not base64.b64decode(done.stderr).startswith(b"\x1f\x8b")
+    found = parse_grep_output(done.stdout, done.stderr)
+    assert found is not None
+    assert found[1] == {str(tmp_path / "hit.txt"): b"needle\n"}
+
+
+def test_a_truncated_or_oversized_gzip_archive_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    packed = gzip.compress(bytes(4096))
+    assert parse_grep_output(b"", base64.b64encode(packed[:-8])) is None
+    monkeypatch.setattr(search_command, "MAX_UNPACKED_BYTES", 1024)
+    assert parse_grep_output(b"", base64.b64encode(packed)) is None

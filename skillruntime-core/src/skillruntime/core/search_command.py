@@ -11,11 +11,11 @@ The command lists the tree below the search root once, with GNU ``find`` (noise 
 pruned, ``%y %s %T@ %m %p`` per entry) on stdout. For ``grep`` the same ``find`` also hands the
 regular files no larger than ``max_file_bytes`` (through ``/dev/fd/3``) to a pipeline that keeps,
 for a case-sensitive literal pattern, only the files ``grep -lF`` finds it in, and sends them as
-one GNU ``tar`` stream on stderr (every error text is kept off it); both streams of a ``grep``
-command are gzipped (when the sandbox has ``gzip``) and base64-encoded, so little crosses the
-wire. It starts ``find``, ``xargs``, ``grep``, ``tar``, and ``gzip`` and ``base64`` for each
-stream, each once. Every path and pattern
-reaches the shell through :func:`shlex.quote`.
+one GNU ``tar`` stream on stderr (every error text is kept off it), gzipped when the sandbox has
+``gzip`` (``cat`` stands in without it), in base64. It starts ``find``, ``xargs``, ``grep``,
+``tar``, ``gzip`` and ``base64``, each once (on a loaded sandbox a process costs more than the
+bytes it saves, so the listing is sent plain). Every path and pattern reaches the shell through
+:func:`shlex.quote`.
 
 The command exits :data:`MISSING_TOOLS` when the shell lacks ``pipefail`` or the sandbox one of
 those programs, and non-zero when any step of the pipeline failed (``find`` could not read a
@@ -96,13 +96,13 @@ def search_script(path: str, depth: int, *, content: GrepQuery | None) -> str:
     # pipeline through fd 3; the archive goes to stderr, so no error text may reach it.
     return (
         f"set -o pipefail 2>/dev/null || exit {MISSING_TOOLS}; "
-        "for t in find xargs grep tar base64; do "
+        "for t in find xargs grep tar base64 cat; do "
         f"command -v $t >/dev/null || exit {MISSING_TOOLS}; done; "
         "if command -v gzip >/dev/null; then z='gzip -1'; else z=cat; fi; "
         f"{{ {{ {_pruned(path, depth)} -o -printf '{_FIELDS}' {files} 3>&1 >&4 2>/dev/null"
         f"{narrow} "
         "| tar --format=gnu --null --no-recursion --ignore-failed-read -b1 -cPf - -T - "
-        "2>/dev/null | $z | base64 -w0 >&2; } 4>&1 | $z | base64 -w0; }"
+        "2>/dev/null | $z | base64 -w0 >&2; } 4>&1; }"
     )
 
 
@@ -218,15 +218,14 @@ def parse_grep_output(
     listing: bytes, archive: bytes, *, executable_bits: int = 0o111
 ) -> tuple[Listing, dict[str, bytes]] | None:
     """The listing (the command's stdout) and the archived files (its stderr) of a ``grep``
-    command, both base64 (gzipped when the sandbox has ``gzip``); ``None`` when either is
-    unreadable (bad base64, gzip or tar): walk instead."""
+    command (the archive base64, gzipped when the sandbox has ``gzip``); ``None`` when the archive
+    is unreadable (bad base64, gzip or tar): walk instead."""
     try:
         contents = read_archive(_unpacked(archive))
-        entries = _unpacked(listing)
     except (binascii.Error, ValueError, zlib.error) as exc:
         logger.debug("search output unreadable: %s", exc)
         return None
-    return Listing(entries, executable_bits=executable_bits), contents
+    return Listing(listing, executable_bits=executable_bits), contents
 
 
 def _unpacked(stream: bytes) -> bytes:
