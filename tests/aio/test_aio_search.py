@@ -1,94 +1,133 @@
-"""The one-command search of the AIO file system: hostile patterns and paths stay data."""
+"""AIO ``glob``/``grep`` over a tree of many files: one command (one request on ``/v1/bash``,
+two on ``/v1/shell``) from the sync and the native async runtime, the default's answer, and the
+default walk when the sandbox lacks the tools."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import tempfile
+import asyncio
+import uuid
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+import pytest
 
-from skillruntime.aio.files import _parse_entry
-from skillruntime.aio.search import parse_search_output, search_script
-from skillruntime.core.file_search import GrepQuery
+from doubles.aio import AioDouble
+from skillruntime.aio import AioSandboxSkillRuntime, AsyncAioSkillRuntime
+from skillruntime.core import search_command
+from skillruntime.core.file_search import (
+    GlobQuery,
+    GrepQuery,
+    async_default_glob,
+    async_default_grep,
+    default_glob,
+    default_grep,
+)
 
-_SHELLY = st.lists(
-    st.sampled_from([*"ab $`'\"\\;|&()<>*?[]{}!#~-\t=%\n", "touch ", "PWNED", "$(", "-e "]),
-    max_size=20,
-).map("".join)
-
-
-def _run(script: str, cwd: Path) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        ["bash", "-c", "export LC_ALL=C; " + script],
-        cwd=cwd,
-        capture_output=True,
-        timeout=30,
-        check=False,
-    )
+ROOT = "/home/gem/workspace/conversations"
+FILES = 300
+_NO_TIME_LIMIT = 3600.0
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(pattern=_SHELLY, name=_SHELLY.filter(lambda s: s.strip("\n") and "/" not in s))
-def test_hostile_patterns_and_paths_run_nothing(pattern: str, name: str) -> None:
-    name = name.replace("\n", "_").replace("\0", "_")
-    if name in (".", ".."):
-        return
-    with tempfile.TemporaryDirectory() as scratch:
-        base = Path(scratch)
-        root = base / name
-        root.mkdir()
-        (root / "file.txt").write_text(f"x {pattern} y\nneedle\n")
-        script = search_script(str(root), 100, content=GrepQuery(pattern or "x"))
-        done = _run(script, base)
-        assert done.returncode == 0, done.stderr
-        leftovers = {p.name for p in base.rglob("*")} - {name, "file.txt"}
-        assert leftovers == set()
-        assert not Path("PWNED").exists()
-        listing, contents = parse_search_output(done.stdout, _parse_entry)
-        assert [e.path for e in listing.list(str(root))] == [str(root / "file.txt")]
-        assert contents is not None
-        assert contents[str(root / "file.txt")] == (root / "file.txt").read_bytes()
+def _tree(scratch: Path) -> list[tuple[Path, str, bool]]:
+    uploads = []
+    for index in range(FILES):
+        local = scratch / f"d{index % 12}" / f"f{index:04d}.txt"
+        local.parent.mkdir(exist_ok=True)
+        marker = "needle" if index % 7 == 0 else "hay"
+        local.write_text(f"line one\n{marker} two\n")
+        uploads.append((local, f"tree/{local.relative_to(scratch).as_posix()}", False))
+    return uploads
 
 
-def test_literal_pattern_narrows_the_archive(tmp_path: Path) -> None:
-    (tmp_path / "hit.txt").write_text("a needle here\n")
-    (tmp_path / "miss.txt").write_text("nothing\n")
-    (tmp_path / "node_modules").mkdir()
-    (tmp_path / "node_modules" / "noise.txt").write_text("needle\n")
-    done = _run(search_script(str(tmp_path), 100, content=GrepQuery("needle")), tmp_path)
-    listing, contents = parse_search_output(done.stdout, _parse_entry)
-    assert contents is not None
-    assert set(contents) == {str(tmp_path / "hit.txt")}
-    names = sorted(os.path.basename(e.path) for e in listing.list(str(tmp_path)))
-    assert names == ["hit.txt", "miss.txt"]
-    regex = _run(search_script(str(tmp_path), 100, content=GrepQuery("ne+dle")), tmp_path)
-    _, every = parse_search_output(regex.stdout, _parse_entry)
-    assert every is not None
-    assert set(every) == {str(tmp_path / "hit.txt"), str(tmp_path / "miss.txt")}
+@pytest.mark.parametrize("fixture_name", ["aio_bash", "aio_shell"])
+def test_sync_grep_and_glob_are_one_command(
+    fixture_name: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    double: AioDouble = request.getfixturevalue(fixture_name)
+    with AioSandboxSkillRuntime(
+        base_url=double.url,
+        token=double.token,
+        conversation_id=f"search-{uuid.uuid4().hex[:8]}",
+        conversations_root=ROOT,
+    ) as runtime:
+        fs = runtime.get_file_system()
+        fs.upload_files(_tree(tmp_path))
+        root = fs.stat("tree")
+        assert root is not None
+        query = GrepQuery("needle", time_budget=_NO_TIME_LIMIT)
+        fs.grep(root, query)  # the command API is detected on the first command
+        before = runtime.client.request_count
+        found = fs.grep(root, query)
+        grep_requests = runtime.client.request_count - before
+        before = runtime.client.request_count
+        globbed = fs.glob(root, GlobQuery("d1*/*.txt"))
+        glob_requests = runtime.client.request_count - before
+        expected_requests = 1 if fixture_name == "aio_bash" else 2
+        assert grep_requests == expected_requests <= 3
+        assert glob_requests == expected_requests
+        assert len(found.entries) == len(range(0, FILES, 7))
+        before = runtime.client.request_count
+        assert found == default_grep(fs, root, query)
+        assert runtime.client.request_count - before > FILES  # the walk reads file by file
+        assert globbed == default_glob(fs, root, GlobQuery("d1*/*.txt"))
 
 
-def test_missing_tools_fail_the_command_instead_of_reading_as_no_match(tmp_path: Path) -> None:
-    (tmp_path / "hit.txt").write_text("needle\n")
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for tool in ("find", "xargs", "grep", "base64", "printf"):
-        source = subprocess.run(
-            ["bash", "-c", f"command -v {tool}"], capture_output=True, text=True, check=False
-        ).stdout.strip()
-        if source.startswith("/"):
-            (bin_dir / tool).symlink_to(source)
-    script = search_script(str(tmp_path), 100, content=GrepQuery("needle"))
-    bash = shutil.which("bash")
-    assert bash is not None
-    done = subprocess.run(
-        [bash, "-c", script],
-        env={"PATH": str(bin_dir), "LC_ALL": "C"},
-        capture_output=True,
-        timeout=30,
-        check=False,
-    )
-    assert done.returncode == 97
+@pytest.mark.parametrize("fixture_name", ["aio_bash", "aio_shell"])
+def test_native_async_grep_and_glob_are_one_command(
+    fixture_name: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    double: AioDouble = request.getfixturevalue(fixture_name)
+    uploads = _tree(tmp_path)
+
+    async def scenario() -> None:
+        async with AsyncAioSkillRuntime(
+            base_url=double.url,
+            token=double.token,
+            conversation_id=f"search-{uuid.uuid4().hex[:8]}",
+            conversations_root=ROOT,
+        ) as runtime:
+            fs = await runtime.get_file_system()
+            await fs.upload_files(uploads)
+            root = await fs.stat("tree")
+            assert root is not None
+            query = GrepQuery("needle", output_mode="content", time_budget=_NO_TIME_LIMIT)
+            await fs.grep(root, query)
+            before = runtime.client.request_count
+            found = await fs.grep(root, query)
+            grep_requests = runtime.client.request_count - before
+            before = runtime.client.request_count
+            globbed = await fs.glob(root, GlobQuery("**/f00*.txt"))
+            glob_requests = runtime.client.request_count - before
+            expected_requests = 1 if fixture_name == "aio_bash" else 2
+            assert grep_requests == expected_requests
+            assert glob_requests == expected_requests
+            assert found == await async_default_grep(fs, root, query)
+            assert len(found.entries) == len(range(0, FILES, 7))
+            assert globbed == await async_default_glob(fs, root, GlobQuery("**/f00*.txt"))
+
+    asyncio.run(scenario())
+
+
+def test_without_the_tools_the_search_walks(
+    aio_bash: AioDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_script = search_command.search_script
+
+    def tools_missing(path: str, depth: int, *, content: GrepQuery | None) -> str:
+        return "PATH=/nowhere; " + real_script(path, depth, content=content)
+
+    with AioSandboxSkillRuntime(
+        base_url=aio_bash.url,
+        token=aio_bash.token,
+        conversation_id=f"search-{uuid.uuid4().hex[:8]}",
+        conversations_root=ROOT,
+    ) as runtime:
+        fs = runtime.get_file_system()
+        fs.upload_files(_tree(tmp_path))
+        root = fs.stat("tree")
+        assert root is not None
+        query = GrepQuery("needle", time_budget=_NO_TIME_LIMIT)
+        expected = fs.grep(root, query)
+        monkeypatch.setattr("skillruntime.aio.files.search_script", tools_missing)
+        before = runtime.client.request_count
+        assert fs.grep(root, query) == expected
+        assert runtime.client.request_count - before > FILES

@@ -19,13 +19,17 @@ a ratio against a baseline measured in the same run:
    default: 1 s), against the same command with no grace at all;
 4. **one long line**: a child process runs a command printing a single ``--line-mib`` MiB line
    (no newline) with the default 1 MiB output cap and reports the growth of its peak RSS
-   (``ru_maxrss``) over the same child running ``true``.
+   (``ru_maxrss``) over the same child running ``true``;
+5. **grep over ``--files`` files** in one command through the wrapper — median seconds and
+   requests — against the same ``grep -rlF`` run by one raw SDK ``commands.run`` (no execd grace
+   for either).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import statistics
 import subprocess
 import sys
@@ -186,11 +190,64 @@ def bench_long_line(double: OpenSandboxDouble, line_mib: int) -> tuple[int, int,
     return figures[0]["growth_kib"], figures[1]["growth_kib"], figures[0]["peak_kib"]
 
 
+def bench_grep(
+    double: OpenSandboxDouble, files: int, runs: int, grace: float
+) -> tuple[float, float, int]:
+    """``grep`` (literal, files_with_matches) over ``files`` files through the file system
+    against the same ``grep -rlF`` run by one raw SDK ``commands.run`` on the same sandbox, in
+    interleaved pairs, with no execd grace (the raw SDK call would wait it out); medians, and
+    requests per grep counted by the double."""
+    from skillruntime.core.file_search import GrepQuery
+
+    store = InMemoryConversationStore()
+    runtime = OpenSandboxSkillRuntime(**_options(double, store, f"bench-{uuid.uuid4().hex[:10]}"))
+    double.set_tail_delay(0.0)
+    try:
+        fs = runtime.get_file_system()
+        with tempfile.TemporaryDirectory(prefix="bench-grep-") as scratch:
+            local = Path(scratch)
+            for index in range(files):
+                target = local / f"d{index % 20}" / f"f{index:04d}.txt"
+                target.parent.mkdir(exist_ok=True)
+                marker = "needle" if index % 7 == 0 else "hay"
+                target.write_text(f"line one\n{marker} two\n" + "filler text\n" * 40)
+            fs.upload_files(
+                (path, f"tree/{path.relative_to(local).as_posix()}", False)
+                for path in sorted(local.rglob("*.txt"))
+            )
+        root = fs.stat("tree")
+        assert root is not None
+        query = GrepQuery("needle", time_budget=3600.0)
+        sandbox = runtime._handle()  # the live SDK handle, for the raw baseline
+        command = f"grep -rlF needle {shlex.quote(root.path)}"
+        fs.grep(root, query)
+        sandbox.commands.run(command)
+        ours: list[float] = []
+        raw: list[float] = []
+        counts: list[int] = []
+        for _ in range(runs):
+            double.reset_stats()
+            start = time.perf_counter()
+            found = fs.grep(root, query)
+            ours.append(time.perf_counter() - start)
+            counts.append(request_count(double))
+            start = time.perf_counter()
+            sandbox.commands.run(command)
+            raw.append(time.perf_counter() - start)
+        assert len(found.entries) == len(range(0, files, 7))
+    finally:
+        double.set_tail_delay(grace)
+        runtime.destroy_conversation_sandbox()
+        runtime.close()
+    return statistics.median(ours), statistics.median(raw), max(counts)
+
+
 def run(quick: bool) -> list[Row]:
     """The rows of this benchmark (interface of ``bench_common``)."""
     files, runs, latency_runs, grace, line_mib = (
         (20, 1, 2, 0.2, 4) if quick else (1000, 3, 10, 1.0, 256)
     )
+    grep_files, grep_runs = (200, 3) if quick else (1000, 15)
     rows: list[Row] = []
     with tempfile.TemporaryDirectory() as scratch, OpenSandboxDouble() as double:
         skill = make_skill(Path(scratch) / "bench-skill", files, 2048)
@@ -237,6 +294,26 @@ def run(quick: bool) -> list[Row]:
                 note="no grace",
             )
         )
+        grep_s, raw_grep_s, grep_n = bench_grep(double, grep_files, grep_runs, grace)
+        rows.append(
+            Row(
+                f"grep over {grep_files} files",
+                grep_s,
+                raw_grep_s,
+                target=1.5,
+                note="grep -rlF in the sandbox, one raw exec",
+            )
+        )
+        rows.append(
+            Row(
+                f"grep over {grep_files} files",
+                grep_n,
+                3,
+                unit="requests",
+                target=1.0,
+                note="3 requests",
+            )
+        )
         line_kib, _true_kib, _peak_kib = bench_long_line(double, line_mib)
         rows.append(
             Row(
@@ -258,6 +335,7 @@ def main() -> None:
     parser.add_argument("--latency-runs", type=int, default=10)
     parser.add_argument("--grace", type=float, default=1.0)
     parser.add_argument("--line-mib", type=int, default=256)
+    parser.add_argument("--grep-runs", type=int, default=15)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch, OpenSandboxDouble() as double:
         skill = make_skill(Path(scratch) / "bench-skill", args.files, 2048)
@@ -279,6 +357,12 @@ def main() -> None:
         print(
             f"[3] execute('true') with {args.grace:g}s of execd grace: {with_grace:.3f}s median; "
             f"without grace {without:.3f}s; ratio {with_grace / without:.2f}"
+        )
+        grep_s, raw_grep_s, grep_n = bench_grep(double, args.files, args.grep_runs, args.grace)
+        print(
+            f"[5] grep over {args.files} files: {grep_s * 1000:.1f} ms / {grep_n} requests vs "
+            f"grep -rlF by one raw exec {raw_grep_s * 1000:.1f} ms "
+            f"(ratio {grep_s / raw_grep_s:.2f})"
         )
         line_kib, true_kib, peak_kib = bench_long_line(double, args.line_mib)
         print(

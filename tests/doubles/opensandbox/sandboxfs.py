@@ -157,8 +157,13 @@ def _group(gid: int) -> str:
         return str(gid)
 
 
-def _stamp(seconds: float) -> str:
-    return dt.datetime.fromtimestamp(seconds, dt.UTC).isoformat().replace("+00:00", "Z")
+def _stamp(nanoseconds: int) -> str:
+    """Go's ``time.RFC3339Nano`` in UTC, as execd's JSON carries ``ModTime()``: nanoseconds,
+    trailing zeros of the fraction trimmed."""
+    seconds, fraction = divmod(nanoseconds, 1_000_000_000)
+    whole = dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    digits = f"{fraction:09d}".rstrip("0")
+    return f"{whole}.{digits}Z" if digits else f"{whole}Z"
 
 
 def file_info(sandbox_path: str, host: Path) -> dict[str, Any]:
@@ -176,8 +181,8 @@ def file_info(sandbox_path: str, host: Path) -> dict[str, Any]:
         "path": sandbox_path,
         "type": kind,
         "size": st.st_size,
-        "modified_at": _stamp(st.st_mtime),
-        "created_at": _stamp(st.st_ctime),
+        "modified_at": _stamp(st.st_mtime_ns),
+        "created_at": _stamp(st.st_ctime_ns),
         "owner": _owner(st.st_uid),
         "group": _group(st.st_gid),
         "mode": mode_to_digits(st.st_mode),

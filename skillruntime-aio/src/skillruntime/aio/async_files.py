@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import tempfile
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import IO
 
 import httpx
@@ -27,8 +27,23 @@ from skillruntime.core.errors import (
     RuntimeFileError,
     RuntimeFileNotFoundError,
 )
+from skillruntime.core.file_search import (
+    GlobQuery,
+    GrepEngine,
+    GrepQuery,
+    GrepResult,
+    SearchResult,
+)
 from skillruntime.core.filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT
 from skillruntime.core.models import FileInfo
+from skillruntime.core.search_command import (
+    async_grep_from_output,
+    glob_from_listing,
+    parse_glob_output,
+    parse_grep_output,
+    search_script,
+)
+from skillruntime.core.tools.globbing import GlobMatcher
 
 from .async_client import AsyncAioClient
 from .async_commands import AsyncCommandRunner
@@ -47,6 +62,7 @@ from .files import (
     move_into_place_script,
     refused_read,
     refused_read_after_stat,
+    search_complete,
     stat_result,
     stat_script,
 )
@@ -164,6 +180,52 @@ class AsyncAioFileSystem(AsyncSkillRuntimeFileSystem):
         script = list_script(path, max(depth, 1), limit)
         outcome = await self._command(script, path, retry_safe=True, cap=LIST_OUTPUT_CAP)
         return list_result(outcome, path, limit)
+
+    # ---------------------------------------------------------------- search
+
+    async def glob(self, root: FileInfo, query: GlobQuery) -> SearchResult:
+        """One command for the whole walk: the command and parsing of
+        :meth:`AioFileSystem.glob <skillruntime.aio.files.AioFileSystem.glob>`."""
+        if not root.is_directory or root.is_special:
+            return await super().glob(root, query)
+        GlobMatcher(query.pattern)  # a bad pattern fails before any request
+        outcome = await self._command(
+            search_script(root.path, query.max_depth, content=None),
+            root.path,
+            retry_safe=True,
+            cap=LIST_OUTPUT_CAP,
+        )
+        if not search_complete(outcome):
+            return await super().glob(root, query)
+        return glob_from_listing(parse_glob_output(outcome.stdout), root, query)
+
+    async def grep(
+        self,
+        root: FileInfo,
+        query: GrepQuery,
+        *,
+        read_text: Callable[[str, int], Awaitable[str]] | None = None,
+    ) -> GrepResult:
+        """One command for the walk and the candidate files: the command and parsing of
+        :meth:`AioFileSystem.grep <skillruntime.aio.files.AioFileSystem.grep>`."""
+        if not root.is_directory or root.is_special:
+            return await super().grep(root, query, read_text=read_text)
+        GrepEngine(query, root.path)  # a bad pattern or glob fails before any request
+        outcome = await self._command(
+            search_script(root.path, query.max_depth, content=query),
+            root.path,
+            retry_safe=True,
+            cap=LIST_OUTPUT_CAP,
+        )
+        found = (
+            parse_grep_output(outcome.stdout, outcome.stderr) if search_complete(outcome) else None
+        )
+        if found is None:
+            return await super().grep(root, query, read_text=read_text)
+        listing, contents = found
+        return await async_grep_from_output(
+            listing, contents, root, query, read_text or self.read_text
+        )
 
     # ---------------------------------------------------------------- changes
 

@@ -23,7 +23,6 @@ import posixpath
 import shlex
 import tempfile
 from collections.abc import Callable, Generator, Iterable
-from typing import Any
 
 import requests
 
@@ -45,6 +44,14 @@ from skillruntime.core.file_search import (
 )
 from skillruntime.core.filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT, SkillRuntimeFileSystem
 from skillruntime.core.models import FileInfo
+from skillruntime.core.search_command import (
+    glob_from_listing,
+    grep_from_output,
+    parse_glob_output,
+    parse_grep_output,
+    search_script,
+)
+from skillruntime.core.tools.globbing import GlobMatcher
 
 from .client import AioClient
 from .commands import CommandRunner, CommandSpec
@@ -66,6 +73,7 @@ __all__ = [
     "move_into_place_script",
     "refused_read",
     "refused_read_after_stat",
+    "search_complete",
     "stat_result",
     "stat_script",
 ]
@@ -128,6 +136,17 @@ def file_command(script: str, timeout: float, cap: int) -> CommandSpec:
     return CommandSpec(
         command=_C_LOCALE + script, cwd="/", environment={}, timeout=timeout, cap=cap
     )
+
+
+def search_complete(outcome: WrapperOutcome) -> bool:
+    """Whether a search command succeeded with both streams whole (else walk instead)."""
+    if outcome.exit_code != 0:
+        logger.debug("search command failed (exit %d); walking instead", outcome.exit_code)
+        return False
+    if outcome.stdout_size > len(outcome.stdout) or outcome.stderr_size > len(outcome.stderr):
+        logger.debug("search output over the cap; walking instead")
+        return False
+    return True
 
 
 def checked_outcome(outcome: WrapperOutcome, path: str, timeout: float) -> WrapperOutcome:
@@ -384,31 +403,20 @@ class AioFileSystem(SkillRuntimeFileSystem):
 
     # ---------------------------------------------------------------- search
 
-    def _search(self, root: FileInfo, depth: int, content: GrepQuery | None) -> Any:
-        """Run the search command; ``None`` when its output did not fit (use the default)."""
-        from .search import parse_search_output, search_script
-
+    def glob(self, root: FileInfo, query: GlobQuery) -> SearchResult:
+        """One command for the whole walk (see :mod:`skillruntime.core.search_command`)."""
+        if not root.is_directory or root.is_special:
+            return super().glob(root, query)
+        GlobMatcher(query.pattern)  # a bad pattern fails before any request
         outcome = self._command(
-            search_script(root.path, depth, content=content),
+            search_script(root.path, query.max_depth, content=None),
             root.path,
             retry_safe=True,
             cap=LIST_OUTPUT_CAP,
         )
-        if outcome.exit_code != 0 or outcome.stdout_size > len(outcome.stdout):
-            logger.debug("search command did not fit or failed; walking instead")
-            return None
-        return parse_search_output(outcome.stdout, _parse_entry)
-
-    def glob(self, root: FileInfo, query: GlobQuery) -> SearchResult:
-        """One command for the whole walk (see :mod:`skillruntime.aio.search`)."""
-        from .search import glob_from_listing
-
-        if not root.is_directory or root.is_special:
+        if not search_complete(outcome):
             return super().glob(root, query)
-        found = self._search(root, query.max_depth, None)
-        if found is None:
-            return super().glob(root, query)
-        return glob_from_listing(found[0], root, query)
+        return glob_from_listing(parse_glob_output(outcome.stdout), root, query)
 
     def grep(
         self,
@@ -418,14 +426,20 @@ class AioFileSystem(SkillRuntimeFileSystem):
         read_text: Callable[[str, int], str] | None = None,
     ) -> GrepResult:
         """One command for the walk and the candidate files (see
-        :mod:`skillruntime.aio.search`)."""
-        from .search import grep_from_output
-
+        :mod:`skillruntime.core.search_command`)."""
         if not root.is_directory or root.is_special:
             return super().grep(root, query, read_text=read_text)
         GrepEngine(query, root.path)  # a bad pattern or glob fails before any request
-        found = self._search(root, query.max_depth, query)
-        if found is None or found[1] is None:
+        outcome = self._command(
+            search_script(root.path, query.max_depth, content=query),
+            root.path,
+            retry_safe=True,
+            cap=LIST_OUTPUT_CAP,
+        )
+        found = (
+            parse_grep_output(outcome.stdout, outcome.stderr) if search_complete(outcome) else None
+        )
+        if found is None:
             return super().grep(root, query, read_text=read_text)
         listing, contents = found
         return grep_from_output(listing, contents, root, query, read_text or self.read_text)

@@ -15,7 +15,7 @@ import os
 import posixpath
 import tempfile
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, AsyncIterable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -219,13 +219,20 @@ class AsyncSkillRuntimeFileSystem(ABC):
 
         return await async_default_glob(self, root, query)
 
-    async def grep(self, root: FileInfo, query: GrepQuery) -> GrepResult:
+    async def grep(
+        self,
+        root: FileInfo,
+        query: GrepQuery,
+        *,
+        read_text: Callable[[str, int], Awaitable[str]] | None = None,
+    ) -> GrepResult:
         """Content search below ``root``; the async twin of
-        ``SkillRuntimeFileSystem.grep``
-        (an override must return what this default returns)."""
+        ``SkillRuntimeFileSystem.grep`` (an override must return what this default returns).
+        ``read_text(path, max_bytes)`` (default :meth:`read_text`) reads every file the search
+        reads on the client, so a wrapper can keep its checks on them."""
         from .file_search import async_default_grep
 
-        return await async_default_grep(self, root, query)
+        return await async_default_grep(self, root, query, read_text=read_text)
 
     @staticmethod
     def join(base: str, *parts: str) -> str:

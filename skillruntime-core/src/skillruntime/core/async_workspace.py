@@ -6,15 +6,18 @@ check, workspace scoping, real-path check) before the wrapped file system is cal
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .async_filesystem import AsyncChunks, AsyncSkillRuntimeFileSystem
 from .audit import audit_async_stream, audited
 from .filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT, DEFAULT_READ_LIMIT
 from .models import FileInfo
 from .workspace import ConversationWorkspace, PathScope, scoped_audit_fields
+
+if TYPE_CHECKING:
+    from .file_search import GlobQuery, GrepQuery, GrepResult, SearchResult
 
 __all__ = ["AsyncScopedFileSystem"]
 
@@ -89,6 +92,33 @@ class AsyncScopedFileSystem(AsyncSkillRuntimeFileSystem):
             data = await self._inner.read_bytes(self._scope.path(path), max_bytes)
             record.bytes = len(data)
             return data
+
+    def _scoped_root(self, root: FileInfo) -> FileInfo:
+        path = self._scope.path(root.path)
+        return root if path == root.path else root.model_copy(update={"path": path})
+
+    async def glob(self, root: FileInfo, query: GlobQuery) -> SearchResult:
+        """The inner file system's own ``glob`` below the scoped ``root`` when it has one (it
+        never follows links); otherwise the default walk through this wrapper's checks."""
+        if type(self._inner).glob is AsyncSkillRuntimeFileSystem.glob:
+            return await super().glob(root, query)
+        return await self._inner.glob(self._scoped_root(root), query)
+
+    async def grep(
+        self,
+        root: FileInfo,
+        query: GrepQuery,
+        *,
+        read_text: Callable[[str, int], Awaitable[str]] | None = None,
+    ) -> GrepResult:
+        """The inner file system's own ``grep`` below the scoped ``root`` when it has one (files
+        it reads on the client, links, go through this wrapper's checks); otherwise the default
+        walk and reads through this wrapper's checks."""
+        if type(self._inner).grep is AsyncSkillRuntimeFileSystem.grep:
+            return await super().grep(root, query, read_text=read_text)
+        return await self._inner.grep(
+            self._scoped_root(root), query, read_text=read_text or self.read_text
+        )
 
     async def list_files(
         self, path: str, depth: int = 1_000_000, limit: int = DEFAULT_LIST_LIMIT

@@ -33,10 +33,10 @@ import functools
 import logging
 import threading
 import uuid
-from collections.abc import AsyncGenerator, Callable, Coroutine, Generator, Iterable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Generator, Iterable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .async_filesystem import AsyncChunks, AsyncSkillRuntimeFileSystem, aiter_chunks
 from .async_runtime import AsyncSkillRuntime
@@ -51,6 +51,9 @@ from .models import (
 from .runtime import SkillRuntime
 from .runtime_rules import closed_error
 from .workspace import ScopedFileSystem
+
+if TYPE_CHECKING:
+    from .file_search import GlobQuery, GrepQuery, GrepResult, SearchResult
 
 __all__ = [
     "CANCEL_MARKER_VARIABLE",
@@ -195,6 +198,32 @@ class ThreadedAsyncFileSystem(AsyncSkillRuntimeFileSystem):
         self, path: str, depth: int = 1_000_000, limit: int = DEFAULT_LIST_LIMIT
     ) -> list[FileInfo]:
         return await self._pool.run(self._inner.list_files, path, depth, limit)
+
+    async def glob(self, root: FileInfo, query: GlobQuery) -> SearchResult:
+        """The wrapped file system's ``glob`` (its one-command override, if any), in a worker."""
+        return await self._pool.run(self._inner.glob, root, query)
+
+    async def grep(
+        self,
+        root: FileInfo,
+        query: GrepQuery,
+        *,
+        read_text: Callable[[str, int], Awaitable[str]] | None = None,
+    ) -> GrepResult:
+        """The wrapped file system's ``grep`` in a worker; an async ``read_text`` is awaited on
+        this loop for each file the search reads on the client."""
+        if read_text is None:
+            return await self._pool.run(self._inner.grep, root, query)
+        loop = asyncio.get_running_loop()
+        reader = read_text
+
+        def read_on_loop(path: str, max_bytes: int) -> str:
+            async def read() -> str:
+                return await reader(path, max_bytes)
+
+            return asyncio.run_coroutine_threadsafe(read(), loop).result()
+
+        return await self._pool.run(self._inner.grep, root, query, read_text=read_on_loop)
 
 
 def _pull(chunks: AsyncChunks) -> Generator[bytes, None, None]:
@@ -420,6 +449,28 @@ class _LoopFileSystem(SkillRuntimeFileSystem):
         self, path: str, depth: int = 1_000_000, limit: int = DEFAULT_LIST_LIMIT
     ) -> list[FileInfo]:
         return self._loop.call(self._inner.list_files(path, depth, limit))
+
+    def glob(self, root: FileInfo, query: GlobQuery) -> SearchResult:
+        """The wrapped file system's ``glob`` (its one-command override, if any)."""
+        return self._loop.call(self._inner.glob(root, query))
+
+    def grep(
+        self,
+        root: FileInfo,
+        query: GrepQuery,
+        *,
+        read_text: Callable[[str, int], str] | None = None,
+    ) -> GrepResult:
+        """The wrapped file system's ``grep``; a sync ``read_text`` runs in a worker thread
+        for each file the search reads on the client."""
+        if read_text is None:
+            return self._loop.call(self._inner.grep(root, query))
+        reader = read_text
+
+        async def read_in_thread(path: str, max_bytes: int) -> str:
+            return await asyncio.to_thread(reader, path, max_bytes)
+
+        return self._loop.call(self._inner.grep(root, query, read_text=read_in_thread))
 
 
 class LoopThreadRuntime(SkillRuntime):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -355,7 +355,11 @@ async def async_default_glob(
 
 
 async def async_default_grep(
-    files: AsyncSkillRuntimeFileSystem, root: FileInfo, query: GrepQuery
+    files: AsyncSkillRuntimeFileSystem,
+    root: FileInfo,
+    query: GrepQuery,
+    *,
+    read_text: Callable[[str, int], Awaitable[str]] | None = None,
 ) -> GrepResult:
     """:meth:`AsyncSkillRuntimeFileSystem.grep` on the primitives (same result as
     :func:`default_grep`)."""
@@ -363,13 +367,14 @@ async def async_default_grep(
     candidates = await _async_walk(
         files, root, depth=query.max_depth, limit=query.max_files, keep=engine.keep
     )
+    reader = read_text or files.read_text
     for entry in candidates.entries:
         if engine.done():
             break
         if not engine.wants(entry):
             continue
         try:
-            text = await files.read_text(entry.path, query.max_file_bytes)
+            text = await reader(entry.path, query.max_file_bytes)
         except Exception as exc:  # unreadable or undecodable files are skipped
             logger.debug("grep skips %s: %s", entry.path, type(exc).__name__)
             continue

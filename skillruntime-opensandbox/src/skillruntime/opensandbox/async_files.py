@@ -30,12 +30,22 @@ from skillruntime.core.async_filesystem import (
     aiter_chunks,
 )
 from skillruntime.core.errors import (
+    ExecutionTransportError,
     NotADirectoryFileError,
     RuntimeFileError,
     RuntimeFileNotFoundError,
 )
+from skillruntime.core.file_search import (
+    GlobQuery,
+    GrepEngine,
+    GrepQuery,
+    GrepResult,
+    SearchResult,
+)
 from skillruntime.core.filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT
-from skillruntime.core.models import FileInfo
+from skillruntime.core.models import FileInfo, SkillExecutionRequest, SkillExecutionResult
+from skillruntime.core.search_command import async_grep_from_output
+from skillruntime.core.tools.globbing import GlobMatcher
 
 from .errors import OpenSandboxFileError, file_error, is_not_found, is_transient
 from .files import (
@@ -50,6 +60,7 @@ from .files import (
     upload_batches,
 )
 from .retry import acall_idempotent
+from .search import glob_answer, glob_request, grep_found, grep_request
 
 __all__ = ["SPOOL_MEMORY_BYTES", "AsyncOpenSandboxFileSystem", "AsyncRecover"]
 
@@ -79,8 +90,11 @@ class AsyncOpenSandboxFileSystem(AsyncSkillRuntimeFileSystem):
         recover: AsyncRecover | None = None,
         owner: str | None = None,
         group: str | None = None,
+        run_command: Callable[[SkillExecutionRequest], Awaitable[SkillExecutionResult]]
+        | None = None,
     ) -> None:
         self._sandbox = sandbox
+        self._run_command = run_command
         self._retry_seconds = retry_seconds
         self._recover = recover
         self._owner = owner
@@ -244,6 +258,42 @@ class AsyncOpenSandboxFileSystem(AsyncSkillRuntimeFileSystem):
         except Exception as exc:
             raise file_error("listing", path, exc) from exc
         return listed_infos(path, entries, limit)
+
+    async def _search(self, request: SkillExecutionRequest, path: str) -> SkillExecutionResult:
+        assert self._run_command is not None
+        try:
+            return await self._run_command(request)
+        except ExecutionTransportError as exc:
+            raise RuntimeFileError(str(exc), path=path) from exc
+
+    async def glob(self, root: FileInfo, query: GlobQuery) -> SearchResult:
+        """One command for the whole walk (see :mod:`.search`), as the sync file system."""
+        if self._run_command is None or not root.is_directory or root.is_special:
+            return await super().glob(root, query)
+        GlobMatcher(query.pattern)  # a bad pattern fails before any request
+        result = await self._search(glob_request(root, query), root.path)
+        found = glob_answer(result, root, query)
+        return await super().glob(root, query) if found is None else found
+
+    async def grep(
+        self,
+        root: FileInfo,
+        query: GrepQuery,
+        *,
+        read_text: Callable[[str, int], Awaitable[str]] | None = None,
+    ) -> GrepResult:
+        """One command for the walk and the candidate files (see :mod:`.search`), as the sync
+        file system; links are read with ``read_text``."""
+        if self._run_command is None or not root.is_directory or root.is_special:
+            return await super().grep(root, query, read_text=read_text)
+        GrepEngine(query, root.path)  # a bad pattern or glob fails before any request
+        found = grep_found(await self._search(grep_request(root, query), root.path))
+        if found is None:
+            return await super().grep(root, query, read_text=read_text)
+        listing, contents = found
+        return await async_grep_from_output(
+            listing, contents, root, query, read_text or self.read_text
+        )
 
     async def delete(self, path: str) -> None:
         info = await self.stat(path)

@@ -155,6 +155,7 @@ class AsyncOpenSandboxSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRun
             recover=self._recover_handle,
             owner=str(uid) if uid is not None else None,
             group=str(gid) if gid is not None else None,
+            run_command=self._run_file_command,
         )
         self._current: _Pair | None = None
         self._last_sandbox_id: str | None = None
@@ -295,6 +296,11 @@ class AsyncOpenSandboxSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRun
                 raise SandboxReplacedWhilePreparingError(sandbox.id)
             raise replaced_error(sandbox.id)
         return result
+
+    async def _run_file_command(self, request: SkillExecutionRequest) -> SkillExecutionResult:
+        """A command of the file system (its one-command search), from ``/``, with no
+        environment."""
+        return await self._run(request, "/", {})
 
     async def _run_in(
         self,

@@ -24,14 +24,24 @@ from typing import TypeVar
 from opensandbox.models.filesystem import DirectoryListEntry, EntryInfo, WriteEntry
 from opensandbox.sync.sandbox import SandboxSync
 from skillruntime.core.errors import (
+    ExecutionTransportError,
     NotADirectoryFileError,
     NotRegularFileError,
     RuntimeFileError,
     RuntimeFileNotFoundError,
     RuntimeIsADirectoryError,
 )
+from skillruntime.core.file_search import (
+    GlobQuery,
+    GrepEngine,
+    GrepQuery,
+    GrepResult,
+    SearchResult,
+)
 from skillruntime.core.filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT, SkillRuntimeFileSystem
-from skillruntime.core.models import FileInfo
+from skillruntime.core.models import FileInfo, SkillExecutionRequest, SkillExecutionResult
+from skillruntime.core.search_command import grep_from_output
+from skillruntime.core.tools.globbing import GlobMatcher
 
 from .errors import (
     OpenSandboxFileError,
@@ -41,6 +51,7 @@ from .errors import (
     is_transient,
 )
 from .retry import call_idempotent
+from .search import glob_answer, glob_request, grep_found, grep_request
 
 __all__ = [
     "EXECUTABLE_MODE",
@@ -218,7 +229,8 @@ class OpenSandboxFileSystem(SkillRuntimeFileSystem):
     runtime replace a sandbox that vanished; a call that failed on it is then sent once more to the
     new one (never a streaming write whose source was already partly consumed). ``owner`` and
     ``group`` (user/group names or numeric ids) own every file and directory written, so files
-    belong to the user commands run as.
+    belong to the user commands run as. ``run_command`` (the runtime's) runs ``glob`` and
+    ``grep`` as one command in the sandbox (see :mod:`.search`); without it they walk.
     """
 
     def __init__(
@@ -229,8 +241,10 @@ class OpenSandboxFileSystem(SkillRuntimeFileSystem):
         recover: Recover | None = None,
         owner: str | None = None,
         group: str | None = None,
+        run_command: Callable[[SkillExecutionRequest], SkillExecutionResult] | None = None,
     ) -> None:
         self._sandbox = sandbox
+        self._run_command = run_command
         self._owner = owner
         self._group = group
         self._retry_seconds = retry_seconds
@@ -407,6 +421,40 @@ class OpenSandboxFileSystem(SkillRuntimeFileSystem):
         except Exception as exc:
             raise file_error("listing", path, exc) from exc
         return listed_infos(path, entries, limit)
+
+    def _search(self, request: SkillExecutionRequest, path: str) -> SkillExecutionResult:
+        assert self._run_command is not None
+        try:
+            return self._run_command(request)
+        except ExecutionTransportError as exc:
+            raise RuntimeFileError(str(exc), path=path) from exc
+
+    def glob(self, root: FileInfo, query: GlobQuery) -> SearchResult:
+        """One command for the whole walk (see :mod:`.search`); the default walk without a
+        command runner or when the command failed."""
+        if self._run_command is None or not root.is_directory or root.is_special:
+            return super().glob(root, query)
+        GlobMatcher(query.pattern)  # a bad pattern fails before any request
+        found = glob_answer(self._search(glob_request(root, query), root.path), root, query)
+        return super().glob(root, query) if found is None else found
+
+    def grep(
+        self,
+        root: FileInfo,
+        query: GrepQuery,
+        *,
+        read_text: Callable[[str, int], str] | None = None,
+    ) -> GrepResult:
+        """One command for the walk and the candidate files (see :mod:`.search`); links are
+        read with ``read_text``."""
+        if self._run_command is None or not root.is_directory or root.is_special:
+            return super().grep(root, query, read_text=read_text)
+        GrepEngine(query, root.path)  # a bad pattern or glob fails before any request
+        found = grep_found(self._search(grep_request(root, query), root.path))
+        if found is None:
+            return super().grep(root, query, read_text=read_text)
+        listing, contents = found
+        return grep_from_output(listing, contents, root, query, read_text or self.read_text)
 
     def delete(self, path: str) -> None:
         info = self.stat(path)

@@ -287,6 +287,7 @@ class OpenSandboxSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
             recover=self._recover,
             owner=str(uid) if uid is not None else None,
             group=str(gid) if gid is not None else None,
+            run_command=self._run_file_command,
         )
         self._sandbox: SandboxSync | None = None
         self._last_sandbox_id: str | None = None
@@ -454,6 +455,11 @@ class OpenSandboxSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
                 raise SandboxReplacedWhilePreparingError(sandbox.id)
             raise replaced_error(sandbox.id)
         return result
+
+    def _run_file_command(self, request: SkillExecutionRequest) -> SkillExecutionResult:
+        """A command of the file system (its one-command search), from ``/``, with no
+        environment."""
+        return self._run(request, "/", {})
 
     def _run_in(
         self,
