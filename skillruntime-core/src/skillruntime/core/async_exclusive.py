@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -230,9 +230,15 @@ class AsyncLeaseGuardedFileSystem(AsyncSkillRuntimeFileSystem):
         async with self._operation():
             return await self._inner.glob(root, query)
 
-    async def grep(self, root: FileInfo, query: GrepQuery) -> GrepResult:
+    async def grep(
+        self,
+        root: FileInfo,
+        query: GrepQuery,
+        *,
+        read_text: Callable[[str, int], Awaitable[str]] | None = None,
+    ) -> GrepResult:
         async with self._operation():
-            return await self._inner.grep(root, query)
+            return await self._inner.grep(root, query, read_text=read_text)
 
 
 class AsyncExclusiveRuntimeMixin:
