@@ -270,9 +270,9 @@ def test_runs_leave_only_the_last_shell_result_behind(
     assert _run(runtime, "true").exit_code == 0
     left = _run_files(double) - before
     if double.bash_api:
-        # The pooled session's two stream files, reused by each command and left empty.
-        assert sorted(path.suffix for path in left) == [".e", ".o"]
-        assert all(path.stat().st_size == 0 for path in left)
+        # A session's two stream files, reused by each command and left empty.
+        assert {path.suffix for path in left} <= {".e", ".o"}
+        assert all(path.stat().st_size == 0 for path in _run_files(double))
     else:
         # One session ran them in turn: only its last result and started marker remain.
         assert sorted(path.suffix for path in left) == [".r", ".s"]
@@ -486,10 +486,10 @@ def test_a_bash_command_killed_at_its_deadline_reports_its_partial_output(
         _run(rt, "true")
         aio_bash.reset_stats()
         command = "echo partial; echo oops >&2; head -c 5000 /dev/zero | tr '\\0' x; sleep 30"
-        timed = _run(rt, command, timeout_seconds=1.5, max_output_bytes=1000)
+        timed = _run(rt, command, timeout_seconds=1.5, max_output_bytes=1024)
         assert (timed.timed_out, timed.exit_code) == (True, -1)
         assert timed.stdout.startswith("partial\nxxx")
-        assert "[4008 bytes truncated]" in timed.stdout
+        assert "[3984 bytes truncated]" in timed.stdout
         assert timed.stdout_truncated
         assert (timed.stderr, timed.stderr_truncated) == ("oops\n", False)
         assert _requests(aio_bash, "POST /v1/bash/exec") == 2
