@@ -270,9 +270,10 @@ def test_runs_leave_only_the_last_shell_result_behind(
     assert _run(runtime, "true").exit_code == 0
     left = _run_files(double) - before
     if double.bash_api:
-        # A session's two stream files, reused by each command and left empty.
-        assert {path.suffix for path in left} <= {".e", ".o"}
-        assert all(path.stat().st_size == 0 for path in _run_files(double))
+        # A session's stream files and its process group record, reused by each command and
+        # left empty (the record blank).
+        assert {path.suffix for path in left} <= {".e", ".o", ".p"}
+        assert all(path.read_text().strip() == "" for path in _run_files(double))
     else:
         # One session ran them in turn: only its last result and started marker remain.
         assert sorted(path.suffix for path in left) == [".r", ".s"]
@@ -495,7 +496,7 @@ def test_a_bash_command_killed_at_its_deadline_reports_its_partial_output(
         assert _requests(aio_bash, "POST /v1/bash/exec") == 2
         files = _run_files(aio_bash)
         assert files
-        assert all(path.stat().st_size == 0 for path in files)
+        assert all(path.read_text().strip() == "" for path in files)
         assert _run(rt, "echo again").stdout == "again\n"
 
 

@@ -7,10 +7,11 @@ process group and output bounded on the service.
 
 * **bash**: one ``/v1/bash/exec`` per command on a session of this runtime's pool; the command
   environment travels in the request's ``env`` field, never in the command text. The command
-  runs in a subshell of the wrapper (no extra ``exec``) and the request's ``hard_timeout`` is its
-  deadline: the service kills the wrapper's process group, the command's whole tree with it,
-  and one more request reports the partial output the run left. Each session reuses its two
-  stream files (emptied after every command, removed by :meth:`close`).
+  runs in a subshell of the wrapper (no extra ``exec``), in a process group of its own whose id
+  the wrapper records, and the request's ``hard_timeout`` is its deadline: after it one more
+  request kills that process group (the command's whole tree, whatever the service itself
+  killed) and reports the partial output the run left. Each session reuses its stream files
+  (emptied after every command, removed by :meth:`close`).
 * **shell**: a pool of dedicated shell sessions (a session is never used by two commands at
   once). The environment is written to a private file that the wrapper sources and deletes; the
   command runs synchronously with a short soft timeout, then ``wait``/``view`` polling; the
@@ -285,8 +286,9 @@ class CommandPlans:
             watchdog=False,
             keep_files=True,
         )
-        # The service's hard timeout is the command's deadline: it kills the process group of
-        # the wrapper's shell, which the command (a subshell of it) and its children are in.
+        # The service's hard timeout is the command's deadline. The command runs in a process
+        # group of its own, recorded by the wrapper; after a timeout the report kills that group
+        # whatever the service killed.
         body: dict[str, Any] = {
             "command": script,
             "session_id": session_id,
@@ -304,9 +306,15 @@ class CommandPlans:
             )
             outcome = parse_stream_result(nonce, stdout, stderr)
             if status == "timed_out":
-                # Killed at the deadline: report (and remove) what the run left.
+                # Killed at the deadline: kill the command's process group (the service may
+                # have killed the wrapper alone), then report what the run left.
                 left = yield from self._bash_report(session_id, run_dir, run_id, spec.cap)
                 outcome = outcome or left or _KILLED
+            elif outcome is None:
+                # The wrapper ended without reporting (killed, or the command killed it):
+                # the command's own process group may still run.
+                with contextlib.suppress(AioSandboxError):
+                    yield from self._bash_report(session_id, run_dir, run_id, spec.cap)
             healthy = True
         finally:
             if healthy:
@@ -325,7 +333,8 @@ class CommandPlans:
     def _bash_report(
         self, session_id: str, run_dir: str, run_id: str, cap: int
     ) -> Plan[WrapperOutcome | None]:
-        """The partial output a run killed at its deadline left, its files removed."""
+        """Kill the process group the run recorded (its command's whole tree), then the
+        partial output the run left; its files are emptied."""
         nonce = uuid.uuid4().hex
         data = yield Call(
             "POST",
@@ -597,7 +606,7 @@ class CommandPlans:
         files = " ".join(
             shlex.quote(posixpath.join(runs, f"{s}{suffix}"))
             for s in all_ids
-            for suffix in (".o", ".e")
+            for suffix in (".o", ".e", ".p")
         )
         with contextlib.suppress(AioSandboxError):
             session_id = live[0] if live else (yield from self._create_bash_session())

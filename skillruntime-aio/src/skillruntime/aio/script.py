@@ -17,10 +17,12 @@ Two ways to run the command:
   from ``/bin``, ``/usr/bin`` or ``/usr/local/bin``; ``/bin/sh`` where there is none) in its
   own session and process group (``setsid``); a watchdog (a forked subshell with one ``sleep``,
   stopped with a signal when the command ends) kills that group at the deadline;
-* without (``/v1/bash``, whose ``hard_timeout`` kills the process group of the wrapper's shell):
-  the command runs in a subshell of the wrapper, in its process group — one ``fork``, no
-  ``exec``; its ``$$`` is the wrapper's. When the service killed a run, :func:`build_report`
-  reports what it left.
+* without (``/v1/bash``, whose ``hard_timeout`` is the deadline): the command runs in a
+  subshell of the wrapper — one ``fork``, no ``exec``; its ``$$`` is the wrapper's — run as a
+  job of a shell with job control on, so that it leads a process group of its own, whose id it
+  records in the run's ``.p`` file (blanked when the command ended). After the
+  service killed a run, :func:`build_report` kills that process group — the command's whole
+  tree, whatever the service itself killed — and reports what the run left.
 
 Besides that, the wrapper starts ``wc`` only when there is output, ``cat``/``head``/``tail`` only
 for a stream that is not empty, and one ``rm`` (two in file mode with an environment file), or
@@ -161,14 +163,35 @@ def _sizes(v: str, out: str, err: str) -> str:
     )
 
 
-def _remove(out: str, err: str, *, keep: bool) -> str:
-    """The last line: remove the streams' files (and ``"$@"``), replacing the wrapper's shell
+def _remove(files: Sequence[str], *, keep: bool) -> str:
+    """The last line: remove the run's ``files`` (and ``"$@"``), replacing the wrapper's shell
     instead of forking (the result is already out); with ``keep``, empty them instead (shell
     builtins only: no process at all)."""
     if keep:
-        return f": > {out}; : > {err}"
-    rm = f'rm -f -- {out} {err} "$@"'
+        return "; ".join(f": > {name}" for name in files)
+    rm = f'rm -f -- {" ".join(files)} "$@"'
     return f"[ -x /bin/rm ] && exec /bin/{rm}; command -p {rm}"
+
+
+def _clear_group(group: str) -> str:
+    """The command that blanks the process group id recorded in ``group``.
+
+    The id is written fixed-width over the file's bytes (``1<>``: no truncation) and blanked
+    the same way: truncating a file that holds data makes some file systems (ext4's
+    ``auto_da_alloc``) flush it on close, which costs more than the rest of the wrapper's file
+    work."""
+    return f"printf '%10s\\n' '' 1<> {group}"
+
+
+def _kill_group(v: str, group: str) -> str:
+    """The line that kills, with ``SIGKILL``, the process group whose id a run without
+    watchdog recorded in ``group`` (the pid alone where it got no group of its own), then
+    blanks that record; nothing when it is blank or holds anything but a pid above 1."""
+    return (
+        f"if [ -s {group} ]; then unset IFS; {v}P=; read -r {v}P < {group}; case ${v}P in "
+        f'\'\'|*[!0-9]*|0|1) ;; *) {{ kill -KILL -"${v}P" || kill -KILL "${v}P"; }} '
+        f"2>/dev/null ;; esac; {_clear_group(group)}; fi 2>/dev/null"
+    )
 
 
 def build_wrapper(
@@ -195,16 +218,20 @@ def build_wrapper(
     ``reset`` deletes the files of earlier runs in ``run_dir`` first (a shell session's previous
     results); ``make_dirs`` are directories created before changing into ``cwd``.
 
-    Without ``watchdog`` (the ``/v1/bash`` API, whose ``hard_timeout`` kills the process group
-    of the wrapper's shell) the command runs in a subshell of the wrapper, in the foreground and
-    in the wrapper's own process group: one ``fork``, no ``exec``; ``timeout`` is then the
-    caller's to enforce, and :func:`build_report` reports what a killed run left.
+    Without ``watchdog`` (the ``/v1/bash`` API) the command runs in a subshell of the wrapper
+    in a process group of its own (a job of a shell with job control on: one ``fork``, no
+    ``exec``), with SIGINT and SIGQUIT ignored; its group id is written to the run's ``.p``
+    file. ``timeout`` is then the caller's to enforce, and :func:`build_report` kills that group
+    and reports what a killed run left. The wrapper needs bash for this (``$BASHPID``, job
+    control without a terminal): under another ``sh`` the command stays in the wrapper's group
+    and nothing is recorded.
 
     With ``keep_files`` the run's stream files are emptied at the end instead of removed, so a
     caller that runs one command at a time under one ``run_id`` (a command session) spares the
     ``rm``; the caller removes them when it is done with that ``run_id``.
     """
     v, base, out, err = _names(nonce, run_id)
+    group = f'"{base}.p"'
     q = shlex.quote
     lines = [
         "set +m 2>/dev/null",
@@ -259,34 +286,48 @@ def build_wrapper(
             f"[ $? -ne {_TIMED_OUT} ] || {v}TO=1",
         ]
     else:
-        # The subshell sees none of the wrapper's variables but the command text.
-        lines.append(
-            f'( unset -v {v}R {v}F {v}TO {v}NO {v}NE {v}RC; eval "${v}C" ) '
-            f"</dev/null >{out} 2>{err}; {v}RC=$?"
-        )
+        # With job control on, bash puts a job in a process group of its own (no program is
+        # started for it), whose id is the job's pid: the job writes it to the run's record
+        # before the command starts, and the wrapper blanks it when the job ended. While the
+        # job runs the wrapper's stderr is parked on fd 9 (closed for the command), so job
+        # notices (a job killed by a signal) go to /dev/null. Like a background job without job
+        # control, the command ignores SIGINT and SIGQUIT; the subshell sees none of the
+        # wrapper's variables but the command text.
+        lines += [
+            "set -m 2>/dev/null; exec 9>&2 2>/dev/null",
+            f"( trap '' INT QUIT; printf '%10d\\n' \"$BASHPID\" 1<> {group}; "
+            f'unset -v {v}R {v}F {v}TO {v}NO {v}NE {v}RC; eval "${v}C" ) '
+            f"</dev/null >{out} 2>{err} 9>&-; {v}RC=$?",
+            f"exec 2>&9 9>&-; set +m 2>/dev/null; {_clear_group(group)}",
+        ]
     lines += [_sizes(v, out, err), f"else {v}TO=2; fi"]
     lines += _report(v, base, out, err, nonce=nonce, cap=cap, to_file=to_file)
     # With ``reset``, "$@" still lists the files of earlier runs.
-    lines.append(_remove(out, err, keep=keep_files and not reset))
+    keep = keep_files and not reset
+    files = (out, err) if watchdog or keep else (out, err, group)
+    lines.append(_remove(files, keep=keep))
     return "\n".join(lines) + "\n"
 
 
 def build_report(
     *, run_dir: str, run_id: str, nonce: str, cap: int, keep_files: bool = False
 ) -> str:
-    """The script that reports, in stream mode, what a stream-mode run without ``watchdog``
-    left when the service killed it at its deadline: the kept head and tail of both streams
-    under a trailer that says the command timed out; then it removes the run's files (empties
-    them with ``keep_files``)."""
+    """The script that, after the service killed a stream-mode run without ``watchdog`` at its
+    deadline, first kills (``SIGKILL``) the process group the run recorded — the command's
+    whole tree, also when the service killed the wrapper alone — then reports what the run
+    left: the kept head and tail of both streams under a trailer that says the command timed
+    out; then it removes the run's files (empties them with ``keep_files``)."""
     v, base, out, err = _names(nonce, run_id)
+    group = f'"{base}.p"'
     lines = [
         f'{v}R={shlex.quote(run_dir)}; {v}F="${v}R"/{run_id}',
         "set --",
+        _kill_group(v, group),
         f"{v}RC=0; {v}TO=1; {v}NO=0; {v}NE=0",
         f"if [ -e {out} ] || [ -e {err} ]; then : >> {out}; : >> {err}; fi 2>/dev/null",
         _sizes(v, out, err),
         *_report(v, base, out, err, nonce=nonce, cap=cap, to_file=False),
-        _remove(out, err, keep=keep_files),
+        _remove((out, err) if keep_files else (out, err, group), keep=keep_files),
     ]
     return "\n".join(lines) + "\n"
 
