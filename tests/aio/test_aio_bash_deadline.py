@@ -12,6 +12,7 @@ import pytest
 from doubles._polling import process_gone, wait_until
 from doubles.aio import AioDouble
 from skillruntime.aio import AioSandboxSkillRuntime, AsyncAioSkillRuntime
+from skillruntime.core.errors import ExecutionTransportError
 from skillruntime.core.models import SkillExecutionRequest, SkillExecutionResult
 
 ROOT = "/home/gem/workspace/conversations"
@@ -75,3 +76,19 @@ def test_the_async_runtime_leaves_no_process_of_a_timed_out_command(double: AioD
             assert next_one.stdout == "next\n"
 
     asyncio.run(main())
+
+
+def test_a_command_that_kills_the_wrapper_leaves_no_process_behind(double: AioDouble) -> None:
+    """``$$`` is the wrapper's pid: killing it ends the request without a result (a transport
+    error), and the follow-up still kills the command's process group."""
+    pids = f"/tmp/tree-{uuid.uuid4().hex[:8]}.pids"
+    command = f"sleep 300 & echo $! >> {pids}; kill -KILL $$; wait"
+    with AioSandboxSkillRuntime(
+        base_url=double.url, token=double.token, conversation_id="suicide", conversations_root=ROOT
+    ) as rt:
+        with pytest.raises(ExecutionTransportError):
+            rt.execute(SkillExecutionRequest(command=command, timeout_seconds=60))
+        found = [int(pid) for pid in double.host_path(pids).read_text().split()]
+        assert len(found) == 1
+        assert wait_until(lambda: process_gone(found[0]), timeout=10)
+        assert rt.execute(SkillExecutionRequest(command="echo next")).stdout == "next\n"
