@@ -221,8 +221,10 @@ def test_close_kills_running_commands(fixture: str, request: pytest.FixtureReque
 def test_the_kill_sweep_is_what_stops_a_cancelled_tree(
     fixture: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With the sweep disabled, the cancelled command's grandchild outlives its closed session;
-    with it, the grandchild is dead (or an unreaped zombie) when the cancellation returns."""
+    """With the sweep disabled, the cancelled command's grandchild outlives its closed session
+    (on ``/v1/bash`` the command runs in a process group of its own, which closing the session
+    does not kill); with it, the grandchild is dead (or an unreaped zombie) when the
+    cancellation returns."""
     double: AioDouble = request.getfixturevalue(fixture)
     conversation = f"sweep-{uuid.uuid4().hex[:8]}"
 

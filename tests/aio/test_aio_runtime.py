@@ -176,7 +176,8 @@ def test_command_api_is_detected_once(double: AioDouble) -> None:
         assert rt.command_api == expected
     assert _requests(double, "POST /v1/bash/sessions/create") == 1
     if double.bash_api:
-        assert _requests(double, "POST /v1/bash/exec") == 3
+        # The three commands, then the removal of the session's stream files by close().
+        assert _requests(double, "POST /v1/bash/exec") == 4
         assert _requests(double, "POST /v1/shell/exec") == 0
     else:
         assert _requests(double, "POST /v1/shell/sessions/create") == 1
@@ -269,7 +270,10 @@ def test_runs_leave_only_the_last_shell_result_behind(
     assert _run(runtime, "true").exit_code == 0
     left = _run_files(double) - before
     if double.bash_api:
-        assert left == set()
+        # A session's stream files and its process group record, reused by each command and
+        # left empty (the record blank).
+        assert {path.suffix for path in left} <= {".e", ".o", ".p"}
+        assert all(path.read_text().strip() == "" for path in _run_files(double))
     else:
         # One session ran them in turn: only its last result and started marker remain.
         assert sorted(path.suffix for path in left) == [".r", ".s"]
@@ -472,3 +476,33 @@ def test_a_failed_shell_command_leaves_no_environment_value_behind(aio_shell: Ai
         assert _run(rt, 'printf "%s" "${KIT_S-unset}"').stdout == "unset"
     for leftover in Path("/tmp").glob(".skillruntime-aio-*.env"):
         assert secret not in leftover.read_text(errors="replace")
+
+
+def test_a_bash_command_killed_at_its_deadline_reports_its_partial_output(
+    aio_bash: AioDouble,
+) -> None:
+    """The service's hard timeout kills the wrapper with the command; one more request reports
+    the cut streams the run left (head and tail) and empties its files."""
+    with _runtime(aio_bash) as rt:
+        _run(rt, "true")
+        aio_bash.reset_stats()
+        command = "echo partial; echo oops >&2; head -c 5000 /dev/zero | tr '\\0' x; sleep 30"
+        timed = _run(rt, command, timeout_seconds=1.5, max_output_bytes=1024)
+        assert (timed.timed_out, timed.exit_code) == (True, -1)
+        assert timed.stdout.startswith("partial\nxxx")
+        assert "[3984 bytes truncated]" in timed.stdout
+        assert timed.stdout_truncated
+        assert (timed.stderr, timed.stderr_truncated) == ("oops\n", False)
+        assert _requests(aio_bash, "POST /v1/bash/exec") == 2
+        files = _run_files(aio_bash)
+        assert files
+        assert all(path.read_text().strip() == "" for path in files)
+        assert _run(rt, "echo again").stdout == "again\n"
+
+
+def test_close_removes_the_bash_sessions_stream_files(aio_bash: AioDouble) -> None:
+    before = _run_files(aio_bash)
+    with _runtime(aio_bash) as rt:
+        assert _run(rt, "echo one").stdout == "one\n"
+        assert _run_files(aio_bash) - before
+    assert _run_files(aio_bash) - before == set()

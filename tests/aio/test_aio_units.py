@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import shlex
@@ -17,8 +18,10 @@ from skillruntime.aio.client import AioClient, _MultipartBody
 from skillruntime.aio.files import AioFileSystem
 from skillruntime.aio.script import (
     WrapperOutcome,
+    build_report,
     build_wrapper,
     parse_file_result,
+    parse_inline_result,
     parse_stream_result,
     result_path,
     shell_line,
@@ -158,6 +161,173 @@ def test_wrapper_timeout_kills_the_process_group(tmp_path: Path) -> None:
     assert not state.exists() or state.read_text().split(") ")[1][0] in "ZX"
 
 
+@pytest.mark.parametrize("shell", ["bash", "sh"])
+def test_wrapper_without_watchdog_runs_the_command_in_a_subshell(
+    tmp_path: Path, shell: str
+) -> None:
+    """No watchdog (the service enforces the deadline): the command is a subshell of the
+    wrapper; ``exit`` and ``cd`` end there, and the kept files are left empty."""
+    script = build_wrapper(
+        command="cd /; printf 'out'; printf 'err' >&2; exit 7",
+        cwd=str(tmp_path),
+        run_dir=str(tmp_path / "run"),
+        run_id="s1",
+        nonce="n0nce",
+        cap=4096,
+        timeout=10,
+        to_file=False,
+        watchdog=False,
+        keep_files=True,
+    )
+    done = subprocess.run([shell, "-c", script], capture_output=True, text=True, check=True)
+    outcome = parse_stream_result("n0nce", done.stdout, done.stderr)
+    assert outcome is not None, done.stderr
+    assert (outcome.exit_code, outcome.stdout, outcome.stderr) == (7, b"out", b"err")
+    assert not outcome.timed_out
+    files = sorted((tmp_path / "run").iterdir())
+    assert [p.name for p in files] == ["s1.e", "s1.o", "s1.p"]
+    assert [p.read_text().strip() for p in files] == ["", "", ""]
+
+
+def _bare_wrapper(tmp_path: Path, command: str) -> str:
+    return build_wrapper(
+        command=command,
+        cwd=str(tmp_path),
+        run_dir=str(tmp_path / "run"),
+        run_id="s1",
+        nonce="n0nce",
+        cap=4096,
+        timeout=10,
+        to_file=False,
+        watchdog=False,
+        keep_files=True,
+    )
+
+
+@pytest.mark.parametrize(
+    ("command", "code"),
+    [
+        ("exit 3", 3),
+        ("kill -KILL $BASHPID", 137),
+        ("kill -SEGV $BASHPID", 139),
+        ("sh -c 'kill -TERM $$'; exit $?", 143),
+        ("kill -INT $BASHPID; kill -QUIT $BASHPID; echo survived", 0),
+    ],
+)
+def test_wrapper_without_watchdog_gives_the_command_its_own_process_group(
+    tmp_path: Path, command: str, code: int
+) -> None:
+    """The command's subshell leads a process group of its own (not the wrapper's), ignores
+    SIGINT and SIGQUIT, reports its exact status (128+N when a signal ended it), reads an empty
+    stdin, and no job notice reaches the wrapper's streams."""
+    probe = (
+        'read -r x; echo "in=$?" >&2; me=$BASHPID; '
+        "set -- $(cut -d' ' -f5 /proc/$me/stat) $(cut -d' ' -f5 /proc/$$/stat); "
+        '[ "$1" = "$me" ] && [ "$2" != "$1" ] && echo "own group" >&2; '
+    )
+    done = subprocess.run(
+        ["setsid", "bash", "-c", _bare_wrapper(tmp_path, probe + command)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    outcome = parse_stream_result("n0nce", done.stdout, done.stderr)
+    assert outcome is not None, done.stderr
+    assert outcome.exit_code == code
+    assert outcome.stderr == b"in=1\nown group\n" + (b"Terminated\n" if code == 143 else b"")
+    assert outcome.stdout == (b"survived\n" if code == 0 else b"")
+    assert outcome.stdout_size == len(outcome.stdout)
+    assert (tmp_path / "run" / "s1.p").read_text().strip() == ""  # blanked once it ended
+
+
+def _gone(pid: int) -> bool:
+    state = Path(f"/proc/{pid}/stat")
+    try:
+        return state.read_text().split(") ")[1][0] in "ZX"
+    except (OSError, IndexError):
+        return True
+
+
+def test_the_report_kills_the_tree_of_a_run_whose_wrapper_alone_was_killed(
+    tmp_path: Path,
+) -> None:
+    """A service that kills only the wrapper leaves the command's group running; the report
+    kills that whole group (grandchildren too) before it reads the streams."""
+    pids = tmp_path / "pids"
+    command = f"echo begun; sleep 300 & echo $! >> {pids}; sleep 300 & echo $! >> {pids}; wait"
+    wrapper = subprocess.Popen(
+        ["setsid", "bash", "-c", _bare_wrapper(tmp_path, command)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(400):
+            if pids.exists() and len(pids.read_text().split()) == 2:
+                break
+            subprocess.run(["sleep", "0.05"], check=True)
+        wrapper.kill()
+        wrapper.wait(10)
+        children = [int(pid) for pid in pids.read_text().split()]
+        assert not any(_gone(pid) for pid in children)  # the wrapper's death left them running
+        script = build_report(
+            run_dir=str(tmp_path / "run"), run_id="s1", nonce="n1", cap=64, keep_files=True
+        )
+        done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True)
+        outcome = parse_stream_result("n1", done.stdout, done.stderr)
+        assert outcome is not None
+        assert (outcome.timed_out, outcome.stdout) == (True, b"begun\n")
+        for _ in range(100):
+            if all(_gone(pid) for pid in children):
+                break
+            subprocess.run(["sleep", "0.05"], check=True)
+        assert all(_gone(pid) for pid in children)
+    finally:
+        for pid in pids.read_text().split() if pids.exists() else []:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), 9)
+
+
+@pytest.mark.parametrize("recorded", ["", "1", "0", "-1", "12x", "$(touch pwned)"])
+def test_the_report_kills_nothing_for_a_recorded_group_that_is_not_a_pid(
+    tmp_path: Path, recorded: str
+) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "s1.p").write_text(recorded + "\n")
+    script = build_report(run_dir=str(run), run_id="s1", nonce="n1", cap=20, keep_files=True)
+    done = subprocess.run(
+        ["setsid", "sh", "-c", script], capture_output=True, text=True, check=True, cwd=tmp_path
+    )
+    outcome = parse_stream_result("n1", done.stdout, done.stderr)
+    assert outcome is not None
+    assert (outcome.stdout, outcome.stderr) == (b"", b"")
+    assert not (tmp_path / "pwned").exists()
+    assert (run / "s1.p").read_text().split("\n")[0].strip() == ""  # the record is blanked
+
+
+def test_the_report_of_a_killed_run_cuts_and_empties_its_files(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "s1.o").write_bytes(b"H" * 10 + b"x" * 100 + b"T" * 10)
+    (run / "s1.e").write_bytes(b"late\n")
+    script = build_report(run_dir=str(run), run_id="s1", nonce="n1", cap=20, keep_files=True)
+    done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True)
+    outcome = parse_stream_result("n1", done.stdout, done.stderr)
+    assert outcome is not None
+    assert (outcome.timed_out, outcome.exit_code) == (True, -1)
+    assert outcome.stdout == b"H" * 10 + b"\n... [100 bytes truncated] ...\n" + b"T" * 10
+    assert (outcome.stderr, outcome.stdout_size, outcome.stderr_size) == (b"late\n", 120, 5)
+    assert [(p.name, p.read_text().strip()) for p in sorted(run.iterdir())] == [
+        ("s1.e", ""),
+        ("s1.o", ""),
+    ]
+    gone = build_report(run_dir=str(tmp_path / "none"), run_id="s1", nonce="n2", cap=20)
+    done = subprocess.run(["sh", "-c", gone], capture_output=True, text=True, check=True)
+    empty = parse_stream_result("n2", done.stdout, done.stderr)
+    assert empty is not None
+    assert (empty.timed_out, empty.stdout, empty.stderr) == (True, b"", b"")
+
+
 def test_wrapper_reports_a_missing_working_directory(tmp_path: Path) -> None:
     script = build_wrapper(
         command="true",
@@ -217,6 +387,36 @@ def test_file_mode_through_a_one_line_shell_command(tmp_path: Path) -> None:
     assert sorted(p.name for p in (tmp_path / "s").iterdir()) == ["r1.r", "r1.s"]
     assert parse_file_result("other", data, 1024) is None
     assert parse_file_result("n1", data[:-1], 1024) is None  # a partly written result
+
+
+@pytest.mark.parametrize(("command", "inline"), [("exit 4", True), ("echo out", False)])
+def test_file_mode_prints_the_trailer_when_the_command_printed_nothing(
+    tmp_path: Path, command: str, *, inline: bool
+) -> None:
+    script = build_wrapper(
+        command=command,
+        cwd=str(tmp_path),
+        run_dir=str(tmp_path / "s"),
+        run_id="r1",
+        nonce="n1abcdef",
+        cap=1024,
+        timeout=5,
+        to_file=True,
+        reset=True,
+    )
+    line = shell_line(script)
+    done = subprocess.run(["bash", "-c", line], capture_output=True, text=True, check=False)
+    assert "SRAIOn1abcdef" not in line.replace("SRAIOn1abcdef %s", "")
+    outcome = parse_inline_result("n1abcdef", done.stdout)
+    if inline:
+        assert outcome is not None
+        assert (outcome.exit_code, outcome.stdout, outcome.stderr) == (4, b"", b"")
+    else:
+        assert outcome is None
+        assert done.stdout == ""
+    assert parse_inline_result("other", done.stdout) is None
+    data = Path(result_path(str(tmp_path / "s"), "r1")).read_bytes()
+    assert parse_file_result("n1abcdef", data, 1024) is not None
 
 
 @pytest.mark.parametrize("shell", ["bash", "sh"])

@@ -105,6 +105,29 @@ def test_hard_timeout_kills_the_whole_process_group(client: Client, aio: AioDoub
     assert wait_until(lambda: process_gone(pid), timeout=5)
 
 
+def test_a_hard_timeout_that_kills_only_the_started_process() -> None:
+    """``hard_timeout_kills="process"``: the started ``bash`` dies, its background child (its
+    streams elsewhere, so the answer does not wait for them) stays."""
+    with AioDouble(hard_timeout_kills="process") as double:
+        client = Client(double)
+        try:
+            data = client.ok(
+                "/v1/bash/exec",
+                {
+                    "command": "sleep 60 >/dev/null 2>&1 & echo $! > /home/gem/bg.pid; wait",
+                    "hard_timeout": 1,
+                },
+            )
+            assert data["status"] == "timed_out"
+            pid = int(double.host_path("/home/gem/bg.pid").read_text())
+            time.sleep(0.5)
+            assert not process_gone(pid)
+            client.ok("/v1/bash/exec", {"command": f"kill -9 {pid}"})
+            assert wait_until(lambda: process_gone(pid), timeout=5)
+        finally:
+            client.close()
+
+
 def test_kill_marks_command_killed(client: Client) -> None:
     data = client.ok("/v1/bash/exec", {"command": "sleep 30", "async_mode": True})
     response = client.post("/v1/bash/kill", {"session_id": data["session_id"], "signal": "SIGKILL"})

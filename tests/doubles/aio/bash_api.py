@@ -6,8 +6,10 @@ Contract (AIO API 1.9.4, ``BashExecRequest``/``BashExecResult``/``BashOutputResu
   command do not persist, only the API-level ``exec_dir`` (which updates the session default);
 * ``env`` applies to that command only;
 * sync mode waits for completion, or returns ``running`` after the soft ``timeout``;
-  ``async_mode`` returns ``running`` at once; ``hard_timeout`` kills the whole process group and
-  the status becomes ``timed_out``; ``/v1/bash/kill`` gives ``killed``;
+  ``async_mode`` returns ``running`` at once; ``hard_timeout`` kills the whole process group
+  (or, with ``hard_timeout_kills="process"``, only the process the service started: the protocol
+  says no more than that the command is killed) and the status becomes ``timed_out``;
+  ``/v1/bash/kill`` gives ``killed``;
 * stdout/stderr offsets are byte offsets into the captured streams; ``/v1/bash/output`` returns
   the bytes after the given offsets and can long-poll (``wait``);
 * ``max_output_length`` (default 50000, 0 disables) middle-truncates sync answers only.
@@ -30,9 +32,9 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import IO, Any
+from typing import IO, Any, Literal
 
-from .procs import HOME, MAX_CAPTURE_BYTES, command_env, kill_group, middle_truncate
+from .procs import HOME, MAX_CAPTURE_BYTES, command_env, kill_group, kill_pids, middle_truncate
 from .protocol import Field, envelope, not_found, validate
 
 logger = logging.getLogger(__name__)
@@ -134,9 +136,10 @@ CREATE_FIELDS = {
 class BashService:
     """State and handlers of the bash API."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, hard_timeout_kills: Literal["group", "process"] = "group") -> None:
         self._lock = threading.Lock()
         self._sessions: dict[str, BashSession] = {}
+        self._hard_timeout_kills = hard_timeout_kills
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -220,13 +223,15 @@ class BashService:
                 del session.commands[old.command_id]
         return cmd
 
-    @staticmethod
-    def _expire(cmd: BashCommand) -> None:
+    def _expire(self, cmd: BashCommand) -> None:
         with cmd.cond:
             if cmd.status != "running":
                 return
             cmd.forced = "timed_out"
-        kill_group(cmd.proc.pid, signal.SIGKILL)
+        if self._hard_timeout_kills == "process":
+            kill_pids([cmd.proc.pid], signal.SIGKILL)
+        else:
+            kill_group(cmd.proc.pid, signal.SIGKILL)
 
     @staticmethod
     def _result(

@@ -38,6 +38,8 @@ class AioDouble:
     ``no_change_timeout`` is the shell sessions' default (seconds); ``max_shell_sessions`` caps
     live shell sessions (the least recently used one is evicted, later calls to it get 404);
     ``shell_session_timeout`` (seconds) expires shell sessions idle that long (404 later).
+    ``hard_timeout_kills="process"`` makes a ``/v1/bash`` ``hard_timeout`` kill only the process
+    the service started (default ``"group"``: its whole process group).
     ``file_errors="legacy"`` imitates pre-1.9 images: file failures carry ``data: null`` and
     reading a non-UTF-8 file is a plain-text HTTP 500.
     ``root`` uses an existing host directory as ``/home/gem`` (it is kept on stop; the state
@@ -55,6 +57,7 @@ class AioDouble:
         max_shell_sessions: int = 100,
         shell_session_timeout: float = 3600.0,
         file_errors: Literal["structured", "legacy"] = "structured",
+        hard_timeout_kills: Literal["group", "process"] = "group",
         root: str | os.PathLike[str] | None = None,
         startup_timeout: float = 20.0,
     ) -> None:
@@ -68,6 +71,7 @@ class AioDouble:
         self._max_shell_sessions = max_shell_sessions
         self._shell_session_timeout = shell_session_timeout
         self._file_errors = file_errors
+        self._hard_timeout_kills = hard_timeout_kills
         self._given_root = Path(root) if root is not None else None
         self._startup_timeout = startup_timeout
         self._proc: subprocess.Popen[bytes] | None = None
@@ -123,6 +127,8 @@ class AioDouble:
             str(self._shell_session_timeout),
             "--file-errors",
             self._file_errors,
+            "--hard-timeout-kills",
+            self._hard_timeout_kills,
         ]
         if not self.bash_api:
             cmd.append("--no-bash-api")

@@ -615,6 +615,7 @@ def serve(argv: list[str] | None = None) -> None:
     parser.add_argument("--tmp", help="host directory that becomes the sandbox's private /tmp")
     parser.add_argument("--auth", choices=("none", "bearer", "api_key"), default="none")
     parser.add_argument("--no-bash-api", action="store_true")
+    parser.add_argument("--hard-timeout-kills", choices=("group", "process"), default="group")
     parser.add_argument("--no-change-timeout", type=int, default=120)
     parser.add_argument("--max-shell-sessions", type=int, default=100)
     parser.add_argument("--shell-session-timeout", type=float, default=3600.0)
@@ -630,7 +631,7 @@ def serve(argv: list[str] | None = None) -> None:
         auth=args.auth,
         secret=secret,
         bash_api=not args.no_bash_api,
-        bash=BashService(),
+        bash=BashService(hard_timeout_kills=args.hard_timeout_kills),
         shell=ShellService(
             default_no_change_timeout=args.no_change_timeout,
             scratch_root=spool,

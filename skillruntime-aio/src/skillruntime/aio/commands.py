@@ -6,11 +6,17 @@ answers 404 on images without ``/v1/bash``) and runs every command inside the wr
 process group and output bounded on the service.
 
 * **bash**: one ``/v1/bash/exec`` per command on a session of this runtime's pool; the command
-  environment travels in the request's ``env`` field, never in the command text.
+  environment travels in the request's ``env`` field, never in the command text. The command
+  runs in a subshell of the wrapper (no extra ``exec``), in a process group of its own whose id
+  the wrapper records, and the request's ``hard_timeout`` is its deadline: after it one more
+  request kills that process group (the command's whole tree, whatever the service itself
+  killed) and reports the partial output the run left. Each session reuses its stream files
+  (emptied after every command, removed by :meth:`close`).
 * **shell**: a pool of dedicated shell sessions (a session is never used by two commands at
   once). The environment is written to a private file that the wrapper sources and deletes; the
   command runs synchronously with a short soft timeout, then ``wait``/``view`` polling; the
-  result file is downloaded. Past the deadline the session is killed and retired. A session
+  result file is downloaded, unless the command printed nothing and its exit code came back
+  in the ``exec`` answer. Past the deadline the session is killed and retired. A session
   the service reports ``terminated`` or unknown (HTTP 404) is replaced once; the command is
   re-sent only when it provably never started.
 
@@ -47,8 +53,10 @@ from .defaults import TEMP_ROOT_PATTERN
 from .errors import AioNotFoundError, AioOperationError, AioSandboxError
 from .script import (
     WrapperOutcome,
+    build_report,
     build_wrapper,
     parse_file_result,
+    parse_inline_result,
     parse_stream_result,
     result_path,
     shell_line,
@@ -214,6 +222,7 @@ class CommandPlans:
         self._bash = _Pool()
         self._shell = _Pool()
         self._shell_used: set[str] = set()
+        self._bash_used: set[str] = set()
         self._closed = False
         self._staging_ready = False
 
@@ -256,26 +265,34 @@ class CommandPlans:
             "POST", "/v1/bash/sessions/create", json={"session_id": session_id}, idempotent=True
         )
         self._bash.add(session_id)
+        self._bash_used.add(session_id)
         return session_id
 
     def _run_bash(self, spec: CommandSpec) -> Plan[WrapperOutcome]:
         session_id = self._bash.take() or (yield from self._create_bash_session())
         nonce = uuid.uuid4().hex
+        run_dir = posixpath.join(self._temp_root, "runs")
+        run_id = session_id  # one command at a time: the session's files are reused
         script = build_wrapper(
             command=spec.command,
             cwd=spec.cwd,
-            run_dir=posixpath.join(self._temp_root, "runs"),
-            run_id=uuid.uuid4().hex,
+            run_dir=run_dir,
+            run_id=run_id,
             nonce=nonce,
             cap=spec.cap,
             timeout=spec.timeout,
             to_file=False,
             make_dirs=spec.make_dirs,
+            watchdog=False,
+            keep_files=True,
         )
+        # The service's hard timeout is the command's deadline. The command runs in a process
+        # group of its own, recorded by the wrapper; after a timeout the report kills that group
+        # whatever the service killed.
         body: dict[str, Any] = {
             "command": script,
             "session_id": session_id,
-            "hard_timeout": spec.timeout + _GRACE,
+            "hard_timeout": spec.timeout,
             "max_output_length": 2 * spec.cap + 8192,
         }
         if spec.environment:
@@ -287,20 +304,55 @@ class CommandPlans:
             stdout, stderr, status = yield from self._bash_finish(
                 session_id, data, spec.timeout + _GRACE
             )
+            outcome = parse_stream_result(nonce, stdout, stderr)
+            if status == "timed_out":
+                # Killed at the deadline: kill the command's process group (the service may
+                # have killed the wrapper alone), then report what the run left.
+                left = yield from self._bash_report(session_id, run_dir, run_id, spec.cap)
+                outcome = outcome or left or _KILLED
+            elif outcome is None:
+                # The wrapper ended without reporting (killed, or the command killed it):
+                # the command's own process group may still run.
+                with contextlib.suppress(AioSandboxError):
+                    yield from self._bash_report(session_id, run_dir, run_id, spec.cap)
             healthy = True
         finally:
             if healthy:
                 self._bash.give_back(session_id)
             else:
                 yield from self._retire_bash(session_id)
-        outcome = parse_stream_result(nonce, stdout, stderr)
         if outcome is not None:
             return outcome
-        if status in ("timed_out", "killed"):
+        if status == "killed":
             return _KILLED
         raise ExecutionTransportError(
             f"The AIO Sandbox returned no result for the command (status {status!r}); "
             "the command wrapper could not run"
+        )
+
+    def _bash_report(
+        self, session_id: str, run_dir: str, run_id: str, cap: int
+    ) -> Plan[WrapperOutcome | None]:
+        """Kill the process group the run recorded (its command's whole tree), then the
+        partial output the run left; its files are emptied."""
+        nonce = uuid.uuid4().hex
+        data = yield Call(
+            "POST",
+            "/v1/bash/exec",
+            json={
+                "command": build_report(
+                    run_dir=run_dir, run_id=run_id, nonce=nonce, cap=cap, keep_files=True
+                ),
+                "session_id": session_id,
+                "hard_timeout": _GRACE * 6,
+                "max_output_length": 2 * cap + 8192,
+            },
+            read_timeout=_GRACE * 6 + self._read_timeout,
+        )
+        if not isinstance(data, Mapping):
+            return None
+        return parse_stream_result(
+            nonce, str(data.get("stdout") or ""), str(data.get("stderr") or "")
         )
 
     def _retire_bash(self, session_id: str) -> Plan[None]:
@@ -455,6 +507,12 @@ class CommandPlans:
             yield from self._retire_shell(session_id)
             raise
         status = data.get("status") if isinstance(data, Mapping) else None
+        if status == "completed":
+            # A command that printed nothing: its result is in the answer, no download.
+            inline = parse_inline_result(nonce, str(data.get("output") or ""))
+            if inline is not None:
+                self._shell.give_back(session_id)
+                return inline
         try:
             status = yield from self._shell_poll(session_id, status, deadline)
         except BaseException:
@@ -528,7 +586,10 @@ class CommandPlans:
 
     def _close_plan(self) -> Plan[None]:
         """Close the sessions this runner created (never the service's other sessions)."""
-        for session_id in self._bash.drain():
+        bash_ids = self._bash.drain()
+        if self._bash_used:
+            yield from self._cleanup_bash_files(bash_ids, sorted(self._bash_used))
+        for session_id in bash_ids:
             with contextlib.suppress(AioSandboxError):
                 yield Call("POST", f"/v1/bash/sessions/{session_id}/close")
         shell_ids = self._shell.drain()
@@ -537,6 +598,34 @@ class CommandPlans:
         for session_id in shell_ids:
             with contextlib.suppress(AioSandboxError):
                 yield Call("DELETE", f"/v1/shell/sessions/{session_id}")
+
+    def _cleanup_bash_files(self, live: Sequence[str], all_ids: Sequence[str]) -> Plan[None]:
+        """Remove the (emptied) stream files of every bash session this runner used, on one of
+        its live sessions (a new one when none is left)."""
+        runs = posixpath.join(self._temp_root, "runs")
+        files = " ".join(
+            shlex.quote(posixpath.join(runs, f"{s}{suffix}"))
+            for s in all_ids
+            for suffix in (".o", ".e", ".p")
+        )
+        with contextlib.suppress(AioSandboxError):
+            session_id = live[0] if live else (yield from self._create_bash_session())
+            if not live:
+                self._bash.drain()
+            try:
+                yield Call(
+                    "POST",
+                    "/v1/bash/exec",
+                    json={
+                        "command": f"rm -f -- {files}",
+                        "session_id": session_id,
+                        "hard_timeout": 30,
+                    },
+                    read_timeout=30 + self._read_timeout,
+                )
+            finally:
+                if not live:
+                    yield Call("POST", f"/v1/bash/sessions/{session_id}/close")
 
     def _cleanup_shell_dirs(self, session_id: str, all_ids: Sequence[str]) -> Plan[None]:
         dirs = " ".join(shlex.quote(posixpath.join(self._temp_root, s)) for s in all_ids)

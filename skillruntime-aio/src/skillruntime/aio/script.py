@@ -2,21 +2,32 @@
 
 The wrapper makes both command APIs of the service behave the same way:
 
-* the command runs with ``bash -c`` (``bash`` from ``/bin``, ``/usr/bin`` or ``/usr/local/bin``;
-  ``/bin/sh`` where there is none) in its own session and process group (``setsid``), stdin
-  from ``/dev/null``, stdout and stderr into two files of a private run directory, so the
-  streams stay separate even on the PTY-based ``/v1/shell`` API;
-* a watchdog kills the whole process group at the deadline and reports that it did;
+* stdin comes from ``/dev/null``, stdout and stderr go into two files of a private run
+  directory, so the streams stay separate even on the PTY-based ``/v1/shell`` API;
+* the whole process group of the command is killed at the deadline and the output printed so
+  far is kept;
 * each stream is cut to ``cap`` bytes on the service (head and tail around a marker giving the
   dropped byte count), so no more than that ever crosses the network or sits in memory here;
 * the exit code, the timeout flag and the stream sizes are reported in a trailer tagged with a
   random nonce that the command cannot forge.
 
-It is kept light, because it runs around every command: besides the command's ``setsid`` and
-shell, the wrapper starts one ``sleep`` (in the watchdog, a forked subshell stopped with a signal
-when the command ends), ``wc`` only when there is output, ``cat``/``head``/``tail`` only for a
-stream that is not empty, and one ``rm`` (two in file mode with an environment file); the rest
-is shell builtins. The run directory is created once and shared by runs (files are named by run
+Two ways to run the command:
+
+* with a *watchdog* (``/v1/shell``, the default): the command runs with ``bash -c`` (``bash``
+  from ``/bin``, ``/usr/bin`` or ``/usr/local/bin``; ``/bin/sh`` where there is none) in its
+  own session and process group (``setsid``); a watchdog (a forked subshell with one ``sleep``,
+  stopped with a signal when the command ends) kills that group at the deadline;
+* without (``/v1/bash``, whose ``hard_timeout`` is the deadline): the command runs in a
+  subshell of the wrapper — one ``fork``, no ``exec``; its ``$$`` is the wrapper's — run as a
+  job of a shell with job control on, so that it leads a process group of its own, whose id it
+  records in the run's ``.p`` file (blanked when the command ended). After the
+  service killed a run, :func:`build_report` kills that process group — the command's whole
+  tree, whatever the service itself killed — and reports what the run left.
+
+Besides that, the wrapper starts ``wc`` only when there is output, ``cat``/``head``/``tail`` only
+for a stream that is not empty, and one ``rm`` (two in file mode with an environment file), or
+none with ``keep_files`` (a session's reused files are emptied with builtins); the rest is
+shell builtins. The run directory is created once and shared by runs (files are named by run
 id). Its variables carry a per-run prefix, so
 a command environment variable of any name neither changes the wrapper nor is changed by it, and
 its helper programs are looked up on the standard ``PATH`` (``command -p``), whatever ``PATH``
@@ -26,7 +37,8 @@ In *stream* mode (``/v1/bash``) the kept stdout, then the trailer, go to the wra
 the kept stderr to its stderr. In *file* mode (``/v1/shell``) everything goes into the run's
 result file (:func:`result_path`) — a header line, then stdout bytes, then stderr bytes — which the
 client downloads; its length is checked against the header, so a partly written result is never
-taken for a complete one.
+taken for a complete one. When the command printed nothing, the trailer is also printed to the
+session's output (:func:`parse_inline_result`), so no download is needed.
 """
 
 from __future__ import annotations
@@ -40,8 +52,10 @@ from dataclasses import dataclass
 
 __all__ = [
     "WrapperOutcome",
+    "build_report",
     "build_wrapper",
     "parse_file_result",
+    "parse_inline_result",
     "parse_stream_result",
     "result_path",
     "shell_line",
@@ -94,6 +108,92 @@ class WrapperOutcome:
     stderr_size: int
 
 
+def _names(nonce: str, run_id: str) -> tuple[str, str, str, str]:
+    """The variable prefix of a run, its file base, and its stdout and stderr file words."""
+    if not _RUN_ID.fullmatch(run_id) or not re.fullmatch(r"[A-Za-z0-9]+", nonce):
+        raise ValueError("run_id and nonce must be made of letters and digits")
+    v = f"_sr{nonce[:6]}"  # prefix of every wrapper variable
+    base = f"${v}F"
+    return v, base, f'"{base}.o"', f'"{base}.e"'
+
+
+def _report(
+    v: str, base: str, out: str, err: str, *, nonce: str, cap: int, to_file: bool
+) -> list[str]:
+    """The lines that cut both streams, print the trailer (``{v}RC``, ``{v}TO``, ``{v}NO``,
+    ``{v}NE``) and the kept streams, and put the run's files in ``"$@"`` for the final ``rm``."""
+    head = cap // 2
+    tail = cap - head
+    lines = [
+        f'{v}e() {{ if [ "$2" -le {cap} ]; then [ "$2" -eq 0 ] || command -p cat -- "$1"; '
+        f'else command -p head -c {head} -- "$1"; '
+        f'printf "{_MARKER}" $(($2 - {cap})); '
+        f'command -p tail -c {tail} -- "$1"; fi; }}',
+    ]
+    fields = f'"${v}RC" "${v}TO" "${v}NO" "${v}NE"'
+    trailer = f"{_TAG}{nonce} %s %s %s %s"
+    if to_file:
+        lines.append(
+            f'{{ printf "{trailer}\\n" {fields}; {v}e {out} "${v}NO"; {v}e {err} "${v}NE"; }} '
+            f'> "{base}.r"'
+        )
+        # Nothing printed: the trailer alone is the result, shown in the session's output too
+        # (its tag is printed in two halves, so the command line's echo never holds it).
+        half = len(_TAG) + len(nonce) // 2
+        tag = f"{_TAG}{nonce}"
+        lines.append(
+            f'[ "${v}NO" = 0 ] && [ "${v}NE" = 0 ] && '
+            f'printf "%s%s %s %s 0 0\\n" {tag[:half]} {tag[half:]} "${v}RC" "${v}TO"'
+        )
+    else:
+        lines += [
+            f'{v}e {out} "${v}NO"',
+            f'printf "\\n\\036{trailer}\\n" {fields}',
+            f'{v}e {err} "${v}NE" >&2',
+        ]
+    return lines
+
+
+def _sizes(v: str, out: str, err: str) -> str:
+    """The line that sets ``{v}NO``/``{v}NE`` to the stream sizes (``wc`` only when there is
+    output)."""
+    return (
+        f"unset IFS; if [ -s {out} ] || [ -s {err} ]; then "
+        f"{v}n() {{ {v}NO=$1; {v}NE=$3; }}; {v}n $(command -p wc -c -- {out} {err}); fi"
+    )
+
+
+def _remove(files: Sequence[str], *, keep: bool) -> str:
+    """The last line: remove the run's ``files`` (and ``"$@"``), replacing the wrapper's shell
+    instead of forking (the result is already out); with ``keep``, empty them instead (shell
+    builtins only: no process at all)."""
+    if keep:
+        return "; ".join(f": > {name}" for name in files)
+    rm = f'rm -f -- {" ".join(files)} "$@"'
+    return f"[ -x /bin/rm ] && exec /bin/{rm}; command -p {rm}"
+
+
+def _clear_group(group: str) -> str:
+    """The command that blanks the process group id recorded in ``group``.
+
+    The id is written fixed-width over the file's bytes (``1<>``: no truncation) and blanked
+    the same way: truncating a file that holds data makes some file systems (ext4's
+    ``auto_da_alloc``) flush it on close, which costs more than the rest of the wrapper's file
+    work."""
+    return f"printf '%10s\\n' '' 1<> {group}"
+
+
+def _kill_group(v: str, group: str) -> str:
+    """The line that kills, with ``SIGKILL``, the process group whose id a run without
+    watchdog recorded in ``group`` (the pid alone where it got no group of its own), then
+    blanks that record; nothing when it is blank or holds anything but a pid above 1."""
+    return (
+        f"if [ -s {group} ]; then unset IFS; {v}P=; read -r {v}P < {group}; case ${v}P in "
+        f'\'\'|*[!0-9]*|0|1) ;; *) {{ kill -KILL -"${v}P" || kill -KILL "${v}P"; }} '
+        f"2>/dev/null ;; esac; {_clear_group(group)}; fi 2>/dev/null"
+    )
+
+
 def build_wrapper(
     *,
     command: str,
@@ -107,6 +207,8 @@ def build_wrapper(
     env_file: str | None = None,
     reset: bool = False,
     make_dirs: Sequence[str] = (),
+    watchdog: bool = True,
+    keep_files: bool = False,
 ) -> str:
     """The wrapper script for one command (see the module docs).
 
@@ -115,15 +217,22 @@ def build_wrapper(
     ``NAME='value'`` lines sourced (exported) for the command and deleted before it starts;
     ``reset`` deletes the files of earlier runs in ``run_dir`` first (a shell session's previous
     results); ``make_dirs`` are directories created before changing into ``cwd``.
+
+    Without ``watchdog`` (the ``/v1/bash`` API) the command runs in a subshell of the wrapper
+    in a process group of its own (a job of a shell with job control on: one ``fork``, no
+    ``exec``), with SIGINT and SIGQUIT ignored; its group id is written to the run's ``.p``
+    file. ``timeout`` is then the caller's to enforce, and :func:`build_report` kills that group
+    and reports what a killed run left. The wrapper needs bash for this (``$BASHPID``, job
+    control without a terminal): under another ``sh`` the command stays in the wrapper's group
+    and nothing is recorded.
+
+    With ``keep_files`` the run's stream files are emptied at the end instead of removed, so a
+    caller that runs one command at a time under one ``run_id`` (a command session) spares the
+    ``rm``; the caller removes them when it is done with that ``run_id``.
     """
-    if not _RUN_ID.fullmatch(run_id) or not re.fullmatch(r"[A-Za-z0-9]+", nonce):
-        raise ValueError("run_id and nonce must be made of letters and digits")
+    v, base, out, err = _names(nonce, run_id)
+    group = f'"{base}.p"'
     q = shlex.quote
-    v = f"_sr{nonce[:6]}"  # prefix of every wrapper variable
-    head = cap // 2
-    tail = cap - head
-    base = f"${v}F"
-    out, err = f'"{base}.o"', f'"{base}.e"'
     lines = [
         "set +m 2>/dev/null",
         f'{v}R={q(run_dir)}; {v}F="${v}R"/{run_id}',
@@ -148,55 +257,78 @@ def build_wrapper(
     if make_dirs:
         lines.append("command -p mkdir -p -- " + " ".join(q(d) for d in make_dirs) + " 2>/dev/null")
     lines += [
-        f'{v}e() {{ if [ "$2" -le {cap} ]; then [ "$2" -eq 0 ] || command -p cat -- "$1"; '
-        f'else command -p head -c {head} -- "$1"; '
-        f'printf "{_MARKER}" $(($2 - {cap})); '
-        f'command -p tail -c {tail} -- "$1"; fi; }}',
-        f"{v}n() {{ {v}NO=$1; {v}NE=$3; }}",
         f"{v}TO=0; {v}NO=0; {v}NE=0; {v}RC=0",
         f"if cd -- {q(cwd)} 2>/dev/null; then",
-        # The command's shell does not depend on the PATH the command is given.
-        f"{v}B=/bin/sh; for {v}x in /bin/bash /usr/bin/bash /usr/local/bin/bash; do "
-        f'if [ -x "${v}x" ]; then {v}B=${v}x; break; fi; done',
-        # A background job of a shell without job control is never a process group leader, so
-        # setsid does not fork: the job's pid is the id of the new session and process group.
-        "if command -p -v setsid >/dev/null 2>&1; then",
-        f'command -p setsid "${v}B" -c "${v}C" </dev/null >{out} 2>{err} &',
-        "else",
-        f'"${v}B" -c "${v}C" </dev/null >{out} 2>{err} &',
-        "fi",
-        f"{v}P=$!",
-        "unset IFS",
-        # The watchdog: a subshell with one sleep; USR1 (sent when the command ends) stops both.
-        f'( {v}T=0; trap \'[ "$!" = "${v}P" ] || kill $! 2>/dev/null; exit ${v}T\' USR1',
-        f"command -p sleep {timeout:g} & wait $! || exit 0",
-        f'{v}T={_TIMED_OUT}; kill -KILL -"${v}P" 2>/dev/null || kill -KILL "${v}P" 2>/dev/null',
-        f"exit {_TIMED_OUT} ) </dev/null >/dev/null 2>&1 &",
-        f"{v}W=$!",
-        f'{{ wait "${v}P"; }} 2>/dev/null; {v}RC=$?',
-        f'{{ kill -USR1 "${v}W"; wait "${v}W"; }} 2>/dev/null; [ $? -ne {_TIMED_OUT} ] || {v}TO=1',
-        f"if [ -s {out} ] || [ -s {err} ]; then",
-        f"{v}n $(command -p wc -c -- {out} {err})",
-        "fi",
-        f"else {v}TO=2; fi",
     ]
-    fields = f'"${v}RC" "${v}TO" "${v}NO" "${v}NE"'
-    trailer = f"{_TAG}{nonce} %s %s %s %s"
-    if to_file:
+    if watchdog:
         lines += [
-            f'{{ printf "{trailer}\\n" {fields}; {v}e {out} "${v}NO"; {v}e {err} "${v}NE"; }} '
-            f'> "{base}.r"',
+            # The command's shell does not depend on the PATH the command is given.
+            f"{v}B=/bin/sh; for {v}x in /bin/bash /usr/bin/bash /usr/local/bin/bash; do "
+            f'if [ -x "${v}x" ]; then {v}B=${v}x; break; fi; done',
+            # A background job of a shell without job control is never a process group leader,
+            # so setsid does not fork: the job's pid is the id of the new session and group.
+            "if command -p -v setsid >/dev/null 2>&1; then",
+            f'command -p setsid "${v}B" -c "${v}C" </dev/null >{out} 2>{err} &',
+            "else",
+            f'"${v}B" -c "${v}C" </dev/null >{out} 2>{err} &',
+            "fi",
+            f"{v}P=$!",
+            "unset IFS",
+            # The watchdog: a subshell with one sleep; USR1 (sent when the command ends) stops
+            # both.
+            f'( {v}T=0; trap \'[ "$!" = "${v}P" ] || kill $! 2>/dev/null; exit ${v}T\' USR1',
+            f"command -p sleep {timeout:g} & wait $! || exit 0",
+            f'{v}T={_TIMED_OUT}; kill -KILL -"${v}P" 2>/dev/null || kill -KILL "${v}P" 2>/dev/null',
+            f"exit {_TIMED_OUT} ) </dev/null >/dev/null 2>&1 &",
+            f"{v}W=$!",
+            f'{{ wait "${v}P"; }} 2>/dev/null; {v}RC=$?',
+            f'{{ kill -USR1 "${v}W"; wait "${v}W"; }} 2>/dev/null; '
+            f"[ $? -ne {_TIMED_OUT} ] || {v}TO=1",
         ]
     else:
+        # With job control on, bash puts a job in a process group of its own (no program is
+        # started for it), whose id is the job's pid: the job writes it to the run's record
+        # before the command starts, and the wrapper blanks it when the job ended. While the
+        # job runs the wrapper's stderr is parked on fd 9 (closed for the command), so job
+        # notices (a job killed by a signal) go to /dev/null. Like a background job without job
+        # control, the command ignores SIGINT and SIGQUIT; the subshell sees none of the
+        # wrapper's variables but the command text.
         lines += [
-            f'{v}e {out} "${v}NO"',
-            f'printf "\\n\\036{trailer}\\n" {fields}',
-            f'{v}e {err} "${v}NE" >&2',
+            "set -m 2>/dev/null; exec 9>&2 2>/dev/null",
+            f"( trap '' INT QUIT; printf '%10d\\n' \"$BASHPID\" 1<> {group}; "
+            f'unset -v {v}R {v}F {v}TO {v}NO {v}NE {v}RC; eval "${v}C" ) '
+            f"</dev/null >{out} 2>{err} 9>&-; {v}RC=$?",
+            f"exec 2>&9 9>&-; set +m 2>/dev/null; {_clear_group(group)}",
         ]
-    # With ``reset``, "$@" still lists the files of earlier runs. The last step replaces the
-    # wrapper's shell instead of forking (the result is already out).
-    rm = f'rm -f -- {out} {err} "$@"'
-    lines.append(f"[ -x /bin/rm ] && exec /bin/{rm}; command -p {rm}")
+    lines += [_sizes(v, out, err), f"else {v}TO=2; fi"]
+    lines += _report(v, base, out, err, nonce=nonce, cap=cap, to_file=to_file)
+    # With ``reset``, "$@" still lists the files of earlier runs.
+    keep = keep_files and not reset
+    files = (out, err) if watchdog or keep else (out, err, group)
+    lines.append(_remove(files, keep=keep))
+    return "\n".join(lines) + "\n"
+
+
+def build_report(
+    *, run_dir: str, run_id: str, nonce: str, cap: int, keep_files: bool = False
+) -> str:
+    """The script that, after the service killed a stream-mode run without ``watchdog`` at its
+    deadline, first kills (``SIGKILL``) the process group the run recorded — the command's
+    whole tree, also when the service killed the wrapper alone — then reports what the run
+    left: the kept head and tail of both streams under a trailer that says the command timed
+    out; then it removes the run's files (empties them with ``keep_files``)."""
+    v, base, out, err = _names(nonce, run_id)
+    group = f'"{base}.p"'
+    lines = [
+        f'{v}R={shlex.quote(run_dir)}; {v}F="${v}R"/{run_id}',
+        "set --",
+        _kill_group(v, group),
+        f"{v}RC=0; {v}TO=1; {v}NO=0; {v}NE=0",
+        f"if [ -e {out} ] || [ -e {err} ]; then : >> {out}; : >> {err}; fi 2>/dev/null",
+        _sizes(v, out, err),
+        *_report(v, base, out, err, nonce=nonce, cap=cap, to_file=False),
+        _remove((out, err) if keep_files else (out, err, group), keep=keep_files),
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -248,6 +380,24 @@ def parse_stream_result(nonce: str, stdout: str, stderr: str) -> WrapperOutcome 
         stderr=stderr.encode("utf-8", "surrogateescape"),
         stdout_size=out_size,
         stderr_size=err_size,
+    )
+
+
+def parse_inline_result(nonce: str, output: str) -> WrapperOutcome | None:
+    """The result a file-mode run printed to the session's output when the command printed
+    nothing; ``None`` when the output does not hold it (then the result file has it)."""
+    found = re.search(rf"{_TAG}{re.escape(nonce)} (-?[0-9]+) ([0-9]) 0 0(?:\r?\n|$)", output)
+    if found is None:
+        return None
+    rc, flag = int(found.group(1)), int(found.group(2))
+    return WrapperOutcome(
+        exit_code=-1 if flag == 1 else rc,
+        timed_out=flag == 1,
+        missing_cwd=flag == 2,
+        stdout=b"",
+        stderr=b"",
+        stdout_size=0,
+        stderr_size=0,
     )
 
 
