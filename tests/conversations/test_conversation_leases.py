@@ -7,7 +7,6 @@ import time
 from datetime import UTC, datetime
 
 import pytest
-from skillruntime.core.sql import SqlConversationStore, schema_ddl
 
 from conversations.conversation_backends import Backend, SqlBackend, new_record
 from skillruntime.core.conversations import ConversationStoreError
@@ -17,6 +16,7 @@ from skillruntime.core.conversations.leases import (
     LeaseLostError,
     LeaseTimeoutError,
 )
+from skillruntime.core.conversations.sql import SqlConversationStore, schema_ddl
 
 KEY = "a" * 64
 

@@ -18,6 +18,8 @@ invisible in rendered Markdown. Tracebacks point at the Markdown file and line.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import os
 import re
 import shutil
@@ -115,4 +117,6 @@ def test_python_blocks_run(
         for value in namespace.values():
             close = getattr(value, "close", None)
             if callable(close) and type(value).__module__.startswith("skillruntime."):
-                close()
+                closing = close()
+                if inspect.iscoroutine(closing):  # an async runtime a block left open
+                    asyncio.run(closing)
