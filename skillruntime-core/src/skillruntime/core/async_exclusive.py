@@ -35,11 +35,9 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from .async_filesystem import AsyncChunks, AsyncSkillRuntimeFileSystem
 from .conversations.async_leases import AsyncLeaseKeeper
 from .conversations.leases import (
-    DEFAULT_LEASE_TTL_SECONDS,
-    DEFAULT_LEASE_WAIT_SECONDS,
     ConversationLease,
 )
-from .exclusive import DEFAULT_ACTIVITY_INTERVAL_SECONDS, ConversationGuardBase
+from .exclusive import ConversationGuardBase
 from .filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT, DEFAULT_READ_LIMIT
 from .models import (
     FileInfo,
@@ -50,7 +48,6 @@ from .models import (
 )
 
 if TYPE_CHECKING:
-    from .conversations import ConversationRecord, ConversationStore
     from .file_search import GlobQuery, GrepQuery, GrepResult, SearchResult
 
 __all__ = [
@@ -64,41 +61,16 @@ class AsyncConversationGuard(ConversationGuardBase):
     """The lease and activity bookkeeping of one async runtime's conversation (see the module
     docs); arguments as :class:`~skillruntime.core.exclusive.ConversationGuardBase`."""
 
-    def __init__(
-        self,
-        store: ConversationStore,
-        storage_key: str,
-        *,
-        description: str,
-        exclusive: bool = False,
-        lease_ttl_seconds: float = DEFAULT_LEASE_TTL_SECONDS,
-        lease_wait_seconds: float = DEFAULT_LEASE_WAIT_SECONDS,
-        lease_owner: str | None = None,
-        activity_interval_seconds: float = DEFAULT_ACTIVITY_INTERVAL_SECONDS,
-        record_factory: Callable[[], ConversationRecord] | None = None,
-    ) -> None:
-        super().__init__(
-            store,
-            storage_key,
-            description=description,
-            exclusive=exclusive,
-            lease_ttl_seconds=lease_ttl_seconds,
-            lease_wait_seconds=lease_wait_seconds,
-            lease_owner=lease_owner,
-            activity_interval_seconds=activity_interval_seconds,
-            record_factory=record_factory,
-        )
-        self.keeper = (
-            AsyncLeaseKeeper(
-                store,
-                storage_key,
-                owner=lease_owner,
-                ttl_seconds=lease_ttl_seconds,
-                wait_seconds=lease_wait_seconds,
-                description=description,
-            )
-            if exclusive
-            else None
+    keeper: AsyncLeaseKeeper | None
+
+    def _new_keeper(self) -> AsyncLeaseKeeper:
+        return AsyncLeaseKeeper(
+            self.store,
+            self.storage_key,
+            owner=self.lease_owner,
+            ttl_seconds=self.lease_ttl_seconds,
+            wait_seconds=self.lease_wait_seconds,
+            description=self.description,
         )
 
     @contextlib.asynccontextmanager

@@ -111,6 +111,11 @@ class ConversationGuardBase:
         self._registered = record_factory is None
         self._last_activity = time.monotonic()
         self._activity_lock = threading.Lock()
+        self.keeper = self._new_keeper() if exclusive else None
+
+    def _new_keeper(self) -> object:
+        """The lease keeper of an exclusive guard, built from the settings above."""
+        raise NotImplementedError
 
     def _activity_due(self) -> bool | None:
         """Whether an activity write is due now: ``None`` when not, else whether it must first
@@ -142,41 +147,16 @@ class ConversationGuard(ConversationGuardBase):
     """The lease and activity bookkeeping of one sync runtime's conversation (see the module
     docs); arguments as :class:`ConversationGuardBase`."""
 
-    def __init__(
-        self,
-        store: ConversationStore,
-        storage_key: str,
-        *,
-        description: str,
-        exclusive: bool = False,
-        lease_ttl_seconds: float = DEFAULT_LEASE_TTL_SECONDS,
-        lease_wait_seconds: float = DEFAULT_LEASE_WAIT_SECONDS,
-        lease_owner: str | None = None,
-        activity_interval_seconds: float = DEFAULT_ACTIVITY_INTERVAL_SECONDS,
-        record_factory: Callable[[], ConversationRecord] | None = None,
-    ) -> None:
-        super().__init__(
-            store,
-            storage_key,
-            description=description,
-            exclusive=exclusive,
-            lease_ttl_seconds=lease_ttl_seconds,
-            lease_wait_seconds=lease_wait_seconds,
-            lease_owner=lease_owner,
-            activity_interval_seconds=activity_interval_seconds,
-            record_factory=record_factory,
-        )
-        self.keeper = (
-            LeaseKeeper(
-                store,
-                storage_key,
-                owner=lease_owner,
-                ttl_seconds=lease_ttl_seconds,
-                wait_seconds=lease_wait_seconds,
-                description=description,
-            )
-            if exclusive
-            else None
+    keeper: LeaseKeeper | None
+
+    def _new_keeper(self) -> LeaseKeeper:
+        return LeaseKeeper(
+            self.store,
+            self.storage_key,
+            owner=self.lease_owner,
+            ttl_seconds=self.lease_ttl_seconds,
+            wait_seconds=self.lease_wait_seconds,
+            description=self.description,
         )
 
     @contextlib.contextmanager
