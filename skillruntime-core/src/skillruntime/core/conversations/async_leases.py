@@ -26,22 +26,20 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from .leases import (
-    DEFAULT_LEASE_TTL_SECONDS,
-    DEFAULT_LEASE_WAIT_SECONDS,
     ConversationLease,
+    LeaseKeeperBase,
     LeaseLostError,
-    LeaseState,
 )
 
 if TYPE_CHECKING:
-    from .spi import ConversationStore
+    pass
 
 __all__ = ["AsyncLeaseKeeper"]
 
 logger = logging.getLogger(__name__)
 
 
-class AsyncLeaseKeeper:
+class AsyncLeaseKeeper(LeaseKeeperBase):
     """Takes, renews and releases one conversation lease for one owner, from asyncio.
 
     The contract of :class:`~.leases.LeaseKeeper` with ``async with keeper.hold():``: re-entrant
@@ -53,40 +51,11 @@ class AsyncLeaseKeeper:
     event loop.
     """
 
-    def __init__(
-        self,
-        store: ConversationStore,
-        lease_key: str,
-        *,
-        owner: str | None = None,
-        ttl_seconds: float = DEFAULT_LEASE_TTL_SECONDS,
-        wait_seconds: float = DEFAULT_LEASE_WAIT_SECONDS,
-        renew_every_seconds: float | None = None,
-        description: str = "conversation",
-    ) -> None:
-        self._state = LeaseState(
-            lease_key,
-            owner=owner,
-            ttl_seconds=ttl_seconds,
-            wait_seconds=wait_seconds,
-            renew_every_seconds=renew_every_seconds,
-            description=description,
-        )
-        self.owner = self._state.owner
-        self.store = store
-        self.lease_key = lease_key
-        self.ttl_seconds = ttl_seconds
-        self.wait_seconds = wait_seconds
-        self.renew_every_seconds = self._state.renew_every_seconds
+    def _start(self) -> None:
         self._entry: asyncio.Lock | None = None  # made on the loop of the first hold
         self._stop = asyncio.Event()
         self._renewer: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[None]] = set()
-
-    @property
-    def lease(self) -> ConversationLease | None:
-        """The lease as last acquired or renewed (``None`` while not held)."""
-        return self._state.lease
 
     @property
     def held(self) -> bool:

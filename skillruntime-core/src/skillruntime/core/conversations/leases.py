@@ -49,6 +49,7 @@ __all__ = [
     "ConversationLease",
     "ConversationLeaseError",
     "LeaseKeeper",
+    "LeaseKeeperBase",
     "LeaseLostError",
     "LeaseState",
     "LeaseTimeoutError",
@@ -270,21 +271,9 @@ class LeaseState:
         return lease, self.lost is None
 
 
-class LeaseKeeper:
-    """Takes, renews and releases one conversation lease for one owner.
-
-    :meth:`hold` is re-entrant: the outermost ``with keeper.hold():`` waits up to
-    ``wait_seconds`` for the lease (:class:`LeaseTimeoutError`), starts a renewer thread that
-    renews it every ``renew_every_seconds`` (default a third of ``ttl_seconds``), and releases
-    it at the end. Inner holds only check it. A renewal that the store refuses (taken over) or
-    that does not succeed before the lease would expire marks the lease lost: :meth:`check`,
-    the next :meth:`hold` in the same outermost hold, and the end of that hold raise
-    :class:`LeaseLostError`. The keeper counts validity with a monotonic clock from the moment
-    each acquire or renewal was *sent*, so a slow store answer shortens, never extends, it
-    (the rules are :class:`LeaseState`'s).
-
-    Thread-safe; holds from several threads of one keeper share the lease.
-    """
+class LeaseKeeperBase:
+    """The settings and the lease state both keepers hold: :class:`LeaseKeeper` (threads) and
+    :class:`~.async_leases.AsyncLeaseKeeper` (asyncio); the rules are :class:`LeaseState`'s."""
 
     def __init__(
         self,
@@ -311,15 +300,39 @@ class LeaseKeeper:
         self.ttl_seconds = ttl_seconds
         self.wait_seconds = wait_seconds
         self.renew_every_seconds = self._state.renew_every_seconds
-        self._lock = threading.RLock()
-        self._entry = threading.RLock()  # serialises outermost holds while they wait
-        self._stop = threading.Event()
-        self._renewer: threading.Thread | None = None
+        self._start()
+
+    def _start(self) -> None:
+        """Set up the keeper's own concurrency state (locks, stop signal, renewer slot)."""
+        raise NotImplementedError
 
     @property
     def lease(self) -> ConversationLease | None:
         """The lease as last acquired or renewed (``None`` while not held)."""
         return self._state.lease
+
+
+class LeaseKeeper(LeaseKeeperBase):
+    """Takes, renews and releases one conversation lease for one owner.
+
+    :meth:`hold` is re-entrant: the outermost ``with keeper.hold():`` waits up to
+    ``wait_seconds`` for the lease (:class:`LeaseTimeoutError`), starts a renewer thread that
+    renews it every ``renew_every_seconds`` (default a third of ``ttl_seconds``), and releases
+    it at the end. Inner holds only check it. A renewal that the store refuses (taken over) or
+    that does not succeed before the lease would expire marks the lease lost: :meth:`check`,
+    the next :meth:`hold` in the same outermost hold, and the end of that hold raise
+    :class:`LeaseLostError`. The keeper counts validity with a monotonic clock from the moment
+    each acquire or renewal was *sent*, so a slow store answer shortens, never extends, it
+    (the rules are :class:`LeaseState`'s).
+
+    Thread-safe; holds from several threads of one keeper share the lease.
+    """
+
+    def _start(self) -> None:
+        self._lock = threading.RLock()
+        self._entry = threading.RLock()  # serialises outermost holds while they wait
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
 
     @property
     def held(self) -> bool:
