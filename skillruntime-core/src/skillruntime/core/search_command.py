@@ -32,7 +32,7 @@ import logging
 import posixpath
 import shlex
 import zlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 
 from .file_search import GlobQuery, GrepEngine, GrepQuery, GrepResult, SearchResult, literal_pattern
 from .models import FileInfo
@@ -279,15 +279,11 @@ def _archived_text(contents: dict[str, bytes], entry: FileInfo, max_bytes: int) 
         return None
 
 
-def grep_from_output(
-    listing: Listing,
-    contents: dict[str, bytes],
-    root: FileInfo,
-    query: GrepQuery,
-    read_text: Callable[[str, int], str],
-) -> GrepResult:
-    """``grep`` over a listing and the archived files; links are read with ``read_text``
-    (as the default does), regular files missing from the archive hold no match."""
+def _grep_steps(
+    listing: Listing, contents: dict[str, bytes], root: FileInfo, query: GrepQuery
+) -> Generator[str, str | None, GrepResult]:
+    """The grep over a listing and the archived files, written once for both drivers: it yields
+    the path of each link to read and receives its text (``None`` when it could not be read)."""
     engine = GrepEngine(query, root.path)
     candidates = replay_walk(
         listing, root, depth=query.max_depth, limit=query.max_files, keep=engine.keep
@@ -298,16 +294,42 @@ def grep_from_output(
         if not engine.wants(entry):
             continue
         if entry.path in listing.links:
-            try:
-                text: str | None = read_text(entry.path, query.max_file_bytes)
-            except Exception as exc:  # unreadable link targets are skipped, as by the default
-                logger.debug("grep skips %s: %s", entry.path, type(exc).__name__)
-                continue
+            text = yield entry.path
         else:
             text = _archived_text(contents, entry, query.max_file_bytes)
         if text is not None:
             engine.feed(entry.path, text)
     return engine.result(candidates.truncated)
+
+
+def _skipped_link(path: str, exc: Exception) -> None:
+    # unreadable link targets are skipped, as by the default
+    logger.debug("grep skips %s: %s", path, type(exc).__name__)
+
+
+def grep_from_output(
+    listing: Listing,
+    contents: dict[str, bytes],
+    root: FileInfo,
+    query: GrepQuery,
+    read_text: Callable[[str, int], str],
+) -> GrepResult:
+    """``grep`` over a listing and the archived files; links are read with ``read_text``
+    (as the default does), regular files missing from the archive hold no match."""
+    steps = _grep_steps(listing, contents, root, query)
+    try:
+        path = next(steps)
+        while True:
+            text: str | None
+            try:
+                text = read_text(path, query.max_file_bytes)
+            except Exception as exc:
+                _skipped_link(path, exc)
+                text = None
+            path = steps.send(text)
+    except StopIteration as stop:
+        result: GrepResult = stop.value
+        return result
 
 
 async def async_grep_from_output(
@@ -318,23 +340,17 @@ async def async_grep_from_output(
     read_text: Callable[[str, int], Awaitable[str]],
 ) -> GrepResult:
     """:func:`grep_from_output` with an awaited ``read_text`` for links."""
-    engine = GrepEngine(query, root.path)
-    candidates = replay_walk(
-        listing, root, depth=query.max_depth, limit=query.max_files, keep=engine.keep
-    )
-    for entry in candidates.entries:
-        if engine.done():
-            break
-        if not engine.wants(entry):
-            continue
-        if entry.path in listing.links:
+    steps = _grep_steps(listing, contents, root, query)
+    try:
+        path = next(steps)
+        while True:
+            text: str | None
             try:
-                text: str | None = await read_text(entry.path, query.max_file_bytes)
-            except Exception as exc:  # unreadable link targets are skipped, as by the default
-                logger.debug("grep skips %s: %s", entry.path, type(exc).__name__)
-                continue
-        else:
-            text = _archived_text(contents, entry, query.max_file_bytes)
-        if text is not None:
-            engine.feed(entry.path, text)
-    return engine.result(candidates.truncated)
+                text = await read_text(path, query.max_file_bytes)
+            except Exception as exc:
+                _skipped_link(path, exc)
+                text = None
+            path = steps.send(text)
+    except StopIteration as stop:
+        result: GrepResult = stop.value
+        return result
