@@ -11,7 +11,6 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from skillruntime.core.sql import SqlConversationStore
 from sqlalchemy import update
 
 from conversations.conversation_backends import Backend, SqlBackend
@@ -24,6 +23,7 @@ from skillruntime.core.conversations import (
     storage_key_for,
 )
 from skillruntime.core.conversations.leases import ConversationLease
+from skillruntime.core.conversations.sql import SqlConversationStore
 from skillruntime.core.conversations.sweeps import (
     LocalWorkspaceReaper,
     available_reapers,

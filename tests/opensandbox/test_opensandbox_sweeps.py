@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from skillruntime.core.sql import SqlConversationStore
 from sqlalchemy import update
 
 from doubles.opensandbox import OpenSandboxDouble
 from skillruntime.core.conversations import ConversationStore
+from skillruntime.core.conversations.sql import SqlConversationStore
 from skillruntime.core.conversations.sweeps import LocalWorkspaceReaper, sweep_conversations
 from skillruntime.core.models import SkillExecutionRequest
 from skillruntime.opensandbox import OpenSandboxSkillRuntime
