@@ -1,7 +1,10 @@
 # The two commands of the README: `make demo` (set up, run the main job) and `make test`.
-# `make test-quick` is the inner loop: the fast suites, without reinstalling anything.
+# `make test-quick` is the inner loop: every distribution's tests but those marked slow.
 .PHONY: setup demo test test-quick test-lowest lint bench dist
-QUICK_TESTS = tests/core tests/local tests/cli tests/docs
+# Tests run under pytest-xdist, TEST_WORKERS workers (default 4: most tests wait on subprocesses,
+# sockets and databases, so twice the cores keeps both cores busy); tests marked `serial` run after
+# the parallel part, alone (scripts/run-tests.sh). PYTEST_ARGS go to pytest.
+export TEST_WORKERS
 
 setup:
 	bash scripts/setup.sh
@@ -22,14 +25,15 @@ lint: setup
 	.venv/bin/ruff format --check .
 	.venv/bin/mypy skillruntime-core/src skillruntime-local/src skillruntime-opensandbox/src skillruntime-aio/src skillruntime-viking/src skillruntime-mcp/src skillruntime-openai-agents/src skillruntime-deepagents/src tests/tools/sdk_typing.py
 
-test: setup
-	.venv/bin/python -m pytest
+test:
+	SETUP_OPENVIKING=1 bash scripts/setup.sh
+	bash scripts/run-tests.sh .venv/bin/python $(PYTEST_ARGS)
 
 .venv/bin/python:
 	bash scripts/setup.sh
 
 test-quick: .venv/bin/python
-	.venv/bin/python -m pytest -q -x -m "not slow" $(QUICK_TESTS)
+	bash scripts/run-tests.sh .venv/bin/python -m "not slow" -q $(PYTEST_ARGS)
 
 dist: .venv/bin/python
 	bash scripts/check-dist.sh

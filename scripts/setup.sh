@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
 # Create .venv and install every distribution (editable) plus the development tools.
-# Idempotent: a second run only checks that everything is installed.
+# Idempotent and quick when nothing changed: a stamp of every file that decides what gets installed
+# (this script, requirements-dev.txt, every pyproject.toml) is kept in .venv; while it matches, pip
+# is not run at all (SETUP_FORCE=1 reinstalls anyway). Editable installs pick up source changes by
+# themselves; a changed dependency, entry point or tool pin changes the stamp.
+# With SETUP_OPENVIKING=1 (make test does this) it also builds the real OpenViking server's own
+# environment that the real-server tests run (tests/viking_real/openviking_env.py: about 270 MB
+# under ~/.cache/skillruntime, a few minutes once per machine, reused afterwards).
 # Progress: one line per step and one per package pip collects (numbered); pip's full output goes to
 # .venv/setup.log (its end is shown when pip fails).
 set -euo pipefail
@@ -29,6 +35,26 @@ pip_install() {
     fi
 }
 
+stamp_of() {
+    # One line: the sha256 of everything that decides what is installed.
+    cat scripts/setup.sh requirements-dev.txt skillruntime-*/pyproject.toml | sha256sum | cut -d' ' -f1
+}
+
+openviking_env() {
+    if [ "${SETUP_OPENVIKING:-0}" = 1 ]; then
+        step "the real OpenViking server's environment (for the real-server tests)"
+        .venv/bin/python tests/viking_real/openviking_env.py
+    fi
+}
+
+if [ -x .venv/bin/python ] && [ "${SETUP_FORCE:-0}" != 1 ] \
+    && [ -f .venv/.setup-stamp ] && [ "$(cat .venv/.setup-stamp)" = "$(stamp_of)" ]; then
+    step "up to date: .venv ($(.venv/bin/python --version)); nothing to install" \
+        "(SETUP_FORCE=1 reinstalls)"
+    openviking_env
+    exit 0
+fi
+
 if [ ! -x .venv/bin/python ]; then
     step "creating .venv with $("$PYTHON" --version 2>&1)"
     "$PYTHON" -m venv .venv
@@ -48,4 +74,6 @@ pip_install \
     -e ./skillruntime-openai-agents \
     -e ./skillruntime-deepagents \
     -r requirements-dev.txt
+stamp_of > .venv/.setup-stamp
+openviking_env
 step "ready: .venv ($(.venv/bin/python --version)); pip's full output is in $LOG"

@@ -10,7 +10,8 @@
 # lower bound is exactly what got installed (a floor that a sibling dependency or a tool pushes
 # up is not tested, so it fails here and must be raised), and runs pytest there.
 #
-# Usage: scripts/test-lowest.sh [pytest arguments]   (default: the whole suite, -q)
+# Usage: scripts/test-lowest.sh [-m EXPR] [pytest arguments]
+#   (default: -m "not slow" -q, in parallel as scripts/run-tests.sh runs it)
 # Environment: PYTHON (interpreter, default python3), LOWEST_VENV (default .venv-lowest),
 # UV (a uv executable; by default uv is installed into .venv-uv with pip).
 set -euo pipefail
@@ -73,6 +74,8 @@ sys.exit(1 if bad else 0)
 '
 
 if [ "$#" -eq 0 ]; then
-    set -- -q
+    # What a dependency floor can break is every distribution's behaviour, not the cost of the
+    # slow end-to-end cases (real servers, process races, peer suites): those run in `make test`.
+    set -- -m "not slow" -q
 fi
-"$VENV/bin/python" -m pytest -p no:cacheprovider "$@"
+bash scripts/run-tests.sh "$VENV/bin/python" "$@" -p no:cacheprovider

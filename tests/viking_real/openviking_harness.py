@@ -1,8 +1,8 @@
 """A real ``openviking`` server for tests, run offline on 127.0.0.1 as a separate process.
 
 OpenViking is AGPL-3.0, so nothing here imports it: the server lives in its own virtual
-environment (:func:`ensure_openviking_venv`, created on first use and cached between runs) and the
-tests talk to it over HTTP only.
+environment, built once per machine by the setup step (``viking_real.openviking_env``; a test that
+finds it missing fails with the command that builds it), and the tests talk to it over HTTP only.
 
 The server is started with its models pointed at :class:`ModelStub`, a loopback stand-in for an
 OpenAI-compatible API (chat completions and embeddings), so adding skills through the real API
@@ -25,7 +25,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -37,67 +36,15 @@ from pathlib import Path
 from typing import Any
 
 import requests
-from filelock import FileLock
 
 from doubles._http import BackgroundHTTPServer
+from viking_real.openviking_env import require_openviking_venv
 
 logger = logging.getLogger(__name__)
 
-OPENVIKING_VERSION = "0.5.2"
-"""The exact ``openviking`` release the tests run against (PyPI)."""
-
-VENV_ENV_VAR = "SKILLRUNTIME_OPENVIKING_VENV"
-"""Overrides where the server's virtual environment lives."""
-
-_MARKER = ".skillruntime-complete"
-_INSTALL_TIMEOUT = 1800.0
 _START_TIMEOUT = 180.0
 _STOP_TIMEOUT = 30.0
 _HTTP_TIMEOUT = 60.0
-
-
-def default_venv_dir() -> Path:
-    """``$SKILLRUNTIME_OPENVIKING_VENV`` or ``~/.cache/skillruntime/openviking-<version>-venv``."""
-    configured = os.environ.get(VENV_ENV_VAR)
-    if configured:
-        return Path(configured)
-    return Path.home() / ".cache" / "skillruntime" / f"openviking-{OPENVIKING_VERSION}-venv"
-
-
-def ensure_openviking_venv(venv: Path | None = None) -> Path:
-    """The virtual environment holding ``openviking==OPENVIKING_VERSION``; created if missing.
-
-    A marker file written after a successful install makes reruns instant; an interrupted install
-    leaves no marker and is redone from scratch. A file lock serializes concurrent creators.
-    """
-    venv = venv or default_venv_dir()
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(venv) + ".lock", timeout=_INSTALL_TIMEOUT):
-        marker = venv / _MARKER
-        if marker.is_file() and marker.read_text().strip() == OPENVIKING_VERSION:
-            return venv
-        logger.warning(
-            "installing openviking==%s into %s (a few minutes)", OPENVIKING_VERSION, venv
-        )
-        shutil.rmtree(venv, ignore_errors=True)
-        subprocess.run(
-            [sys.executable, "-m", "venv", str(venv)], check=True, timeout=_INSTALL_TIMEOUT
-        )
-        subprocess.run(
-            [
-                str(venv / "bin" / "python"),
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                f"openviking=={OPENVIKING_VERSION}",
-            ],
-            check=True,
-            timeout=_INSTALL_TIMEOUT,
-        )
-        marker.write_text(OPENVIKING_VERSION + "\n")
-        return venv
 
 
 def free_port() -> int:
@@ -435,7 +382,7 @@ def start_server(root: Path, venv: Path | None = None) -> OpenVikingServer:
 
     Waits (bounded) until ``/health`` answers; raises with the log tail if it never does.
     """
-    venv = ensure_openviking_venv(venv)
+    venv = require_openviking_venv(venv)
     root.mkdir(parents=True, exist_ok=True)
     home = root / "home"
     home.mkdir(exist_ok=True)
@@ -551,8 +498,3 @@ def shared_server() -> Iterator[OpenVikingServer]:
         yield server
     finally:
         release_shared_server()
-
-
-if __name__ == "__main__":  # pragma: no cover - manual setup helper
-    logging.basicConfig(level=logging.INFO)
-    sys.stdout.write(f"{ensure_openviking_venv()}\n")

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Run the test suite the way `make test` does: the tests not marked `serial` in parallel under
+# pytest-xdist (TEST_WORKERS workers, default 4; `--dist loadgroup` keeps each xdist group, such as
+# the real OpenViking server's tests, on one worker), then the `serial` ones in one process.
+#
+# Usage: scripts/run-tests.sh PYTHON [-m EXPR] [pytest arguments...]
+#   -m EXPR (first, optional) narrows both parts further, e.g. -m "not slow".
+# Exit status: pytest's, except that a part with no test selected (pytest's 5) counts as passed
+# when the other part ran tests.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+python=$1
+shift
+extra="true"
+if [ "${1:-}" = "-m" ]; then
+    extra=$2
+    shift 2
+fi
+workers=${TEST_WORKERS:-4}
+
+"$python" -m pytest -n "$workers" --dist loadgroup -m "not serial and ($extra)" "$@"
+parallel=$?
+"$python" -m pytest -p no:xdist -m "serial and ($extra)" "$@"
+serial=$?
+
+if [ "$parallel" -eq 5 ] && [ "$serial" -eq 5 ]; then
+    exit 5
+fi
+for code in "$parallel" "$serial"; do
+    if [ "$code" -ne 0 ] && [ "$code" -ne 5 ]; then
+        exit "$code"
+    fi
+done
+exit 0
