@@ -7,8 +7,8 @@ absolute paths of regular files only ("directories are never matched"), and deep
 ``BaseSandbox`` fails exactly these seven. Each is replaced (same name) by a test of deepagents'
 actual behaviour that also runs the same operation through deepagents' own ``BaseSandbox`` on the
 same runtime (``reference``: its generic python-over-``execute`` implementation) and requires the
-same answer. :data:`OVERRIDDEN` names them with the reason; the docs table lists the same names
-(checked by ``tests/deepagents/test_peer_docs.py``).
+same answer. :data:`OVERRIDDEN` names them with the reason; the docs table (docs/deepagents.md)
+lists the same names.
 
 The suite's own ``test_no_overrides_DO_NOT_OVERRIDE`` demands that an overridden test carries an
 ``xfail`` marker; this project allows no xfail, so it is replaced by a test enforcing the same
@@ -90,11 +90,15 @@ def _paths(result: object) -> list[tuple[str, bool]]:
 
 class SkillRuntimeSandboxTests(SandboxIntegrationTests):
     """The peer suite for a skillruntime backend; subclasses give ``root`` (a directory inside
-    the runtime's workspace) and the class-scoped ``sandbox`` fixture."""
+    the runtime's workspace) and the class-scoped ``sandbox`` fixture: a sync fixture that builds
+    the backend and its async runtime outside any event loop, as an application does."""
 
     root: ClassVar[str] = "/tmp/test_sandbox_ops/"
+    # Each async test on a fresh event loop, as langchain-tests runs (asyncio_mode "auto"): an
+    # async runtime built once for the class must serve every loop, as it does for users who
+    # call asyncio.run again and again.
     pytestmark: ClassVar[list[pytest.MarkDecorator]] = [
-        pytest.mark.asyncio(loop_scope="class"),
+        pytest.mark.asyncio,
         pytest.mark.filterwarnings("ignore:.*is marked with '@pytest.mark.asyncio'"),
         # langchain-tests' own class-scoped fixtures are instance methods (a pytest 9 deprecation)
         pytest.mark.filterwarnings("ignore:Class-scoped fixtures defined as instance methods"),

@@ -6,19 +6,24 @@ runtime's workspace rules too. Async methods are native on every backend: an
 ``AsyncSkillRuntime`` on the same conversation (on OpenSandbox it shares the sync runtime's
 conversation store, so both attach the one sandbox). The replaced tests are in
 ``deepagents_peer.OVERRIDDEN``.
+
+The async runtime is built once per class by the sync ``sandbox`` fixture, outside any event
+loop, and every async test runs on a fresh loop (no loop is pinned), the way an application
+builds a backend once and calls ``asyncio.run`` again and again. It is closed on a loop of its
+own at the end of the class.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-import pytest_asyncio
 
 from deepagents_peer import SkillRuntimeSandboxTests
 from doubles.aio import AioDouble
@@ -45,22 +50,15 @@ class TestLocalBackend(SkillRuntimeSandboxTests):
 
     root: ClassVar[str] = f"{LOCAL_ROOT.resolve()}/{CONVERSATION}/suite/"
 
-    # The async runtime lives on the loop of the class's async tests, and is closed there.
-    @pytest_asyncio.fixture(scope="class", loop_scope="class")
-    async def async_local(self) -> AsyncIterator[AsyncLocalSkillRuntime]:
-        runtime = AsyncLocalSkillRuntime(
-            conversation_id=CONVERSATION, conversations_root=LOCAL_ROOT
-        )
-        yield runtime
-        await runtime.close()
-
     @pytest.fixture(scope="class")
-    def sandbox(self, async_local: AsyncLocalSkillRuntime) -> Iterator[SkillRuntimeBackend]:
+    def sandbox(self) -> Iterator[SkillRuntimeBackend]:
         options = {"conversation_id": CONVERSATION, "conversations_root": LOCAL_ROOT}
+        async_local = AsyncLocalSkillRuntime(**options)  # type: ignore[arg-type]
         try:
             with LocalSkillRuntime(**options) as runtime:  # type: ignore[arg-type]
                 yield SkillRuntimeBackend(runtime, async_runtime=async_local)
         finally:
+            asyncio.run(async_local.close())
             shutil.rmtree(LOCAL_ROOT, ignore_errors=True)
 
 
@@ -81,21 +79,8 @@ class TestOpenSandboxBackend(SkillRuntimeSandboxTests):
             "base_environment": {"PATH": f"{IMAGE_BIN}:{STANDARD_PATH}"},
         }
 
-    # The async runtime lives on the loop of the class's async tests, and is closed there.
-    @pytest_asyncio.fixture(scope="class", loop_scope="class")
-    async def async_opensandbox(
-        self, opensandbox_options: dict[str, Any]
-    ) -> AsyncIterator[AsyncOpenSandboxSkillRuntime]:
-        runtime = AsyncOpenSandboxSkillRuntime(**opensandbox_options)
-        yield runtime
-        await runtime.close()
-
     @pytest.fixture(scope="class")
-    def sandbox(
-        self,
-        opensandbox_options: dict[str, Any],
-        async_opensandbox: AsyncOpenSandboxSkillRuntime,
-    ) -> Iterator[SkillRuntimeBackend]:
+    def sandbox(self, opensandbox_options: dict[str, Any]) -> Iterator[SkillRuntimeBackend]:
         # The suite runs `python`. The runtime's default image (python:3.11) has it; the double
         # runs commands on this host with a container's standard PATH, where only python3 is, so
         # the sandbox gets a `python` link first.
@@ -106,9 +91,11 @@ class TestOpenSandboxBackend(SkillRuntimeSandboxTests):
             )
         )
         assert link.exit_code == 0, link.stderr
+        async_opensandbox = AsyncOpenSandboxSkillRuntime(**opensandbox_options)
         try:
             yield SkillRuntimeBackend(runtime, async_runtime=async_opensandbox)
         finally:
+            asyncio.run(async_opensandbox.close())
             with contextlib.suppress(Exception):
                 runtime.destroy_conversation_sandbox()
             runtime.close()
@@ -129,22 +116,15 @@ class _AioBackend(SkillRuntimeSandboxTests):
             "conversations_root": AIO_ROOT,
         }
 
-    # The async runtime lives on the loop of the class's async tests, and is closed there.
-    @pytest_asyncio.fixture(scope="class", loop_scope="class")
-    async def async_aio(
-        self, request: pytest.FixtureRequest
-    ) -> AsyncIterator[AsyncAioSkillRuntime]:
-        runtime = AsyncAioSkillRuntime(**self.aio_options(request))  # type: ignore[arg-type]
-        yield runtime
-        await runtime.close()
-
     @pytest.fixture(scope="class")
-    def sandbox(
-        self, request: pytest.FixtureRequest, async_aio: AsyncAioSkillRuntime
-    ) -> Iterator[SkillRuntimeBackend]:
+    def sandbox(self, request: pytest.FixtureRequest) -> Iterator[SkillRuntimeBackend]:
         options = self.aio_options(request)
-        with AioSandboxSkillRuntime(**options) as runtime:  # type: ignore[arg-type]
-            yield SkillRuntimeBackend(runtime, async_runtime=async_aio)
+        async_aio = AsyncAioSkillRuntime(**options)  # type: ignore[arg-type]
+        try:
+            with AioSandboxSkillRuntime(**options) as runtime:  # type: ignore[arg-type]
+                yield SkillRuntimeBackend(runtime, async_runtime=async_aio)
+        finally:
+            asyncio.run(async_aio.close())
 
 
 class TestAioBashBackend(_AioBackend):

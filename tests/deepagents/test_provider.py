@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import importlib.metadata
+import sys
+import types
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -22,6 +25,99 @@ def _discovered() -> SkillRuntimeSandboxProvider:
     provider = entry.load()()
     assert isinstance(provider, SkillRuntimeSandboxProvider)
     return provider
+
+
+@dataclass(frozen=True)
+class SandboxProviderMetadata:
+    """deepagents-code 0.2.2's ``SandboxProviderMetadata`` (its fields and defaults; the same
+    in 0.1.88)."""
+
+    name: str
+    working_dir: str
+    install: object | None = None
+    supports_sandbox_id: bool = True
+    supports_snapshot_name: bool = False
+    backend_module: str | None = None
+
+
+@pytest.fixture
+def cli_protocol(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI's ``deepagents_code.integrations.sandbox_provider`` module, as installed with it
+    (the CLI itself, 0.2.2, needs Python 3.14; its releases for 3.11-3.13 pin deepagents
+    <= 0.7.30: docs/deepagents.md)."""
+    modules = {
+        "deepagents_code": types.ModuleType("deepagents_code"),
+        "deepagents_code.integrations": types.ModuleType("deepagents_code.integrations"),
+        "deepagents_code.integrations.sandbox_provider": types.ModuleType(
+            "deepagents_code.integrations.sandbox_provider"
+        ),
+    }
+    modules["deepagents_code.integrations.sandbox_provider"].SandboxProviderMetadata = (  # type: ignore[attr-defined]
+        SandboxProviderMetadata
+    )
+    for name, module in modules.items():
+        monkeypatch.setitem(sys.modules, name, module)
+
+
+def _announced_working_dir() -> str:
+    """What deepagents-code 0.2.2 puts in the model's prompt: ``get_default_working_dir`` →
+    a new registry → a new provider from the entry point → ``_provider_metadata``, which takes
+    ``provider.metadata`` when it is a ``SandboxProviderMetadata`` and else ``/workspace``."""
+    provider = _discovered()
+    meta = getattr(provider, "metadata", None)
+    if isinstance(meta, SandboxProviderMetadata):
+        return meta.working_dir
+    return "/workspace"
+
+
+@pytest.mark.usefixtures("cli_protocol")
+def test_the_cli_announces_the_conversation_workspace_and_the_model_can_write_there(
+    tmp_path: Path,
+) -> None:
+    """The CLI's flow: create_sandbox (get_or_create without an id), then the prompt's working
+    directory from a new provider's metadata; the model writes below that directory."""
+    params = {"runtime": "local", "conversations_root": str(tmp_path)}
+    provider = _discovered()
+    backend = provider.get_or_create(sandbox_id=None, **params)
+    try:
+        announced = _announced_working_dir()
+        assert announced == backend.runtime.default_working_directory
+        assert announced == str((tmp_path / backend.id).resolve())
+        written = backend.write(f"{announced}/src/app.py", "print('hi')\n")
+        assert written.error is None
+        assert backend.execute("python3 src/app.py").output == "hi\n"
+        assert backend.write("/workspace/src/app.py", "x").error is not None  # the old guess
+        meta = _discovered().metadata
+        assert isinstance(meta, SandboxProviderMetadata)
+        assert (meta.name, meta.supports_sandbox_id, meta.supports_snapshot_name) == (
+            "skillruntime",
+            True,
+            False,
+        )
+    finally:
+        provider.delete(sandbox_id=backend.id)
+    assert _announced_working_dir() != announced  # a deleted sandbox is announced no more
+
+
+@pytest.mark.usefixtures("cli_protocol")
+def test_the_announced_directory_follows_the_latest_live_sandbox(tmp_path: Path) -> None:
+    params = {"runtime": "local", "conversations_root": str(tmp_path)}
+    provider = _discovered()
+    first = provider.get_or_create(sandbox_id="cli-a", **params)
+    second = _discovered().get_or_create(sandbox_id="cli-b", **params)
+    try:
+        assert _announced_working_dir() == second.runtime.default_working_directory
+        provider.get_or_create(sandbox_id="cli-a", **params)  # reattached: the latest again
+        assert _announced_working_dir() == first.runtime.default_working_directory
+        provider.delete(sandbox_id="cli-a")
+        assert _announced_working_dir() == second.runtime.default_working_directory
+    finally:
+        _discovered().delete(sandbox_id="cli-b", **params)
+
+
+def test_without_the_cli_installed_there_is_no_metadata() -> None:
+    assert "deepagents_code" not in sys.modules
+    assert _discovered().metadata is None
 
 
 def test_the_sandbox_id_is_the_conversation_and_resumes_in_a_new_provider(tmp_path: Path) -> None:

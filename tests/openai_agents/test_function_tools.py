@@ -102,23 +102,33 @@ def test_a_plain_agent_runs_a_skill_through_the_function_tools(
         backend.cleanup(conversation)
 
 
-def test_the_enabled_tools_follow_allowed_tools(skills_root: Path, tmp_path: Path) -> None:
+def test_a_tool_the_active_skills_do_not_allow_answers_a_refusal(
+    skills_root: Path, tmp_path: Path
+) -> None:
+    """With the SDK's default run config (a call to a disabled tool ends the run), a call that
+    ``allowed-tools`` forbids is a tool result the model acts on, and nothing runs."""
     model = ScriptedModel(
         [
             [function_call("skill", {"command": "notes-only"}, call_id="s")],
             [function_call("write", {"file_path": "x.txt", "content": "no"}, call_id="w")],
+            [function_call("bash", {"command": "touch y.txt"}, call_id="b")],
+            [function_call("bash", {"command": "echo allowed"}, call_id="e")],
             [assistant_message("done")],
         ]
     )
     with create_runtime("local", work_root=str(tmp_path / "work")) as runtime:
         tools = SkillTools(runtime, [skills_root])
         agent = Agent(name="tools", instructions="", model=model, tools=list(function_tools(tools)))
-        config = RunConfig(tracing_disabled=True, tool_not_found_behavior="return_error_to_model")
-        result = asyncio.run(Runner.run(agent, "go", run_config=config))
-    first, second = (call.tools for call in model.calls[:2])
-    assert {tool.name for tool in first} >= {"skill", "bash", "write", "edit", "ls", "glob"}
-    assert sorted(tool.name for tool in second) == ["bash", "grep", "read", "skill"]
-    # The model called a tool it no longer has: the SDK answers with an error, nothing runs.
-    assert "not found" in outputs(result)[-1]
-    assert not (tmp_path / "work" / "x.txt").exists()
+        result = asyncio.run(Runner.run(agent, "go", run_config=NO_TRACING))
     assert result.final_output == "done"
+    _activated, write, touch, echo = outputs(result)
+    assert write.startswith("Error:")
+    assert "notes-only" in write
+    assert touch.startswith("Error:")
+    assert "allowed" in echo
+    assert not (tmp_path / "work" / "x.txt").exists()
+    assert not (tmp_path / "work" / "y.txt").exists()
+    # Every tool stays offered, so the call reaches the tool and its refusal reaches the model.
+    for call in model.calls:
+        assert {tool.name for tool in call.tools} == {tool.name for tool in tools.all_tools}
+    model.assert_complete()

@@ -19,7 +19,7 @@ from .sandbox import (
     SkillRuntimeSandboxSession,
     SkillRuntimeSandboxSessionState,
 )
-from .skills import PreparedSkillSource, load_skills, skills_capability
+from .skills import PreparedSkills, PreparedSkillSource, load_skills, skills_capability
 from .tools import function_tools
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "DEFAULT_EXEC_TIMEOUT_SECONDS",
     "SPOOL_BYTES",
     "PreparedSkillSource",
+    "PreparedSkills",
     "RuntimeFactory",
     "SkillRuntimeSandboxClient",
     "SkillRuntimeSandboxClientOptions",

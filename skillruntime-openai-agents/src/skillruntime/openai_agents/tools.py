@@ -3,8 +3,11 @@
 For agents that do not use the sandbox beta: each tool keeps its name, description and JSON
 Schema; a call runs through :meth:`SkillTools.adispatch` (the event loop never waits on the
 runtime) and always returns the tool's text, ``Error: …`` included, never raising into the run.
-A tool is enabled only while the active skills' ``allowed-tools`` admit it, so the model sees the
-restricted set from the turn after a skill restricts it.
+
+Every tool stays enabled whatever the active skills' ``allowed-tools`` say: the SDK ends a run
+with ``ModelBehaviorError`` when the model calls a disabled tool, so hiding a tool would turn
+the refusal into a crash. A call the active skills do not allow is refused by the tool itself,
+with an ``Error:`` result naming the restriction, and nothing runs.
 """
 
 from __future__ import annotations
@@ -12,7 +15,6 @@ from __future__ import annotations
 from typing import Any
 
 from agents import FunctionTool, RunContextWrapper
-from agents.agent import AgentBase
 
 from skillruntime.core.tools.toolset import SkillTools
 
@@ -23,16 +25,12 @@ def _tool(tools: SkillTools, name: str, description: str, schema: dict[str, Any]
     async def invoke(_context: RunContextWrapper[Any], arguments: str) -> str:
         return await tools.adispatch(name, arguments)
 
-    def enabled(_context: RunContextWrapper[Any], _agent: AgentBase[Any]) -> bool:
-        return any(tool.name == name for tool in tools.tools)
-
     return FunctionTool(
         name=name,
         description=description,
         params_json_schema=schema,
         on_invoke_tool=invoke,
         strict_json_schema=False,
-        is_enabled=enabled,
     )
 
 
