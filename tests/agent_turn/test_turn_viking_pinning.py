@@ -158,3 +158,26 @@ def test_a_materialization_failure_carries_the_store_code_as_its_cause(
 def test_the_listing_says_where_a_remote_skill_comes_from(tools: SkillTools) -> None:
     description = tools.get("skill").description  # type: ignore[union-attr]
     assert '<skill source="openviking_user">\n<name>pinned</name>' in description
+
+
+def test_a_turn_keeps_its_own_pin_when_another_turn_reads_a_newer_revision(
+    viking: VikingDouble, tmp_path: Path
+) -> None:
+    run = ("bash", {"command": "sh scripts/run.sh"})
+    with (
+        VikingSkillStore(server_url=viking.url, cache_dir=tmp_path / "cache") as store,
+        LocalSkillRuntime(work_root=tmp_path / "work") as runtime,
+    ):
+        shared = viking_skill_sources(store, [ROOT])  # one source object in two tool sets
+        with (
+            SkillTools(runtime, shared) as first,
+            SkillTools(runtime, shared) as second,
+            first.turn() as early,
+            second.turn() as late,
+        ):
+            early.call(("skill", {"command": "pinned"}))  # pins revision one
+            viking.set_file(ROOT, "scripts/run.sh", _script("two"))
+            late.call(("skill", {"command": "pinned"}))  # the source now holds revision two
+            refused = early.call(run)
+            assert refused.code == "SKILL_REVISION_CHANGED"  # not revision two's script
+            assert "word=two" in late.call(run).content  # the other turn is untouched

@@ -458,12 +458,13 @@ class SkillTurn(Closeable):
         skill ``name`` no longer holds the revision pinned at its activation in this turn."""
         source = self._pending[name][0]
         if source.signature != self._pinned.get(name):
-            self._drop_pending(name)
+            self._drop_pending(name, end_source=False)  # the other pin is not this turn's
             raise revision_changed(name, "the source was activated again elsewhere")
 
-    def _drop_pending(self, name: str) -> None:
+    def _drop_pending(self, name: str, *, end_source: bool = True) -> None:
         """Forget the remote skill ``name`` activated in this turn (its revision changed): it
-        is deactivated and its source's turn ended, so the next ``skill`` call reads it again."""
+        is deactivated and (with ``end_source``) its source's turn ended, so the next ``skill``
+        call reads it again."""
         with self._lock:
             pending = self._pending.pop(name, None)
             self._pinned.pop(name, None)
@@ -471,7 +472,7 @@ class SkillTurn(Closeable):
             self._requirements_met.discard(name)
         self._activator.deactivate(name)
         skill_event("revision_changed", self.id, skill=name, skill_uri=self.skill_uri(name))
-        ender = getattr(pending[0], "end_turn", None) if pending is not None else None
+        ender = getattr(pending[0], "end_turn", None) if pending and end_source else None
         if callable(ender):
             try:
                 ender()
