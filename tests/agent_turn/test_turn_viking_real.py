@@ -94,6 +94,62 @@ def test_turns_over_the_real_server(server: OpenVikingServer, tmp_path: Path) ->
         assert len({entry.revision for entry in store.cache_entries()}) == 2
 
 
+def test_a_skill_changed_on_the_server_after_activation_is_refused_then_read_again(
+    server: OpenVikingServer, tmp_path: Path
+) -> None:
+    name = "turn-pinned"
+    files = {**_files("first"), "SKILL.md": SKILL_MD.replace("turn-real", name)}
+    server.upload_skill(name, files, identity=IDENTITY)
+    uri = server.skill_uri(name, identity=IDENTITY)
+    run = ToolCall("bash", {"command": "sh scripts/word.sh"}, "run")
+    read = ToolCall("read", {"file_path": "references/notes.md"}, "read")
+    with (
+        VikingSkillStore(
+            server_url=server.url,
+            account=IDENTITY.account,
+            user=IDENTITY.user,
+            cache_dir=tmp_path / "cache",
+        ) as store,
+        LocalSkillRuntime(work_root=tmp_path / "work") as runtime,
+        SkillTools(runtime, viking_skill_sources(store, [uri])) as tools,
+        tools.turn() as turn,
+    ):
+        assert not turn.call(("skill", {"command": name})).is_error  # revision one is read
+        second = {**_files("second"), "SKILL.md": files["SKILL.md"]}
+        server.upload_skill(name, second, identity=IDENTITY, replace=True)
+        mark = server.proxy.mark()
+        refused = turn.call(run)
+        assert refused.code == "SKILL_REVISION_CHANGED"
+        assert "word=" not in refused.content  # neither revision ran
+        assert downloads(server.proxy.since(mark)) == []
+        assert turn.active_skills == []
+        mark = server.proxy.mark()
+        assert not turn.call(("skill", {"command": name})).is_error
+        assert server.proxy.since(mark), "the skill was read again"
+        assert "word=second" in turn.call(run).content
+
+    with (
+        VikingSkillStore(
+            server_url=server.url,
+            account=IDENTITY.account,
+            user=IDENTITY.user,
+            cache_dir=tmp_path / "cache",
+        ) as store,
+        LocalSkillRuntime(work_root=tmp_path / "work") as runtime,
+        SkillTools(runtime, viking_skill_sources(store, [uri])) as tools,
+        tools.turn() as turn,
+    ):
+        turn.call(("skill", {"command": name}))
+        assert "plain notes" in turn.call(read).content
+        changed = {**files, "references/notes.md": "# Notes\nchanged notes\n"}
+        server.upload_skill(name, changed, identity=IDENTITY, replace=True)
+        refused = turn.call(read)
+        assert refused.code == "SKILL_REVISION_CHANGED"
+        assert "changed notes" not in refused.content
+        turn.call(("skill", {"command": name}))
+        assert "changed notes" in turn.call(read).content
+
+
 def test_discovery_by_query_on_the_real_server(server: OpenVikingServer, tmp_path: Path) -> None:
     with VikingSkillStore(
         server_url=server.url,

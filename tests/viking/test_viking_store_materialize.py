@@ -353,3 +353,33 @@ def test_racy_fingerprints_are_not_recorded(
     monkeypatch.setattr(cache_module, "RACY_NS", 0)
     recorded = cache_module.verify_snapshot(path, manifest)
     assert set(recorded) == {item.path for item in manifest.files}
+
+
+def test_a_pinned_lease_refuses_a_newer_revision_before_downloading(
+    viking: VikingDouble, store: VikingSkillStore, cache_dir: Path
+) -> None:
+    pinned = store.resolve(DEMO_ROOT).signature
+    with store.lease(DEMO_ROOT, signature=pinned) as path:  # the pinned revision is served
+        assert tree(path) == demo_files()
+    viking.set_file(DEMO_ROOT, "scripts/run.sh", b"#!/bin/sh\necho v2\n")
+    downloads = sum(viking.downloads.values())
+    with pytest.raises(VikingStoreError) as caught, store.lease(DEMO_ROOT, signature=pinned):
+        pytest.fail("a package of another revision than the pinned one was handed out")
+    assert caught.value.code == SKILL_REVISION_CHANGED
+    assert sum(viking.downloads.values()) == downloads
+    assert [entry.revision for entry in store.cache_entries()] != [viking.revision(DEMO_ROOT)]
+
+
+def test_a_pinned_file_read_refuses_a_newer_revision(
+    viking: VikingDouble, store: VikingSkillStore
+) -> None:
+    pinned = store.resolve(DEMO_ROOT).signature
+    guide = demo_files()["references/guide.md"]
+    assert store.read_file(DEMO_ROOT, "references/guide.md", signature=pinned) == guide
+    viking.set_file(DEMO_ROOT, "references/guide.md", b"# Guide v2\n")
+    downloads = sum(viking.downloads.values())
+    with pytest.raises(VikingStoreError) as caught:
+        store.read_file(DEMO_ROOT, "references/guide.md", signature=pinned)
+    assert caught.value.code == SKILL_REVISION_CHANGED
+    assert sum(viking.downloads.values()) == downloads
+    assert store.read_file(DEMO_ROOT, "references/guide.md") == b"# Guide v2\n"

@@ -48,6 +48,7 @@ class ScriptedStore:
         self.resolved: list[str] = []
         self.leases = 0
         self.active = 0
+        self.signatures: list[str | None] = []
         self.fail_resolve = False
         self.listing: dict[str, list[VikingSkillSummary]] = {}
         self._lock = threading.Lock()
@@ -77,9 +78,14 @@ class ScriptedStore:
 
     @contextmanager
     def lease(
-        self, uri: str, *, progress: Callable[[int, int], None] | None = None
+        self,
+        uri: str,
+        *,
+        progress: Callable[[int, int], None] | None = None,
+        signature: str | None = None,
     ) -> Iterator[Path]:
         self.resolve(uri)
+        self.signatures.append(signature)
         if progress is not None:
             progress(0, 10)
             progress(10, 10)
@@ -149,6 +155,7 @@ def test_load_leases_once_passes_progress_and_close_releases(store: ScriptedStor
     assert source.directory is None
     source.load()  # a new lease after close
     assert (store.leases, store.active) == (2, 1)
+    assert store.signatures == [None, None]  # nothing pinned without load_instructions
     source.close()
 
 

@@ -6,8 +6,10 @@ and integrity (revision computed like the server, root fallback between scopes i
 ``GET /api/v1/content/download`` (octet-stream) and error envelopes (404 NOT_FOUND, 409
 CONFLICT ``path_busy``, 429 RESOURCE_EXHAUSTED, 400 INVALID_ARGUMENT, 401 UNAUTHENTICATED).
 
-Hostile behaviours (:class:`Faults`): an endless manifest, an error message echoing the
-credentials, and a download that drips one byte at a time.
+A skill changes between requests as on the real server: :meth:`VikingDouble.set_file` at any
+time, or :attr:`Faults.change_after_read` right after an integrity read (the revision the client
+just read is then stale). Hostile behaviours (:class:`Faults`): an endless manifest, an error
+message echoing the credentials, and a download that drips one byte at a time.
 
 Identity: dev mode by default (``X-OpenViking-Account``/``X-OpenViking-User``, ``default``
 otherwise); with ``api_keys`` set, ``X-API-Key`` or ``Authorization: Bearer`` is required and
@@ -53,6 +55,10 @@ class Faults:
     change_on_download: dict[str, tuple[str, bytes]] = field(default_factory=dict)
     """File URI -> (path, new bytes): after serving that file once, the skill's file at path
     is replaced, so the revision changes mid-download."""
+    change_after_read: dict[str, dict[str, bytes]] = field(default_factory=dict)
+    """Skill root URI -> {path: new bytes}: once the next integrity read of that skill has been
+    answered, those files are replaced (one shot), so the revision the client just read is
+    already stale — an update landing between two requests, as on the real server."""
     die_mid_stream: set[str] = field(default_factory=set)
     """File URIs whose download sends half the body and then drops the connection."""
     serve_root: dict[str, str] = field(default_factory=dict)
@@ -512,6 +518,11 @@ class _Handler(BaseHTTPRequestHandler):
             )
             return
         self._ok(result)
+        if integrity:
+            with owner._lock:
+                changes = faults.change_after_read.pop(root, {})
+            for path, data in changes.items():
+                owner.set_file(root, path, data, account=account)
 
     def _endless_manifest(self) -> None:
         entry = json.dumps(

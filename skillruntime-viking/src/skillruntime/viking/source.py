@@ -93,6 +93,7 @@ class VikingSkillSource(Closeable):
         self._directory: Path | None = None
         self._instructions: Path | None = None
         self._files: frozenset[str] = frozenset()
+        self._signature: str | None = None
 
     @property
     def name(self) -> str:
@@ -136,18 +137,21 @@ class VikingSkillSource(Closeable):
     def load(self) -> Skill:
         """Lease the verified skill directory (once) and load its ``SKILL.md`` strictly.
 
-        Raises the store's errors (``VikingStoreError`` with a stable ``code``) or
-        ``InvalidSkillError``/``ValueError`` when ``SKILL.md`` is invalid or names another skill;
-        a failed load holds no lease.
+        After :meth:`load_instructions` only the revision it read is leased (see
+        :attr:`signature`): a newer one on the server raises ``SKILL_REVISION_CHANGED`` before
+        anything is downloaded. Raises the store's errors (``VikingStoreError`` with a stable
+        ``code``) or ``InvalidSkillError``/``ValueError`` when ``SKILL.md`` is invalid or names
+        another skill; a failed load holds no lease.
         """
         with self._lock:
             if self._skill is not None:
                 return self._skill
             stack = ExitStack()
             try:
-                directory = Path(
-                    stack.enter_context(self.store.lease(self.uri, progress=self._progress))
+                lease = self.store.lease(
+                    self.uri, progress=self._progress, signature=self._signature
                 )
+                directory = Path(stack.enter_context(lease))
                 skill = load_skill(directory, strict=True, unknown_keys="warn")
                 if skill is None:  # strict loading raises instead; kept for the type checker
                     raise ValueError(f"{directory} holds no usable skill")
@@ -169,7 +173,11 @@ class VikingSkillSource(Closeable):
 
         The returned skill's ``base_path`` is a private temporary directory holding just
         ``SKILL.md`` (deleted by :meth:`close`); :attr:`package_files` lists the manifest's
-        files. Raises like :meth:`load`.
+        files. The revision read is pinned (:attr:`signature`) until :meth:`end_turn` or
+        :meth:`close`: :meth:`load` and :meth:`read_resource` serve it or raise
+        ``SKILL_REVISION_CHANGED``, so the package never differs from the instructions the model
+        read; calling this again reads the skill anew and pins what it finds (a lease of another
+        revision is released). Raises like :meth:`load`.
         """
         manifest = self.store.resolve(self.uri)
         directory = Path(tempfile.mkdtemp(prefix="skillruntime-viking-md-")) / manifest.name
@@ -190,9 +198,22 @@ class VikingSkillSource(Closeable):
         with self._lock:
             previous, self._instructions = self._instructions, directory
             self._files = frozenset({"SKILL.md", *(item.path for item in manifest.files)})
+            stale: ExitStack | None = None
+            if self._signature not in (None, manifest.signature):
+                stale, self._stack = self._stack, None
+                self._skill, self._directory = None, None
+            self._signature = manifest.signature
         if previous is not None:
             shutil.rmtree(previous.parent, ignore_errors=True)
+        if stale is not None:
+            stale.close()
         return skill
+
+    @property
+    def signature(self) -> str | None:
+        """The manifest signature :meth:`load_instructions` pinned (``None`` when unpinned)."""
+        with self._lock:
+            return self._signature
 
     @property
     def package_files(self) -> frozenset[str]:
@@ -201,23 +222,26 @@ class VikingSkillSource(Closeable):
             return self._files
 
     def read_resource(self, path: str) -> bytes:
-        """One file of the skill read from the server and verified (no materialization)."""
-        return self.store.read_file(self.uri, path)
+        """One file of the skill read from the server and verified (no materialization); of
+        the pinned revision only, else ``SKILL_REVISION_CHANGED``."""
+        return self.store.read_file(self.uri, path, signature=self.signature)
 
     def end_turn(self) -> None:
-        """The end of an agent turn (called by ``SkillTurn.close``): release the lease, so the
-        next turn's :meth:`load` reads the integrity manifest again with the current identity —
+        """The end of an agent turn (called by ``SkillTurn.close``): release the lease and the
+        pin, so the next turn's :meth:`load` reads the integrity manifest again with the current
+        identity —
         revoked access or a new revision is noticed — and reuses the host cache when the
         revision is unchanged."""
         self.close()
 
     def close(self) -> None:
-        """Release the lease (idempotent); a later :meth:`load` takes a new one."""
+        """Release the lease and the pin (idempotent); a later :meth:`load` takes a new one."""
         with self._lock:
             stack, self._stack = self._stack, None
             self._skill, self._directory = None, None
             instructions, self._instructions = self._instructions, None
             self._files = frozenset()
+            self._signature = None
         if instructions is not None:
             shutil.rmtree(instructions.parent, ignore_errors=True)
         if stack is not None:

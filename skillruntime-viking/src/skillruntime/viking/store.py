@@ -281,8 +281,15 @@ class VikingSkillStore(Closeable):
 
     # -- materializing ---------------------------------------------------------------------
     @contextmanager
-    def lease(self, uri: str, *, progress: Progress | None = None) -> Iterator[Path]:
+    def lease(
+        self, uri: str, *, progress: Progress | None = None, signature: str | None = None
+    ) -> Iterator[Path]:
         """A verified directory holding the skill's ``SKILL.md`` for a ``with`` block.
+
+        With ``signature`` (a :attr:`VikingSkillManifest.signature` read earlier, e.g. when the
+        skill was activated) only that revision is accepted: when the server's current manifest
+        has another signature, ``SKILL_REVISION_CHANGED`` is raised before anything is
+        downloaded or taken from the cache.
 
         The directory is named after the skill. No process evicts the entry while the lease is
         held. The directory and its files are private (0700/0600) and must be treated as
@@ -293,6 +300,7 @@ class VikingSkillStore(Closeable):
         """
         self._check_open()
         manifest = self.resolve(uri)
+        _require_signature(manifest, signature)
         cache = self._cache
         if cache is not None:
             key = CacheKey.build(self._scope, manifest)
@@ -326,15 +334,18 @@ class VikingSkillStore(Closeable):
             remove_tree(private.parent)
 
     @_redacting
-    def read_file(self, uri: str, path: str) -> bytes:
+    def read_file(self, uri: str, path: str, *, signature: str | None = None) -> bytes:
         """One file of the skill at ``uri``, read from the server and verified (size and SHA-256
         against a fresh manifest), without materializing the package or using the cache.
 
-        ``SKILL.md`` is served from the verified manifest content. Raises
-        :class:`VikingStoreError` (``SKILL_RESOURCE_NOT_FOUND`` for a path not in the manifest).
+        ``SKILL.md`` is served from the verified manifest content. With ``signature`` only that
+        revision is served (as in :meth:`lease`). Raises :class:`VikingStoreError`
+        (``SKILL_RESOURCE_NOT_FOUND`` for a path not in the manifest, ``SKILL_REVISION_CHANGED``
+        for another revision than ``signature``'s).
         """
         self._check_open()
         manifest = self.resolve(uri)
+        _require_signature(manifest, signature)
         if path == "SKILL.md":
             return manifest.content.encode("utf-8")
         item = next((entry for entry in manifest.files if entry.path == path), None)
@@ -607,6 +618,17 @@ class VikingSkillStore(Closeable):
         for path in private:
             remove_tree(path)
         self._client.close()
+
+
+def _require_signature(manifest: VikingSkillManifest, signature: str | None) -> None:
+    """Refuse ``manifest`` unless it has ``signature`` (when one is given)."""
+    if signature is not None and manifest.signature != signature:
+        raise VikingStoreError(
+            f"{manifest.root_uri} changed on the server since it was activated (now revision "
+            f"{manifest.revision}); read the skill again",
+            code=SKILL_REVISION_CHANGED,
+            uri=manifest.uri,
+        )
 
 
 class _CancelledError(Exception):

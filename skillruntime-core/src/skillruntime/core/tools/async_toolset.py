@@ -87,6 +87,7 @@ from .skill import (
     SKILLS_PLACEHOLDER,
     SkillSource,
     activation_text,
+    failure_text,
     preparation_request,
     single_prepared,
     skills_xml,
@@ -249,15 +250,14 @@ class _AsyncActivator:
                     policy = SkillPolicy.from_skill(skill)
                 except Exception as exc:
                     logger.warning("loading skill %s failed: %s", name, exc)
-                    return f"Error: loading skill '{name}' failed: {exc}"
+                    return failure_text(f"loading skill '{name}'", exc)
                 try:
                     request = preparation_request(skill, self._configs.get(skill.name))
                     slot.prepared = single_prepared(await self._runtime.prepare(request))
                 except Exception as exc:
                     logger.warning("preparing skill %s failed: %s", name, exc)
-                    return (
-                        f"Error: preparing skill '{name}' in the {runtime_name} runtime failed: "
-                        f"{exc}"
+                    return failure_text(
+                        f"preparing skill '{name}' in the {runtime_name} runtime", exc
                     )
                 slot.policy = policy
             assert slot.policy is not None

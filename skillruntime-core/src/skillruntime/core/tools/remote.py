@@ -7,6 +7,14 @@ materialized (``load`` → prepare → ``metadata.requires`` check → turn copy
 call that needs a local file of it; a ``read`` of one of its files before that is served from the
 server (``read_resource``). An instruction-only skill therefore never downloads its package or
 touches the runtime. Outside a turn, sources are loaded in full as before.
+
+**Revision pinning** (RFC §3.2, §6.1): activation pins the revision the model read (the
+source's :attr:`RemoteFirstSource.signature`, kept with the turn's skill). Materialization and
+remote reads serve that revision only; when the server's skill has changed since, the call is
+refused with ``SKILL_REVISION_CHANGED`` and the skill is dropped from the turn, so the next
+``skill`` call reads its current instructions (and pins them) before anything of the new
+revision runs. Materialization failures keep the source's code as the ``cause`` of
+``SKILL_MATERIALIZATION_FAILED`` (:func:`materialization_error`).
 """
 
 from __future__ import annotations
@@ -15,8 +23,22 @@ from typing import Protocol, runtime_checkable
 
 from ..models import Skill
 from .files import MAX_LINE_LENGTH, MAX_READ_BYTES
+from .resources import ResourceError
+from .skill import failure_code
 
-__all__ = ["RemoteFirstSource", "format_text_read"]
+__all__ = [
+    "SKILL_MATERIALIZATION_FAILED",
+    "SKILL_REVISION_CHANGED",
+    "RemoteFirstSource",
+    "format_text_read",
+    "materialization_error",
+    "revision_changed",
+]
+
+SKILL_MATERIALIZATION_FAILED = "SKILL_MATERIALIZATION_FAILED"
+"""A remote skill's package could not be made local (the source's code is the ``cause``)."""
+SKILL_REVISION_CHANGED = "SKILL_REVISION_CHANGED"
+"""The remote skill changed since it was activated in this turn; invoke it again."""
 
 
 @runtime_checkable
@@ -24,7 +46,14 @@ class RemoteFirstSource(Protocol):
     """A skill source that can be activated before its package is downloaded."""
 
     def load_instructions(self) -> Skill:
-        """The skill with only ``SKILL.md`` on the host; checks access and revision."""
+        """The skill with only ``SKILL.md`` on the host; checks access and revision and pins
+        the revision read (:attr:`signature`) until the turn ends. Called again, it reads the
+        skill anew and pins the current revision."""
+        ...
+
+    @property
+    def signature(self) -> str | None:
+        """The fingerprint of the pinned revision (``None`` before :meth:`load_instructions`)."""
         ...
 
     @property
@@ -32,9 +61,40 @@ class RemoteFirstSource(Protocol):
         """The package's file paths (known once :meth:`load_instructions` ran)."""
         ...
 
-    def read_resource(self, path: str) -> bytes:
-        """One verified file of the package, read remotely."""
+    def load(self) -> Skill:
+        """The whole package on the host, of the pinned revision only: an error whose ``code``
+        is ``SKILL_REVISION_CHANGED`` when the server holds another one."""
         ...
+
+    def read_resource(self, path: str) -> bytes:
+        """One verified file of the package, read remotely; of the pinned revision only (an
+        error with ``code`` ``SKILL_REVISION_CHANGED`` otherwise)."""
+        ...
+
+
+def materialization_error(name: str, content: str, cause: BaseException | None) -> ResourceError:
+    """The refusal of a tool call whose remote skill ``name`` could not be materialized:
+    ``content`` is the activation's ``Error: …`` text and ``cause`` the source's (or
+    runtime's) exception. A changed revision is refused as ``SKILL_REVISION_CHANGED``; anything
+    else as ``SKILL_MATERIALIZATION_FAILED`` with the cause's stable code as ``cause``."""
+    code = failure_code(cause)
+    message = content.removeprefix("Error: ")
+    if code is not None:
+        message = message.removeprefix(f"{code}: ")
+    if code == SKILL_REVISION_CHANGED:
+        return revision_changed(name, message)
+    return ResourceError(SKILL_MATERIALIZATION_FAILED, message, cause=code)
+
+
+def revision_changed(name: str, detail: object) -> ResourceError:
+    """The ``SKILL_REVISION_CHANGED`` refusal of a call that needed remote skill ``name``
+    after its revision changed; ``detail`` (a message or the source's error) says how."""
+    message = str(detail).removeprefix(f"[{SKILL_REVISION_CHANGED}] ")
+    return ResourceError(
+        SKILL_REVISION_CHANGED,
+        f"skill {name!r} changed on the server since it was activated in this turn "
+        f"({message}); invoke the skill again to read its current instructions",
+    )
 
 
 def format_text_read(location: str, data: bytes, offset: int | None, limit: int | None) -> str:

@@ -97,11 +97,14 @@ def _literal(text: str) -> Callable[[re.Match[str]], str]:
 
 
 class ResourceError(ValueError):
-    """A path in the arguments could not be resolved; :attr:`code` is the stable code."""
+    """A path in the arguments could not be resolved; :attr:`code` is the stable code and
+    :attr:`cause` the code of the underlying failure, when it has one (e.g. the skill store's
+    ``SKILL_UNAVAILABLE`` behind ``SKILL_MATERIALIZATION_FAILED``)."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: str, message: str, *, cause: str | None = None) -> None:
         super().__init__(f"{code}: {message}")
         self.code = code
+        self.cause = cause
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,8 @@ __all__ = [
     "SkillActivator",
     "SkillSource",
     "activation_text",
+    "failure_code",
+    "failure_text",
     "listing_description",
     "preparation_request",
     "single_prepared",
@@ -84,7 +86,10 @@ Only use skills listed in <available_skills>. Do not invoke a skill that is alre
 class SkillSource(Protocol):
     """Where a configured skill comes from.
 
-    ``name``, ``description`` and ``location`` are shown to the model before any activation.
+    ``name``, ``description`` and ``location`` are shown to the model before any activation;
+    a source may also have an ``origin`` string saying where the skill comes from (shown as the
+    listing's ``source`` attribute; the OpenViking sources say ``openviking_user`` or
+    ``openviking_shared``).
     :meth:`load` is called on the skill's first activation (under that skill's lock, so at most
     one call at a time per source) and again after a failed activation; it returns the skill with
     ``base_path`` a host directory ready to be prepared into the runtime.
@@ -150,7 +155,8 @@ def listing_description(skill: Skill) -> str:
 
 def skills_xml(sources: list[SkillSource], budget: int | None = DEFAULT_LISTING_BUDGET) -> str:
     """The ``<skill>`` entries of ``sources`` in configured order, XML-escaped, in ``budget``
-    characters.
+    characters. A source with an ``origin`` attribute (a remote source: ``openviking_user``,
+    ``openviking_shared``) is listed as ``<skill source="<origin>">`` (remote-skill RFC §3.1).
 
     When the full listing is longer than ``budget``, every description longer than a common
     limit is cut to that limit (ending in ``…``), the limit being the largest that fits; a last
@@ -163,15 +169,16 @@ def skills_xml(sources: list[SkillSource], budget: int | None = DEFAULT_LISTING_
     names = [escape(source.name) for source in sources]
     locations = [escape(source.location) for source in sources]
     descriptions = [source.description for source in sources]
+    tags = [_skill_tag(source) for source in sources]
 
     def render(limit: int | None) -> str:
         entries = [
-            "<skill>\n"
+            f"{tag}\n"
             f"<name>{name}</name>\n"
             f"<description>{escape(_shorten(text, limit))}</description>\n"
             f"<location>{location}</location>\n"
             "</skill>"
-            for name, text, location in zip(names, descriptions, locations, strict=True)
+            for tag, name, text, location in zip(tags, names, descriptions, locations, strict=True)
         ]
         if limit is not None:
             cut = sum(len(text) > limit for text in descriptions)
@@ -204,6 +211,15 @@ def skills_xml(sources: list[SkillSource], budget: int | None = DEFAULT_LISTING_
     return listing
 
 
+def _skill_tag(source: SkillSource) -> str:
+    """``<skill source="…">`` for a source that says where it comes from (an ``origin``
+    string, e.g. ``openviking_user``/``openviking_shared``), else ``<skill>``."""
+    origin = getattr(source, "origin", None)
+    if isinstance(origin, str) and origin:
+        return f'<skill source="{escape(origin, quote=True)}">'
+    return "<skill>"
+
+
 def _shorten(text: str, limit: int | None) -> str:
     """``text`` when it has at most ``limit`` characters, else its head ending in ``…``."""
     if limit is None or len(text) <= limit:
@@ -213,8 +229,27 @@ def _shorten(text: str, limit: int | None) -> str:
     return text[: limit - 1].rstrip() + "…"
 
 
+def failure_code(error: BaseException | None) -> str | None:
+    """The stable code an error carries (its ``code`` attribute when that is an upper-case
+    ``SKILL_*``-style word, as ``VikingStoreError`` has), else ``None``."""
+    code = getattr(error, "code", None)
+    if isinstance(code, str) and code and code.replace("_", "").isalnum() and code.isupper():
+        return code
+    return None
+
+
+def failure_text(what: str, error: BaseException) -> str:
+    """``Error: <CODE>: <what> failed: <message>`` for an error with a stable code (the code
+    also leaves the message's ``[CODE]`` prefix), else ``Error: <what> failed: <message>``."""
+    code = failure_code(error)
+    message = str(error) or type(error).__name__
+    if code is None:
+        return f"Error: {what} failed: {message}"
+    return f"Error: {code}: {what} failed: {message.removeprefix(f'[{code}] ')}"
+
+
 class _Slot:
-    __slots__ = ("loaded", "lock", "policy", "prepared", "requirements_met")
+    __slots__ = ("failure", "loaded", "lock", "policy", "prepared", "requirements_met")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -222,6 +257,7 @@ class _Slot:
         self.prepared: Skill | None = None
         self.policy: SkillPolicy | None = None
         self.requirements_met = False
+        self.failure: BaseException | None = None
 
 
 class SkillActivator:
@@ -273,6 +309,12 @@ class SkillActivator:
         """The configured source of skill ``name``, or ``None``."""
         return self._sources.get(name)
 
+    def failure(self, name: str) -> BaseException | None:
+        """Why the last :meth:`activate` of skill ``name`` failed to load or prepare it (the
+        source's or runtime's exception), ``None`` after a success or before any attempt."""
+        slot = self._slots.get(name)
+        return slot.failure if slot else None
+
     def activate_policy(self, name: str, policy: SkillPolicy) -> None:
         """Mark skill ``name`` active with ``policy`` before anything is prepared (remote-first
         activation); a later :meth:`activate` prepares it."""
@@ -309,17 +351,19 @@ class SkillActivator:
                     policy = SkillPolicy.from_skill(skill)
                 except Exception as exc:
                     logger.warning("loading skill %s failed: %s", name, exc)
-                    return f"Error: loading skill '{name}' failed: {exc}"
+                    slot.failure = exc
+                    return failure_text(f"loading skill '{name}'", exc)
                 try:
                     slot.prepared = self._prepare(skill)
                 except Exception as exc:
                     logger.warning("preparing skill %s failed: %s", name, exc)
-                    return (
-                        f"Error: preparing skill '{name}' in the {runtime_name} runtime failed: "
-                        f"{exc}"
+                    slot.failure = exc
+                    return failure_text(
+                        f"preparing skill '{name}' in the {runtime_name} runtime", exc
                     )
                 slot.policy = policy
                 slot.loaded = skill
+                slot.failure = None
             assert slot.policy is not None
             if not slot.requirements_met:
                 try:

@@ -46,7 +46,14 @@ from .base import ArgumentsError, SkillTool, parse_arguments
 from .batch import ACTIVATION_TOOL, CallInput, as_call, run_batch
 from .copies import TurnCopies
 from .policy import SkillPolicy, check_requirements, refusal_reason
-from .remote import RemoteFirstSource, format_text_read
+from .remote import (
+    SKILL_MATERIALIZATION_FAILED,
+    SKILL_REVISION_CHANGED,
+    RemoteFirstSource,
+    format_text_read,
+    materialization_error,
+    revision_changed,
+)
 from .resources import (
     DEFAULT_RESOURCE_INPUTS,
     ActiveResources,
@@ -54,7 +61,7 @@ from .resources import (
     ResourceKind,
     ResourceResolver,
 )
-from .skill import SkillActivator
+from .skill import SkillActivator, failure_code, failure_text
 from .views import CallStatus, ToolCall, ToolResult, UsageRecord, error_code
 
 if TYPE_CHECKING:
@@ -73,7 +80,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 SKILL_TOOL_NOT_ALLOWED = "SKILL_TOOL_NOT_ALLOWED"
-SKILL_MATERIALIZATION_FAILED = "SKILL_MATERIALIZATION_FAILED"
 SKILL_CAPABILITY_UNAVAILABLE = "SKILL_CAPABILITY_UNAVAILABLE"
 MAX_LISTED_FILES = 10_000
 """Files of one skill considered for resource resolution at most."""
@@ -151,6 +157,7 @@ class SkillTurn(Closeable):
         self._usage: list[UsageRecord] = []
         self._files: dict[str, frozenset[str]] = {}
         self._pending: dict[str, tuple[RemoteFirstSource, Skill]] = {}
+        self._pinned: dict[str, str | None] = {}  # remote skill -> signature read at activation
         self._materialize_lock = threading.Lock()
         self._requirements_met: set[str] = set()
         self._closed = False
@@ -234,6 +241,7 @@ class SkillTurn(Closeable):
         *,
         skill_uris: Iterable[str] = (),
         resolved: Mapping[str, Any] | None = None,
+        cause: str | None = None,
     ) -> ToolResult:
         status: CallStatus = "error" if content.startswith("Error:") else "ok"
         return ToolResult(
@@ -246,6 +254,7 @@ class SkillTurn(Closeable):
                 code=error_code(content),
                 skill_uris=tuple(skill_uris),
                 resolved_args=resolved,
+                cause=cause,
             ),
         )
 
@@ -278,7 +287,7 @@ class SkillTurn(Closeable):
                 arguments, referenced = self._resolve(call.name, arguments)
             except ResourceError as exc:
                 skill_event("resource_refused", self.id, tool=call.name, code=exc.code)
-                return self._result(call, f"Error: {exc}", resolved=arguments)
+                return self._result(call, f"Error: {exc}", resolved=arguments, cause=exc.cause)
             if referenced:
                 skill_event("resource_resolved", self.id, tool=call.name, skill_uris=referenced)
         content = _run_unguarded(tool, arguments)
@@ -339,12 +348,12 @@ class SkillTurn(Closeable):
                 policy = SkillPolicy.from_skill(skill)
             except Exception as exc:
                 logger.warning("loading skill %s failed: %s", name, exc)
-                skill_event("activation_failed", self.id, skill=name)
-                return self._result(
-                    call, f"Error: loading skill '{name}' failed: {exc}", resolved={"command": name}
-                )
+                skill_event("activation_failed", self.id, skill=name, code=failure_code(exc))
+                text = failure_text(f"loading skill '{name}'", exc)
+                return self._result(call, text, resolved={"command": name})
             with self._lock:
                 self._pending[name] = (source, skill)
+                self._pinned[name] = source.signature
             self._activator.activate_policy(name, policy)
             skill_event("activated", self.id, skill=name, skill_uri=uri, remote_first=True)
         content = (
@@ -386,10 +395,13 @@ class SkillTurn(Closeable):
         """Make a remote-first skill's package local (once per turn); its base path."""
         with self._materialize_lock:
             if name in self._pending:
+                self._check_pin(name)
                 content = self._activator.activate(name)  # load, prepare, requirements
                 if content.startswith("Error:"):
-                    code = error_code(content) or SKILL_MATERIALIZATION_FAILED
-                    raise ResourceError(code, content.removeprefix("Error: "))
+                    error = materialization_error(name, content, self._activator.failure(name))
+                    if error.code == SKILL_REVISION_CHANGED:
+                        self._drop_pending(name)
+                    raise error
                 uri = self.skill_uri(name)
                 if uri is not None and self._uses_copy(uri):
                     try:
@@ -424,14 +436,48 @@ class SkillTurn(Closeable):
         location = f"{skill.uri.rstrip('/')}/{relative}"
         resolved = {**arguments, "file_path": location}
         try:
+            self._check_pin(skill.name)
             data = source.read_resource(relative)
+        except ResourceError as exc:  # the pin moved; the skill was dropped
+            return self._result(call, f"Error: {exc}", resolved=resolved)
         except Exception as exc:
-            code = getattr(exc, "code", None)
-            prefix = f"{code}: " if isinstance(code, str) and code.isupper() else ""
+            code = failure_code(exc)
+            if code == SKILL_REVISION_CHANGED:
+                self._drop_pending(skill.name)
+                return self._result(
+                    call, f"Error: {revision_changed(skill.name, exc)}", resolved=resolved
+                )
+            prefix = f"{code}: " if code is not None else ""
             return self._result(call, f"Error: {prefix}{exc}", resolved=resolved)
         skill_event("remote_read", self.id, skill=skill.name, skill_uri=skill.uri)
         content = format_text_read(location, data, arguments.get("offset"), arguments.get("limit"))
         return self._result(call, content, skill_uris=[skill.uri], resolved=resolved)
+
+    def _check_pin(self, name: str) -> None:
+        """Refuse (``SKILL_REVISION_CHANGED``, entry dropped) when the source of the pending
+        skill ``name`` no longer holds the revision pinned at its activation in this turn."""
+        source = self._pending[name][0]
+        if source.signature != self._pinned.get(name):
+            self._drop_pending(name, end_source=False)  # the other pin is not this turn's
+            raise revision_changed(name, "the source was activated again elsewhere")
+
+    def _drop_pending(self, name: str, *, end_source: bool = True) -> None:
+        """Forget the remote skill ``name`` activated in this turn (its revision changed): it
+        is deactivated and (with ``end_source``) its source's turn ended, so the next ``skill``
+        call reads it again."""
+        with self._lock:
+            pending = self._pending.pop(name, None)
+            self._pinned.pop(name, None)
+            self._files.pop(name, None)
+            self._requirements_met.discard(name)
+        self._activator.deactivate(name)
+        skill_event("revision_changed", self.id, skill=name, skill_uri=self.skill_uri(name))
+        ender = getattr(pending[0], "end_turn", None) if pending and end_source else None
+        if callable(ender):
+            try:
+                ender()
+            except Exception as exc:
+                logger.warning("ending the turn of skill %s failed: %s", name, exc)
 
     # ------------------------------------------------------------- resources
 

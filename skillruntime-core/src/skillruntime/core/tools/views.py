@@ -88,7 +88,11 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class UsageRecord:
-    """What one call did, for the session's tool-usage records (no result text, no secrets)."""
+    """What one call did, for the session's tool-usage records (no result text, no secrets).
+
+    ``code`` is the stable error code of a failed call; ``cause`` the code of the failure
+    behind it when that differs (e.g. the skill store's ``SKILL_UNAVAILABLE`` behind
+    ``SKILL_MATERIALIZATION_FAILED``)."""
 
     call_id: str | None
     tool: str
@@ -96,6 +100,7 @@ class UsageRecord:
     code: str | None = None
     skill_uris: tuple[str, ...] = ()
     resolved_args: Mapping[str, Any] | None = None
+    cause: str | None = None
 
     @property
     def skill_uri(self) -> str | None:
@@ -109,6 +114,7 @@ class UsageRecord:
             "tool": self.tool,
             "status": self.status,
             "code": self.code,
+            "cause": self.cause,
             "skill_uri": self.skill_uri,
             "skill_uris": list(self.skill_uris),
             "resolved_args": None
