@@ -40,6 +40,12 @@ for path in sorted(Path(sys.argv[1]).iterdir()):
 PYEOF
 
 core_wheel=$(ls "$WORK"/dist/skillruntime_core-*.whl)
+# uv installs the fresh environments several times faster than pip: $UV, uv on PATH, or the one
+# scripts/test-lowest.sh installs into .venv-uv; pip otherwise.
+UV_BIN=${UV:-$(command -v uv || true)}
+if [ -z "$UV_BIN" ] && [ -x .venv-uv/bin/uv ]; then
+    UV_BIN=.venv-uv/bin/uv
+fi
 
 # fresh_venv NAME WHEEL...: a new virtualenv $WORK/venv-NAME holding core's wheel and WHEEL...;
 # pip's output (and the machine pip config's "Location ... is ignored" warnings) goes to a log,
@@ -48,9 +54,9 @@ fresh_venv() {
     local name=$1
     shift
     venv="$WORK/venv-$name"
-    if command -v uv >/dev/null 2>&1; then
-        uv venv --quiet --python "$PY" "$venv"
-        uv pip install --quiet --python "$venv/bin/python" "$core_wheel" "$@"
+    if [ -n "$UV_BIN" ]; then
+        "$UV_BIN" venv --quiet --python "$PY" "$venv"
+        "$UV_BIN" pip install --quiet --python "$venv/bin/python" "$core_wheel" "$@"
     else
         "$PY" -m venv "$venv"
         "$venv/bin/python" -m pip install --disable-pip-version-check "$core_wheel" "$@" \
