@@ -139,7 +139,8 @@ class SkillMcpServer:
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
         conversation = await self._resolve(ctx)
-        return types.ListResourcesResult(resources=await list_skill_resources(conversation))
+        resources = await list_skill_resources(self.config, conversation)
+        return types.ListResourcesResult(resources=resources)
 
     async def _read_resource(
         self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
