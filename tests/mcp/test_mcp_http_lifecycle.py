@@ -9,6 +9,7 @@ import socket
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -79,19 +80,55 @@ def read_to_end(stream: socket.socket) -> bytes:
     return data
 
 
-def test_sigterm_closes_an_open_get_stream_and_exits_0_well_within_the_grace(
+def call_tool(url: str, session_id: str, name: str, arguments: dict[str, object]) -> str:
+    """POST one tools/call on its own connection; the answer's body."""
+    call = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": name, "arguments": arguments},
+    }
+    with httpx2.Client(timeout=60) as client:
+        answer = client.post(
+            url, headers={**MCP_HEADERS, "mcp-session-id": session_id}, content=json.dumps(call)
+        )
+    assert answer.status_code == 200, answer.text
+    return answer.text
+
+
+def wait_for_file(pattern: str, root: Path) -> Path:
+    """The first file matching ``pattern`` under ``root`` once it has content."""
+    deadline = time.monotonic() + 30
+    while True:
+        found = [path for path in root.glob(pattern) if path.read_text().strip()]
+        if found:
+            return found[0]
+        assert time.monotonic() < deadline, f"{pattern} never appeared"
+        time.sleep(0.05)
+
+
+def test_sigterm_kills_the_command_closes_the_get_stream_and_exits_0_within_the_grace(
     skills_root: Path, conversations_root: Path
 ) -> None:
     args = local_args(skills_root, conversations_root, "--shutdown-grace", "60")
-    with http_server(args) as server, httpx2.Client(timeout=30) as client:
+    with (
+        http_server(args) as server,
+        httpx2.Client(timeout=30) as client,
+        ThreadPoolExecutor(1) as pool,
+    ):
         session_id = initialize(client, server.url)
         stream = open_get_stream(server.url, session_id)
         with stream:
+            command = "echo $$ > sleeper.pid; exec sleep 300"
+            running = pool.submit(call_tool, server.url, session_id, "bash", {"command": command})
+            sleeper = int(wait_for_file("*/sleeper.pid", conversations_root).read_text())
             started = time.monotonic()
             server.process.send_signal(signal.SIGTERM)
             assert server.process.wait(timeout=30) == 0
             elapsed = time.monotonic() - started
             read_to_end(stream)  # the stream was ended, not left hanging
+            assert '"result"' in running.result(timeout=30)  # the call answered
+        assert not Path(f"/proc/{sleeper}").exists()
         assert elapsed < 15, f"the server took {elapsed:.1f}s: it waited for the stream"
 
 
@@ -161,11 +198,21 @@ def test_a_flood_of_unended_sessions_evicts_idle_ones_not_one_in_use(
     skills_root: Path, conversations_root: Path
 ) -> None:
     args = local_args(skills_root, conversations_root, "--max-sessions", "5")
-    with http_server(args) as server, httpx2.Client(timeout=30) as client:
+    with (
+        http_server(args) as server,
+        httpx2.Client(timeout=30) as client,
+        ThreadPoolExecutor(1) as pool,
+    ):
         active = initialize(client, server.url)
         stream = open_get_stream(server.url, active)  # in use while its GET stream is open
+        busy = initialize(client, server.url)  # in use while its tool call runs
+        command = "echo $$ > busy.pid; while [ ! -e go ]; do sleep 0.05; done; echo finished"
+        running = pool.submit(call_tool, server.url, busy, "bash", {"command": command})
+        busy_workspace = wait_for_file("*/busy.pid", conversations_root).parent
         with stream:
             flood = [initialize(client, server.url) for _ in range(40)]
+            (busy_workspace / "go").touch()
+            assert "finished" in running.result(timeout=30)
             newcomer = initialize(client, server.url)
             listed = client.post(
                 server.url,
