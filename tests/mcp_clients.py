@@ -3,6 +3,7 @@ scripted turn every runtime must pass through MCP."""
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from collections.abc import AsyncIterator, Sequence
@@ -16,6 +17,13 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 SKILLRUNTIME = str(Path(sys.executable).with_name("skillruntime"))
 """The ``skillruntime`` command of this environment."""
+
+
+def server_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a server subprocess: this process's (so ``PYTHONPATH`` reaches it and
+    the server runs the code under test; the SDK's default passes only a few variables), plus
+    ``env``."""
+    return {**os.environ, **(env or {})}
 
 
 @dataclass
@@ -52,9 +60,10 @@ def serve_args(
 async def stdio_session(
     args: Sequence[str], env: dict[str, str] | None = None
 ) -> AsyncIterator[tuple[ClientSession, Notifications]]:
-    """An initialized SDK client session on ``skillruntime <args>`` run as a subprocess."""
+    """An initialized SDK client session on ``skillruntime <args>`` run as a subprocess
+    (environment: :func:`server_env` of ``env``)."""
     notifications = Notifications()
-    parameters = StdioServerParameters(command=SKILLRUNTIME, args=list(args), env=env)
+    parameters = StdioServerParameters(command=SKILLRUNTIME, args=list(args), env=server_env(env))
     async with (
         stdio_client(parameters) as (read_stream, write_stream),
         ClientSession(read_stream, write_stream, message_handler=notifications) as session,

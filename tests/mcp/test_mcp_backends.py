@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from mcp import ClientSession
 
 from doubles.aio import AioDouble
 from doubles.opensandbox.fixtures import opensandbox_double_fixture
@@ -142,3 +144,40 @@ def test_two_http_servers_resume_each_others_named_conversation(
         ) as runtime:
             runtime.destroy_conversation_sandbox()
     assert {sandbox["id"] for sandbox in opensandbox_double.sandboxes()} == before
+
+
+def test_generated_conversations_on_opensandbox_leave_no_sandbox(
+    skills_root: Path, tmp_path: Path, opensandbox_double: OpenSandboxDouble
+) -> None:
+    store = f"sqlite:///{tmp_path / 'conversations.db'}"
+    args = serve_args(
+        skills_root,
+        runtime="opensandbox",
+        options=[f"domain={opensandbox_double.domain}", f"conversation_store={store}"],
+    )
+    env = _env(SKILLRUNTIME_OPENSANDBOX_API_KEY=opensandbox_double.api_key)
+    before = {sandbox["id"] for sandbox in opensandbox_double.sandboxes()}
+
+    async def turn(session: ClientSession) -> None:
+        await call_ok(session, "skill", {"command": "text-stats"})
+        await call_ok(session, "write", {"file_path": "a.txt", "content": "a\n"})
+        created = [s for s in opensandbox_double.sandboxes() if s["id"] not in before]
+        assert len(created) == 1
+
+    async def over_stdio() -> None:
+        async with stdio_session(args, env) as (session, _):  # no --conversation
+            await turn(session)
+
+    async def over_http(url: str) -> None:
+        async with http_session(url) as (session, _):  # a session of its own, ended on exit
+            await turn(session)
+
+    asyncio.run(over_stdio())
+    assert {sandbox["id"] for sandbox in opensandbox_double.sandboxes()} == before
+    with http_server(args, {"SKILLRUNTIME_OPENSANDBOX_API_KEY": opensandbox_double.api_key}) as s:
+        asyncio.run(over_http(s.url))
+        # the client's DELETE is answered before the session's conversation is discarded
+        deadline = time.monotonic() + 30
+        while {sandbox["id"] for sandbox in opensandbox_double.sandboxes()} != before:
+            assert time.monotonic() < deadline, "the ended session's sandbox was kept"
+            time.sleep(0.1)

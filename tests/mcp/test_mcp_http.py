@@ -34,6 +34,12 @@ def test_a_scripted_turn_over_http_and_list_changed(
 ) -> None:
     async def scenario(url: str) -> None:
         async with http_session(url) as (session, seen):
+            result = session.initialize_result
+            assert result is not None
+            assert result.capabilities.tools is not None
+            assert result.capabilities.tools.list_changed is True
+            assert result.capabilities.resources is not None
+            assert result.capabilities.resources.list_changed is True
             base = await scripted_turn(session)
             assert Path(base).is_relative_to(conversations_root)
             await call_ok(session, "skill", {"command": "notes-only"})

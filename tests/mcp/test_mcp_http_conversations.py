@@ -1,4 +1,5 @@
-"""``HttpConversations`` in process: one conversation per session key, idle sessions closed."""
+"""``HttpConversations`` in process: one conversation per session key, ended sessions' conversations
+discarded, named ones kept."""
 
 from __future__ import annotations
 
@@ -44,26 +45,31 @@ def test_concurrent_first_requests_of_a_session_open_one_conversation(
     asyncio.run(scenario())
 
 
-def test_an_idle_session_conversation_is_closed_and_a_named_one_kept(
+def test_an_ended_session_conversation_is_discarded_and_a_named_one_kept(
     conversations_root: Path,
 ) -> None:
     async def scenario() -> None:
-        conversations = HttpConversations(_config(conversations_root), session_idle_timeout=0.05)
+        conversations = HttpConversations(_config(conversations_root))
         try:
-            idle = await conversations.resolve(_ctx(**{"mcp-session-id": "old"}))
+            ended = await conversations.resolve(_ctx(**{"mcp-session-id": "old"}))
             named = await conversations.resolve(_ctx(**{"x-skillruntime-conversation": "kept"}))
-            await asyncio.sleep(0.2)
-            await conversations.resolve(_ctx(**{"mcp-session-id": "new"}))
+            await ended.runtime.execute(SkillExecutionRequest(command="echo x > x.txt"))
+            assert ended.conversation_id is not None
+            assert (conversations_root / ended.conversation_id / "x.txt").exists()
+            await conversations.end_session("old")
+            await conversations.end_session("old")  # idempotent
             with pytest.raises(RuntimeClosedError):
-                await idle.runtime.execute(SkillExecutionRequest(command="true"))
+                await ended.runtime.execute(SkillExecutionRequest(command="true"))
+            assert not (conversations_root / ended.conversation_id).exists()
             pwd = await named.runtime.execute(SkillExecutionRequest(command="pwd"))
             assert pwd.stdout == f"{conversations_root / 'kept'}\n"
             fresh = await conversations.resolve(_ctx(**{"mcp-session-id": "old"}))
-            assert fresh is not idle
+            assert fresh is not ended
         finally:
             await conversations.aclose()
         with pytest.raises(RuntimeClosedError):
             await named.runtime.execute(SkillExecutionRequest(command="true"))
+        assert (conversations_root / "kept").is_dir()  # a named conversation is kept
 
     asyncio.run(scenario())
 

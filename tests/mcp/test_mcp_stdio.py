@@ -22,6 +22,7 @@ from mcp_clients import (
     call_ok,
     scripted_turn,
     serve_args,
+    server_env,
     stdio_session,
     text_of,
 )
@@ -248,7 +249,7 @@ def test_a_2026_era_client_gets_tool_changes_on_its_listen_stream(
     skills_root: Path, conversations_root: Path
 ) -> None:
     parameters = StdioServerParameters(
-        command=SKILLRUNTIME, args=local_args(skills_root, conversations_root)
+        command=SKILLRUNTIME, args=local_args(skills_root, conversations_root), env=server_env()
     )
 
     async def scenario() -> None:

@@ -6,7 +6,6 @@ Added to the ``skillruntime`` command by the mcp plugin. ``--runtime``, ``--opti
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,11 +21,13 @@ from skillruntime.core.cli.runtime import (
 from skillruntime.core.models import Skill
 from skillruntime.core.skills import discover_skills
 
-from .conversations import ServeConfig
+from .conversations import ServeConfig, generated_conversation_id
 from .http import (
     CONVERSATION_HEADER,
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_SESSIONS,
+    DEFAULT_SESSION_IDLE_TIMEOUT,
+    DEFAULT_SHUTDOWN_GRACE,
     LOOPBACK_HOSTS,
     serve_http,
 )
@@ -145,7 +146,23 @@ def mcp_group() -> None:
     type=click.IntRange(min=1),
     default=DEFAULT_MAX_SESSIONS,
     show_default=True,
-    help="HTTP: most MCP sessions at once.",
+    help="HTTP: most MCP sessions at once (at the cap the least recently used idle one ends).",
+)
+@click.option(
+    "--session-idle-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=DEFAULT_SESSION_IDLE_TIMEOUT,
+    show_default=True,
+    metavar="SECONDS",
+    help="HTTP: end an MCP session with no request in flight for this long.",
+)
+@click.option(
+    "--shutdown-grace",
+    type=click.FloatRange(min=0, min_open=True),
+    default=DEFAULT_SHUTDOWN_GRACE,
+    show_default=True,
+    metavar="SECONDS",
+    help="HTTP: on SIGTERM/SIGINT, exit within this long (open streams are closed).",
 )
 @click.option(
     "--publish-dir",
@@ -175,6 +192,8 @@ def serve_command(
     allowed_origins: tuple[str, ...],
     max_body_bytes: int,
     max_sessions: int,
+    session_idle_timeout: float,
+    shutdown_grace: float,
     publish_directory: Path | None,
     publish_base_url: str | None,
 ) -> None:
@@ -183,9 +202,10 @@ def serve_command(
     Tools: skill, bash, read, write, edit, ls, glob, grep, in the runtime named by --runtime,
     and publish_file with --publish-dir.
     Resources: skill://NAME/SKILL.md for every skill, and the skill's files once it is loaded.
-    stdio serves one conversation: --conversation, or a generated id printed on stderr. HTTP
-    gives each MCP session its own conversation, or the one named by the request header
-    X-Skillruntime-Conversation.
+    stdio serves one conversation: --conversation (kept for a later server to resume), or a
+    generated one, printed on stderr and discarded on exit. HTTP gives each MCP session its own
+    generated conversation (discarded when the session ends), or the one named by the request
+    header X-Skillruntime-Conversation (kept).
 
     \b
     Examples:
@@ -227,12 +247,15 @@ def serve_command(
                 allowed_origins=allowed_origins,
                 max_body_bytes=max_body_bytes,
                 max_sessions=max_sessions,
+                session_idle_timeout=session_idle_timeout,
+                shutdown_grace=shutdown_grace,
                 stop=stop,
                 on_ready=ready,
             )
         )
         return
-    if conversation_id is None:
-        conversation_id = f"mcp-{uuid.uuid4().hex[:12]}"
-    click.echo(f"skillruntime mcp: conversation {conversation_id}", err=True)
-    run_until_signal(lambda stop: serve_stdio(config, conversation_id, stop))
+    generated = conversation_id is None
+    chosen = conversation_id or generated_conversation_id()
+    note = " (generated: discarded on exit; name one with --conversation to keep it)"
+    click.echo(f"skillruntime mcp: conversation {chosen}{note if generated else ''}", err=True)
+    run_until_signal(lambda stop: serve_stdio(config, chosen, stop, discard_on_close=generated))

@@ -13,7 +13,10 @@ for runtimes that connect lazily.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,8 +27,9 @@ from skillruntime.core.models import Skill, SkillRuntimeConfig
 from skillruntime.core.plugins import create_async_runtime
 from skillruntime.core.publishing import FilePublisher, LocalDirectoryPublisher
 from skillruntime.core.tools import AsyncSkillTools
+from skillruntime.core.workspace import ConversationWorkspace
 
-__all__ = ["ServeConfig", "ServedConversation"]
+__all__ = ["ServeConfig", "ServedConversation", "generated_conversation_id"]
 
 logger = logging.getLogger(__name__)
 
@@ -61,24 +65,41 @@ class ServeConfig:
         return next((skill for skill in self.skills if skill.name == name), None)
 
 
+def generated_conversation_id() -> str:
+    """A fresh conversation id (``mcp-<12 hex digits>``) for a client that names none."""
+    return f"mcp-{uuid.uuid4().hex[:12]}"
+
+
 class ServedConversation:
     """One async runtime and the :class:`AsyncSkillTools` over it, owned by the server.
 
     :meth:`aclose` closes both: the runtime's own ``close`` decides what is released (a
-    sandbox without a conversation is destroyed, a conversation's sandbox is kept).
+    sandbox without a conversation is destroyed, a conversation's sandbox is kept). A
+    conversation opened with ``discard_on_close`` (the server generated its id, so no client
+    can resume it) is discarded instead: its sandbox destroyed, or its workspace emptied and
+    (on this host) removed, so that generated conversations do not pile up.
     """
 
     def __init__(
-        self, conversation_id: str | None, runtime: AsyncSkillRuntime, tools: AsyncSkillTools
+        self,
+        conversation_id: str | None,
+        runtime: AsyncSkillRuntime,
+        tools: AsyncSkillTools,
+        *,
+        discard_on_close: bool = False,
     ) -> None:
         self.conversation_id = conversation_id
         self.runtime = runtime
         self.tools = tools
+        self.discard_on_close = discard_on_close
         self._closed = False
 
     @classmethod
-    async def open(cls, config: ServeConfig, conversation_id: str | None) -> ServedConversation:
-        """Build the runtime and the tools of ``conversation_id`` (``None``: no conversation)."""
+    async def open(
+        cls, config: ServeConfig, conversation_id: str | None, *, discard_on_close: bool = False
+    ) -> ServedConversation:
+        """Build the runtime and the tools of ``conversation_id`` (``None``: no conversation);
+        ``discard_on_close``: see the class docs."""
         options = dict(config.runtime_options)
         if conversation_id is not None:
             options["conversation_id"] = conversation_id
@@ -93,19 +114,58 @@ class ServedConversation:
         logger.info(
             "serving conversation %s on the %s runtime", conversation_id or "(none)", runtime.name
         )
-        return cls(conversation_id, runtime, tools)
+        return cls(conversation_id, runtime, tools, discard_on_close=discard_on_close)
+
+    @property
+    def workspace(self) -> ConversationWorkspace | None:
+        """The runtime's conversation workspace, when it has one."""
+        workspace = getattr(self.runtime, "workspace", None)
+        return workspace if isinstance(workspace, ConversationWorkspace) else None
 
     def visible_tools(self) -> list[str]:
         """Names of the tools the active skills allow now."""
         return [tool.name for tool in self.tools.tools]
 
     async def aclose(self) -> None:
-        """Close the tools' sources and the runtime (idempotent)."""
+        """Close the tools' sources and the runtime, discarding the conversation first when
+        asked to (idempotent; a failure to discard is logged, the runtime is still closed)."""
         if self._closed:
             return
         self._closed = True
         try:
+            if self.discard_on_close:
+                await self._discard()
             await asyncio.to_thread(self.tools.close)
         finally:
             await self.runtime.close()
+        if self.discard_on_close:
+            self._remove_local_workspace()
         logger.info("closed conversation %s", self.conversation_id or "(none)")
+
+    async def _discard(self) -> None:
+        try:
+            destroy = getattr(self.runtime, "destroy_conversation_sandbox", None)
+            if destroy is not None:
+                await destroy()
+                return
+            workspace = self.workspace
+            if workspace is None:
+                return
+            files = await self.runtime.get_file_system()
+            if not await files.exists(workspace.directory):
+                return
+            while entries := await files.list_directory(workspace.directory):
+                for entry in entries:
+                    await files.delete(entry.path)
+        except Exception as exc:
+            logger.warning(
+                "discarding conversation %s failed: %s", self.conversation_id or "(none)", exc
+            )
+
+    def _remove_local_workspace(self) -> None:
+        """Remove the (now empty) workspace directory when it is on this host."""
+        workspace = self.workspace
+        if workspace is None or self.runtime.name != "local":
+            return
+        with contextlib.suppress(OSError):
+            os.rmdir(workspace.directory)

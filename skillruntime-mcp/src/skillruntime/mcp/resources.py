@@ -5,7 +5,10 @@ segment (``skill://text-stats/SKILL.md``, ``skill://text-stats/scripts/run.sh``)
 of every configured skill is always listed (read from the host copy until the skill is
 prepared, then from the runtime). Once the ``skill`` tool has prepared a skill, every regular
 file of its runtime copy is listed too and read through the runtime's file system, so the
-client sees exactly what the commands see.
+client sees exactly what the commands see. A server resuming a conversation (a later process
+on the same conversation id) finds the copies an earlier process prepared: a complete copy
+(marked ready) in the conversation workspace's skills directory counts as prepared, so its
+files are resources before the ``skill`` tool runs again in this process.
 """
 
 from __future__ import annotations
@@ -14,10 +17,17 @@ import asyncio
 import base64
 import mimetypes
 import posixpath
+import re
 from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit
 
 from mcp import types
+
+from skillruntime.core.errors import SkillRuntimeError
+from skillruntime.core.runtime import ready_marker_path
+from skillruntime.core.runtime_rules import scan_skill
+from skillruntime.core.skills.files import prepared_directory_name
+from skillruntime.core.skills.policy import DEFAULT_UPLOAD_POLICY
 
 from .conversations import ServeConfig, ServedConversation
 
@@ -28,6 +38,7 @@ __all__ = [
     "ResourceUriError",
     "list_skill_resources",
     "parse_skill_uri",
+    "prepared_skill_directory",
     "read_skill_resource",
     "skill_uri",
 ]
@@ -78,7 +89,50 @@ def _mime_type(relative: str) -> str:
     return guessed or "application/octet-stream"
 
 
-async def list_skill_resources(conversation: ServedConversation) -> list[types.Resource]:
+async def prepared_skill_directory(
+    config: ServeConfig, conversation: ServedConversation, name: str
+) -> str | None:
+    """Runtime directory of skill ``name``'s prepared copy, or ``None`` when there is none.
+
+    The copy the ``skill`` tool prepared in this process; else a complete copy an earlier
+    process of the same conversation left in the workspace's skills directory (the one of the
+    host skill's current content when several are there, else the only one).
+    """
+    prepared = conversation.tools.prepared_skill(name)
+    if prepared is not None:
+        return prepared.base_path
+    workspace = conversation.workspace
+    host = config.skill(name)
+    if workspace is None or host is None:
+        return None
+    files = await conversation.runtime.get_file_system()
+    try:
+        entries = await files.list_directory(workspace.skills_directory)
+    except (SkillRuntimeError, OSError):
+        return None  # nothing prepared in this conversation yet
+    marker = re.compile(re.escape(f".{prepared_directory_name(name, '')}") + r"[0-9a-f]{12}\.ready")
+    ready = sorted(
+        posixpath.basename(entry.path)[1 : -len(".ready")]
+        for entry in entries
+        if marker.fullmatch(posixpath.basename(entry.path))
+    )
+    if not ready:
+        return None
+    if len(ready) > 1:
+        digest = (await asyncio.to_thread(scan_skill, host, DEFAULT_UPLOAD_POLICY)).digest
+        current = prepared_directory_name(name, digest)
+        if current not in ready:
+            return None
+        ready = [current]
+    directory = posixpath.join(workspace.skills_directory, ready[0])
+    if not await files.exists(ready_marker_path(directory)) or not await files.exists(directory):
+        return None
+    return directory
+
+
+async def list_skill_resources(
+    config: ServeConfig, conversation: ServedConversation
+) -> list[types.Resource]:
     """The resources of ``conversation``: every ``SKILL.md``, and the prepared skills' files."""
     tools = conversation.tools
     resources: list[types.Resource] = []
@@ -91,14 +145,14 @@ async def list_skill_resources(conversation: ServedConversation) -> list[types.R
                 mime_type="text/markdown",
             )
         )
-        prepared = tools.prepared_skill(name)
-        if prepared is None:
+        base = await prepared_skill_directory(config, conversation, name)
+        if base is None:
             continue
         files = await (await conversation.runtime.get_file_system()).list_files(
-            prepared.base_path, limit=MAX_LISTED_FILES
+            base, limit=MAX_LISTED_FILES
         )
         for info in files:
-            relative = posixpath.relpath(info.path, prepared.base_path)
+            relative = posixpath.relpath(info.path, base)
             if relative == SKILL_FILE or relative.startswith("../"):
                 continue
             resources.append(
@@ -138,8 +192,8 @@ async def read_skill_resource(
     name, relative = parse_skill_uri(uri)
     if name not in conversation.tools.skill_names:
         raise LookupError(f"no configured skill is named {name!r}")
-    prepared = conversation.tools.prepared_skill(name)
-    if prepared is None:
+    base = await prepared_skill_directory(config, conversation, name)
+    if base is None:
         host = config.skill(name)
         if relative != SKILL_FILE or host is None:
             raise LookupError(
@@ -149,5 +203,5 @@ async def read_skill_resource(
         data = await asyncio.to_thread(_read_host_file, Path(host.base_path) / SKILL_FILE, uri)
         return _contents(uri, relative, data)
     files = await conversation.runtime.get_file_system()
-    data = await files.read_bytes(posixpath.join(prepared.base_path, relative), MAX_RESOURCE_BYTES)
+    data = await files.read_bytes(posixpath.join(base, relative), MAX_RESOURCE_BYTES)
     return _contents(uri, relative, data)

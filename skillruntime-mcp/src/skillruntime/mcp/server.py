@@ -69,6 +69,25 @@ def _version() -> str:
         return "0"
 
 
+_NOTIFICATIONS = NotificationOptions(tools_changed=True, resources_changed=True)
+
+
+class _Server(Server[Any]):
+    """The SDK's low-level server announcing ``listChanged`` for tools and resources even when
+    the initialization options are built without arguments (as the SDK's streamable HTTP
+    session manager does)."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options or _NOTIFICATIONS, experimental_capabilities, extensions
+        )
+
+
 class SkillMcpServer:
     """The skill tools and resources of served conversations as one MCP server."""
 
@@ -76,7 +95,7 @@ class SkillMcpServer:
         self.config = config
         self._resolve = resolve
         self._bus = InMemorySubscriptionBus()
-        self.server: Server[Any] = Server(
+        self.server: Server[Any] = _Server(
             name,
             version=_version(),
             instructions=INSTRUCTIONS,
@@ -89,9 +108,7 @@ class SkillMcpServer:
 
     def initialization_options(self) -> InitializationOptions:
         """What the server announces at ``initialize``: tools and resources with ``listChanged``."""
-        return self.server.create_initialization_options(
-            NotificationOptions(tools_changed=True, resources_changed=True)
-        )
+        return self.server.create_initialization_options(_NOTIFICATIONS)
 
     # ------------------------------------------------------------------ tools
 
@@ -139,7 +156,8 @@ class SkillMcpServer:
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
         conversation = await self._resolve(ctx)
-        return types.ListResourcesResult(resources=await list_skill_resources(conversation))
+        resources = await list_skill_resources(self.config, conversation)
+        return types.ListResourcesResult(resources=resources)
 
     async def _read_resource(
         self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams

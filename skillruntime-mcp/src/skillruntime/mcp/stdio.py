@@ -21,12 +21,19 @@ __all__ = ["serve_stdio"]
 
 
 async def serve_stdio(
-    config: ServeConfig, conversation_id: str | None, stop: asyncio.Event | None = None
+    config: ServeConfig,
+    conversation_id: str | None,
+    stop: asyncio.Event | None = None,
+    *,
+    discard_on_close: bool = False,
 ) -> None:
     """Serve conversation ``conversation_id`` on stdin/stdout until the client closes stdin or
     ``stop`` is set; the conversation's runtime is closed either way (on ``stop`` before the
-    server stops, so running commands are killed and their calls end)."""
-    conversation = await ServedConversation.open(config, conversation_id)
+    server stops, so running commands are killed and their calls end). With
+    ``discard_on_close`` the conversation is discarded then (see :class:`ServedConversation`)."""
+    conversation = await ServedConversation.open(
+        config, conversation_id, discard_on_close=discard_on_close
+    )
 
     async def resolve(ctx: ServerRequestContext[Any, Any]) -> ServedConversation:
         return conversation
