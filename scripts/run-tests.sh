@@ -11,16 +11,18 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 python=$1
 shift
-extra="true"
+parallel_marks="not serial"
+serial_marks="serial"
 if [ "${1:-}" = "-m" ]; then
-    extra=$2
+    parallel_marks="not serial and ($2)"
+    serial_marks="serial and ($2)"
     shift 2
 fi
 workers=${TEST_WORKERS:-4}
 
-"$python" -m pytest -n "$workers" --dist loadgroup -m "not serial and ($extra)" "$@"
+"$python" -m pytest -n "$workers" --dist loadgroup -m "$parallel_marks" "$@"
 parallel=$?
-"$python" -m pytest -p no:xdist -m "serial and ($extra)" "$@"
+"$python" -m pytest -p no:xdist -m "$serial_marks" "$@"
 serial=$?
 
 if [ "$parallel" -eq 5 ] && [ "$serial" -eq 5 ]; then
