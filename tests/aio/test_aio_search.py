@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from doubles.aio import AioDouble
+from odd_names_search import BASE, GLOB, GREPS, answer, local_answer
 from skillruntime.aio import AioSandboxSkillRuntime, AsyncAioSkillRuntime
 from skillruntime.core import search_command
 from skillruntime.core.file_search import (
@@ -21,6 +22,8 @@ from skillruntime.core.file_search import (
     default_glob,
     default_grep,
 )
+from skillruntime.core.models import SkillExecutionRequest
+from skillruntime.core.testing.search_contracts import odd_files_command, write_odd_files
 
 ROOT = "/home/gem/workspace/conversations"
 FILES = 300
@@ -131,3 +134,43 @@ def test_without_the_tools_the_search_walks(
         before = runtime.client.request_count
         assert fs.grep(root, query) == expected
         assert runtime.client.request_count - before > FILES
+
+
+@pytest.mark.parametrize("fixture_name", ["aio_bash", "aio_shell"])
+def test_odd_names_are_found_as_the_local_runtime_finds_them(
+    fixture_name: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    # A newline split the listing (a missing file listed, the real one lost); undecodable bytes
+    # came back replaced (no such file) and grep missed the file.
+    double: AioDouble = request.getfixturevalue(fixture_name)
+    expected = local_answer(tmp_path)
+    with AioSandboxSkillRuntime(
+        base_url=double.url,
+        token=double.token,
+        conversation_id=f"search-{uuid.uuid4().hex[:8]}",
+        conversations_root=ROOT,
+    ) as runtime:
+        write_odd_files(runtime, BASE)
+        fs = runtime.get_file_system()
+        root = fs.stat(BASE)
+        assert root is not None
+        found = answer(root.path, fs.glob(root, GLOB), [fs.grep(root, q) for q in GREPS])
+    assert found == expected
+
+    async def scenario() -> None:
+        async with AsyncAioSkillRuntime(
+            base_url=double.url,
+            token=double.token,
+            conversation_id=f"search-{uuid.uuid4().hex[:8]}",
+            conversations_root=ROOT,
+        ) as runtime:
+            done = await runtime.execute(SkillExecutionRequest(command=odd_files_command(BASE)))
+            assert done.exit_code == 0, done.stderr
+            fs = await runtime.get_file_system()
+            root = await fs.stat(BASE)
+            assert root is not None
+            globbed = await fs.glob(root, GLOB)
+            grepped = [await fs.grep(root, q) for q in GREPS]
+            assert answer(root.path, globbed, grepped) == expected
+
+    asyncio.run(scenario())

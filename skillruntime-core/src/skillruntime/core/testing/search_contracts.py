@@ -42,6 +42,7 @@ __all__ = [
     "SearchContracts",
     "TreeFileSystem",
     "hostile_names",
+    "odd_files_command",
     "odd_names",
     "search_tree",
     "search_tree_files",
@@ -128,17 +129,24 @@ def _printf_bytes(data: bytes) -> str:
     return "".join(chr(b) if b in safe else f"\\{b:03o}" for b in data)
 
 
-def write_odd_files(runtime: SkillRuntime, base: str) -> None:
-    """Create the files of :func:`odd_names` in ``base/odd`` (relative to the runtime's working
-    directory) with one shell command: the name's bytes travel as ``printf`` escapes."""
-    steps = [f"mkdir -p -- {shlex.quote(base + '/odd')}", f"cd -- {shlex.quote(base + '/odd')}"]
+def odd_files_command(base: str) -> str:
+    """The shell command creating the files of :func:`odd_names` in ``base/odd`` (relative to
+    its working directory): the names' bytes travel as ``printf`` escapes, so the command text
+    is ASCII whatever the names hold."""
+    odd = shlex.quote(base + "/odd")
+    steps = [f"mkdir -p -- {odd}", f"cd -- {odd}"]
     for index, name in enumerate(_ODD_NAMES):
         # The command substitution drops trailing newlines; the names end with ".txt".
         steps.append(
             f"printf '{_printf_bytes(_odd_content(index))}' "
             f"> \"$(printf '{_printf_bytes(os.fsencode(name))}')\""
         )
-    result = runtime.execute(SkillExecutionRequest(command=" && ".join(steps)))
+    return " && ".join(steps)
+
+
+def write_odd_files(runtime: SkillRuntime, base: str) -> None:
+    """Create the files of :func:`odd_names` in ``base/odd`` with :func:`odd_files_command`."""
+    result = runtime.execute(SkillExecutionRequest(command=odd_files_command(base)))
     assert result.exit_code == 0, result.stderr
 
 
