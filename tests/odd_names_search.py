@@ -8,13 +8,13 @@ import math
 from pathlib import Path
 
 from skillruntime.core.file_search import GlobQuery, GrepQuery, GrepResult, SearchResult
-from skillruntime.core.testing.search_contracts import odd_names, write_odd_files
+from skillruntime.core.testing.search_contracts import odd_files, odd_names, write_tree
 from skillruntime.local import LocalSkillRuntime
 
 __all__ = ["BASE", "GLOB", "GREPS", "OddAnswer", "answer", "local_answer", "odd_names"]
 
 BASE = "odd-tree"
-"""Directory (relative to the working directory) :func:`write_odd_files` fills."""
+"""Directory (relative to the working directory) the odd files are created in."""
 
 GLOB = GlobQuery("**/*")
 GREPS = (
@@ -44,7 +44,7 @@ def answer(root: str, globbed: SearchResult, grepped: list[GrepResult]) -> OddAn
 def local_answer(tmp_path: Path) -> OddAnswer:
     """The local runtime's answer over the odd names, written by the same shell command."""
     with LocalSkillRuntime(conversation_id="odd-names", conversations_root=tmp_path) as runtime:
-        write_odd_files(runtime, BASE)
+        write_tree(runtime, BASE, odd_files())
         fs = runtime.get_file_system()
         root = fs.stat(BASE)
         assert root is not None

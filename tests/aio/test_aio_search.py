@@ -23,7 +23,7 @@ from skillruntime.core.file_search import (
     default_grep,
 )
 from skillruntime.core.models import SkillExecutionRequest
-from skillruntime.core.testing.search_contracts import odd_files_command, write_odd_files
+from skillruntime.core.testing.search_contracts import odd_files, tree_command, write_tree
 
 ROOT = "/home/gem/workspace/conversations"
 FILES = 300
@@ -150,7 +150,7 @@ def test_odd_names_are_found_as_the_local_runtime_finds_them(
         conversation_id=f"search-{uuid.uuid4().hex[:8]}",
         conversations_root=ROOT,
     ) as runtime:
-        write_odd_files(runtime, BASE)
+        write_tree(runtime, BASE, odd_files())
         fs = runtime.get_file_system()
         root = fs.stat(BASE)
         assert root is not None
@@ -164,7 +164,9 @@ def test_odd_names_are_found_as_the_local_runtime_finds_them(
             conversation_id=f"search-{uuid.uuid4().hex[:8]}",
             conversations_root=ROOT,
         ) as runtime:
-            done = await runtime.execute(SkillExecutionRequest(command=odd_files_command(BASE)))
+            done = await runtime.execute(
+                SkillExecutionRequest(command=tree_command(BASE, odd_files()))
+            )
             assert done.exit_code == 0, done.stderr
             fs = await runtime.get_file_system()
             root = await fs.stat(BASE)

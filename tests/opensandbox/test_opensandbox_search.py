@@ -22,7 +22,7 @@ from skillruntime.core.file_search import (
     default_grep,
 )
 from skillruntime.core.models import SkillExecutionRequest
-from skillruntime.core.testing.search_contracts import odd_files_command, write_odd_files
+from skillruntime.core.testing.search_contracts import odd_files, tree_command, write_tree
 from skillruntime.opensandbox import AsyncOpenSandboxSkillRuntime, OpenSandboxSkillRuntime
 
 ROOT = "/workspace/conversations"
@@ -157,7 +157,7 @@ def test_odd_names_are_found_as_the_local_runtime_finds_them(
     expected = local_answer(tmp_path)
     runtime = _sync_runtime(opensandbox_double)
     try:
-        write_odd_files(runtime, BASE)
+        write_tree(runtime, BASE, odd_files())
         fs = runtime.get_file_system()
         root = fs.stat(BASE)
         assert root is not None
@@ -176,7 +176,9 @@ def test_odd_names_are_found_as_the_local_runtime_finds_them(
             conversation_store=InMemoryConversationStore(),
         )
         async with runtime:
-            done = await runtime.execute(SkillExecutionRequest(command=odd_files_command(BASE)))
+            done = await runtime.execute(
+                SkillExecutionRequest(command=tree_command(BASE, odd_files()))
+            )
             assert done.exit_code == 0, done.stderr
             fs = await runtime.get_file_system()
             root = await fs.stat(BASE)

@@ -10,8 +10,9 @@ The expected answer is the default implementation run, without a time budget, ov
 paths. So a loaded machine cannot cut the reference walk short, and the runtime is asked once
 per query (a walk over a remote service costs one request per directory and file).
 
-The tree holds file names with a newline, a carriage return, a tab and bytes that are not UTF-8
-(created with a shell command, since a file API may not carry such a name). Every runtime names
+The tree is created with one shell command (:func:`tree_command`; a file API may not carry every
+name, and one request per file would cost more than the searches). It holds file names with a
+newline, a carriage return, a tab and bytes that are not UTF-8. Every runtime names
 them as the local one does: the bytes decoded as UTF-8 with ``surrogateescape`` (``0xff`` is
 ``"\\udcff"``), so a returned path names the file that exists.
 """
@@ -42,11 +43,11 @@ __all__ = [
     "SearchContracts",
     "TreeFileSystem",
     "hostile_names",
-    "odd_files_command",
+    "odd_files",
     "odd_names",
-    "search_tree",
     "search_tree_files",
-    "write_odd_files",
+    "tree_command",
+    "write_tree",
 ]
 
 _HOSTILE_NAMES = (
@@ -84,6 +85,13 @@ def odd_names() -> tuple[str, ...]:
     return _ODD_NAMES
 
 
+def odd_files() -> dict[str, bytes]:
+    """A file for each of :func:`odd_names` in ``odd/`` (relative path to content)."""
+    return {
+        f"odd/{name}": f"odd {index} needle\n".encode() for index, name in enumerate(_ODD_NAMES)
+    }
+
+
 def search_tree_files() -> dict[str, bytes]:
     """The files the search contracts write (relative path to content), odd names included."""
     files: dict[str, bytes] = {
@@ -105,48 +113,40 @@ def search_tree_files() -> dict[str, bytes]:
     for index in range(30):
         marker = "needle" if index % 3 else ""
         files[f"many/f{index:02d}.txt"] = f"file {index}\n{marker}\n".encode()
-    for index, name in enumerate(_ODD_NAMES):
-        files[f"odd/{name}"] = _odd_content(index)
+    files.update(odd_files())
     return files
 
 
-def _odd_content(index: int) -> bytes:
-    return f"odd {index} needle\n".encode()
-
-
-def search_tree(fs: SkillRuntimeFileSystem, base: str) -> None:
-    """Write the tree the search contracts compare over below ``base``, except the files with
-    odd names (:func:`write_odd_files` creates those)."""
-    odd = {f"odd/{name}" for name in _ODD_NAMES}
-    for path, data in search_tree_files().items():
-        if path not in odd:
-            fs.write_bytes(f"{base}/{path}", data)
+_PRINTF_SAFE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._ ")
 
 
 def _printf_bytes(data: bytes) -> str:
-    """A ``printf`` format printing ``data`` exactly (octal escapes for all but a few bytes)."""
-    safe = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._- "
-    return "".join(chr(b) if b in safe else f"\\{b:03o}" for b in data)
+    """A ``printf`` format printing ``data`` exactly: octal escapes for all but a few bytes (no
+    ``%``, ``\\``, quote or leading ``-`` is left to the shell or to ``printf``)."""
+    return "".join(chr(b) if b in _PRINTF_SAFE else f"\\{b:03o}" for b in data)
 
 
-def odd_files_command(base: str) -> str:
-    """The shell command creating the files of :func:`odd_names` in ``base/odd`` (relative to
-    its working directory): the names' bytes travel as ``printf`` escapes, so the command text
-    is ASCII whatever the names hold."""
-    odd = shlex.quote(base + "/odd")
-    steps = [f"mkdir -p -- {odd}", f"cd -- {odd}"]
-    for index, name in enumerate(_ODD_NAMES):
-        # The command substitution drops trailing newlines; the names end with ".txt".
+def tree_command(base: str, files: dict[str, bytes]) -> str:
+    """One shell command creating ``files`` (relative path to content) below ``base`` (relative
+    to its working directory). Paths and contents travel as ``printf`` escapes, so the command
+    is ASCII whatever they hold, and a file API need not carry a name it cannot encode."""
+    directories = sorted({posixpath.dirname(path) for path in files} - {""})
+    steps = [f"mkdir -p -- {shlex.quote(base)}", f"cd -- {shlex.quote(base)}"]
+    if directories:
+        # The directory names are plain; only file names are odd.
+        steps.append("mkdir -p -- " + " ".join(shlex.quote(d) for d in directories))
+    for path, data in files.items():
+        # The command substitution drops trailing newlines: no name here ends with one.
         steps.append(
-            f"printf '{_printf_bytes(_odd_content(index))}' "
-            f"> \"$(printf '{_printf_bytes(os.fsencode(name))}')\""
+            f"printf '{_printf_bytes(data)}' > \"$(printf '{_printf_bytes(os.fsencode(path))}')\""
         )
     return " && ".join(steps)
 
 
-def write_odd_files(runtime: SkillRuntime, base: str) -> None:
-    """Create the files of :func:`odd_names` in ``base/odd`` with :func:`odd_files_command`."""
-    result = runtime.execute(SkillExecutionRequest(command=odd_files_command(base)))
+def write_tree(runtime: SkillRuntime, base: str, files: dict[str, bytes]) -> None:
+    """Create ``files`` below ``base`` in the runtime with :func:`tree_command` (one
+    ``execute``: it shares the file system's boundary)."""
+    result = runtime.execute(SkillExecutionRequest(command=tree_command(base, files)))
     assert result.exit_code == 0, result.stderr
 
 
@@ -296,8 +296,7 @@ class SearchContracts(ConformanceBase):
     def test_grep_matches_the_default_implementation(self, conformance: ConformanceContext) -> None:
         runtime = conformance.runtime()
         fs = runtime.get_file_system()
-        search_tree(fs, "searched")
-        write_odd_files(runtime, "searched")
+        write_tree(runtime, "searched", search_tree_files())
         root = fs.stat("searched")
         assert root is not None
         tree, reference_root = _reference(root)
@@ -319,8 +318,7 @@ class SearchContracts(ConformanceBase):
     def test_glob_matches_the_default_implementation(self, conformance: ConformanceContext) -> None:
         runtime = conformance.runtime()
         fs = runtime.get_file_system()
-        search_tree(fs, "globbed")
-        write_odd_files(runtime, "globbed")
+        write_tree(runtime, "globbed", search_tree_files())
         root = fs.stat("globbed")
         assert root is not None
         tree, reference_root = _reference(root)
