@@ -30,20 +30,19 @@ FILES = 300
 _NO_TIME_LIMIT = 3600.0
 
 
-def _tree(scratch: Path) -> list[tuple[Path, str, bool]]:
-    uploads = []
+def _tree() -> dict[str, bytes]:
+    """The searched files below ``tree/`` (created with one command: the searches are tested
+    here, not 600 upload requests)."""
+    files = {}
     for index in range(FILES):
-        local = scratch / f"d{index % 12}" / f"f{index:04d}.txt"
-        local.parent.mkdir(exist_ok=True)
         marker = "needle" if index % 7 == 0 else "hay"
-        local.write_text(f"line one\n{marker} two\n")
-        uploads.append((local, f"tree/{local.relative_to(scratch).as_posix()}", False))
-    return uploads
+        files[f"d{index % 12}/f{index:04d}.txt"] = f"line one\n{marker} two\n".encode()
+    return files
 
 
 @pytest.mark.parametrize("fixture_name", ["aio_bash", "aio_shell"])
 def test_sync_grep_and_glob_are_one_command(
-    fixture_name: str, request: pytest.FixtureRequest, tmp_path: Path
+    fixture_name: str, request: pytest.FixtureRequest
 ) -> None:
     double: AioDouble = request.getfixturevalue(fixture_name)
     with AioSandboxSkillRuntime(
@@ -53,7 +52,7 @@ def test_sync_grep_and_glob_are_one_command(
         conversations_root=ROOT,
     ) as runtime:
         fs = runtime.get_file_system()
-        fs.upload_files(_tree(tmp_path))
+        write_tree(runtime, "tree", _tree())
         root = fs.stat("tree")
         assert root is not None
         query = GrepQuery("needle", time_budget=_NO_TIME_LIMIT)
@@ -76,10 +75,9 @@ def test_sync_grep_and_glob_are_one_command(
 
 @pytest.mark.parametrize("fixture_name", ["aio_bash", "aio_shell"])
 def test_native_async_grep_and_glob_are_one_command(
-    fixture_name: str, request: pytest.FixtureRequest, tmp_path: Path
+    fixture_name: str, request: pytest.FixtureRequest
 ) -> None:
     double: AioDouble = request.getfixturevalue(fixture_name)
-    uploads = _tree(tmp_path)
 
     async def scenario() -> None:
         async with AsyncAioSkillRuntime(
@@ -89,7 +87,10 @@ def test_native_async_grep_and_glob_are_one_command(
             conversations_root=ROOT,
         ) as runtime:
             fs = await runtime.get_file_system()
-            await fs.upload_files(uploads)
+            done = await runtime.execute(
+                SkillExecutionRequest(command=tree_command("tree", _tree()))
+            )
+            assert done.exit_code == 0, done.stderr
             root = await fs.stat("tree")
             assert root is not None
             query = GrepQuery("needle", output_mode="content", time_budget=_NO_TIME_LIMIT)
@@ -111,7 +112,7 @@ def test_native_async_grep_and_glob_are_one_command(
 
 
 def test_without_the_tools_the_search_walks(
-    aio_bash: AioDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    aio_bash: AioDouble, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     real_script = search_command.search_script
 
@@ -125,7 +126,7 @@ def test_without_the_tools_the_search_walks(
         conversations_root=ROOT,
     ) as runtime:
         fs = runtime.get_file_system()
-        fs.upload_files(_tree(tmp_path))
+        write_tree(runtime, "tree", _tree())
         root = fs.stat("tree")
         assert root is not None
         query = GrepQuery("needle", time_budget=_NO_TIME_LIMIT)
