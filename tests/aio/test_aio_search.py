@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from doubles.aio import AioDouble
+from odd_names_search import BASE, GLOB, GREPS, answer, local_answer
 from skillruntime.aio import AioSandboxSkillRuntime, AsyncAioSkillRuntime
 from skillruntime.core import search_command
 from skillruntime.core.file_search import (
@@ -21,26 +22,27 @@ from skillruntime.core.file_search import (
     default_glob,
     default_grep,
 )
+from skillruntime.core.models import SkillExecutionRequest
+from skillruntime.core.testing.search_contracts import odd_files, tree_command, write_tree
 
 ROOT = "/home/gem/workspace/conversations"
 FILES = 300
 _NO_TIME_LIMIT = 3600.0
 
 
-def _tree(scratch: Path) -> list[tuple[Path, str, bool]]:
-    uploads = []
+def _tree() -> dict[str, bytes]:
+    """The searched files below ``tree/`` (created with one command: the searches are tested
+    here, not 600 upload requests)."""
+    files = {}
     for index in range(FILES):
-        local = scratch / f"d{index % 12}" / f"f{index:04d}.txt"
-        local.parent.mkdir(exist_ok=True)
         marker = "needle" if index % 7 == 0 else "hay"
-        local.write_text(f"line one\n{marker} two\n")
-        uploads.append((local, f"tree/{local.relative_to(scratch).as_posix()}", False))
-    return uploads
+        files[f"d{index % 12}/f{index:04d}.txt"] = f"line one\n{marker} two\n".encode()
+    return files
 
 
 @pytest.mark.parametrize("fixture_name", ["aio_bash", "aio_shell"])
 def test_sync_grep_and_glob_are_one_command(
-    fixture_name: str, request: pytest.FixtureRequest, tmp_path: Path
+    fixture_name: str, request: pytest.FixtureRequest
 ) -> None:
     double: AioDouble = request.getfixturevalue(fixture_name)
     with AioSandboxSkillRuntime(
@@ -50,7 +52,7 @@ def test_sync_grep_and_glob_are_one_command(
         conversations_root=ROOT,
     ) as runtime:
         fs = runtime.get_file_system()
-        fs.upload_files(_tree(tmp_path))
+        write_tree(runtime, "tree", _tree())
         root = fs.stat("tree")
         assert root is not None
         query = GrepQuery("needle", time_budget=_NO_TIME_LIMIT)
@@ -73,10 +75,9 @@ def test_sync_grep_and_glob_are_one_command(
 
 @pytest.mark.parametrize("fixture_name", ["aio_bash", "aio_shell"])
 def test_native_async_grep_and_glob_are_one_command(
-    fixture_name: str, request: pytest.FixtureRequest, tmp_path: Path
+    fixture_name: str, request: pytest.FixtureRequest
 ) -> None:
     double: AioDouble = request.getfixturevalue(fixture_name)
-    uploads = _tree(tmp_path)
 
     async def scenario() -> None:
         async with AsyncAioSkillRuntime(
@@ -86,7 +87,10 @@ def test_native_async_grep_and_glob_are_one_command(
             conversations_root=ROOT,
         ) as runtime:
             fs = await runtime.get_file_system()
-            await fs.upload_files(uploads)
+            done = await runtime.execute(
+                SkillExecutionRequest(command=tree_command("tree", _tree()))
+            )
+            assert done.exit_code == 0, done.stderr
             root = await fs.stat("tree")
             assert root is not None
             query = GrepQuery("needle", output_mode="content", time_budget=_NO_TIME_LIMIT)
@@ -108,7 +112,7 @@ def test_native_async_grep_and_glob_are_one_command(
 
 
 def test_without_the_tools_the_search_walks(
-    aio_bash: AioDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    aio_bash: AioDouble, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     real_script = search_command.search_script
 
@@ -122,7 +126,7 @@ def test_without_the_tools_the_search_walks(
         conversations_root=ROOT,
     ) as runtime:
         fs = runtime.get_file_system()
-        fs.upload_files(_tree(tmp_path))
+        write_tree(runtime, "tree", _tree())
         root = fs.stat("tree")
         assert root is not None
         query = GrepQuery("needle", time_budget=_NO_TIME_LIMIT)
@@ -131,3 +135,45 @@ def test_without_the_tools_the_search_walks(
         before = runtime.client.request_count
         assert fs.grep(root, query) == expected
         assert runtime.client.request_count - before > FILES
+
+
+@pytest.mark.parametrize("fixture_name", ["aio_bash", "aio_shell"])
+def test_odd_names_are_found_as_the_local_runtime_finds_them(
+    fixture_name: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    # A newline split the listing (a missing file listed, the real one lost); undecodable bytes
+    # came back replaced (no such file) and grep missed the file.
+    double: AioDouble = request.getfixturevalue(fixture_name)
+    expected = local_answer(tmp_path)
+    with AioSandboxSkillRuntime(
+        base_url=double.url,
+        token=double.token,
+        conversation_id=f"search-{uuid.uuid4().hex[:8]}",
+        conversations_root=ROOT,
+    ) as runtime:
+        write_tree(runtime, BASE, odd_files())
+        fs = runtime.get_file_system()
+        root = fs.stat(BASE)
+        assert root is not None
+        found = answer(root.path, fs.glob(root, GLOB), [fs.grep(root, q) for q in GREPS])
+    assert found == expected
+
+    async def scenario() -> None:
+        async with AsyncAioSkillRuntime(
+            base_url=double.url,
+            token=double.token,
+            conversation_id=f"search-{uuid.uuid4().hex[:8]}",
+            conversations_root=ROOT,
+        ) as runtime:
+            done = await runtime.execute(
+                SkillExecutionRequest(command=tree_command(BASE, odd_files()))
+            )
+            assert done.exit_code == 0, done.stderr
+            fs = await runtime.get_file_system()
+            root = await fs.stat(BASE)
+            assert root is not None
+            globbed = await fs.glob(root, GLOB)
+            grepped = [await fs.grep(root, q) for q in GREPS]
+            assert answer(root.path, globbed, grepped) == expected
+
+    asyncio.run(scenario())

@@ -445,6 +445,29 @@ class ListingIgnoresDepth(ReferenceRuntime):
         self._fs = _FlatListingFileSystem()
 
 
+class _LineListingFileSystem(HostFileSystem):
+    def list_directory(
+        self, path: str, depth: int = 1, limit: int = DEFAULT_LIST_LIMIT
+    ) -> list[FileInfo]:
+        return [
+            entry.model_copy(update={"path": _as_one_line(entry.path)})
+            for entry in super().list_directory(path, depth, limit)
+        ]
+
+
+def _as_one_line(path: str) -> str:
+    return os.fsencode(path).decode("utf-8", "replace").split("\n", 1)[0]
+
+
+class ListsNamesLineByLine(ReferenceRuntime):
+    """Lists names as a line-wise UTF-8 listing reads them: cut at a newline, undecodable bytes
+    replaced (the paths name files that do not exist)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._fs = _LineListingFileSystem()
+
+
 class _UntypedErrorsFileSystem(HostFileSystem):
     """Reports every failure with the two oldest classes only, as text."""
 
@@ -612,6 +635,12 @@ BROKEN_RUNTIMES: dict[type[ReferenceRuntime], frozenset[str]] = {
     UnboundedReadChunks: frozenset({"test_large_file_streams_in_bounded_chunks"}),
     NonAtomicDownload: frozenset({"test_failed_download_leaves_no_partial_file"}),
     ListingIgnoresDepth: frozenset({"test_list_directory_honours_depth_and_limit"}),
+    ListsNamesLineByLine: frozenset(
+        {
+            "test_grep_matches_the_default_implementation",
+            "test_glob_matches_the_default_implementation",
+        }
+    ),
     UntypedFileErrors: frozenset(
         {
             "test_reading_a_directory_is_an_is_a_directory_error",

@@ -150,7 +150,9 @@ def test_long_and_non_ascii_names_survive_the_archive(tmp_path: Path) -> None:
     assert contents == {str(target): target.read_bytes()}
     assert [e.path for e in listing.list(str(deep))] == [str(target)]
     glob = _run(search_script(str(tmp_path), 100, content=None), tmp_path)
-    assert [e.path for e in parse_glob_output(glob.stdout).list(str(deep))] == [str(target)]
+    globbed = parse_glob_output(glob.stdout)
+    assert globbed is not None
+    assert [e.path for e in globbed.list(str(deep))] == [str(target)]
 
 
 def test_a_corrupt_archive_is_refused() -> None:
@@ -200,3 +202,40 @@ def test_a_truncated_or_oversized_gzip_archive_is_refused(monkeypatch: pytest.Mo
     assert parse_grep_output(b"", base64.b64encode(packed[:-8])) is None
     monkeypatch.setattr(search_command, "MAX_UNPACKED_BYTES", 1024)
     assert parse_grep_output(b"", base64.b64encode(packed)) is None
+
+
+_ODD_NAMES = (
+    b"x\ny.txt",
+    b"GHOST.txt\nf\t7\t1.0\t644\tphantom.txt",
+    b"carriage\rreturn.txt",
+    b"tab\tname.txt",
+    b"bad\xff\xfe.txt",
+)
+
+
+def test_names_with_newlines_and_undecodable_bytes_survive_a_text_channel(tmp_path: Path) -> None:
+    base = os.fsencode(tmp_path)
+    for name in _ODD_NAMES:
+        with open(base + b"/" + name, "wb") as handle:
+            handle.write(b"needle\n")
+    expected = sorted(os.fsdecode(base + b"/" + name) for name in _ODD_NAMES)
+    glob = _run(search_script(str(tmp_path), 100, content=None), tmp_path)
+    grep = _run(search_script(str(tmp_path), 100, content=GrepQuery("needle")), tmp_path)
+    assert glob.returncode == 0, glob.stderr
+    assert grep.returncode == 0, grep.stderr
+    for done in (glob, grep):
+        # Through JSON strings or line events (decoded, invalid bytes replaced) nothing changes.
+        assert done.stdout.decode("utf-8", "replace").encode() == done.stdout
+        assert done.stderr.decode("utf-8", "replace").encode() == done.stderr
+    listing = parse_glob_output(glob.stdout)
+    assert listing is not None
+    assert sorted(e.path for e in listing.list(str(tmp_path))) == expected
+    found = parse_grep_output(grep.stdout, grep.stderr)
+    assert found is not None
+    assert sorted(e.path for e in found[0].list(str(tmp_path))) == expected
+    assert sorted(found[1]) == expected
+
+
+def test_an_unreadable_listing_is_refused() -> None:
+    assert parse_glob_output(b"not base64!") is None
+    assert parse_grep_output(b"not base64!", b"") is None

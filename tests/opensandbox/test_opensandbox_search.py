@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from doubles.opensandbox import OpenSandboxDouble
+from odd_names_search import BASE, GLOB, GREPS, answer, local_answer
 from skillruntime.core.conversations import InMemoryConversationStore
 from skillruntime.core.file_search import (
     GlobQuery,
@@ -21,6 +22,7 @@ from skillruntime.core.file_search import (
     default_grep,
 )
 from skillruntime.core.models import SkillExecutionRequest
+from skillruntime.core.testing.search_contracts import odd_files, tree_command, write_tree
 from skillruntime.opensandbox import AsyncOpenSandboxSkillRuntime, OpenSandboxSkillRuntime
 
 ROOT = "/workspace/conversations"
@@ -145,3 +147,45 @@ def test_without_the_tools_the_search_walks(
     finally:
         runtime.destroy_conversation_sandbox()
         runtime.close()
+
+
+def test_odd_names_are_found_as_the_local_runtime_finds_them(
+    opensandbox_double: OpenSandboxDouble, tmp_path: Path
+) -> None:
+    # A newline (or a carriage return, which ends an execd line) split the listing; undecodable
+    # bytes came back replaced (no such file) and grep missed the file.
+    expected = local_answer(tmp_path)
+    runtime = _sync_runtime(opensandbox_double)
+    try:
+        write_tree(runtime, BASE, odd_files())
+        fs = runtime.get_file_system()
+        root = fs.stat(BASE)
+        assert root is not None
+        found = answer(root.path, fs.glob(root, GLOB), [fs.grep(root, q) for q in GREPS])
+        assert found == expected
+    finally:
+        runtime.destroy_conversation_sandbox()
+        runtime.close()
+
+    async def scenario() -> None:
+        runtime = AsyncOpenSandboxSkillRuntime(
+            domain=opensandbox_double.domain,
+            api_key=opensandbox_double.api_key,
+            conversation_id=f"os-search-{uuid.uuid4().hex[:10]}",
+            conversations_root=ROOT,
+            conversation_store=InMemoryConversationStore(),
+        )
+        async with runtime:
+            done = await runtime.execute(
+                SkillExecutionRequest(command=tree_command(BASE, odd_files()))
+            )
+            assert done.exit_code == 0, done.stderr
+            fs = await runtime.get_file_system()
+            root = await fs.stat(BASE)
+            assert root is not None
+            globbed = await fs.glob(root, GLOB)
+            grepped = [await fs.grep(root, q) for q in GREPS]
+            assert answer(root.path, globbed, grepped) == expected
+            await runtime.destroy_conversation_sandbox()
+
+    asyncio.run(scenario())

@@ -195,9 +195,10 @@ class AsyncAioFileSystem(AsyncSkillRuntimeFileSystem):
             retry_safe=True,
             cap=LIST_OUTPUT_CAP,
         )
-        if not search_complete(outcome):
+        listing = parse_glob_output(outcome.stdout) if search_complete(outcome) else None
+        if listing is None:
             return await super().glob(root, query)
-        return glob_from_listing(parse_glob_output(outcome.stdout), root, query)
+        return glob_from_listing(listing, root, query)
 
     async def grep(
         self,

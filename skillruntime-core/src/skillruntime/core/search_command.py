@@ -8,20 +8,25 @@ the walk of :func:`skillruntime.core.tools.globbing.walk_plan` over the listing 
 implementation's on the primitives.
 
 The command lists the tree below the search root once, with GNU ``find`` (noise directories
-pruned, ``%y %s %T@ %m %p`` per entry) on stdout. For ``grep`` the same ``find`` also hands the
+pruned, ``%y %s %T@ %m %p`` per entry, each record ended by a NUL byte, the one byte no file name
+holds) on stdout, in base64: a file name may hold a newline, a carriage return or bytes that are
+not UTF-8, and a backend's command output may travel as text (JSON strings, line events) that
+would split or replace them. Names are decoded as the local runtime decodes them: UTF-8 with
+``surrogateescape``, so an undecodable byte ``0xff`` becomes ``\udcff`` and the path names the
+same file. For ``grep`` the same ``find`` also hands the
 regular files no larger than ``max_file_bytes`` (through ``/dev/fd/3``) to a pipeline that keeps,
 for a case-sensitive literal pattern, only the files ``grep -lF`` finds it in, and sends them as
 one GNU ``tar`` stream on stderr (every error text is kept off it), gzipped when the sandbox has
 ``gzip`` (``cat`` stands in without it), in base64. It starts ``find``, ``xargs``, ``grep``,
-``tar``, ``gzip`` and ``base64``, each once (on a loaded sandbox a process costs more than the
-bytes it saves, so the listing is sent plain). Every path and pattern reaches the shell through
-:func:`shlex.quote`.
+``tar``, ``gzip`` and ``base64`` (twice: listing and archive), each once (on a loaded sandbox a
+process costs more than the bytes it saves, so the listing is not compressed). Every path and
+pattern reaches the shell through :func:`shlex.quote`.
 
 The command exits :data:`MISSING_TOOLS` when the shell lacks ``pipefail`` or the sandbox one of
 those programs, and non-zero when any step of the pipeline failed (``find`` could not read a
 directory, no ``/dev/fd``): the caller then walks with the primitives instead, never reading a
-failed command as "no match". The archive reader is strict: a malformed stream is a
-:class:`ValueError`, which the caller treats the same way.
+failed command as "no match". The readers are strict: a malformed stream (base64, gzip, tar) is
+unreadable, which the caller treats the same way.
 """
 
 from __future__ import annotations
@@ -66,7 +71,7 @@ MISSING_TOOLS = 97
 MAX_UNPACKED_BYTES = 256 * 1024 * 1024
 """Bytes a compressed stream of the output may inflate to (more: walk instead)."""
 
-_FIELDS = "%y\\t%s\\t%T@\\t%m\\t%p\\n"
+_FIELDS = "%y\\t%s\\t%T@\\t%m\\t%p\\0"
 _BLOCK = 512
 
 
@@ -79,10 +84,15 @@ def _pruned(path: str, depth: int) -> str:
 
 
 def search_script(path: str, depth: int, *, content: GrepQuery | None) -> str:
-    """The command: the listing of ``path`` down to ``depth`` on stdout; with ``content``, the
-    base64 archive of the regular files a match may be in on stderr."""
+    """The command: the base64 listing of ``path`` down to ``depth`` on stdout; with
+    ``content``, the base64 archive of the regular files a match may be in on stderr."""
+    checks = (
+        f"set -o pipefail 2>/dev/null || exit {MISSING_TOOLS}; "
+        f"for t in {'find base64' if content is None else 'find xargs grep tar base64 cat'}; do "
+        f"command -v $t >/dev/null || exit {MISSING_TOOLS}; done; "
+    )
     if content is None:
-        return f"{_pruned(path, depth)} -o -printf '{_FIELDS}'"
+        return f"{checks}{_pruned(path, depth)} -o -printf '{_FIELDS}' | base64 -w0"
     files = f"\\( -type f -size -{int(content.max_file_bytes) + 1}c -fprint0 /dev/fd/3 -o -true \\)"
     literal = literal_pattern(content)
     narrow = ""
@@ -92,17 +102,16 @@ def search_script(path: str, depth: int, *, content: GrepQuery | None) -> str:
             f" | {{ xargs -0 -r grep -lFZs -e {shlex.quote(literal)} --; "
             "r=$?; [ $r = 0 ] || [ $r = 123 ]; }"
         )
-    # One find: the listing goes to stdout (fd 4 inside the group), the candidate files to the
-    # pipeline through fd 3; the archive goes to stderr, so no error text may reach it.
+    # One find: the listing goes to stdout (fd 4 inside the group, then base64), the candidate
+    # files to the pipeline through fd 3; the archive goes to stderr, so no error text may
+    # reach it.
     return (
-        f"set -o pipefail 2>/dev/null || exit {MISSING_TOOLS}; "
-        "for t in find xargs grep tar base64 cat; do "
-        f"command -v $t >/dev/null || exit {MISSING_TOOLS}; done; "
+        f"{checks}"
         "if command -v gzip >/dev/null; then z='gzip -1'; else z=cat; fi; "
         f"{{ {{ {_pruned(path, depth)} -o -printf '{_FIELDS}' {files} 3>&1 >&4 2>/dev/null"
         f"{narrow} "
         "| tar --format=gnu --null --no-recursion --ignore-failed-read -b1 -cPf - -T - "
-        "2>/dev/null | $z | base64 -w0 >&2; } 4>&1; }"
+        "2>/dev/null | $z | base64 -w0 >&2; } 4>&1 | base64 -w0; }"
     )
 
 
@@ -138,7 +147,8 @@ def _entry(line: str, executable_bits: int, microseconds: bool) -> FileInfo | No
 
 
 class Listing:
-    """The parsed listing: children per directory, and which entries are links.
+    """The parsed listing (``find`` records, each ended by a NUL byte, names decoded as UTF-8
+    with ``surrogateescape``): children per directory, and which entries are links.
 
     ``executable_bits`` are the mode bits that make an entry executable for the backend's own
     ``list_directory`` (AIO: any execute bit; OpenSandbox: the owner's); ``microseconds`` cuts
@@ -151,9 +161,10 @@ class Listing:
     ) -> None:
         self.children: dict[str, list[FileInfo]] = {}
         self.links: set[str] = set()
-        for line in data.decode("utf-8", "replace").split("\n"):
-            if not line:
+        for record in data.split(b"\0"):
+            if not record:
                 continue
+            line = record.decode("utf-8", "surrogateescape")
             entry = _entry(line, executable_bits, microseconds)
             if entry is None:
                 continue
@@ -209,29 +220,41 @@ def read_archive(raw: bytes) -> dict[str, bytes]:
 
 def parse_glob_output(
     stdout: bytes, *, executable_bits: int = 0o111, microseconds: bool = False
-) -> Listing:
-    """The listing a ``glob`` command printed (options of :class:`Listing`)."""
-    return Listing(stdout, executable_bits=executable_bits, microseconds=microseconds)
+) -> Listing | None:
+    """The listing a ``glob`` command printed (options of :class:`Listing`); ``None`` when it
+    is unreadable (bad base64): walk instead."""
+    try:
+        records = _decoded(stdout)
+    except (binascii.Error, ValueError) as exc:
+        logger.debug("search listing unreadable: %s", exc)
+        return None
+    return Listing(records, executable_bits=executable_bits, microseconds=microseconds)
 
 
 def parse_grep_output(
     listing: bytes, archive: bytes, *, executable_bits: int = 0o111
 ) -> tuple[Listing, dict[str, bytes]] | None:
-    """The listing (the command's stdout) and the archived files (its stderr) of a ``grep``
-    command (the archive base64, gzipped when the sandbox has ``gzip``); ``None`` when the archive
-    is unreadable (bad base64, gzip or tar): walk instead."""
+    """The listing (the command's stdout, base64) and the archived files (its stderr, base64,
+    gzipped when the sandbox has ``gzip``) of a ``grep`` command; ``None`` when either is
+    unreadable (bad base64, gzip or tar): walk instead."""
     try:
+        records = _decoded(listing)
         contents = read_archive(_unpacked(archive))
     except (binascii.Error, ValueError, zlib.error) as exc:
         logger.debug("search output unreadable: %s", exc)
         return None
-    return Listing(listing, executable_bits=executable_bits), contents
+    return Listing(records, executable_bits=executable_bits), contents
+
+
+def _decoded(stream: bytes) -> bytes:
+    """A base64 stream (surrounding white space, such as a line end a backend added, ignored)."""
+    return base64.b64decode(stream.strip(), validate=True)
 
 
 def _unpacked(stream: bytes) -> bytes:
     """A base64 stream, gunzipped when the sandbox had ``gzip`` (at most
     :data:`MAX_UNPACKED_BYTES`)."""
-    raw = base64.b64decode(stream.strip(), validate=True)
+    raw = _decoded(stream)
     if not raw.startswith(b"\x1f\x8b"):
         return raw
     inflater = zlib.decompressobj(wbits=31)

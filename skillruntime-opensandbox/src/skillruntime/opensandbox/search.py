@@ -81,7 +81,7 @@ def glob_answer(
     listing = parse_glob_output(
         result.stdout.encode(), executable_bits=EXECUTABLE_BITS, microseconds=True
     )
-    return glob_from_listing(listing, root, query)
+    return None if listing is None else glob_from_listing(listing, root, query)
 
 
 def grep_found(result: SkillExecutionResult) -> tuple[Listing, dict[str, bytes]] | None:
