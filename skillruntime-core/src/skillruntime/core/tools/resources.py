@@ -48,6 +48,7 @@ __all__ = [
     "ResourceResolver",
     "expand_pointer",
     "unsafe_relative_path",
+    "validate_resource_inputs",
 ]
 
 SKILL_RESOURCE_NOT_FOUND = "SKILL_RESOURCE_NOT_FOUND"
@@ -159,6 +160,47 @@ def unsafe_relative_path(path: str) -> str | None:
     if ".." in path.split("/"):
         return "the path leaves its root ('..')"
     return None
+
+
+_KINDS: frozenset[str] = frozenset({"local_file", "local_directory"})
+
+
+def validate_resource_inputs(
+    inputs: Mapping[str, Mapping[str, ResourceKind]],
+) -> dict[str, dict[str, ResourceKind]]:
+    """A checked copy of ``resource_inputs`` (tool name → JSON Pointer → kind).
+
+    Raises :class:`ValueError` naming the offending entry when ``inputs`` is not a mapping of
+    tool names to mappings, a pointer is not a string starting with ``/`` (RFC 6901; the empty
+    pointer, the whole arguments object, is no string input either) or a kind is not
+    ``"local_file"`` or ``"local_directory"``.
+    """
+    if not isinstance(inputs, Mapping):
+        raise ValueError(
+            f"resource_inputs must map tool names to {{pointer: kind}}, not {type(inputs).__name__}"
+        )
+    checked: dict[str, dict[str, ResourceKind]] = {}
+    for tool, pointers in inputs.items():
+        if not isinstance(tool, str) or not isinstance(pointers, Mapping):
+            raise ValueError(
+                f"resource_inputs[{tool!r}] must map JSON Pointers to kinds, "
+                f"not {type(pointers).__name__}"
+            )
+        entry: dict[str, ResourceKind] = {}
+        for pointer, kind in pointers.items():
+            if not isinstance(pointer, str) or not pointer.startswith("/"):
+                raise ValueError(
+                    f"resource_inputs[{tool!r}]: {pointer!r} is not a JSON Pointer to an "
+                    "argument: it must start with '/' (e.g. '/file_path')"
+                )
+            if kind not in _KINDS:
+                raise ValueError(
+                    f"resource_inputs[{tool!r}][{pointer!r}]: kind {kind!r} is not "
+                    "'local_file' or 'local_directory'"
+                )
+            entry[pointer] = kind
+        checked[tool] = entry
+    return checked
 
 
 def _normalise(path: str) -> str:

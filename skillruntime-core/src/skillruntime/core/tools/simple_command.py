@@ -28,7 +28,15 @@ from functools import lru_cache
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
 
-__all__ = ["RESERVED_WORDS", "UnclassifiedCommandError", "simple_command_words"]
+__all__ = [
+    "MAX_COMMAND_CHARS",
+    "RESERVED_WORDS",
+    "UnclassifiedCommandError",
+    "simple_command_words",
+]
+
+MAX_COMMAND_CHARS = 100_000
+"""Longer commands are refused unparsed, which bounds the cost of a check."""
 
 RESERVED_WORDS = frozenset(
     {
@@ -109,7 +117,9 @@ def simple_command_words(command: str) -> tuple[str, ...]:
 
     Raises :class:`UnclassifiedCommandError` (a :class:`ValueError`) with a reason such as "it
     contains the control operator ';'" when ``command`` is not exactly one simple command whose
-    words are all literals (rules in the module docstring).
+    words are all literals (rules in the module docstring), or is longer than
+    :data:`MAX_COMMAND_CHARS`. Nothing else is raised, however long or deeply nested the input:
+    the syntax tree is walked without recursion.
 
     The grammar parses a copy in which every byte of a non-ASCII character is replaced by ``a``:
     bash never treats a non-ASCII character as syntax or as a blank, so the structure is the
@@ -118,6 +128,8 @@ def simple_command_words(command: str) -> tuple[str, ...]:
     """
     if not command.strip(" \t"):
         raise UnclassifiedCommandError("it is empty")
+    if len(command) > MAX_COMMAND_CHARS:
+        raise UnclassifiedCommandError(f"it is longer than {MAX_COMMAND_CHARS} characters")
     try:
         source = command.encode("utf-8")
     except UnicodeEncodeError:
@@ -166,14 +178,18 @@ def _words(source: bytes, root: Node) -> tuple[str, ...]:
     return tuple(words)
 
 
-def _walk(node: Node, parent_type: str) -> Iterator[tuple[Node, str]]:
-    yield node, parent_type
-    for child in node.children:
-        yield from _walk(child, node.type)
+def _walk(root: Node) -> Iterator[tuple[Node, str]]:
+    """Every node under ``root`` in pre-order with its parent's type, without recursion (a deep
+    tree, e.g. thousands of ``&&`` or nested ``if``, must not reach Python's recursion limit)."""
+    stack: list[tuple[Node, str]] = [(root, "")]
+    while stack:
+        node, parent_type = stack.pop()
+        yield node, parent_type
+        stack.extend((child, node.type) for child in reversed(node.children))
 
 
 def _first_offender(root: Node) -> str | None:
-    for node, parent_type in _walk(root, ""):
+    for node, parent_type in _walk(root):
         if node.is_missing:
             return f"it is not valid shell syntax (a {node.type!r} is missing)"
         if node.is_error or node.type == "ERROR":
