@@ -23,6 +23,7 @@ from __future__ import annotations
 import string
 import unicodedata
 from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import lru_cache
 
 import tree_sitter_bash
@@ -32,6 +33,8 @@ __all__ = [
     "MAX_COMMAND_CHARS",
     "RESERVED_WORDS",
     "UnclassifiedCommandError",
+    "WordSpan",
+    "command_word_spans",
     "simple_command_words",
 ]
 
@@ -138,6 +141,86 @@ def simple_command_words(command: str) -> tuple[str, ...]:
         raise UnclassifiedCommandError("it contains a NUL character")
     tree = Parser(_language()).parse(source.translate(_MASK_NON_ASCII))
     return _words(source, tree.root_node)
+
+
+@dataclass(frozen=True)
+class WordSpan:
+    """One word of a simple command: its literal value and where it is in the command text.
+
+    ``value`` is the word after quote removal, or ``None`` when the word is not a literal (it
+    holds an expansion, a substitution, an unquoted glob, …). ``start``/``end`` are character
+    offsets of the whole word, quotes included: ``command[start:end]``.
+    """
+
+    value: str | None
+    start: int
+    end: int
+
+
+_STRUCTURE_TYPES = frozenset(
+    {
+        *("program", "list", "pipeline", "redirected_statement", "negated_command", "subshell"),
+        *("compound_statement", "if_statement", "elif_clause", "else_clause", "while_statement"),
+        *("for_statement", "c_style_for_statement", "do_group", "case_statement", "case_item"),
+        "function_definition",
+    }
+)
+"""Nodes whose commands run in the command's own shell, as written (not inside a word)."""
+
+
+def command_word_spans(command: str) -> list[tuple[WordSpan, ...]] | None:
+    """The simple commands of ``command``'s structure, each as its words (name first).
+
+    Commands inside lists, pipelines and compound commands count; words of a command hold no
+    commands (a substitution ``$(...)`` or code in a string such as ``sh -c '...'`` is one word,
+    not looked into), and assignments and redirections are left out. ``None`` when the command
+    is empty, longer than :data:`MAX_COMMAND_CHARS`, not valid shell syntax or holds a NUL. The
+    tree is walked without recursion.
+    """
+    if not command.strip() or len(command) > MAX_COMMAND_CHARS:
+        return None
+    try:
+        source = command.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    if b"\x00" in source:
+        return None
+    root = Parser(_language()).parse(source.translate(_MASK_NON_ASCII)).root_node
+    if root.has_error:
+        return None
+
+    starts = [index for index, byte in enumerate(source) if byte & 0xC0 != 0x80]
+    starts.append(len(source))
+    char_at = {byte: char for char, byte in enumerate(starts)}
+
+    def offset(byte: int) -> int:
+        return char_at[byte]
+
+    commands: list[tuple[WordSpan, ...]] = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.type in _STRUCTURE_TYPES:
+            stack.extend(reversed(node.children))
+            continue
+        if node.type != "command":
+            continue
+        words: list[WordSpan] = []
+        for child in node.children:
+            if child.type == "command_name" and len(child.children) == 1:
+                part = child.children[0]
+            elif child.type in _ARGUMENT_TYPES and words:
+                part = child
+            else:
+                continue
+            try:
+                value: str | None = _word_value(source, part)
+            except UnclassifiedCommandError:
+                value = None
+            words.append(WordSpan(value, offset(child.start_byte), offset(child.end_byte)))
+        if words:
+            commands.append(tuple(words))
+    return commands
 
 
 def _words(source: bytes, root: Node) -> tuple[str, ...]:
