@@ -85,3 +85,20 @@ def test_a_turn_leaves_inline_code_alone(runtime: LocalSkillRuntime, make_skill:
         resolved = result.usage.resolved_args
         assert resolved is not None
         assert resolved["command"].endswith("; sh -c 'echo data/a.txt'")
+
+
+def test_long_and_deeply_nested_commands_are_rewritten_without_recursion() -> None:
+    nested = "if true; then " * 3000 + "cat data/a.txt" + "; fi" * 3000
+    chain = " && ".join(["cat data/a.txt"] * 3000)
+    assert resolver().resolve_command(nested).count(f"{BASE}/data/a.txt'") == 1
+    assert resolver().resolve_command(chain).count(f"{BASE}/data/a.txt'") == 3000
+
+
+def test_a_turn_answers_a_deeply_nested_command(
+    runtime: LocalSkillRuntime, make_skill: MakeSkill
+) -> None:
+    tools = SkillTools(runtime, [make_skill("data", {"data/a.txt": "from the skill\n"})])
+    with tools.turn() as turn:
+        turn.dispatch("skill", {"command": "data"})
+        nested = "if true; then " * 2000 + "cat data/a.txt" + "; fi" * 2000
+        assert turn.dispatch("bash", {"command": nested}) == "from the skill"
