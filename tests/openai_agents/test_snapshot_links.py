@@ -15,13 +15,16 @@ import logging
 import os
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import pytest
-from agents.sandbox.errors import WorkspaceArchiveWriteError
+from agents.sandbox.errors import WorkspaceArchiveReadError, WorkspaceArchiveWriteError
 from agents.sandbox.session import SandboxSession
 
 from openai_agents.test_session_contract import _run
 from skillruntime.core.errors import WorkspaceEscapeError
+from skillruntime.core.models import SkillExecutionRequest
+from skillruntime.local import AsyncLocalSkillRuntime
 
 
 def _archive(*members: tuple[str, str | bytes]) -> bytes:
@@ -116,5 +119,26 @@ def test_a_link_never_carries_the_restore_outside(tmp_path: Path) -> None:
         with pytest.raises((WorkspaceArchiveWriteError, WorkspaceEscapeError)):
             await session.hydrate_workspace(io.BytesIO(_archive(("p/l", "../keep"))))
         assert list(outside.iterdir()) == []
+
+    _run(tmp_path, body)
+
+
+def test_a_cut_link_listing_fails_the_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = AsyncLocalSkillRuntime.execute
+
+    async def cut(self: AsyncLocalSkillRuntime, request: SkillExecutionRequest) -> Any:
+        result = await original(self, request)
+        if request.command.startswith("find . -type l"):
+            return result.model_copy(update={"stdout_truncated": True})
+        return result
+
+    monkeypatch.setattr(AsyncLocalSkillRuntime, "execute", cut)
+
+    async def body(session: SandboxSession, workspace: Path) -> None:
+        assert (await session.exec("ln -s / x")).exit_code == 0
+        with pytest.raises(WorkspaceArchiveReadError):
+            await session.persist_workspace()
 
     _run(tmp_path, body)

@@ -460,8 +460,10 @@ class SkillRuntimeSandboxSession(BaseSandboxSession):
             result = await self._runtime.execute(request)
         except SkillRuntimeError as exc:
             raise WorkspaceArchiveReadError(path=Path(root), cause=exc) from exc
-        if result.timed_out:
-            raise WorkspaceArchiveReadError(path=Path(root), context={"reason": "links_timeout"})
+        if result.timed_out or result.stdout_truncated:
+            # A cut listing could pair names with the wrong targets: no snapshot rather than that.
+            reason = "links_timeout" if result.timed_out else "links_truncated"
+            raise WorkspaceArchiveReadError(path=Path(root), context={"reason": reason})
         if result.exit_code != 0:
             logger.warning("listing the links of the workspace exited with %d", result.exit_code)
         fields = result.stdout.split("\0")
