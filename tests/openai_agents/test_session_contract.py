@@ -177,11 +177,15 @@ def test_persist_and_hydrate_round_trip_and_hostile_archives_fail_closed(tmp_pat
         assert (workspace / "keep/a.txt").read_bytes() == b"alpha"
         assert os.access(workspace / "keep/run.sh", os.X_OK)
 
-        for member in (_member("../escape.txt"), _member("/etc/evil"), _link("keep/link")):
+        hard_link = _link("keep/hard", tarfile.LNKTYPE)
+        for member in (_member("../escape.txt"), _member("/etc/evil"), hard_link):
             with pytest.raises((WorkspaceArchiveWriteError, InvalidManifestPathError)):
                 await session.hydrate_workspace(io.BytesIO(member))
+        # A symbolic link leading outside is skipped, never created (test_snapshot_links.py).
+        await session.hydrate_workspace(io.BytesIO(_link("keep/link")))
         assert not (workspace.parent / "escape.txt").exists()
-        assert not (workspace / "keep/link").exists()
+        assert not os.path.lexists(workspace / "keep/link")
+        assert not os.path.lexists(workspace / "keep/hard")
 
     _run(tmp_path, body)
 
@@ -195,11 +199,11 @@ def _member(name: str) -> bytes:
     return buffer.getvalue()
 
 
-def _link(name: str) -> bytes:
+def _link(name: str, kind: bytes = tarfile.SYMTYPE) -> bytes:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as archive:
         info = tarfile.TarInfo(name)
-        info.type = tarfile.SYMTYPE
+        info.type = kind
         info.linkname = "/etc/passwd"
         archive.addfile(info)
     return buffer.getvalue()

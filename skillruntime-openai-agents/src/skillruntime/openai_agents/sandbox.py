@@ -20,6 +20,14 @@ are quoted with :func:`shlex.join`. Output is decoded text in skillruntime (boun
 head and tail kept) and is handed back UTF-8 encoded. A timeout raises the SDK's
 ``ExecTimeoutError``. File operations act as the runtime's own user: a ``user=`` other than
 ``None`` is refused (``exec`` still honours it through ``sudo -u`` as the SDK does).
+
+Snapshots (:meth:`~SkillRuntimeSandboxSession.persist_workspace`): a symbolic link of the
+workspace is stored as a link (its target verbatim), never read through, so a command's
+``ln -s / x`` no longer makes the snapshot fail. Restoring
+(:meth:`~SkillRuntimeSandboxSession.hydrate_workspace`) creates, after every other member, only
+the links whose target stays inside the workspace; a link leading outside (an absolute target
+elsewhere, a relative one climbing out) is skipped with a warning, because a restored link would
+carry the writes of commands and tools outside the workspace and a snapshot could plant one.
 """
 
 from __future__ import annotations
@@ -106,6 +114,21 @@ SPOOL_BYTES = 8 * 1024 * 1024
 
 _LIST_DEPTH = 64
 _LIST_LIMIT = 200_000
+_LINK_TIMEOUT_SECONDS = 120.0
+_LIST_LINKS = (
+    "find . -type l -exec sh -c "
+    + shlex.quote('for l do printf "%s\\0" "$l"; readlink -- "$l"; printf "\\0"; done')
+    + " sh {} +"
+)
+"""Prints ``./name NUL target NEWLINE NUL`` for every symbolic link under the working directory."""
+_MAKE_LINK = (
+    'root=$(pwd -P) && parent=$(cd -P -- "$1" && pwd -P) || exit 2\n'
+    'case "$parent/" in "$root"/*) ;; *) exit 3 ;; esac\n'
+    'if [ -d "$2" ] && [ ! -L "$2" ]; then exit 4; fi\n'
+    'rm -f -- "$2" && ln -s -- "$3" "$2"'
+)
+"""Creates link ``$2`` (relative to the workspace) to ``$3`` in directory ``$1``, which must
+resolve inside the workspace; a directory in the way is refused (exit 4), a file replaced."""
 _DEFAULT_MANIFEST_ROOT = Manifest().root
 
 RuntimeFactory = Callable[[str], AsyncSkillRuntime | SkillRuntime]
@@ -373,19 +396,29 @@ class SkillRuntimeSandboxSession(BaseSandboxSession):
     async def persist_workspace(self) -> io.IOBase:
         """The workspace as a tar stream with workspace-relative member names (spooled).
 
-        Not needed to resume a conversation (the runtime keeps its workspace); used only when a
-        run is configured with an SDK snapshot.
+        Symbolic links are stored as links (``SYMTYPE`` members with their target verbatim) and
+        never followed, wherever they lead; special files are left out. Not needed to resume a
+        conversation (the runtime keeps its workspace); used only when a run is configured with
+        an SDK snapshot.
         """
         files = await self.file_system()
         root = self.state.manifest.root
         skipped = {path.as_posix() for path in self._persist_workspace_skip_relpaths()}
+        links = await self._workspace_links(root)
+
+        def left_out(relative: str) -> bool:
+            if any(relative == s or relative.startswith(s + "/") for s in skipped):
+                return True
+            parts = relative.split("/")
+            return any("/".join(parts[:end]) in links for end in range(1, len(parts)))
+
         infos = await files.list_directory(root, depth=_LIST_DEPTH, limit=_LIST_LIMIT)
         spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)  # noqa: SIM115 - returned
         try:
             with tarfile.open(fileobj=cast(IO[bytes], spool), mode="w") as archive:
                 for info in infos:
                     relative = posixpath.relpath(info.path, root)
-                    if any(relative == s or relative.startswith(s + "/") for s in skipped):
+                    if relative in links or left_out(relative):
                         continue
                     member = tarfile.TarInfo(relative)
                     if info.is_directory:
@@ -403,20 +436,56 @@ class SkillRuntimeSandboxSession(BaseSandboxSession):
                         member.mode = 0o755 if info.is_executable else 0o644
                         content.seek(0)
                         archive.addfile(member, cast(IO[bytes], content))
+                for relative, target in sorted(links.items()):
+                    if left_out(relative):
+                        continue
+                    member = tarfile.TarInfo(relative)
+                    member.type = tarfile.SYMTYPE
+                    member.linkname = target
+                    member.mode = 0o777
+                    archive.addfile(member)
         except BaseException:
             spool.close()
             raise
         spool.seek(0)
         return cast(io.IOBase, spool)
 
+    async def _workspace_links(self, root: str) -> dict[str, str]:
+        """The symbolic links under ``root``: workspace-relative name → target (one ``find``
+        in the runtime; a runtime without ``find``/``readlink`` reports none)."""
+        request = SkillExecutionRequest(
+            command=_LIST_LINKS, working_directory=root, timeout_seconds=_LINK_TIMEOUT_SECONDS
+        )
+        try:
+            result = await self._runtime.execute(request)
+        except SkillRuntimeError as exc:
+            raise WorkspaceArchiveReadError(path=Path(root), cause=exc) from exc
+        if result.timed_out or result.stdout_truncated:
+            # A cut listing could pair names with the wrong targets: no snapshot rather than that.
+            reason = "links_timeout" if result.timed_out else "links_truncated"
+            raise WorkspaceArchiveReadError(path=Path(root), context={"reason": reason})
+        if result.exit_code != 0:
+            logger.warning("listing the links of the workspace exited with %d", result.exit_code)
+        fields = result.stdout.split("\0")
+        links: dict[str, str] = {}
+        for name, target in zip(fields[0:-1:2], fields[1::2], strict=False):
+            if name.startswith("./") and target.endswith("\n"):
+                links[posixpath.normpath(name[2:])] = target[:-1]
+        return links
+
     async def hydrate_workspace(self, data: io.IOBase) -> None:
         """Extract a tar stream of :meth:`persist_workspace` under the workspace root.
 
-        Fails closed: absolute or ``..`` member names, links and special files are refused
-        before anything of that member is written.
+        Fails closed: absolute or ``..`` member names, hard links, special files and members
+        under a link of the archive are refused before anything of that member is written.
+        Symbolic links are created after every other member, and only those whose target stays
+        inside the workspace; a link leading outside is skipped with a warning (see the module
+        docs).
         """
         files = await self.file_system()
         root = self.state.manifest.root
+        links: dict[str, str] = {}
+        written: set[str] = set()
         try:
             archive = tarfile.open(fileobj=cast(IO[bytes], data), mode="r|*")  # noqa: SIM115
         except tarfile.TarError as exc:
@@ -424,11 +493,24 @@ class SkillRuntimeSandboxSession(BaseSandboxSession):
         with archive:
             for member in archive:
                 name = posixpath.normpath(member.name)
-                if name.startswith("/") or name == ".." or name.startswith("../"):
+                if name.startswith("/") or name in {".", ".."} or name.startswith("../"):
                     raise WorkspaceArchiveWriteError(
                         path=Path(root), context={"reason": "unsafe_member"}
                     )
                 target = self._target(posixpath.join(root, name), for_write=True)
+                parts = name.split("/")
+                if any("/".join(parts[:end]) in links for end in range(1, len(parts) + 1)):
+                    raise WorkspaceArchiveWriteError(
+                        path=Path(target), context={"reason": "member_under_link"}
+                    )
+                if member.issym():
+                    if any(item.startswith(name + "/") for item in written):
+                        raise WorkspaceArchiveWriteError(
+                            path=Path(target), context={"reason": "member_under_link"}
+                        )
+                    links[name] = member.linkname
+                    continue
+                written.add(name)
                 if member.isdir():
                     await files.make_directory(target)
                 elif member.isfile():
@@ -445,6 +527,52 @@ class SkillRuntimeSandboxSession(BaseSandboxSession):
                     raise WorkspaceArchiveWriteError(
                         path=Path(target), context={"reason": "unsupported_member_type"}
                     )
+        for name, link_target in links.items():
+            if not _link_stays_inside(root, name, link_target):
+                logger.warning(
+                    "not restoring the symbolic link %s of the snapshot: it leads outside the "
+                    "workspace",
+                    name,
+                )
+                continue
+            await self._make_link(root, name, link_target)
+
+    async def _make_link(self, root: str, name: str, link_target: str) -> None:
+        """Create the link ``name`` → ``link_target`` inside the workspace (its directory must
+        resolve inside it; a directory in the way is refused)."""
+        directory = posixpath.dirname(name) or "."
+        target = self._target(posixpath.join(root, name), for_write=True)
+        files = await self.file_system()
+        if directory != ".":
+            await files.make_directory(
+                self._target(posixpath.join(root, directory), for_write=True)
+            )
+        command = shlex.join(["sh", "-c", _MAKE_LINK, "sh", directory, name, link_target])
+        request = SkillExecutionRequest(
+            command=command, working_directory=root, timeout_seconds=_LINK_TIMEOUT_SECONDS
+        )
+        try:
+            result = await self._runtime.execute(request)
+        except SkillRuntimeError as exc:
+            raise WorkspaceArchiveWriteError(path=Path(target), cause=exc) from exc
+        if not result.ok:
+            reason = {3: "link_outside", 4: "link_over_directory"}.get(
+                result.exit_code, "link_failed"
+            )
+            raise WorkspaceArchiveWriteError(path=Path(target), context={"reason": reason})
+
+
+def _link_stays_inside(root: str, name: str, link_target: str) -> bool:
+    """Whether the link ``name`` (workspace-relative) → ``link_target`` names a path inside the
+    workspace ``root``, read lexically (an empty target or a NUL is not)."""
+    if not link_target or "\0" in link_target:
+        return False
+    if link_target.startswith("/"):
+        resolved = posixpath.normpath(link_target)
+        base = posixpath.normpath(root)
+        return resolved == base or resolved.startswith(base.rstrip("/") + "/")
+    resolved = posixpath.normpath(posixpath.join(posixpath.dirname(name), link_target))
+    return not (resolved == ".." or resolved.startswith("../") or resolved.startswith("/"))
 
 
 def _tar_chunks(handle: IO[bytes]) -> Iterator[bytes]:

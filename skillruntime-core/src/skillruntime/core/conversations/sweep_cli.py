@@ -40,6 +40,17 @@ _URL_ENV = "SKILLRUNTIME_CONVERSATION_STORE"
     multiple=True,
     help="Sweep only conversations of this runtime (repeatable; default: every installed one).",
 )
+@click.option(
+    "--activity-interval",
+    "activity_interval_text",
+    default="60s",
+    show_default=True,
+    help=(
+        "The runtimes' activity interval (activity_interval_seconds): records are refreshed at "
+        "most this often while in use, so a conversation counts as idle only when its record is "
+        "older than --idle plus this."
+    ),
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--verbose", "-v", is_flag=True, help="One line per conversation.")
 def sweep_command(  # noqa: PLR0917
@@ -49,14 +60,17 @@ def sweep_command(  # noqa: PLR0917
     dry_run: bool,
     orphans: str,
     runtimes: tuple[str, ...],
+    activity_interval_text: str,
     as_json: bool,
     verbose: bool,
 ) -> None:
     """Destroy the sandboxes and workspaces of conversations idle longer than --idle.
 
-    Idleness is read from the store's activity timestamps; a conversation in use (leased) or
-    touched while the sweep runs is kept. OpenSandbox servers are configured like the runtime
-    (SKILLRUNTIME_OPENSANDBOX_DOMAIN / OPEN_SANDBOX_DOMAIN, ..._API_KEY).
+    Idleness is read from the store's activity timestamps, which runtimes refresh at most once
+    per --activity-interval: a record counts as idle when older than --idle plus that interval.
+    A conversation in use (leased) or touched while the sweep runs is kept. OpenSandbox servers
+    are configured like the runtime (SKILLRUNTIME_OPENSANDBOX_DOMAIN / OPEN_SANDBOX_DOMAIN,
+    ..._API_KEY).
     """
     from ..cli.errors import as_cli_error
     from . import ConversationStoreError, open_conversation_store
@@ -66,6 +80,10 @@ def sweep_command(  # noqa: PLR0917
         idle = parse_duration(idle_text)
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--idle") from None
+    try:
+        activity_interval = parse_duration(activity_interval_text)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--activity-interval") from None
     options: dict[str, Any] = {}
     if table_name:
         options["table_name"] = table_name
@@ -81,6 +99,7 @@ def sweep_command(  # noqa: PLR0917
                 reapers,
                 dry_run=dry_run,
                 orphans=orphans,  # type: ignore[arg-type]
+                activity_interval_seconds=activity_interval.total_seconds(),
             )
     except (ConversationStoreError, ValueError) as error:
         raise as_cli_error(error) from None

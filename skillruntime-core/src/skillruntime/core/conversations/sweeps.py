@@ -1,8 +1,13 @@
 """Expiry sweeps: destroy the sandboxes and workspaces of conversations idle past a limit.
 
 :func:`sweep_conversations` walks every record of a conversation store. A conversation counts as
-idle when its record's ``updated_at`` (refreshed by runtimes while the conversation is used, see
-:mod:`skillruntime.core.exclusive`) is older than the limit. For each idle conversation the sweep
+idle when it has not been used for the limit. Runtimes refresh a record's ``updated_at`` while the
+conversation is used, but at most once per activity interval (``activity_interval_seconds``, see
+:mod:`skillruntime.core.exclusive`), so a conversation used a moment ago may carry an
+``updated_at`` up to one interval older; and between exclusive sessions no lease shows that it is
+in use. The sweep therefore counts a record as idle only when its ``updated_at`` is older than the
+limit **plus** the runtimes' activity interval: a limit shorter than the interval can no longer
+destroy a conversation in use. For each idle conversation the sweep
 
 1. takes the conversation's lease without waiting (a conversation whose lease is held is in use
    and kept);
@@ -31,7 +36,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from ..exclusive import local_service_key
+from ..exclusive import DEFAULT_ACTIVITY_INTERVAL_SECONDS, local_service_key
 from ..workspace import validate_conversation_id, validate_conversations_root
 from .leases import default_lease_owner
 from .spi import ConversationRecord, ConversationStore
@@ -135,6 +140,7 @@ class SweepReport:
 
     dry_run: bool
     idle: timedelta
+    activity_interval: timedelta = timedelta(seconds=DEFAULT_ACTIVITY_INTERVAL_SECONDS)
     found: int = 0
     kept: int = 0
     destroyed: int = 0
@@ -159,6 +165,7 @@ class SweepReport:
         return {
             "dry_run": self.dry_run,
             "idle_seconds": self.idle.total_seconds(),
+            "activity_interval_seconds": self.activity_interval.total_seconds(),
             "found": self.found,
             "kept": self.kept,
             "destroyed": self.destroyed,
@@ -200,23 +207,33 @@ def sweep_conversations(
     lease_ttl_seconds: float = 300.0,
     page_size: int = 200,
     now: datetime | None = None,
+    activity_interval_seconds: float = DEFAULT_ACTIVITY_INTERVAL_SECONDS,
 ) -> SweepReport:
     """Destroy conversations idle for longer than ``idle`` (see the module docs).
 
-    ``reapers`` default to the installed ones (:func:`available_reapers`); a record of a runtime
-    without a reaper is kept. ``lease_ttl_seconds`` bounds how long a sweeper that dies holds a
-    conversation's lease. Returns the :class:`SweepReport`; failures to destroy one
-    conversation are counted and logged, store failures raise.
+    ``activity_interval_seconds`` is the longest ``activity_interval_seconds`` of the runtimes
+    that use the store (their default unless configured otherwise); a record is idle when its
+    ``updated_at`` is older than ``idle`` plus this interval, so a conversation used within
+    ``idle`` is kept whatever the two values. ``reapers`` default to the installed ones
+    (:func:`available_reapers`); a record of a runtime without a reaper is kept.
+    ``lease_ttl_seconds`` bounds how long a sweeper that dies holds a conversation's lease.
+    Returns the :class:`SweepReport`; failures to destroy one conversation are counted and
+    logged, store failures raise.
     """
     limit = idle if isinstance(idle, timedelta) else timedelta(seconds=idle)
     if limit <= timedelta(0):
         raise ValueError("the idle limit must be positive")
+    if not activity_interval_seconds > 0:
+        raise ValueError("the activity interval must be positive")
+    interval = timedelta(seconds=activity_interval_seconds)
     if orphans not in ("ignore", "report", "destroy"):
         raise ValueError("orphans must be 'ignore', 'report' or 'destroy'")
     built = list(available_reapers().values()) if reapers is None else []
     chosen = {reaper.runtime: reaper for reaper in (built if reapers is None else reapers)}
     try:
-        return _sweep(store, limit, chosen, dry_run, orphans, lease_ttl_seconds, page_size, now)
+        return _sweep(
+            store, limit, interval, chosen, dry_run, orphans, lease_ttl_seconds, page_size, now
+        )
     finally:
         close_reapers(built)
 
@@ -235,6 +252,7 @@ def close_reapers(reapers: Iterable[ConversationReaper]) -> None:
 def _sweep(  # noqa: PLR0917
     store: ConversationStore,
     limit: timedelta,
+    interval: timedelta,
     chosen: Mapping[str, ConversationReaper],
     dry_run: bool,
     orphans: OrphanMode,
@@ -244,7 +262,7 @@ def _sweep(  # noqa: PLR0917
 ) -> SweepReport:
     moment = now or datetime.now(UTC)
     owner = default_lease_owner() + ":sweep"
-    report = SweepReport(dry_run=dry_run, idle=limit)
+    report = SweepReport(dry_run=dry_run, idle=limit, activity_interval=interval)
     records = _all_records(store, page_size)
     for record in records:
         report.found += 1
@@ -253,7 +271,7 @@ def _sweep(  # noqa: PLR0917
                 store,
                 record,
                 chosen,
-                cutoff=moment - limit,
+                cutoff=moment - limit - interval,
                 owner=owner,
                 dry_run=dry_run,
                 lease_ttl_seconds=lease_ttl_seconds,
@@ -281,8 +299,10 @@ def _sweep(  # noqa: PLR0917
                         continue
                     report.orphans_destroyed += 1
     logger.info(
-        "sweep (idle > %s%s): found %d, kept %d, destroyed %d, failed %d, orphans %d",
+        "sweep (idle > %s, activity interval %s%s): "
+        "found %d, kept %d, destroyed %d, failed %d, orphans %d",
         limit,
+        interval,
         ", dry run" if dry_run else "",
         report.found,
         report.kept,

@@ -21,6 +21,10 @@ Rules (from the VikingBot remote-skill RFC, DESIGN §6):
   alternatives; several skills must all agree. A plain ``Bash`` entry in a skill lifts that
   skill's constraint. This is a literal allow-list of single commands, not a sandbox: an admitted
   program may itself run anything.
+* Patterns fail closed: a body the parser cannot classify (:func:`pattern_defect`: empty or blank,
+  an empty ``|`` alternative, parentheses or control characters inside it, a ``:*`` that is not
+  the end of an alternative or follows an empty or wildcard prefix, an unclosed ``[``) admits no
+  command and never lifts the constraint; ``Bash()`` is such a pattern, not a plain ``Bash``.
 * Argument constraints exist only for ``bash``; a constrained entry for another tool (``Read(x)``)
   allows nothing unless the same skill also lists the plain tool.
 * ``metadata.requires`` (``bins`` and ``env``, lists or single strings) is checked inside the
@@ -30,6 +34,7 @@ Rules (from the VikingBot remote-skill RFC, DESIGN §6):
 
 from __future__ import annotations
 
+import logging
 import re
 import shlex
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -54,10 +59,13 @@ __all__ = [
     "effective_allowed_tools",
     "missing_requirements",
     "parse_allowed_tools",
+    "pattern_defect",
     "refusal_reason",
     "requirements_request",
     "words_match",
 ]
+
+logger = logging.getLogger(__name__)
 
 REQUIREMENTS_TIMEOUT_SECONDS = 10.0
 """Timeout of the in-runtime ``metadata.requires`` check."""
@@ -88,11 +96,71 @@ _BIN_PATTERN = re.compile(r"[^\x00-\x1f/][^\x00-\x1f]*")
 
 @dataclass(frozen=True)
 class ToolSpec:
-    """One ``allowed-tools`` entry: the tool it names and its argument constraint, if any."""
+    """One ``allowed-tools`` entry: the tool it names and its argument constraint, if any.
+
+    ``constraint`` is ``None`` only for an entry without parentheses (``Bash``); ``Bash()`` has
+    the constraint ``""``. ``defect`` says why a ``bash`` constraint cannot be classified
+    (:func:`pattern_defect`); such a constraint admits no command.
+    """
 
     tool: str
     constraint: str | None = None
     raw: str = ""
+    defect: str | None = field(default=None, compare=False)
+
+
+_WILDCARD_CHARACTERS = frozenset("*?[")
+
+
+def _unclosed_bracket(word: str) -> bool:
+    """Whether ``word`` has a ``[`` that opens no class (read like :mod:`.wildcard` does)."""
+    index = 0
+    while index < len(word):
+        if word[index] != "[":
+            index += 1
+            continue
+        end = index + 1
+        if end < len(word) and word[end] in "!^":
+            end += 1
+        if end < len(word) and word[end] == "]":
+            end += 1
+        close = word.find("]", end)
+        if close < 0:
+            return True
+        index = close + 1
+    return False
+
+
+def pattern_defect(body: str) -> str | None:
+    """Why the ``Bash(...)`` pattern ``body`` cannot be classified (``None`` when it can).
+
+    Refused (such a pattern admits no command): an empty or blank body, an empty ``|``
+    alternative, parentheses or non-blank control characters, ``:*`` anywhere but at the end of an
+    alternative, a ``:*`` prefix that is empty or holds a wildcard character (``*?[``; the prefix is
+    compared literally) and a word with an unclosed ``[``.
+    """
+    if not body.strip():
+        return "the pattern is empty"
+    if "(" in body or ")" in body:
+        return "the pattern holds a parenthesis"
+    if any(not char.isprintable() and not char.isspace() for char in body):
+        return "the pattern holds a control character"
+    for raw_alternative in body.split("|"):
+        alternative = raw_alternative.strip()
+        if not alternative:
+            return "the pattern has an empty '|' alternative"
+        prefix, colon_star, rest = alternative.partition(":*")
+        if colon_star:
+            if rest:
+                return "':*' is not at the end of its alternative"
+            if not prefix.strip():
+                return "the ':*' prefix is empty"
+            if any(char in _WILDCARD_CHARACTERS for char in prefix):
+                return "the ':*' prefix holds a wildcard character"
+            continue
+        if any(_unclosed_bracket(word) for word in alternative.split()):
+            return "the pattern holds an unclosed '['"
+    return None
 
 
 def _parse_entry(entry: str) -> ToolSpec:
@@ -107,13 +175,16 @@ def _parse_entry(entry: str) -> ToolSpec:
     if not rest.endswith(")"):
         raise ValueError(f"allowed-tools entry must end with ')': {entry!r}")
     body = rest[:-1].strip()
-    return ToolSpec(tool=tool, constraint=body or None, raw=entry)
+    defect = pattern_defect(body) if tool == "bash" else None
+    return ToolSpec(tool=tool, constraint=body, raw=entry, defect=defect)
 
 
 def parse_allowed_tools(raw: Any) -> tuple[ToolSpec, ...] | None:
     """Parse a frontmatter ``allowed-tools`` value; ``None`` means "not declared".
 
-    Raises :class:`ValueError` for unbalanced parentheses or an entry without a tool name.
+    A ``bash`` pattern the parser cannot classify is kept with its :attr:`ToolSpec.defect` and
+    admits no command (fail closed). Raises :class:`ValueError` for unbalanced parentheses or
+    an entry without a tool name.
     """
     entries = split_allowed_tools(raw)
     if entries is None:
@@ -142,11 +213,14 @@ def _word_token_matches(token: object, word: str) -> bool:
 
 
 def words_match(pattern: str, words: Sequence[str]) -> bool:
-    """True when the command ``words`` match one ``Bash(...)`` pattern body (rules above)."""
+    """True when the command ``words`` match one ``Bash(...)`` pattern body (rules above).
+
+    Always false for a pattern with a :func:`pattern_defect`.
+    """
+    if pattern_defect(pattern) is not None:
+        return False
     for raw_alternative in pattern.split("|"):
         alternative = raw_alternative.strip()
-        if not alternative:
-            continue
         if alternative.endswith(":*"):
             prefix = alternative[:-2].split()
             if prefix and tuple(words[: len(prefix)]) == tuple(prefix):
@@ -271,6 +345,14 @@ class SkillPolicy:
             requirements = Requirements.from_metadata(skill.metadata)
         except ValueError as exc:
             raise ValueError(f"skill '{skill.name}': {exc}") from exc
+        for spec in allowed or ():
+            if spec.defect is not None:
+                logger.warning(
+                    "skill %s: allowed-tools entry %r admits no command: %s",
+                    skill.name,
+                    spec.raw,
+                    spec.defect,
+                )
         return cls(skill_name=skill.name, allowed=allowed, requirements=requirements)
 
     def allows_tool(self, tool: str) -> bool:
@@ -293,7 +375,10 @@ class SkillPolicy:
             return f"skill '{self.skill_name}' does not allow bash"
         if any(spec.constraint is None for spec in specs):
             return None
-        patterns = [spec.constraint for spec in specs if spec.constraint]
+        patterns = [spec.constraint for spec in specs if spec.constraint and spec.defect is None]
+        malformed = "".join(
+            f" ({spec.raw} admits nothing: {spec.defect})" for spec in specs if spec.defect
+        )
         try:
             words = simple_command_words(command)
         except UnclassifiedCommandError as exc:
@@ -306,7 +391,7 @@ class SkillPolicy:
             return None
         return (
             f"skill '{self.skill_name}' allows only commands matching "
-            f"{', '.join(spec.raw for spec in specs)}"
+            f"{', '.join(spec.raw for spec in specs)}{malformed}"
         )
 
 

@@ -25,7 +25,9 @@ as JSON Pointers (RFC 6901) where ``*`` matches every key of an object or item o
 arguments (``write``'s and ``edit``'s ``file_path``) are not inputs and are never rewritten.
 In a ``bash`` command, the path-like words are resolved: words with a ``/``, words with a
 resource suffix (``.py``, ``.md``, …) and the first argument of an interpreter (``python``,
-``sh``, ``cat``, …); redirection targets, options and words with shell expansions are left alone.
+``sh``, ``cat``, …); redirection targets, options, words with shell expansions and inline code
+(``sh -c '...'``, substitutions) are left alone. The words come from the bash grammar and each is
+rewritten in place, so text inside another word is never changed.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ import shlex
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from .simple_command import command_word_spans
 
 __all__ = [
     "DEFAULT_RESOURCE_INPUTS",
@@ -48,6 +52,7 @@ __all__ = [
     "ResourceResolver",
     "expand_pointer",
     "unsafe_relative_path",
+    "validate_resource_inputs",
 ]
 
 SKILL_RESOURCE_NOT_FOUND = "SKILL_RESOURCE_NOT_FOUND"
@@ -85,15 +90,8 @@ _INTERPRETERS = frozenset(
 )
 _WILDCARD = "*"
 _INLINE_CODE_OPTIONS = frozenset({"-c", "-e", "-m", "--command", "--eval"})
-_OPERATORS = frozenset(";&|<>()")
-_REDIRECTS = frozenset({">", ">>", "<", "<<", ">|", "&>", "&>>", "<>", "<<<", "2>", "2>>"})
 _SAFE_REPLACEMENT = re.compile(r"[A-Za-z0-9_./@%+=:,-]+")
 _EXPANSION = re.compile(r"[$`*?\[\]{}~]")
-
-
-def _literal(text: str) -> Callable[[re.Match[str]], str]:
-    """A ``re.sub`` replacement inserting ``text`` verbatim (no backslash processing)."""
-    return lambda _match: text
 
 
 class ResourceError(ValueError):
@@ -162,6 +160,47 @@ def unsafe_relative_path(path: str) -> str | None:
     if ".." in path.split("/"):
         return "the path leaves its root ('..')"
     return None
+
+
+_KINDS: frozenset[str] = frozenset({"local_file", "local_directory"})
+
+
+def validate_resource_inputs(
+    inputs: Mapping[str, Mapping[str, ResourceKind]],
+) -> dict[str, dict[str, ResourceKind]]:
+    """A checked copy of ``resource_inputs`` (tool name → JSON Pointer → kind).
+
+    Raises :class:`ValueError` naming the offending entry when ``inputs`` is not a mapping of
+    tool names to mappings, a pointer is not a string starting with ``/`` (RFC 6901; the empty
+    pointer, the whole arguments object, is no string input either) or a kind is not
+    ``"local_file"`` or ``"local_directory"``.
+    """
+    if not isinstance(inputs, Mapping):
+        raise ValueError(
+            f"resource_inputs must map tool names to {{pointer: kind}}, not {type(inputs).__name__}"
+        )
+    checked: dict[str, dict[str, ResourceKind]] = {}
+    for tool, pointers in inputs.items():
+        if not isinstance(tool, str) or not isinstance(pointers, Mapping):
+            raise ValueError(
+                f"resource_inputs[{tool!r}] must map JSON Pointers to kinds, "
+                f"not {type(pointers).__name__}"
+            )
+        entry: dict[str, ResourceKind] = {}
+        for pointer, kind in pointers.items():
+            if not isinstance(pointer, str) or not pointer.startswith("/"):
+                raise ValueError(
+                    f"resource_inputs[{tool!r}]: {pointer!r} is not a JSON Pointer to an "
+                    "argument: it must start with '/' (e.g. '/file_path')"
+                )
+            if kind not in _KINDS:
+                raise ValueError(
+                    f"resource_inputs[{tool!r}][{pointer!r}]: kind {kind!r} is not "
+                    "'local_file' or 'local_directory'"
+                )
+            entry[pointer] = kind
+        checked[tool] = entry
+    return checked
 
 
 def _normalise(path: str) -> str:
@@ -344,48 +383,45 @@ class ResourceResolver:
     def resolve_command(self, command: str) -> str:
         """``command`` with its path-like words resolved and rewritten.
 
-        Raises :class:`ResourceError` for a word that fails resolution or cannot be rewritten
-        as a literal of the command.
+        The words are those of the simple commands of the command's structure, read with the
+        bash grammar (:func:`~.simple_command.command_word_spans`): each resolved word is
+        replaced where it stands, quoted if needed, so the same text elsewhere — inside inline
+        code (``sh -c '...'``), a substitution or another word — is never touched. A command the
+        grammar cannot read is returned unchanged (the bash policy and the shell report it).
+        Raises :class:`ResourceError` for a word that fails resolution.
         """
-        try:
-            lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|<>()")
-            lexer.whitespace_split = True
-            tokens = list(lexer)
-        except ValueError:
-            return command  # not parseable: the bash policy and the shell report it
-        rewrites: dict[str, str] = {}
-        previous = ""
-        first_word = True
-        program = ""
-        word_before = ""
-        for token in tokens:
-            if all(char in _OPERATORS for char in token):
-                previous, first_word, word_before = token, token not in _REDIRECTS, ""
-                continue
-            before, word_before = word_before, token
-            after_redirect = previous in _REDIRECTS or previous.endswith(">")
-            previous = token
-            if first_word:
-                program, first_word = posixpath.basename(token), False
-                if not self._path_like(token, interpreter_argument=False):
+        commands = command_word_spans(command)
+        if commands is None:
+            return command
+        rewrites: list[tuple[int, int, str]] = []
+        for words in commands:
+            program = ""
+            before: str | None = ""
+            for index, word in enumerate(words):
+                previous, before = before, word.value
+                token = word.value
+                if token is None:
                     continue
-            elif after_redirect:
-                continue
-            if before in _INLINE_CODE_OPTIONS and program in _INTERPRETERS:
-                program = ""  # ``sh -c 'code'``: code, not a path
-                continue
-            if (
-                any(char.isspace() for char in token)
-                or token.startswith("-")
-                or _EXPANSION.search(token)
-                or "=" in token
-                or not self._path_like(token, interpreter_argument=program in _INTERPRETERS)
-            ):
-                continue
-            target = self.resolve(token)
-            if target != token:
-                rewrites[token] = target
-            program = ""  # only the interpreter's first argument is taken as a path
+                if index == 0:
+                    program = posixpath.basename(token)
+                    if not self._path_like(token, interpreter_argument=False):
+                        continue
+                elif previous in _INLINE_CODE_OPTIONS and program in _INTERPRETERS:
+                    program = ""  # ``sh -c 'code'``: code, not a path
+                    continue
+                if (
+                    any(char.isspace() for char in token)
+                    or token.startswith("-")
+                    or _EXPANSION.search(token)
+                    or "=" in token
+                    or not self._path_like(token, interpreter_argument=program in _INTERPRETERS)
+                ):
+                    continue
+                target = self.resolve(token)
+                if target != token:
+                    rewrites.append((word.start, word.end, target))
+                if index > 0:
+                    program = ""  # only the interpreter's first argument is taken as a path
         return self._rewrite(command, rewrites)
 
     @staticmethod
@@ -400,19 +436,14 @@ class ResourceResolver:
         return suffix in _SUFFIXES
 
     @staticmethod
-    def _rewrite(command: str, rewrites: Mapping[str, str]) -> str:
-        for original in sorted(rewrites, key=len, reverse=True):
-            target = rewrites[original]
-            if not _SAFE_REPLACEMENT.fullmatch(target):
-                target = shlex.quote(target)
-            pattern = re.compile(
-                r"(?<![^\s'\"=;&|<>()])" + re.escape(original) + r"(?![^\s'\";&|<>()])"
-            )
-            command, count = pattern.subn(_literal(target), command)
-            if count == 0:
-                raise ResourceError(
-                    SKILL_RESOURCE_NOT_FOUND,
-                    f"the path {original!r} is not a literal word of the command; write it "
-                    "without quotes or escapes",
-                )
-        return command
+    def _rewrite(command: str, rewrites: Sequence[tuple[int, int, str]]) -> str:
+        """``command`` with each ``(start, end, target)`` span replaced by ``target`` as one
+        word (quoted when it is not made of safe characters only)."""
+        parts: list[str] = []
+        position = 0
+        for start, end, target in sorted(rewrites):
+            word = target if _SAFE_REPLACEMENT.fullmatch(target) else shlex.quote(target)
+            parts.extend((command[position:start], word))
+            position = end
+        parts.append(command[position:])
+        return "".join(parts)

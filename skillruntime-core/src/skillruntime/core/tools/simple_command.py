@@ -23,12 +23,23 @@ from __future__ import annotations
 import string
 import unicodedata
 from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import lru_cache
 
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
 
-__all__ = ["RESERVED_WORDS", "UnclassifiedCommandError", "simple_command_words"]
+__all__ = [
+    "MAX_COMMAND_CHARS",
+    "RESERVED_WORDS",
+    "UnclassifiedCommandError",
+    "WordSpan",
+    "command_word_spans",
+    "simple_command_words",
+]
+
+MAX_COMMAND_CHARS = 100_000
+"""Longer commands are refused unparsed, which bounds the cost of a check."""
 
 RESERVED_WORDS = frozenset(
     {
@@ -109,7 +120,9 @@ def simple_command_words(command: str) -> tuple[str, ...]:
 
     Raises :class:`UnclassifiedCommandError` (a :class:`ValueError`) with a reason such as "it
     contains the control operator ';'" when ``command`` is not exactly one simple command whose
-    words are all literals (rules in the module docstring).
+    words are all literals (rules in the module docstring), or is longer than
+    :data:`MAX_COMMAND_CHARS`. Nothing else is raised, however long or deeply nested the input:
+    the syntax tree is walked without recursion.
 
     The grammar parses a copy in which every byte of a non-ASCII character is replaced by ``a``:
     bash never treats a non-ASCII character as syntax or as a blank, so the structure is the
@@ -118,6 +131,8 @@ def simple_command_words(command: str) -> tuple[str, ...]:
     """
     if not command.strip(" \t"):
         raise UnclassifiedCommandError("it is empty")
+    if len(command) > MAX_COMMAND_CHARS:
+        raise UnclassifiedCommandError(f"it is longer than {MAX_COMMAND_CHARS} characters")
     try:
         source = command.encode("utf-8")
     except UnicodeEncodeError:
@@ -126,6 +141,86 @@ def simple_command_words(command: str) -> tuple[str, ...]:
         raise UnclassifiedCommandError("it contains a NUL character")
     tree = Parser(_language()).parse(source.translate(_MASK_NON_ASCII))
     return _words(source, tree.root_node)
+
+
+@dataclass(frozen=True)
+class WordSpan:
+    """One word of a simple command: its literal value and where it is in the command text.
+
+    ``value`` is the word after quote removal, or ``None`` when the word is not a literal (it
+    holds an expansion, a substitution, an unquoted glob, …). ``start``/``end`` are character
+    offsets of the whole word, quotes included: ``command[start:end]``.
+    """
+
+    value: str | None
+    start: int
+    end: int
+
+
+_STRUCTURE_TYPES = frozenset(
+    {
+        *("program", "list", "pipeline", "redirected_statement", "negated_command", "subshell"),
+        *("compound_statement", "if_statement", "elif_clause", "else_clause", "while_statement"),
+        *("for_statement", "c_style_for_statement", "do_group", "case_statement", "case_item"),
+        "function_definition",
+    }
+)
+"""Nodes whose commands run in the command's own shell, as written (not inside a word)."""
+
+
+def command_word_spans(command: str) -> list[tuple[WordSpan, ...]] | None:
+    """The simple commands of ``command``'s structure, each as its words (name first).
+
+    Commands inside lists, pipelines and compound commands count; words of a command hold no
+    commands (a substitution ``$(...)`` or code in a string such as ``sh -c '...'`` is one word,
+    not looked into), and assignments and redirections are left out. ``None`` when the command
+    is empty, longer than :data:`MAX_COMMAND_CHARS`, not valid shell syntax or holds a NUL. The
+    tree is walked without recursion.
+    """
+    if not command.strip() or len(command) > MAX_COMMAND_CHARS:
+        return None
+    try:
+        source = command.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    if b"\x00" in source:
+        return None
+    root = Parser(_language()).parse(source.translate(_MASK_NON_ASCII)).root_node
+    if root.has_error:
+        return None
+
+    starts = [index for index, byte in enumerate(source) if byte & 0xC0 != 0x80]
+    starts.append(len(source))
+    char_at = {byte: char for char, byte in enumerate(starts)}
+
+    def offset(byte: int) -> int:
+        return char_at[byte]
+
+    commands: list[tuple[WordSpan, ...]] = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.type in _STRUCTURE_TYPES:
+            stack.extend(reversed(node.children))
+            continue
+        if node.type != "command":
+            continue
+        words: list[WordSpan] = []
+        for child in node.children:
+            if child.type == "command_name" and len(child.children) == 1:
+                part = child.children[0]
+            elif child.type in _ARGUMENT_TYPES and words:
+                part = child
+            else:
+                continue
+            try:
+                value: str | None = _word_value(source, part)
+            except UnclassifiedCommandError:
+                value = None
+            words.append(WordSpan(value, offset(child.start_byte), offset(child.end_byte)))
+        if words:
+            commands.append(tuple(words))
+    return commands
 
 
 def _words(source: bytes, root: Node) -> tuple[str, ...]:
@@ -166,14 +261,18 @@ def _words(source: bytes, root: Node) -> tuple[str, ...]:
     return tuple(words)
 
 
-def _walk(node: Node, parent_type: str) -> Iterator[tuple[Node, str]]:
-    yield node, parent_type
-    for child in node.children:
-        yield from _walk(child, node.type)
+def _walk(root: Node) -> Iterator[tuple[Node, str]]:
+    """Every node under ``root`` in pre-order with its parent's type, without recursion (a deep
+    tree, e.g. thousands of ``&&`` or nested ``if``, must not reach Python's recursion limit)."""
+    stack: list[tuple[Node, str]] = [(root, "")]
+    while stack:
+        node, parent_type = stack.pop()
+        yield node, parent_type
+        stack.extend((child, node.type) for child in reversed(node.children))
 
 
 def _first_offender(root: Node) -> str | None:
-    for node, parent_type in _walk(root, ""):
+    for node, parent_type in _walk(root):
         if node.is_missing:
             return f"it is not valid shell syntax (a {node.type!r} is missing)"
         if node.is_error or node.type == "ERROR":

@@ -60,6 +60,7 @@ from .resources import (
     ResourceError,
     ResourceKind,
     ResourceResolver,
+    validate_resource_inputs,
 )
 from .skill import SkillActivator, failure_code, failure_text
 from .views import CallStatus, ToolCall, ToolResult, UsageRecord, error_code
@@ -132,10 +133,11 @@ class SkillTurn(Closeable):
     """One agent turn over a :class:`SkillTools` (see the module docstring).
 
     ``resource_inputs`` maps tool names to their local-file inputs (JSON Pointer → kind); it
-    defaults to :data:`~.resources.DEFAULT_RESOURCE_INPUTS`. ``turn_copies`` chooses which skills
-    run from a turn-level copy (:mod:`.copies`) deleted at close: ``None`` (default) the remote
-    ones (a ``viking://`` location), ``True`` all, ``False`` none. Thread-safe for concurrent calls
-    within the turn.
+    defaults to :data:`~.resources.DEFAULT_RESOURCE_INPUTS`; a malformed one raises
+    :class:`ValueError` naming the entry (:func:`~.resources.validate_resource_inputs`).
+    ``turn_copies`` chooses which skills run from a turn-level copy (:mod:`.copies`) deleted at
+    close: ``None`` (default) the remote ones (a ``viking://`` location), ``True`` all, ``False``
+    none. Thread-safe for concurrent calls within the turn.
     """
 
     def __init__(
@@ -152,7 +154,9 @@ class SkillTurn(Closeable):
         self._copies = TurnCopies(tools.runtime, self.id)
         self._tools = tools
         self._activator = activator
-        self._inputs = dict(DEFAULT_RESOURCE_INPUTS if resource_inputs is None else resource_inputs)
+        self._inputs = validate_resource_inputs(
+            DEFAULT_RESOURCE_INPUTS if resource_inputs is None else resource_inputs
+        )
         self._lock = threading.Lock()
         self._usage: list[UsageRecord] = []
         self._files: dict[str, frozenset[str]] = {}
@@ -209,9 +213,18 @@ class SkillTurn(Closeable):
         return self.call(ToolCall(name, arguments, call_id)).content
 
     def call(self, call: CallInput) -> ToolResult:
-        """Run one call in this turn and return its :class:`~.views.ToolResult`."""
+        """Run one call in this turn and return its :class:`~.views.ToolResult`.
+
+        Never raises, except :class:`TurnClosedError` after :meth:`close`: an input that is not a
+        call, and any failure of the call, is an ``Error:`` result (recorded in :attr:`usage`).
+        """
         self._check_open()
-        result = self._run(as_call(call))
+        try:
+            parsed = as_call(call)
+        except (TypeError, ValueError) as exc:
+            result = self._result(ToolCall(""), f"Error: invalid tool call: {exc}")
+        else:
+            result = self._run_safely(parsed)
         with self._lock:
             self._usage.append(result.usage)
         return result
@@ -220,7 +233,7 @@ class SkillTurn(Closeable):
         """Run the calls of one model response under the same-batch rule (:mod:`.batch`);
         results in call order, each also recorded in :attr:`usage`."""
         self._check_open()
-        results = run_batch(calls, self._run, self._activator.active_names)
+        results = run_batch(calls, self._run_safely, self._activator.active_names)
         with self._lock:
             self._usage.extend(result.usage for result in results)
         for result in results:
@@ -257,6 +270,19 @@ class SkillTurn(Closeable):
                 cause=cause,
             ),
         )
+
+    def _run_safely(self, call: ToolCall) -> ToolResult:
+        """:meth:`_run`, with any exception turned into an ``Error:`` result (fail closed: the
+        tool did not run, or its outcome is unknown)."""
+        try:
+            return self._run(call)
+        except Exception as exc:
+            logger.warning(
+                "tool call %r failed in turn %s: %s", call.name, self.id, type(exc).__name__
+            )
+            return self._result(
+                call, f"Error: the call of tool '{call.name}' failed: {type(exc).__name__}: {exc}"
+            )
 
     def _run(self, call: ToolCall) -> ToolResult:
         tool = self._tools.get(call.name)
