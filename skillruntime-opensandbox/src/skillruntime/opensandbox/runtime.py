@@ -82,7 +82,12 @@ from skillruntime.core.skills.files import (
 )
 from skillruntime.core.workspace import ConversationWorkspace, validate_conversations_root
 
-from .commands import DEFAULT_DEADLINE_GRACE_SECONDS, CommandNotStartedError, CommandRunner
+from .commands import (
+    DEFAULT_DEADLINE_GRACE_SECONDS,
+    CommandNotStartedError,
+    CommandOutcomeUnknownError,
+    CommandRunner,
+)
 from .conversation import ConversationBinding
 from .errors import OpenSandboxError, OpenSandboxExecutionError, SandboxReplacedError
 from .files import OpenSandboxFileSystem
@@ -444,6 +449,9 @@ class OpenSandboxSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
                 if pinned is not None:
                     raise SandboxReplacedWhilePreparingError(sandbox.id) from exc
                 raise replaced_error(sandbox.id) from exc
+            if isinstance(exc, CommandOutcomeUnknownError):
+                # Held until the watchdog has ended the command (a lease with it).
+                time.sleep(max(exc.ends_by - time.monotonic(), 0.0))
             raise
         if (
             result.exit_code == -1
@@ -559,6 +567,10 @@ class OpenSandboxSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
                     self._client.kill(sandbox.id)
                 except OpenSandboxError:
                     logger.warning("killing sandbox %s at close failed", sandbox.id, exc_info=True)
+            else:
+                # The conversation's sandbox runs on: cutting a stream execd has not ended yet
+                # would make it kill every command running there (see .commands).
+                self._runner.wait_for_drains()
         finally:
             self._client.release(sandbox)
             self._client.close()
