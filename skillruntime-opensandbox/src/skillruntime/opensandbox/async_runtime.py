@@ -223,7 +223,7 @@ class AsyncOpenSandboxSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRun
                 return current
             sync = await asyncio.to_thread(self._core._handle)
             handle = await open_async_handle(
-                sync.id, self._async_config, ready_timeout_seconds=self._ready_timeout
+                sync, self._async_config, ready_timeout_seconds=self._ready_timeout
             )
             self._current = (sync, handle)
             if current is not None:
