@@ -226,3 +226,37 @@ def test_an_exclusive_lease_is_held_until_a_command_without_report_has_ended(
         with pytest.raises(CommandOutcomeUnknownError):
             doomed.result()
         first.destroy_conversation_sandbox()
+
+
+def test_fifty_concurrent_commands_over_five_conversations_all_complete(
+    opensandbox_double: OpenSandboxDouble,
+) -> None:
+    """Five conversations' async runtimes, ten commands each in flight at once, short ones
+    beside ones that sleep: every command completes with its own output."""
+    store = InMemoryConversationStore()
+    prefix = uuid.uuid4().hex[:8]
+
+    def request(index: int) -> SkillExecutionRequest:
+        sleep = "sleep 1.5; " if index % 2 else ""
+        return SkillExecutionRequest(command=f"{sleep}echo {index}", timeout_seconds=30.0)
+
+    async def conversation(number: int) -> list[SkillExecutionResult]:
+        async with AsyncOpenSandboxSkillRuntime(
+            domain=opensandbox_double.domain,
+            api_key=opensandbox_double.api_key,
+            conversation_id=f"fifty-{prefix}-{number}",
+            conversation_store=store,
+        ) as runtime:
+            results = await asyncio.gather(
+                *(asyncio.wait_for(runtime.execute(request(i)), 60.0) for i in range(10))
+            )
+            await runtime.destroy_conversation_sandbox()
+            return list(results)
+
+    async def scenario() -> list[list[SkillExecutionResult]]:
+        return list(await asyncio.gather(*(conversation(n) for n in range(5))))
+
+    hangups = opensandbox_double.stats()["grace_hangups"]
+    for results in asyncio.run(scenario()):
+        assert [(r.exit_code, r.stdout) for r in results] == [(0, f"{i}\n") for i in range(10)]
+    assert opensandbox_double.stats()["grace_hangups"] == hangups
