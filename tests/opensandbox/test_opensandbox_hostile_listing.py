@@ -8,6 +8,9 @@ sandbox or candidate, an untagged sandbox, or a sandbox of another deployment.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -19,6 +22,7 @@ from doubles.opensandbox import OpenSandboxDouble
 from doubles.opensandbox.fixtures import opensandbox_double_fixture
 from doubles.opensandbox.rawclient import create_raw
 from skillruntime.core.conversations import ConversationStore, InMemoryConversationStore
+from skillruntime.core.conversations.sql import SqlConversationStore
 from skillruntime.core.conversations.sweeps import sweep_conversations
 from skillruntime.core.models import SkillExecutionRequest
 from skillruntime.opensandbox import OpenSandboxSkillRuntime
@@ -28,6 +32,11 @@ hostile_double = opensandbox_double_fixture(scope="module")
 """A double of this module's own: its listing ignores the metadata filter."""
 
 TRUE = SkillExecutionRequest(command="true")
+SWEEP = (
+    "import sys; from skillruntime.core.cli import main; "
+    "main(['conversations', 'sweep', *sys.argv[1:]])"
+)
+"""``skillruntime conversations sweep ARGS`` in a child process, as the console script runs it."""
 
 
 @pytest.fixture
@@ -155,3 +164,49 @@ def test_a_sweep_destroys_no_sandbox_of_another_deployment_or_conversation(
     live = _live(double)
     assert orphan not in live
     assert {tenant_b, recorded, untagged} <= live
+
+
+def test_the_sweep_command_destroys_no_sandbox_of_another_deployment(
+    double: OpenSandboxDouble, tmp_path: Any
+) -> None:
+    """``skillruntime conversations sweep --orphans destroy`` for tenant a, on a server whose
+    listing ignores the filter: tenant b's sandbox survives, tenant a's orphan does not."""
+    url = f"sqlite:///{tmp_path / 'tenant-a.db'}"
+    suffix = uuid.uuid4().hex[:8]
+    double.advance_clock(-400)  # what is created now looks older than the sweep's 300 s grace
+    try:
+        with SqlConversationStore(url, create_schema=True) as store:
+            other_store = InMemoryConversationStore()
+            with _runtime(double, other_store, f"b-{suffix}", metadata={"tenant": "b"}) as b:
+                assert b.execute(TRUE).ok
+                tenant_b = b.sandbox_id
+            with _runtime(double, store, f"kept-{suffix}", metadata={"tenant": "a"}) as kept:
+                assert kept.execute(TRUE).ok
+                recorded = kept.sandbox_id
+            with _runtime(double, store, f"gone-{suffix}", metadata={"tenant": "a"}) as gone:
+                assert gone.execute(TRUE).ok
+                orphan = gone.sandbox_id
+                key = gone.conversation_record_key
+            assert key is not None
+            assert store.delete(key) is not None
+        environment = {
+            **os.environ,
+            "SKILLRUNTIME_CONVERSATION_STORE": url,
+            "SKILLRUNTIME_OPENSANDBOX_DOMAIN": double.domain,
+            "SKILLRUNTIME_OPENSANDBOX_API_KEY": double.api_key,
+            "SKILLRUNTIME_OPENSANDBOX_METADATA": '{"tenant": "a"}',
+        }
+        done = subprocess.run(
+            [sys.executable, "-c", SWEEP, "--idle", "7d", "--orphans", "destroy"],
+            env=environment,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
+    finally:
+        double.advance_clock(400)
+    assert done.returncode == 0, done.stdout + done.stderr
+    live = _live(double)
+    assert orphan not in live
+    assert {tenant_b, recorded} <= live
