@@ -14,6 +14,7 @@ import asyncio
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 
@@ -28,9 +29,12 @@ LONG_COMMANDS = 3
 SHORT_COMMANDS = 6
 
 
-def _long(token: str, index: int) -> SkillExecutionRequest:
+def _long(token: str, index: int, seconds: float = 3.0) -> SkillExecutionRequest:
     return SkillExecutionRequest(
-        command=f"echo started-{index}; touch /tmp/{token}-{index}; sleep 3; echo done-{index}",
+        command=(
+            f"echo started-{index}; touch /tmp/{token}-{index}; sleep {seconds:g}; "
+            f"echo done-{index}"
+        ),
         timeout_seconds=30.0,
     )
 
@@ -114,11 +118,16 @@ def test_async_short_commands_beside_long_ones_kill_none_of_them(
     assert opensandbox_double.stats()["grace_hangups"] == hangups
 
 
+async def _visit_async(options: dict[str, Any]) -> None:
+    async with AsyncOpenSandboxSkillRuntime(**options) as visitor:
+        assert (await visitor.execute(SkillExecutionRequest(command="true"))).ok
+
+
 def test_conversation_runtimes_keep_their_neighbours_alive_through_close(
     opensandbox_double: OpenSandboxDouble,
 ) -> None:
-    """Two runtimes of one conversation share its sandbox: one closing right after a command
-    (its stream still in execd's grace period) kills nothing of the other's."""
+    """Runtimes of one conversation share its sandbox: one closing right after a command (its
+    stream still in execd's grace period), sync or async, kills nothing of another's."""
     store = InMemoryConversationStore()
     options = {
         "domain": opensandbox_double.domain,
@@ -133,11 +142,16 @@ def test_conversation_runtimes_keep_their_neighbours_alive_through_close(
         sandbox_id = keeper.sandbox_id
         assert sandbox_id is not None
         with ThreadPoolExecutor(LONG_COMMANDS) as pool:
-            longs = [pool.submit(keeper.execute, _long(token, i)) for i in range(LONG_COMMANDS)]
+            longs = [
+                pool.submit(keeper.execute, _long(token, i, seconds=10.0))
+                for i in range(LONG_COMMANDS)
+            ]
             assert wait_until(lambda: _all_started(opensandbox_double, sandbox_id, token))
-            for _ in range(3):
+            for _ in range(2):
                 with OpenSandboxSkillRuntime(**options) as visitor:
                     assert visitor.execute(SkillExecutionRequest(command="true")).ok
+            for _ in range(2):
+                asyncio.run(_visit_async(options))
             _assert_untouched([future.result() for future in longs])
         keeper.destroy_conversation_sandbox()
     assert opensandbox_double.stats()["grace_hangups"] == hangups
