@@ -134,6 +134,49 @@ class TestResumeAcrossSyncAndAsync:
         assert sandbox_id not in opensandbox_double.stats()["live_sandbox_ids"]
 
 
+def _attach_requests(double: OpenSandboxDouble) -> dict[str, int]:
+    """Requests by route, the command itself left out."""
+    return {
+        route: count
+        for route, count in double.stats()["requests"].items()
+        if route != "execd POST /command"
+    }
+
+
+def test_an_async_resume_costs_the_lifecycle_requests_of_a_sync_one(
+    opensandbox_double: OpenSandboxDouble,
+) -> None:
+    """Resuming a conversation's sandbox: two endpoint lookups, health check, renew, orphan
+    listing — five requests whether the runtime object is sync or async (the async handle
+    reuses the endpoints the attach looked up)."""
+    store = InMemoryConversationStore()
+    options = {
+        "domain": opensandbox_double.domain,
+        "api_key": opensandbox_double.api_key,
+        "conversation_id": f"os-requests-{uuid.uuid4().hex[:12]}",
+        "conversation_store": store,
+    }
+    command = SkillExecutionRequest(command="true")
+    with OpenSandboxSkillRuntime(**options) as first:
+        assert first.execute(command).ok
+    opensandbox_double.reset_stats()
+    with OpenSandboxSkillRuntime(**options) as sync_runtime:
+        assert sync_runtime.execute(command).ok
+        sync_requests = _attach_requests(opensandbox_double)
+    opensandbox_double.reset_stats()
+
+    async def resume_async() -> dict[str, int]:
+        async with AsyncOpenSandboxSkillRuntime(**options) as runtime:
+            assert (await runtime.execute(command)).ok
+            requests = _attach_requests(opensandbox_double)
+            await runtime.destroy_conversation_sandbox()
+            return requests
+
+    async_requests = asyncio.run(resume_async())
+    assert async_requests == sync_requests
+    assert sum(sync_requests.values()) == 5, sync_requests
+
+
 def test_concurrent_executes_share_a_few_threads(opensandbox_double: OpenSandboxDouble) -> None:
     """Sixty commands in flight at once: every one returns its own output, and the process
     never runs more than a handful of threads beyond those it had (no thread per command)."""

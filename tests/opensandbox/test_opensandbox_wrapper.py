@@ -189,6 +189,32 @@ def test_the_watchdog_kills_the_command_even_when_the_wrapper_is_killed(
     assert wait_until(lambda: process_gone(command_pid), timeout=30)
 
 
+def test_records_a_command_writes_cannot_point_the_timeout_kill_elsewhere(
+    tmp_path: Path,
+) -> None:
+    """The watchdog kills the group the wrapper got from ``$!``, not one read from a file: a
+    command overwriting every file of its run directory with ids (``01`` is read as ``-1`` by
+    ``kill -KILL -01``) leaves a neighbour process alone, and still dies at the deadline."""
+    neighbour = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        runs = tmp_path / "runs"
+        forged = " ".join(["01", "-1", "1", str(neighbour.pid), f"-{neighbour.pid}"])
+        command = (
+            f"for f in {runs}/*; do echo '{forged}' > \"$f\"; done; "
+            f'for n in 01 -1 1 {neighbour.pid}; do echo "$n" > {runs}/"$n"; done; '
+            "exec sleep 300"
+        )
+        started = time.monotonic()
+        output, _, _ = run_wrapped(command, tmp_path, timeout=0.5)
+        assert time.monotonic() - started < 60  # the command would sleep 300 s
+        assert output.trailer is not None
+        assert output.trailer.flag == FLAG_TIMED_OUT
+        assert neighbour.poll() is None
+    finally:
+        neighbour.kill()
+        neighbour.wait()
+
+
 def test_an_interrupt_kills_the_command_and_reports_what_it_printed(tmp_path: Path) -> None:
     nonce = secrets.token_hex(8)
     script = build_wrapper(

@@ -398,3 +398,41 @@ def test_the_stream_stays_open_after_the_terminal_event(sandbox: RawSandbox) -> 
         sandbox.double.set_tail_delay(1.0)
     assert more is not None
     assert b"0\r\n\r\n" in more  # the chunked body's end follows at once
+
+
+def _hang_up_after_terminal(sandbox: RawSandbox, command: str) -> None:
+    """Run ``command`` and close the connection as soon as its terminal event arrived."""
+    response = sandbox.call("POST", "/command", json={"command": command}, stream=True)
+    assert response.status_code == 200
+    buffer = b""
+    for chunk in response.iter_content(chunk_size=None):
+        buffer += chunk
+        if b'"execution_complete"' in buffer or b'"error"' in buffer:
+            break
+    response.close()  # the connection goes, in execd's grace period
+
+
+def test_hanging_up_in_the_grace_period_relays_sigpipe_to_every_running_command(
+    sandbox: RawSandbox,
+) -> None:
+    """As execd does: the SIGPIPE it takes ending a stream whose client left is relayed to the
+    process group of every command running in the sandbox; one reading to the end kills none."""
+    marker = f"/tmp/hangup-{os.getpid()}-{threading.get_ident()}"
+    results: list[list[dict[str, Any]]] = []
+
+    def long_command(name: str) -> None:
+        results.append(sandbox.run({"command": f"touch {marker}-{name}; sleep 30"}))
+
+    host_tmp = sandbox.double.workspace_of(sandbox.id).parent / "tmp"
+    before = sandbox.double.stats()["grace_hangups"]
+    sandbox.run({"command": "true"})  # read to its end: nothing is relayed
+    runner = threading.Thread(target=long_command, args=("a",))
+    runner.start()
+    assert wait_until((host_tmp / f"{Path(marker).name}-a").exists)
+    _hang_up_after_terminal(sandbox, "true")
+    runner.join(timeout=30)
+    assert not runner.is_alive()
+    (events,) = results
+    assert events[-1]["type"] == "error"
+    assert events[-1]["error"]["evalue"] == "-1"
+    assert sandbox.double.stats()["grace_hangups"] == before + 1

@@ -236,6 +236,24 @@ def test_list_filters_by_metadata_and_state_with_pagination(
             raw.lifecycle("DELETE", f"/sandboxes/{raw.id}")
 
 
+def test_a_listing_switched_to_ignore_the_metadata_filter_lists_every_sandbox(
+    opensandbox_double: OpenSandboxDouble, http: requests.Session
+) -> None:
+    tag = "ignored-" + quote(str(id(http)))
+    tagged = create_raw(opensandbox_double, http, metadata={"tag": tag})
+    untagged = create_raw(opensandbox_double, http)
+    opensandbox_double.set_ignore_metadata_filter(True)
+    try:
+        listed = tagged.lifecycle(
+            "GET", "/sandboxes", params={"metadata": f"tag={tag}", "pageSize": 200}
+        ).json()
+    finally:
+        opensandbox_double.set_ignore_metadata_filter(False)
+        for raw in (tagged, untagged):
+            raw.lifecycle("DELETE", f"/sandboxes/{raw.id}")
+    assert {tagged.id, untagged.id} <= {item["id"] for item in listed["items"]}
+
+
 def test_pause_freezes_execd_and_resume_restores_it(sandbox: RawSandbox) -> None:
     assert sandbox.lifecycle("POST", f"/sandboxes/{sandbox.id}/resume").status_code == 409
     assert sandbox.lifecycle("POST", f"/sandboxes/{sandbox.id}/pause").status_code == 202

@@ -242,6 +242,8 @@ class CommandTable:
         self._sandbox = sandbox
         self._lock = threading.Lock()
         self._records: dict[str, CommandRecord] = {}
+        self.removed = False
+        """Set once the sandbox was deleted (every process killed)."""
         self._cgroup = SandboxCgroup.create(sandbox.id)
         self._skeleton = sandbox.staging / "rootfs-skeleton"
         self._rootfs = sandbox.staging / "rootfs"
@@ -419,10 +421,23 @@ class CommandTable:
             self._signal(record, signal.SIGKILL)
             self._signal(record, signal.SIGCONT)
 
+    def relay_signal(self, sig: signal.Signals) -> bool:
+        """Send ``sig`` to the process group of every running command of the sandbox, as execd
+        relays a signal it received (a SIGPIPE from a client that hung up). ``False`` (and
+        nothing sent) once the sandbox was deleted: its execd is gone."""
+        with self._lock:
+            if self.removed:
+                return False
+            records = [record for record in self._records.values() if record.running]
+        for record in records:
+            self._signal(record, sig)
+        return True
+
     def kill_all(self) -> None:
         """SIGKILL every process of the sandbox, including leftovers of finished commands
         (``cmd &``) when the sandbox has a cgroup, and wait for the commands (deletion)."""
         with self._lock:
+            self.removed = True
             records = list(self._records.values())
         for record in records:
             record.killed = record.killed or record.running

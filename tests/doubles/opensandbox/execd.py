@@ -4,7 +4,9 @@ JSON keys are snake_case; errors are flat ``{code, message}``. ``POST /command``
 ``text/event-stream`` whose frames are bare JSON objects each followed by ``\\n\\n`` (no
 ``data:`` prefix), exactly as execd writes them. After the terminal event the stream stays open
 for the registry's ``tail_delay`` (execd's ``EXECD_API_GRACE_SHUTDOWN``, 1 s by default) before
-it ends.
+it ends. A client that hangs up during that grace period makes execd take a SIGPIPE when it
+ends the stream, and execd relays every signal it receives to the process group of **every
+command then running in the sandbox**: the double does the same (counter ``grace_hangups``).
 """
 
 from __future__ import annotations
@@ -15,7 +17,10 @@ import logging
 import os
 import posixpath
 import re
+import select
 import shutil
+import signal
+import socket
 import time
 import uuid
 from pathlib import Path
@@ -174,6 +179,12 @@ def stream_record(
             raise StreamAbortedError("stream dropped after the terminal event")
         if registry.tail_delay > 0:
             time.sleep(registry.tail_delay)
+        if _client_hung_up(ex):
+            # execd's write of the stream's end raises SIGPIPE, which it relays to every
+            # running command of the sandbox.
+            if table.relay_signal(signal.SIGPIPE):
+                registry.count("grace_hangups")
+            raise BrokenPipeError("client hung up during the grace period")
         writer.finish()
     except (BrokenPipeError, ConnectionResetError, StreamAbortedError):
         # The client vanished (or a fault cut the stream): like a cancelled request
@@ -184,6 +195,23 @@ def stream_record(
         if not record.background:
             record.done.wait(5.0)
             table.forget_output(record)
+
+
+def _client_hung_up(ex: Exchange) -> bool:
+    """Whether the client closed its end of the connection (EOF or reset pending).
+
+    A client that is still reading the response sends nothing (HTTP/1.1 has no request before
+    the response ended), so anything but EOF or a reset means it is still there."""
+    connection = ex.handler.connection
+    try:
+        readable, _, _ = select.select([connection], [], [], 0)
+        if not readable:
+            return False
+        return connection.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except (BlockingIOError, OSError, ValueError):
+        return False
 
 
 def create_session(ex: Exchange, sandbox: Sandbox) -> None:

@@ -127,6 +127,11 @@ class DoubleAdmin:
         """Seconds of silence after which a command stream carries a ``ping`` event (3 s)."""
         self._call("POST", "config", {"ping_interval": seconds})
 
+    def set_ignore_metadata_filter(self, ignore: bool) -> None:
+        """Make ``GET /sandboxes`` ignore its ``metadata`` filter (every sandbox is listed), as
+        a hostile or buggy lifecycle server might."""
+        self._call("POST", "config", {"ignore_metadata_filter": ignore})
+
     def sandboxes(self) -> list[dict[str, Any]]:
         """Live sandboxes with their host directory (``root``), state and metadata."""
         result: list[dict[str, Any]] = self._call("GET", "sandboxes")

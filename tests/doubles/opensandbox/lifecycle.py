@@ -200,7 +200,7 @@ def list_sandboxes(ex: Exchange, registry: Registry) -> None:
     states = {s.lower() for s in ex.params("state")}
     wanted: dict[str, str] = {}
     raw_meta = ex.param("metadata")
-    if raw_meta:
+    if raw_meta and not registry.ignore_metadata_filter:
         for key, value in parse_qsl(raw_meta, keep_blank_values=True):
             wanted[unquote(key)] = unquote(value)
     items = [

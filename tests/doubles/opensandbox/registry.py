@@ -151,6 +151,9 @@ class Registry:
         self._routes: Counter[str] = Counter()
         self.tail_delay = DEFAULT_TAIL_DELAY
         self.ping_interval = 3.0
+        self.ignore_metadata_filter = False
+        """A hostile or buggy server: ``GET /sandboxes`` lists every sandbox whatever the
+        ``metadata`` filter asked for."""
 
     # -- clock -------------------------------------------------------------------------------
 
@@ -302,6 +305,7 @@ class Registry:
                 "uploaded_files": counters.get("uploaded_files", 0),
                 "uploaded_bytes": counters.get("uploaded_bytes", 0),
                 "commands": counters.get("commands", 0),
+                "grace_hangups": counters.get("grace_hangups", 0),
                 "faults_fired": counters.get("faults_fired", 0),
                 "requests": dict(self._routes),
                 "counters": counters,

@@ -384,8 +384,15 @@ def admin(ex: Exchange, server: DoubleServer, seg: list[str]) -> None:
             registry.tail_delay = float(body["tail_delay"])
         if "ping_interval" in (body or {}):
             registry.ping_interval = float(body["ping_interval"])
+        if "ignore_metadata_filter" in (body or {}):
+            registry.ignore_metadata_filter = bool(body["ignore_metadata_filter"])
         ex.send_json(
-            200, {"tail_delay": registry.tail_delay, "ping_interval": registry.ping_interval}
+            200,
+            {
+                "tail_delay": registry.tail_delay,
+                "ping_interval": registry.ping_interval,
+                "ignore_metadata_filter": registry.ignore_metadata_filter,
+            },
         )
     elif seg == ["sandboxes"] and m == "GET":
         ex.send_json(

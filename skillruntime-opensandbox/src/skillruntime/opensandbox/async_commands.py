@@ -2,15 +2,18 @@
 
 The twin of :mod:`.commands`, with the same wrapper, events, options and result rules (the
 functions and :class:`~.commands.CommandEvents` of that module): output stays in the sandbox
-until the command ended, reading stops at the trailer (no execd grace period), the wrapper's
-watchdog enforces the timeout and an outer deadline (timeout plus a grace period) interrupts a
-stream that does not end. No thread is used.
+until the command ended, the result is returned at the trailer (no execd grace period) while a
+task drains the rest of the stream (hanging up early would make execd kill every command running
+in the sandbox), the wrapper's watchdog enforces the timeout and an outer deadline (timeout plus
+a grace period) interrupts a stream that does not end. No thread is used.
+:meth:`AsyncCommandRunner.wait_for_drains` waits (bounded) for the drains in flight; drains
+left when the event loop ends are cancelled with it, so close the runtime before that.
 
 **Cancellation.** When the awaiting task is cancelled (``task.cancel()``, ``asyncio.timeout``)
 the command is interrupted through execd before :class:`asyncio.CancelledError` propagates; the
 wrapper turns execd's interrupt into a kill of the command's whole process group. A command
 cancelled before execd named it is given up to ``interrupt_wait_seconds`` to be named, then
-interrupted.
+interrupted. Its stream is drained like any other, never cut.
 """
 
 from __future__ import annotations
@@ -28,7 +31,9 @@ from opensandbox.sandbox import Sandbox
 from skillruntime.core.models import SkillExecutionResult
 
 from .commands import (
+    DEADLINE_MARGIN_SECONDS,
     DEFAULT_DEADLINE_GRACE_SECONDS,
+    DRAIN_WAIT_SECONDS,
     INTERRUPT_WAIT_SECONDS,
     CommandEvents,
     command_options,
@@ -38,11 +43,6 @@ from .commands import (
 __all__ = ["AsyncCommandRunner"]
 
 logger = logging.getLogger(__name__)
-
-
-class _StreamDoneError(BaseException):
-    """Raised from an event handler once the result is known, to stop reading the stream (a
-    ``BaseException`` so the SDK's conversion of ``Exception`` lets it through)."""
 
 
 class AsyncCommandRunner:
@@ -60,6 +60,7 @@ class AsyncCommandRunner:
         self._gid = gid
         self._grace = deadline_grace_seconds
         self._interrupt_wait = interrupt_wait_seconds
+        self._drains: set[asyncio.Task[None]] = set()
 
     async def run(
         self,
@@ -75,25 +76,27 @@ class AsyncCommandRunner:
         nonce = secrets.token_hex(8)
         events = CommandEvents(nonce, max_output_bytes)
         named = asyncio.Event()
+        ready = asyncio.Event()  # the result is known, or the stream ended
 
         async def on_init(event: Any) -> None:
             events.on_init(event)
             named.set()
 
         async def on_stdout(message: Any) -> None:
-            if events.on_stdout(message):
-                raise _StreamDoneError
+            events.on_stdout(message)
+            if events.known:
+                ready.set()
 
         async def on_stderr(message: Any) -> None:
             logger.debug("the command wrapper wrote %d characters to stderr", len(message.text))
 
         async def on_complete(_: Any) -> None:
             events.on_complete()
-            raise _StreamDoneError
+            ready.set()
 
         async def on_error(error: Any) -> None:
             events.on_error(error)
-            raise _StreamDoneError
+            ready.set()
 
         handlers = ExecutionHandlers(
             on_init=on_init,
@@ -123,34 +126,62 @@ class AsyncCommandRunner:
             nonlocal error
             try:
                 await sandbox.commands.run(script, opts=opts, handlers=handlers)
-            except _StreamDoneError:
-                pass
             except Exception as exc:  # judged with what the stream told (see command_result)
-                error = exc
+                if events.progress.abandoned:
+                    logger.debug("a drained command stream ended with %s", type(exc))
+                else:
+                    error = exc
+            finally:
+                ready.set()
 
         started = time.monotonic()
+        events.progress.ends_by = started + timeout_seconds + DEADLINE_MARGIN_SECONDS
         reader = asyncio.ensure_future(stream())
+        self._drains.add(reader)
+        reader.add_done_callback(self._drains.discard)
+        waiter = asyncio.ensure_future(ready.wait())
         interrupted = False
         try:
-            done, _ = await asyncio.wait({reader}, timeout=timeout_seconds + self._grace)
+            done, _ = await asyncio.wait({waiter}, timeout=timeout_seconds + self._grace)
             if not done:
                 interrupted = True
                 await self._interrupt(sandbox, events)
-                await asyncio.wait({reader}, timeout=self._interrupt_wait)
+                await asyncio.wait({waiter}, timeout=self._interrupt_wait)
         except asyncio.CancelledError:
             await asyncio.shield(self._stop(sandbox, events, reader, named))
             raise
         finally:
-            if not reader.done():
-                reader.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await reader
+            waiter.cancel()
         return events.result(
             error=error,
             interrupted=interrupted,
             duration=time.monotonic() - started,
             timeout_seconds=timeout_seconds,
         )
+
+    async def wait_for_drains(self, timeout_seconds: float = DRAIN_WAIT_SECONDS) -> bool:
+        """Wait up to ``timeout_seconds`` for the command streams still being read to their end;
+        ``True`` when none is left. A stream left over is cut when its connection closes."""
+        drains = set(self._drains)
+        if drains:
+            await asyncio.wait(drains, timeout=timeout_seconds)
+        left = [drain for drain in self._drains if not drain.done()]
+        if left:
+            logger.warning(
+                "%d command stream(s) still open after %.1f s; closing them",
+                len(left),
+                timeout_seconds,
+            )
+        return not left
+
+    async def cancel_drains(self) -> None:
+        """Stop reading every stream still being drained (its sandbox is gone or going)."""
+        drains = [drain for drain in self._drains if not drain.done()]
+        for drain in drains:
+            drain.cancel()
+        for drain in drains:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await drain
 
     async def _stop(
         self,
@@ -159,17 +190,14 @@ class AsyncCommandRunner:
         reader: asyncio.Future[None],
         named: asyncio.Event,
     ) -> None:
-        """After a cancellation: wait (bounded) for execd to name the command, interrupt it and
-        stop reading its stream."""
+        """After a cancellation: wait (bounded) for execd to name the command and interrupt it;
+        its stream goes on being drained (cutting it would make execd kill its neighbours)."""
         if not reader.done() and not named.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(named.wait(), self._interrupt_wait)
-        if not (events.progress.terminal or events.output.trailer is not None):
+        if not events.known:
             await self._interrupt(sandbox, events)
-        if not reader.done():
-            reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await reader
+        events.progress.abandoned = True
 
     async def _interrupt(self, sandbox: Sandbox, events: CommandEvents) -> None:
         execution_id = events.progress.execution_id

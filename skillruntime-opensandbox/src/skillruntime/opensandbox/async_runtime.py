@@ -26,6 +26,7 @@ import asyncio
 import contextvars
 import logging
 import posixpath
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -58,7 +59,11 @@ from .async_sandbox import (
     close_async_handle,
     open_async_handle,
 )
-from .commands import DEFAULT_DEADLINE_GRACE_SECONDS, CommandNotStartedError
+from .commands import (
+    DEFAULT_DEADLINE_GRACE_SECONDS,
+    CommandNotStartedError,
+    CommandOutcomeUnknownError,
+)
 from .errors import OpenSandboxExecutionError
 from .retry import DEFAULT_RETRY_SECONDS
 from .runtime import (
@@ -218,7 +223,7 @@ class AsyncOpenSandboxSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRun
                 return current
             sync = await asyncio.to_thread(self._core._handle)
             handle = await open_async_handle(
-                sync.id, self._async_config, ready_timeout_seconds=self._ready_timeout
+                sync, self._async_config, ready_timeout_seconds=self._ready_timeout
             )
             self._current = (sync, handle)
             if current is not None:
@@ -289,6 +294,9 @@ class AsyncOpenSandboxSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRun
                 if pinned is not None:
                     raise SandboxReplacedWhilePreparingError(sandbox.id) from exc
                 raise replaced_error(sandbox.id) from exc
+            if isinstance(exc, CommandOutcomeUnknownError):
+                # Held until the watchdog has ended the command (a lease with it).
+                await asyncio.sleep(max(exc.ends_by - time.monotonic(), 0.0))
             raise
         if result.exit_code == -1 and not result.timed_out and await self._vanished(sandbox):
             # The command was killed with its sandbox (e.g. the server restarted).
@@ -359,7 +367,12 @@ class AsyncOpenSandboxSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRun
         async with self._attach_lock:
             current, self._current = self._current, None
         try:
+            if self._core._binding is not None:
+                # The conversation's sandbox runs on: cutting a stream execd has not ended yet
+                # would make it kill every command running there (see .async_commands).
+                await self._runner.wait_for_drains()
+            await asyncio.to_thread(self._core.close)  # a private sandbox is killed here
+            await self._runner.cancel_drains()
             await close_async_handle(current[1] if current else None)
-            await asyncio.to_thread(self._core.close)
         finally:
             await self._transport.aclose()

@@ -3,8 +3,10 @@
 The async runtime leaves creating, finding, health-checking, renewing, replacing and killing
 sandboxes, and every conversation-record write, to the sync code of
 :class:`~.runtime.OpenSandboxSkillRuntime` (one copy of those rules, run in a worker thread once
-per attach). It then opens an SDK ``Sandbox`` on the same id — endpoint lookup only, the sandbox
-was just health-checked — whose HTTP connection pool carries every command and file call.
+per attach). It then opens an SDK ``Sandbox`` on the same id, on the endpoints the sync handle
+already looked up (no request at all: the sandbox was just health-checked, and a second lookup
+would cost the attach two more lifecycle requests than the sync runtime's), whose HTTP connection
+pool carries every command and file call.
 """
 
 from __future__ import annotations
@@ -15,9 +17,12 @@ from datetime import timedelta
 
 import httpx
 
+from opensandbox.adapters.factory import AdapterFactory
 from opensandbox.config.connection import ConnectionConfig
 from opensandbox.config.connection_sync import ConnectionConfigSync
+from opensandbox.models.sandboxes import SandboxEndpoint, SandboxOrigin
 from opensandbox.sandbox import Sandbox
+from opensandbox.sync.sandbox import SandboxSync
 
 from .errors import sandbox_error
 
@@ -73,18 +78,52 @@ def async_connection_config(
 
 
 async def open_async_handle(
-    sandbox_id: str, config: ConnectionConfig, *, ready_timeout_seconds: float
+    sync: SandboxSync, config: ConnectionConfig, *, ready_timeout_seconds: float
 ) -> Sandbox:
-    """An async handle on the running sandbox ``sandbox_id`` (no health check)."""
+    """An async handle on the running sandbox of the sync handle ``sync`` (no health check),
+    built on the endpoints ``sync`` resolved; looked up again only when they are not known."""
+    known = _known_handle(sync, config)
+    if known is not None:
+        return known
     try:
         return await Sandbox.connect(
-            sandbox_id,
+            sync.id,
             connection_config=config,
             connect_timeout=timedelta(seconds=ready_timeout_seconds),
             skip_health_check=True,
         )
     except Exception as exc:
-        raise sandbox_error(f"connecting to sandbox {sandbox_id}", exc) from exc
+        raise sandbox_error(f"connecting to sandbox {sync.id}", exc) from exc
+
+
+def _known_handle(sync: SandboxSync, config: ConnectionConfig) -> Sandbox | None:
+    """The async handle on the endpoints the sync handle holds, as ``Sandbox.connect`` builds
+    it; ``None`` when they cannot be read (then the caller looks them up)."""
+    execd = getattr(getattr(sync, "_command_service", None), "execd_endpoint", None)
+    if not isinstance(execd, SandboxEndpoint):
+        return None
+    factory = AdapterFactory(config)
+    origin = execd.origin or SandboxOrigin.UNKNOWN
+    if origin == SandboxOrigin.TEMPLATE:
+        egress_service = factory.create_network_policy_service(sync.id)
+    else:
+        egress = getattr(getattr(sync, "_egress_service", None), "endpoint", None)
+        if not isinstance(egress, SandboxEndpoint):
+            return None
+        egress_service = factory.create_egress_service(egress)
+    return Sandbox(
+        sandbox_id=sync.id,
+        sandbox_service=factory.create_sandbox_service(),
+        filesystem_service=factory.create_filesystem_service(execd),
+        command_service=factory.create_command_service(execd),
+        health_service=factory.create_health_service(execd),
+        metrics_service=factory.create_metrics_service(execd),
+        egress_service=egress_service,
+        diagnostics_service=factory.create_diagnostics_service(),
+        isolated_service=factory.create_isolated_session_service(execd),
+        connection_config=config,
+        origin=origin,
+    )
 
 
 async def close_async_handle(handle: Sandbox | None) -> None:

@@ -9,10 +9,14 @@ in memory whatever the command prints (one 256 MiB line included: it never reach
 stream, which the SDK buffers an event at a time), and a cut stream shows the same marker as on
 every runtime (:func:`skillruntime.core.output.head_tail_text`).
 
-**Returning early.** execd keeps the stream open about a second after its final event
-(``EXECD_API_GRACE_SHUTDOWN``) and the SDK reads a foreground stream to its end. The runner
-stops reading as soon as the trailer (or, without one, the terminal event) has arrived, and
-closes that connection, so a command costs no grace period.
+**Returning early, never hanging up.** execd keeps the stream open about a second after its final
+event (``EXECD_API_GRACE_SHUTDOWN``), and a client that hangs up on a command stream before execd
+ends it makes execd take a SIGPIPE, which it relays to *every command then running in the
+sandbox*. So the runner returns the result as soon as the trailer (or, without one, the terminal
+event) has arrived, while the stream goes on being read to its end off the caller's path (a
+*drain*: the reading thread, or task, carries on and ignores what follows). A command costs no
+grace period and no neighbour is killed. :meth:`CommandRunner.wait_for_drains` waits (bounded)
+for the drains in flight; the runtime calls it before it releases a shared sandbox's connections.
 
 Timeouts are enforced in the sandbox: the wrapper's watchdog kills the command's process group
 at ``timeout_seconds`` and the result says ``timed_out`` with the output produced so far. execd
@@ -20,7 +24,10 @@ is given a later timeout as a backstop, and because the SDK's stream has no read
 outer deadline (``timeout_seconds`` plus a grace period) interrupts the command and returns what
 is known if the stream does not end. A stream lost after the trailer or the terminal event still
 yields the result; a stream that ends without either is an
-:class:`~.errors.OpenSandboxExecutionError`, never exit code 0. Commands are never retried.
+:class:`~.errors.OpenSandboxExecutionError`, never exit code 0. A wrapper killed before its report
+(execd's terminal event says ``-1`` but no trailer came) is a :class:`CommandOutcomeUnknownError`:
+the command itself may still run, until its watchdog kills it at the deadline, which the error
+carries (``ends_by``). Commands are never retried.
 """
 
 from __future__ import annotations
@@ -50,9 +57,11 @@ from .wrapper import (
 
 __all__ = [
     "DEFAULT_DEADLINE_GRACE_SECONDS",
+    "DRAIN_WAIT_SECONDS",
     "INTERRUPT_WAIT_SECONDS",
     "CommandEvents",
     "CommandNotStartedError",
+    "CommandOutcomeUnknownError",
     "CommandRunner",
     "command_options",
     "command_result",
@@ -73,6 +82,13 @@ BACKSTOP_SECONDS = 2.0
 RUN_DIRECTORY = "/tmp/.skillruntime-runs"
 """Private directory (mode 0700) of the wrapper's output files, suffixed with the uid."""
 
+DRAIN_WAIT_SECONDS = 5.0
+"""Longest wait at close for command streams still being read to their end (execd ends each
+one about a second after its final event)."""
+
+DEADLINE_MARGIN_SECONDS = 0.5
+"""Past a command's deadline its watchdog has killed it: the margin covers the kill itself."""
+
 _SIGNAL_KILLED = -1
 
 
@@ -80,12 +96,15 @@ class CommandNotStartedError(OpenSandboxExecutionError):
     """The request failed before execd acknowledged the command (no ``init`` event)."""
 
 
-class _StreamDoneError(BaseException):
-    """Raised from an event handler once the result is known, to stop reading the stream.
+class CommandOutcomeUnknownError(OpenSandboxExecutionError):
+    """The command's wrapper was killed before it reported the command's result (execd's event
+    said the wrapper died by a signal): the command may still be running, at most until its
+    watchdog kills it at ``ends_by`` (a ``time.monotonic()`` value). The runtimes raise it only
+    once that time has passed, so a lease held around the command outlives the command."""
 
-    A ``BaseException``: the SDK's ``run`` converts (and logs) every ``Exception``, but lets this
-    one through after closing the response.
-    """
+    def __init__(self, message: str, *, ends_by: float) -> None:
+        super().__init__(message)
+        self.ends_by = ends_by
 
 
 @dataclass
@@ -97,6 +116,7 @@ class _Progress:
     terminal: bool = False
     error_text: str | None = None
     abandoned: bool = False
+    ends_by: float = 0.0
 
 
 class CommandEvents:
@@ -108,6 +128,13 @@ class CommandEvents:
         self.output = WrapperOutput(nonce, max_output_bytes)
         self.progress = _Progress()
 
+    @property
+    def known(self) -> bool:
+        """Whether the result is known (the trailer, a setup failure or the terminal event came):
+        the caller can have it while the rest of the stream is drained."""
+        output = self.output
+        return self.progress.terminal or output.trailer is not None or output.setup_failed
+
     def on_init(self, event: Any) -> None:
         self.progress.execution_id = getattr(event, "id", None) or None
 
@@ -117,11 +144,15 @@ class CommandEvents:
         return self.output.add_line(str(message.text or ""))
 
     def on_complete(self) -> bool:
+        if self.progress.abandoned:
+            return True
         self.progress.terminal = True
         self.progress.exit_code = 0
         return True
 
     def on_error(self, error: Any) -> bool:
+        if self.progress.abandoned:
+            return True
         self.progress.terminal = True
         try:
             self.progress.exit_code = int(str(error.value))
@@ -183,7 +214,11 @@ def command_script(
 
 
 class CommandRunner:
-    """Runs commands in one sandbox; see the module docs for the exact behaviour."""
+    """Runs commands in one sandbox; see the module docs for the exact behaviour.
+
+    Thread-safe: every command has its own reading thread, which outlives the call while it
+    drains the rest of the stream.
+    """
 
     def __init__(
         self,
@@ -197,6 +232,8 @@ class CommandRunner:
         self._gid = gid
         self._grace = deadline_grace_seconds
         self._interrupt_wait = interrupt_wait_seconds
+        self._drains: set[threading.Thread] = set()
+        self._drains_lock = threading.Lock()
 
     def run(
         self,
@@ -213,9 +250,7 @@ class CommandRunner:
         events = CommandEvents(nonce, max_output_bytes)
         progress = events.progress
         lock = threading.Lock()
-
-        def stop_reading() -> None:
-            raise _StreamDoneError  # leaves the SDK's reading loop and closes the response
+        ready = threading.Event()  # the result is known, or the stream ended
 
         def on_init(event: Any) -> None:
             with lock:
@@ -223,9 +258,9 @@ class CommandRunner:
 
         def on_stdout(message: Any) -> None:
             with lock:
-                done = events.on_stdout(message)
-            if done:
-                stop_reading()
+                events.on_stdout(message)
+                if events.known:
+                    ready.set()
 
         def on_stderr(message: Any) -> None:
             logger.debug("the command wrapper wrote %d characters to stderr", len(message.text))
@@ -233,12 +268,12 @@ class CommandRunner:
         def on_complete(_: Any) -> None:
             with lock:
                 events.on_complete()
-            stop_reading()
+            ready.set()
 
         def on_error(error: Any) -> None:
             with lock:
                 events.on_error(error)
-            stop_reading()
+            ready.set()
 
         handlers = ExecutionHandlersSync(
             on_init=on_init,
@@ -263,26 +298,32 @@ class CommandRunner:
             timeout_seconds=timeout_seconds,
         )
         outcome: dict[str, BaseException] = {}
-        finished = threading.Event()
 
         def stream() -> None:
             try:
                 sandbox.commands.run(script, opts=opts, handlers=handlers)
-            except _StreamDoneError:
-                pass
             except BaseException as exc:  # handed to the caller's thread
-                outcome["error"] = exc
+                with lock:
+                    if not progress.abandoned:
+                        outcome["error"] = exc
+                    else:
+                        logger.debug("a drained command stream ended with %s", type(exc))
             finally:
-                finished.set()
+                ready.set()
+                with self._drains_lock:
+                    self._drains.discard(threading.current_thread())
 
         started = time.monotonic()
+        progress.ends_by = started + timeout_seconds + DEADLINE_MARGIN_SECONDS
         worker = threading.Thread(target=stream, name="opensandbox-command", daemon=True)
+        with self._drains_lock:
+            self._drains.add(worker)
         worker.start()
         interrupted = False
-        if not finished.wait(timeout_seconds + self._grace):
+        if not ready.wait(timeout_seconds + self._grace):
             interrupted = True
             self._interrupt(sandbox, progress, lock)
-            finished.wait(self._interrupt_wait)
+            ready.wait(self._interrupt_wait)
         with lock:
             duration = time.monotonic() - started
             return events.result(
@@ -291,6 +332,22 @@ class CommandRunner:
                 duration=duration,
                 timeout_seconds=timeout_seconds,
             )
+
+    def wait_for_drains(self, timeout_seconds: float = DRAIN_WAIT_SECONDS) -> bool:
+        """Wait up to ``timeout_seconds`` for the command streams still being read to their end;
+        ``True`` when none is left. A stream left over is cut when its connection closes."""
+        deadline = time.monotonic() + timeout_seconds
+        with self._drains_lock:
+            drains = list(self._drains)
+        for drain in drains:
+            drain.join(max(deadline - time.monotonic(), 0.0))
+        with self._drains_lock:
+            left = len(self._drains)
+        if left:
+            logger.warning(
+                "%d command stream(s) still open after %.1f s; closing them", left, timeout_seconds
+            )
+        return left == 0
 
     @staticmethod
     def _interrupt(sandbox: SandboxSync, progress: _Progress, lock: threading.Lock) -> None:
@@ -353,13 +410,19 @@ def command_result(
                 f"OpenSandbox could not run the command ({progress.error_text})"
             )
         code = progress.exit_code if progress.terminal else None
-        killed = code is None or code == _SIGNAL_KILLED
-        if not killed and not interrupted:
+        if not interrupted:
+            if code == _SIGNAL_KILLED:
+                raise CommandOutcomeUnknownError(
+                    "the command wrapper was killed by a signal before it reported the "
+                    "command's result; the command may run on until its timeout (it was not "
+                    "retried)",
+                    ends_by=progress.ends_by,
+                )
             raise OpenSandboxExecutionError(
                 f"the command wrapper ended (exit code {code}) without reporting the "
                 "command's result"
             )
-        timed_out = interrupted or duration >= timeout_seconds * 0.95 - 0.05
+        timed_out = True
         exit_code = -1
     out_text, out_truncated = output.stdout()
     err_text, err_truncated = output.stderr()

@@ -61,7 +61,7 @@ from skillruntime.core.conversations.leases import (
     DEFAULT_LEASE_TTL_SECONDS,
     DEFAULT_LEASE_WAIT_SECONDS,
 )
-from skillruntime.core.errors import RuntimeFileError, SkillPrepareError
+from skillruntime.core.errors import RuntimeFileError, SkillPrepareError, SkillRuntimeError
 from skillruntime.core.exclusive import (
     DEFAULT_ACTIVITY_INTERVAL_SECONDS,
     ConversationGuard,
@@ -82,7 +82,12 @@ from skillruntime.core.skills.files import (
 )
 from skillruntime.core.workspace import ConversationWorkspace, validate_conversations_root
 
-from .commands import DEFAULT_DEADLINE_GRACE_SECONDS, CommandNotStartedError, CommandRunner
+from .commands import (
+    DEFAULT_DEADLINE_GRACE_SECONDS,
+    CommandNotStartedError,
+    CommandOutcomeUnknownError,
+    CommandRunner,
+)
 from .conversation import ConversationBinding
 from .errors import OpenSandboxError, OpenSandboxExecutionError, SandboxReplacedError
 from .files import OpenSandboxFileSystem
@@ -108,6 +113,7 @@ T = TypeVar("T")
 
 _SHARED_STORE = InMemoryConversationStore()
 _ACQUIRE_ATTEMPTS = 8
+_LIST_PAGE = 500
 PREPARE_ATTEMPTS = 3
 _FILE_NOT_FOUND = "FILE_NOT_FOUND"
 _CONVERSATION_KEY = "skillruntime-conversation-key"
@@ -444,6 +450,9 @@ class OpenSandboxSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
                 if pinned is not None:
                     raise SandboxReplacedWhilePreparingError(sandbox.id) from exc
                 raise replaced_error(sandbox.id) from exc
+            if isinstance(exc, CommandOutcomeUnknownError):
+                # Held until the watchdog has ended the command (a lease with it).
+                time.sleep(max(exc.ends_by - time.monotonic(), 0.0))
             raise
         if (
             result.exit_code == -1
@@ -559,6 +568,10 @@ class OpenSandboxSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
                     self._client.kill(sandbox.id)
                 except OpenSandboxError:
                     logger.warning("killing sandbox %s at close failed", sandbox.id, exc_info=True)
+            else:
+                # The conversation's sandbox runs on: cutting a stream execd has not ended yet
+                # would make it kill every command running there (see .commands).
+                self._runner.wait_for_drains()
         finally:
             self._client.release(sandbox)
             self._client.close()
@@ -612,13 +625,21 @@ class OpenSandboxSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
     def _kill_orphans(self, recorded_id: str) -> None:
         """Kill the conversation's candidate sandboxes that no record names and that are older
         than ``orphan_grace_seconds`` (left by a node that died before recording or discarding
-        its candidate). The record is read again before each kill."""
+        its candidate).
+
+        A sandbox counts only when it carries every tag of this runtime's candidates (this
+        conversation's key and id, the role, the runtime and the deployment's own ``metadata``)
+        at exactly their values, checked on the client whatever the server's filter returned;
+        and it is never killed while any record of the store names it (this conversation's is
+        read again before each kill). When the store cannot list its records, nothing is
+        killed."""
         binding = self._binding
         assert binding is not None
         tagged = self._client.list_tagged(
-            {_CONVERSATION_KEY: binding.storage_key, _ROLE: _ROLE_CANDIDATE}
+            {**self._client.settings.metadata, **self._metadata(), _ROLE: _ROLE_CANDIDATE}
         )
         now = datetime.now(UTC)
+        stale = []
         for sandbox_id, created_at in tagged:
             if sandbox_id == recorded_id:
                 continue
@@ -626,8 +647,23 @@ class OpenSandboxSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
                 created = created_at if created_at.tzinfo else created_at.replace(tzinfo=UTC)
                 if (now - created).total_seconds() < self._orphan_grace_seconds:
                     continue
+            stale.append(sandbox_id)
+        if not stale:
+            return
+        recorded = self._recorded_sandbox_ids(binding.store)
+        for sandbox_id in stale:
             record = binding.load()
             if record is not None and record.sandbox_id == sandbox_id:
+                continue
+            if recorded is None or sandbox_id in recorded:
+                logger.warning(
+                    "not killing candidate sandbox %s of conversation %s: %s",
+                    sandbox_id,
+                    binding.conversation_id,
+                    "the store cannot list its records"
+                    if recorded is None
+                    else "a conversation record names it",
+                )
                 continue
             logger.warning(
                 "killing orphaned candidate sandbox %s of conversation %s",
@@ -635,6 +671,22 @@ class OpenSandboxSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
                 binding.conversation_id,
             )
             self._client.kill(sandbox_id)
+
+    @staticmethod
+    def _recorded_sandbox_ids(store: ConversationStore) -> set[str] | None:
+        """The sandbox ids every record of ``store`` names, or ``None`` when it cannot list."""
+        ids: set[str] = set()
+        after: str | None = None
+        try:
+            while True:
+                batch = store.list_records(after=after, limit=_LIST_PAGE)
+                ids.update(record.sandbox_id for record in batch if record.sandbox_id)
+                if len(batch) < _LIST_PAGE:
+                    return ids
+                after = batch[-1].storage_key
+        except SkillRuntimeError:
+            logger.warning("listing the conversation records failed", exc_info=True)
+            return None
 
     def _acquire(self) -> SandboxSync:
         binding = self._binding

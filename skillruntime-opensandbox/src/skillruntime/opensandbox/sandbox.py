@@ -59,6 +59,18 @@ ENDED_STATES = frozenset({"terminated", "failed", "stopping"})
 """Sandbox states (lower-cased) after which a sandbox cannot be used again."""
 
 
+def _carries(info: SandboxInfo, wanted: Mapping[str, str]) -> bool:
+    """Whether the sandbox's metadata holds every ``wanted`` tag with exactly that value."""
+    metadata = info.metadata or {}
+    listed = all(metadata.get(key) == value for key, value in wanted.items())
+    if not listed:
+        logger.warning(
+            "the server listed sandbox %s for a metadata filter its tags do not match; ignored",
+            info.id,
+        )
+    return listed
+
+
 def clip_metadata(metadata: Mapping[str, str]) -> dict[str, str]:
     """``metadata`` with every value cut to :data:`METADATA_VALUE_LIMIT` characters."""
     return {str(key): str(value)[:METADATA_VALUE_LIMIT] for key, value in metadata.items()}
@@ -104,6 +116,11 @@ class SandboxClient:
             if self._manager is None:
                 self._manager = SandboxManagerSync.create(connection_config=self._config)
             return self._manager
+
+    @property
+    def settings(self) -> SandboxSettings:
+        """The settings of the sandboxes this client creates."""
+        return self._settings
 
     def create(self, metadata: Mapping[str, str]) -> SandboxSync:
         """Create a sandbox and wait until it is ready (not retried: it is a POST); audited as
@@ -236,7 +253,11 @@ class SandboxClient:
 
     def list_tagged_infos(self, metadata: Mapping[str, str]) -> list[SandboxInfo]:
         """The server's info (id, metadata, creation time…) of every live sandbox whose metadata
-        holds all of ``metadata``; retried when transient."""
+        holds all of ``metadata``; retried when transient.
+
+        The server filters, and the client checks again: a sandbox listed without every asked
+        tag at exactly its value (a server that ignores or misreads the filter) is left out, so
+        nothing is ever done to a sandbox on the strength of the server's filter alone."""
         manager = self._manager_handle()
         wanted = clip_metadata(metadata)
         found: list[SandboxInfo] = []
@@ -248,7 +269,7 @@ class SandboxClient:
                 ),
                 budget_seconds=self._settings.retry_seconds,
             )
-            found.extend(listing.sandbox_infos)
+            found.extend(info for info in listing.sandbox_infos if _carries(info, wanted))
             pagination = listing.pagination
             if pagination is None or not pagination.has_next_page:
                 return found

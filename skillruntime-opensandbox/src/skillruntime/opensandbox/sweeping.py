@@ -10,7 +10,9 @@ reaper's server are considered (records carry the service key of the server URL)
 A server shared by deployments with *different* stores must tell their sandboxes apart, or one
 deployment's sweep would take the other's sandboxes for orphans: give each deployment's runtimes
 a ``metadata`` tag (e.g. ``{"app": "billing"}``) and its reaper the same ``metadata``; the reaper
-then only looks at sandboxes carrying it.
+then only looks at sandboxes carrying it. Those tags are checked on the client too (a sandbox the
+server lists without every one at exactly its value is ignored), and a sandbox any record names
+is never an orphan, whichever conversation's tags it carries.
 """
 
 from __future__ import annotations
@@ -96,6 +98,7 @@ class OpenSandboxReaper:
             for record in records
             if record.runtime == self.runtime and record.service_key == self.service_key
         }
+        recorded = {record.sandbox_id for record in records if record.sandbox_id}
         now = datetime.now(UTC)
         found: list[OrphanSandbox] = []
         for info in self._client.list_tagged_infos({**self._metadata, _RUNTIME_TAG: self.runtime}):
@@ -103,8 +106,8 @@ class OpenSandboxReaper:
             key = metadata.get(_KEY_TAG)
             if key is None:
                 continue  # a private sandbox: its runtime kills it at close
-            if key in named and named[key] == info.id:
-                continue
+            if (key in named and named[key] == info.id) or info.id in recorded:
+                continue  # some conversation's sandbox, whatever its tags say
             created = info.created_at
             if created is not None:
                 aware = created if created.tzinfo else created.replace(tzinfo=UTC)
