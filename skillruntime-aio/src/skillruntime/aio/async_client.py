@@ -2,14 +2,21 @@
 
 The twin of :class:`~skillruntime.aio.client.AioClient`: the same requests, envelope, errors and
 retry rule (:mod:`.wire`; tenacity's ``AsyncRetrying``), awaited on the event loop with one
-connection pool and no thread per call. Uploads stream from a seekable file with a
-``Content-Length``; downloads are async byte streams.
+connection pool per event loop and no thread per call. Uploads stream from a seekable file
+with a ``Content-Length``; downloads are async byte streams.
+
+**Any event loop.** A connection pool belongs to the loop its sockets were opened on, so the
+client keeps one pool per loop, opened on the loop's first call. When the loop is shut down by
+:func:`asyncio.run` (or any runner that finalises async generators), that loop's pool is closed
+on it; the pool of a loop closed otherwise is dropped when another loop makes a call.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import threading
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import IO, Any, TypeVar
@@ -42,8 +49,9 @@ class AsyncAioClient:
     """Async HTTP access to one AIO Sandbox service (it never creates or stops the service).
 
     Arguments as :class:`~skillruntime.aio.client.AioClient`; ``pool_size`` is the number
-    of idle connections the one pool keeps. Safe to share between the tasks of one event loop;
-    :attr:`request_count` counts HTTP requests sent (retries included).
+    of idle connections each pool keeps. Safe to share between the tasks of one event loop and
+    between consecutive event loops (each gets its own pool); :attr:`request_count` counts HTTP
+    requests sent (retries included).
     """
 
     def __init__(
@@ -69,13 +77,11 @@ class AsyncAioClient:
         self.read_timeout = read_timeout
         self._retry_attempts = retry_attempts
         self._has_credentials = bool(token or api_key)
-        self._http = httpx.AsyncClient(
-            headers=auth_headers(token, api_key),
-            # Like the sync client's pool: ``pool_size`` connections are kept, more are opened
-            # when more calls run at once (a long command never waits for a free connection).
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=pool_size),
-            timeout=httpx.Timeout(read_timeout, connect=connect_timeout),
-        )
+        self._headers = auth_headers(token, api_key)
+        self._pool_size = pool_size
+        self._pools: dict[asyncio.AbstractEventLoop, _LoopPool] = {}
+        self._pools_guard = threading.Lock()
+        self._closed = False
         self._request_count = 0
 
     def __repr__(self) -> str:
@@ -87,8 +93,47 @@ class AsyncAioClient:
         return self._request_count
 
     async def close(self) -> None:
-        """Close the connection pool (the service keeps running)."""
-        await self._http.aclose()
+        """Close the connection pools (the service keeps running); later calls raise
+        ``RuntimeError``. The running loop's pool is closed here, a pool of another loop that
+        still runs is closed on that loop, one of a closed loop is dropped."""
+        current = asyncio.get_running_loop()
+        with self._pools_guard:
+            self._closed = True
+            pools, self._pools = self._pools, {}
+        for loop, pool in pools.items():
+            if loop is current:
+                await pool.close()
+            elif not loop.is_closed():
+                with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                    asyncio.run_coroutine_threadsafe(pool.close(), loop)
+
+    async def _pool(self) -> httpx.AsyncClient:
+        """The connection pool of the running loop (opened on the loop's first call)."""
+        loop = asyncio.get_running_loop()
+        with self._pools_guard:
+            if self._closed:
+                raise RuntimeError("Cannot send a request, as the AIO client has been closed.")
+            pool = self._pools.get(loop)
+            if pool is None:
+                for old in [known for known in self._pools if known.is_closed()]:
+                    del self._pools[old]
+                pool = self._pools[loop] = _LoopPool(self._new_http())
+        await pool.watch(lambda: self._forget(loop, pool))
+        return pool.http
+
+    def _forget(self, loop: asyncio.AbstractEventLoop, pool: _LoopPool) -> None:
+        with self._pools_guard:
+            if self._pools.get(loop) is pool:
+                del self._pools[loop]
+
+    def _new_http(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            headers=self._headers,
+            # Like the sync client's pool: ``pool_size`` connections are kept, more are opened
+            # when more calls run at once (a long command never waits for a free connection).
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=self._pool_size),
+            timeout=httpx.Timeout(self.read_timeout, connect=self.connect_timeout),
+        )
 
     # ----------------------------------------------------------------- calls
 
@@ -105,7 +150,7 @@ class AsyncAioClient:
         """Send one JSON call and return the envelope's ``data`` (see ``AioClient.call``)."""
 
         async def attempt() -> Any:
-            request = self._http.build_request(
+            request = (await self._pool()).build_request(
                 method,
                 self.base_url + endpoint,
                 json=dict(json) if json is not None else None,
@@ -124,7 +169,7 @@ class AsyncAioClient:
         the returned response."""
 
         async def attempt() -> httpx.Response:
-            request = self._http.build_request(
+            request = (await self._pool()).build_request(
                 "GET", self.base_url + endpoint, params=dict(params), timeout=self._timeout(None)
             )
             response = await self._send(endpoint, request, stream=True)
@@ -172,7 +217,7 @@ class AsyncAioClient:
 
         async def attempt() -> Any:
             frame = MultipartFrame.build({"path": remote_path}, "upload.bin")
-            request = self._http.build_request(
+            request = (await self._pool()).build_request(
                 "POST",
                 self.base_url + endpoint,
                 content=body(frame),
@@ -207,10 +252,11 @@ class AsyncAioClient:
     ) -> httpx.Response:
         """Send ``request``; unless ``stream``, its body is read before it returns. A failure
         to get (or read) the answer is an ``AioTransportError``."""
+        http = await self._pool()
         self._request_count += 1
         started = time.monotonic()
         try:
-            response = await self._http.send(request, stream=True)
+            response = await http.send(request, stream=True)
             if not stream:
                 try:
                     await response.aread()
@@ -231,3 +277,33 @@ class AsyncAioClient:
             time.monotonic() - started,
         )
         return response
+
+
+class _LoopPool:
+    """The connection pool of one event loop and the async generator that closes it when the
+    loop's runner finalises async generators (:meth:`asyncio.loop.shutdown_asyncgens`, which
+    :func:`asyncio.run` calls before closing the loop)."""
+
+    def __init__(self, http: httpx.AsyncClient) -> None:
+        self.http = http
+        self._keeper: AsyncGenerator[None, None] | None = None
+
+    async def watch(self, forget: Callable[[], None]) -> None:
+        """Start the closing generator on the running loop (once)."""
+        if self._keeper is None:
+            self._keeper = self._close_at_shutdown(forget)
+            await self._keeper.__anext__()  # registers it with the running loop
+
+    async def _close_at_shutdown(self, forget: Callable[[], None]) -> AsyncGenerator[None, None]:
+        try:
+            yield
+        finally:
+            forget()
+            await self.http.aclose()
+
+    async def close(self) -> None:
+        """Close the pool now (and end its generator) on its own loop."""
+        keeper, self._keeper = self._keeper, None
+        if keeper is not None:
+            await keeper.aclose()
+        await self.http.aclose()

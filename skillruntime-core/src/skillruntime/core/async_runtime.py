@@ -6,6 +6,11 @@ same rules as :class:`~skillruntime.core.runtime.BaseSkillRuntime` through the s
 :mod:`skillruntime.core.runtime_rules` (working directory, environment precedence, digest cache,
 preparation steps, bootstrap errors), with an :class:`asyncio.Lock` per skill for single-flight.
 
+**Any event loop.** An async runtime object serves whichever event loop awaits it, one after
+the other (a program calling :func:`asyncio.run` per request): it keeps no loop-bound object
+(lock, connection pool, future) from one loop for use on another. :class:`LoopLocal` holds
+one such object per loop.
+
 **Cancellation is a contract.** Cancelling a task that awaits :meth:`AsyncSkillRuntime.execute`
 (directly or through :func:`asyncio.timeout`) stops the command — the whole process tree, locally
 or in the sandbox — before the :class:`asyncio.CancelledError` propagates, and the runtime stays
@@ -20,7 +25,8 @@ import posixpath
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Generic, TypeVar
 
 from .async_filesystem import AsyncSkillRuntimeFileSystem
 from .async_workspace import AsyncScopedFileSystem
@@ -56,9 +62,36 @@ from .runtime_rules import (
 from .skills.files import DEFAULT_UPLOAD_POLICY, SkillFile, UploadPolicy
 from .workspace import ConversationWorkspace
 
-__all__ = ["AsyncBaseSkillRuntime", "AsyncSkillRuntime", "run_bootstrap_async"]
+__all__ = ["AsyncBaseSkillRuntime", "AsyncSkillRuntime", "LoopLocal", "run_bootstrap_async"]
 
 logger = logging.getLogger(__name__)
+
+V = TypeVar("V")
+
+
+class LoopLocal(Generic[V]):
+    """One ``factory()`` value per event loop: what :meth:`get` returns on the running loop.
+
+    For loop-bound objects (an :class:`asyncio.Lock` binds to the loop of its first waiter, a
+    connection pool to the loop of its sockets) kept by an object that must serve any loop.
+    Values of loops that are closed are dropped when a new loop asks. Thread-safe.
+    """
+
+    def __init__(self, factory: Callable[[], V]) -> None:
+        self._factory = factory
+        self._values: dict[asyncio.AbstractEventLoop, V] = {}
+        self._guard = threading.Lock()
+
+    def get(self) -> V:
+        """The running loop's value, made on its first use there."""
+        loop = asyncio.get_running_loop()
+        with self._guard:
+            value = self._values.get(loop)
+            if value is None:
+                for old in [known for known in self._values if known.is_closed()]:
+                    del self._values[old]
+                value = self._values[loop] = self._factory()
+            return value
 
 
 class AsyncSkillRuntime(AsyncCloseable, ABC):
@@ -137,7 +170,7 @@ class AsyncBaseSkillRuntime(RuntimeState, AsyncSkillRuntime):
         self._lock = threading.Lock()
         self._closed = False
         self._prepared: dict[PrepareKey, PreparedSkill] = {}
-        self._prepare_locks: dict[PrepareKey, asyncio.Lock] = {}
+        self._prepare_locks: LoopLocal[dict[PrepareKey, asyncio.Lock]] = LoopLocal(dict)
         self._skill_environment: dict[str, dict[str, str]] = {}
         self._file_system: AsyncScopedFileSystem | None = None
 
@@ -241,7 +274,7 @@ class AsyncBaseSkillRuntime(RuntimeState, AsyncSkillRuntime):
     ) -> Skill:
         key = prepare_key(skill, scanned.digest, config)
         with self._lock:
-            lock = self._prepare_locks.setdefault(key, asyncio.Lock())
+            lock = self._prepare_locks.get().setdefault(key, asyncio.Lock())
         async with lock:
             self._ensure_open()
             cached = self._prepared.get(key)
