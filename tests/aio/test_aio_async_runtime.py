@@ -259,6 +259,6 @@ def test_one_runtime_serves_consecutive_asyncio_run_calls(
         for n in range(4):
             result = asyncio.run(rt.execute(SkillExecutionRequest(command=f"echo {n}")))
             assert (result.exit_code, result.stdout) == (0, f"{n}\n")
-            assert rt.client._pools == {}  # closed with its loop
+            assert rt.client._pools._slots == {}  # closed with its loop
     finally:
         asyncio.run(rt.close())

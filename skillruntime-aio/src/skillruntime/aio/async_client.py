@@ -14,9 +14,7 @@ on it; the pool of a loop closed otherwise is dropped when another loop makes a 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import threading
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import IO, Any, TypeVar
@@ -24,6 +22,8 @@ from urllib.parse import urlsplit
 
 import httpx
 from tenacity import AsyncRetrying
+
+from skillruntime.core.async_runtime import LoopLocal
 
 from .client import DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT
 from .wire import (
@@ -79,8 +79,9 @@ class AsyncAioClient:
         self._has_credentials = bool(token or api_key)
         self._headers = auth_headers(token, api_key)
         self._pool_size = pool_size
-        self._pools: dict[asyncio.AbstractEventLoop, _LoopPool] = {}
-        self._pools_guard = threading.Lock()
+        self._pools: LoopLocal[httpx.AsyncClient] = LoopLocal(
+            self._new_http, aclose=httpx.AsyncClient.aclose
+        )
         self._closed = False
         self._request_count = 0
 
@@ -96,35 +97,14 @@ class AsyncAioClient:
         """Close the connection pools (the service keeps running); later calls raise
         ``RuntimeError``. The running loop's pool is closed here, a pool of another loop that
         still runs is closed on that loop, one of a closed loop is dropped."""
-        current = asyncio.get_running_loop()
-        with self._pools_guard:
-            self._closed = True
-            pools, self._pools = self._pools, {}
-        for loop, pool in pools.items():
-            if loop is current:
-                await pool.close()
-            elif not loop.is_closed():
-                with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-                    asyncio.run_coroutine_threadsafe(pool.close(), loop)
+        self._closed = True
+        await self._pools.aclose()
 
     async def _pool(self) -> httpx.AsyncClient:
         """The connection pool of the running loop (opened on the loop's first call)."""
-        loop = asyncio.get_running_loop()
-        with self._pools_guard:
-            if self._closed:
-                raise RuntimeError("Cannot send a request, as the AIO client has been closed.")
-            pool = self._pools.get(loop)
-            if pool is None:
-                for old in [known for known in self._pools if known.is_closed()]:
-                    del self._pools[old]
-                pool = self._pools[loop] = _LoopPool(self._new_http())
-        await pool.watch(lambda: self._forget(loop, pool))
-        return pool.http
-
-    def _forget(self, loop: asyncio.AbstractEventLoop, pool: _LoopPool) -> None:
-        with self._pools_guard:
-            if self._pools.get(loop) is pool:
-                del self._pools[loop]
+        if self._closed:
+            raise RuntimeError("Cannot send a request, as the AIO client has been closed.")
+        return await self._pools.aget()
 
     def _new_http(self) -> httpx.AsyncClient:
         return httpx.AsyncClient(
@@ -277,33 +257,3 @@ class AsyncAioClient:
             time.monotonic() - started,
         )
         return response
-
-
-class _LoopPool:
-    """The connection pool of one event loop and the async generator that closes it when the
-    loop's runner finalises async generators (:meth:`asyncio.loop.shutdown_asyncgens`, which
-    :func:`asyncio.run` calls before closing the loop)."""
-
-    def __init__(self, http: httpx.AsyncClient) -> None:
-        self.http = http
-        self._keeper: AsyncGenerator[None, None] | None = None
-
-    async def watch(self, forget: Callable[[], None]) -> None:
-        """Start the closing generator on the running loop (once)."""
-        if self._keeper is None:
-            self._keeper = self._close_at_shutdown(forget)
-            await self._keeper.__anext__()  # registers it with the running loop
-
-    async def _close_at_shutdown(self, forget: Callable[[], None]) -> AsyncGenerator[None, None]:
-        try:
-            yield
-        finally:
-            forget()
-            await self.http.aclose()
-
-    async def close(self) -> None:
-        """Close the pool now (and end its generator) on its own loop."""
-        keeper, self._keeper = self._keeper, None
-        if keeper is not None:
-            await keeper.aclose()
-        await self.http.aclose()
