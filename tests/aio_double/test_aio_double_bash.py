@@ -6,7 +6,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from doubles._polling import process_gone, wait_until
+from doubles._polling import wait_until
 from doubles.aio import AioDouble
 from doubles.aio.rawclient import RawClient as Client
 
@@ -102,7 +102,7 @@ def test_hard_timeout_kills_the_whole_process_group(client: Client, aio: AioDoub
     assert data["exit_code"] is None
     assert data["stdout"] == "started\n"
     pid = int(aio.host_path("/home/gem/bg.pid").read_text())
-    assert wait_until(lambda: process_gone(pid), timeout=5)
+    assert wait_until(lambda: aio.process_gone(pid), timeout=5)
 
 
 def test_a_hard_timeout_that_kills_only_the_started_process() -> None:
@@ -121,9 +121,9 @@ def test_a_hard_timeout_that_kills_only_the_started_process() -> None:
             assert data["status"] == "timed_out"
             pid = int(double.host_path("/home/gem/bg.pid").read_text())
             time.sleep(0.5)
-            assert not process_gone(pid)
+            assert not double.process_gone(pid)
             client.ok("/v1/bash/exec", {"command": f"kill -9 {pid}"})
-            assert wait_until(lambda: process_gone(pid), timeout=5)
+            assert wait_until(lambda: double.process_gone(pid), timeout=5)
         finally:
             client.close()
 
