@@ -124,7 +124,7 @@ def _kill(double: AioDouble, pid: int) -> None:
 
 # ------------------------------------------------------------ the report in a PID namespace
 
-_MARKER = f"{CANCEL_MARKER_VARIABLE}=t0ken"
+_MARKER = f"{CANCEL_MARKER_VARIABLE}={uuid.uuid4().hex}"  # unique: the host's /proc shows all
 _SURVIVED = ["ours=137", "victim=143"]
 """The run's leader was killed, its fifo closed in time, the process outside the run lived."""
 

@@ -8,10 +8,12 @@ import os
 import shlex
 import subprocess
 import tarfile
+import uuid
 from pathlib import Path
 
 import pytest
 
+from doubles._polling import wait_until
 from skillruntime.aio import AioRuntimeOptions, AioSandboxSkillRuntime
 from skillruntime.aio.archive import build_skill_archive, unpack_command
 from skillruntime.aio.client import AioClient, _MultipartBody
@@ -108,7 +110,8 @@ def test_client_sends_the_configured_credentials() -> None:
 # ------------------------------------------------------------------ wrapper script
 
 
-_MARKER = f"{CANCEL_MARKER_VARIABLE}=t0ken"
+_TOKEN = uuid.uuid4().hex
+_MARKER = f"{CANCEL_MARKER_VARIABLE}={_TOKEN}"  # unique: the report's sweep reads the host's /proc
 
 
 def _wrap(tmp_path: Path, command: str, *, timeout: float = 10, cap: int = 4096) -> str:
@@ -258,18 +261,20 @@ def test_the_report_kills_the_tree_of_a_run_whose_wrapper_alone_was_killed(
     """A service that kills only the wrapper leaves the command's group running; the report
     kills that whole group (grandchildren too) before it reads the streams."""
     pids = tmp_path / "pids"
-    command = f"echo begun; sleep 300 & echo $! >> {pids}; sleep 300 & echo $! >> {pids}; wait"
+    started = tmp_path / "started"
+    os.mkfifo(started)
+    command = (
+        f"echo begun; sleep 300 & echo $! >> {pids}; sleep 300 & echo $! >> {pids}; "
+        f"echo started > {started}; wait"
+    )
     wrapper = subprocess.Popen(
         ["setsid", "bash", "-c", _bare_wrapper(tmp_path, command)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        env={**os.environ, CANCEL_MARKER_VARIABLE: "t0ken"},  # as the service starts it
+        env={**os.environ, CANCEL_MARKER_VARIABLE: _TOKEN},  # as the service starts it
     )
     try:
-        for _ in range(400):
-            if pids.exists() and len(pids.read_text().split()) == 2:
-                break
-            subprocess.run(["sleep", "0.05"], check=True)
+        assert started.read_text() == "started\n"  # blocks until the command wrote it
         wrapper.kill()
         wrapper.wait(10)
         children = [int(pid) for pid in pids.read_text().split()]
@@ -286,11 +291,7 @@ def test_the_report_kills_the_tree_of_a_run_whose_wrapper_alone_was_killed(
         outcome = parse_stream_result("n1", done.stdout, done.stderr)
         assert outcome is not None
         assert (outcome.timed_out, outcome.stdout) == (True, b"begun\n")
-        for _ in range(100):
-            if all(_gone(pid) for pid in children):
-                break
-            subprocess.run(["sleep", "0.05"], check=True)
-        assert all(_gone(pid) for pid in children)
+        assert wait_until(lambda: all(_gone(pid) for pid in children), timeout=5)
     finally:
         for pid in pids.read_text().split() if pids.exists() else []:
             with contextlib.suppress(ProcessLookupError):
