@@ -245,3 +245,20 @@ def test_the_kill_sweep_is_what_stops_a_cancelled_tree(
     monkeypatch.setattr(AsyncAioSkillRuntime, "_kill", no_sweep)
     asyncio.run(main(posixpath.join(workspace, "without-sweep.pid")))
     assert _state(double, conversation, posixpath.join(workspace, "without-sweep.pid")) == "alive"
+
+
+@pytest.mark.parametrize("fixture", ["aio_bash", "aio_shell"])
+def test_one_runtime_serves_consecutive_asyncio_run_calls(
+    fixture: str, request: pytest.FixtureRequest
+) -> None:
+    """Each ``asyncio.run`` is a new loop: the runtime opens a connection pool on it and closes
+    that pool when the loop shuts down (no socket of a closed loop is ever reused)."""
+    double: AioDouble = request.getfixturevalue(fixture)
+    rt = _runtime(double)
+    try:
+        for n in range(4):
+            result = asyncio.run(rt.execute(SkillExecutionRequest(command=f"echo {n}")))
+            assert (result.exit_code, result.stdout) == (0, f"{n}\n")
+            assert rt.client._pools._slots == {}  # closed with its loop
+    finally:
+        asyncio.run(rt.close())

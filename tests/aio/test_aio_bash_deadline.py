@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from doubles._polling import process_gone, wait_until
+from doubles._polling import wait_until
 from doubles.aio import AioDouble
 from skillruntime.aio import AioSandboxSkillRuntime, AsyncAioSkillRuntime
 from skillruntime.core.errors import ExecutionTransportError
@@ -40,8 +40,8 @@ def _request(pids: str) -> SkillExecutionRequest:
 def _survivors(double: AioDouble, pids: str) -> list[int]:
     found = [int(pid) for pid in double.host_path(pids).read_text().split()]
     assert len(found) == 4
-    wait_until(lambda: all(process_gone(pid) for pid in found), timeout=10)
-    return [pid for pid in found if not process_gone(pid)]
+    wait_until(lambda: all(double.process_gone(pid) for pid in found), timeout=10)
+    return [pid for pid in found if not double.process_gone(pid)]
 
 
 def _check(result: SkillExecutionResult) -> None:
@@ -90,5 +90,5 @@ def test_a_command_that_kills_the_wrapper_leaves_no_process_behind(double: AioDo
             rt.execute(SkillExecutionRequest(command=command, timeout_seconds=60))
         found = [int(pid) for pid in double.host_path(pids).read_text().split()]
         assert len(found) == 1
-        assert wait_until(lambda: process_gone(found[0]), timeout=10)
+        assert wait_until(lambda: double.process_gone(found[0]), timeout=10)
         assert rt.execute(SkillExecutionRequest(command="echo next")).stdout == "next\n"

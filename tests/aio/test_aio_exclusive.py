@@ -167,3 +167,25 @@ def test_the_plugin_passes_the_lease_options(aio_bash: AioDouble, tmp_path: Path
                 return (await runtime.execute(SkillExecutionRequest(command="echo in"))).stdout
 
     assert asyncio.run(scenario()) == "in\n"
+
+
+def test_an_exclusive_async_runtime_serves_consecutive_event_loops(
+    aio_bash: AioDouble, tmp_path: Path
+) -> None:
+    """The lease keeper's lock is per loop: concurrent calls contend for it on each new loop."""
+    conversation = f"loops-{uuid.uuid4().hex[:8]}"
+    store = SqlConversationStore(f"sqlite:///{tmp_path / 'c.db'}", create_schema=True)
+    runtime = AsyncAioSkillRuntime(**_options(aio_bash, store, conversation))
+
+    async def three(n: int) -> list[str]:
+        results = await asyncio.gather(
+            *(runtime.execute(SkillExecutionRequest(command=f"echo {n}{k}")) for k in range(3))
+        )
+        return [result.stdout for result in results]
+
+    try:
+        for n in range(3):
+            assert asyncio.run(three(n)) == [f"{n}{k}\n" for k in range(3)]
+    finally:
+        asyncio.run(runtime.close())
+        store.close()

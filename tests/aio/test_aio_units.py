@@ -8,10 +8,12 @@ import os
 import shlex
 import subprocess
 import tarfile
+import uuid
 from pathlib import Path
 
 import pytest
 
+from doubles._polling import wait_until
 from skillruntime.aio import AioRuntimeOptions, AioSandboxSkillRuntime
 from skillruntime.aio.archive import build_skill_archive, unpack_command
 from skillruntime.aio.client import AioClient, _MultipartBody
@@ -26,6 +28,7 @@ from skillruntime.aio.script import (
     result_path,
     shell_line,
 )
+from skillruntime.core.bridge import CANCEL_MARKER_VARIABLE
 from skillruntime.core.errors import (
     NotADirectoryFileError,
     RuntimeFileError,
@@ -105,6 +108,10 @@ def test_client_sends_the_configured_credentials() -> None:
 
 
 # ------------------------------------------------------------------ wrapper script
+
+
+_TOKEN = uuid.uuid4().hex
+_MARKER = f"{CANCEL_MARKER_VARIABLE}={_TOKEN}"  # unique: the report's sweep reads the host's /proc
 
 
 def _wrap(tmp_path: Path, command: str, *, timeout: float = 10, cap: int = 4096) -> str:
@@ -254,47 +261,55 @@ def test_the_report_kills_the_tree_of_a_run_whose_wrapper_alone_was_killed(
     """A service that kills only the wrapper leaves the command's group running; the report
     kills that whole group (grandchildren too) before it reads the streams."""
     pids = tmp_path / "pids"
-    command = f"echo begun; sleep 300 & echo $! >> {pids}; sleep 300 & echo $! >> {pids}; wait"
+    started = tmp_path / "started"
+    os.mkfifo(started)
+    command = (
+        f"echo begun; sleep 300 & echo $! >> {pids}; sleep 300 & echo $! >> {pids}; "
+        f"echo started > {started}; wait"
+    )
     wrapper = subprocess.Popen(
         ["setsid", "bash", "-c", _bare_wrapper(tmp_path, command)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        env={**os.environ, CANCEL_MARKER_VARIABLE: _TOKEN},  # as the service starts it
     )
     try:
-        for _ in range(400):
-            if pids.exists() and len(pids.read_text().split()) == 2:
-                break
-            subprocess.run(["sleep", "0.05"], check=True)
+        assert started.read_text() == "started\n"  # blocks until the command wrote it
         wrapper.kill()
         wrapper.wait(10)
         children = [int(pid) for pid in pids.read_text().split()]
         assert not any(_gone(pid) for pid in children)  # the wrapper's death left them running
         script = build_report(
-            run_dir=str(tmp_path / "run"), run_id="s1", nonce="n1", cap=64, keep_files=True
+            run_dir=str(tmp_path / "run"),
+            run_id="s1",
+            nonce="n1",
+            cap=64,
+            marker=_MARKER,
+            keep_files=True,
         )
         done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True)
         outcome = parse_stream_result("n1", done.stdout, done.stderr)
         assert outcome is not None
         assert (outcome.timed_out, outcome.stdout) == (True, b"begun\n")
-        for _ in range(100):
-            if all(_gone(pid) for pid in children):
-                break
-            subprocess.run(["sleep", "0.05"], check=True)
-        assert all(_gone(pid) for pid in children)
+        assert wait_until(lambda: all(_gone(pid) for pid in children), timeout=5)
     finally:
         for pid in pids.read_text().split() if pids.exists() else []:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(pid), 9)
 
 
-@pytest.mark.parametrize("recorded", ["", "1", "0", "-1", "12x", "$(touch pwned)"])
+@pytest.mark.parametrize("recorded", ["", "-1", "12x", "$(touch pwned)"])
 def test_the_report_kills_nothing_for_a_recorded_group_that_is_not_a_pid(
     tmp_path: Path, recorded: str
 ) -> None:
+    """(Records naming real processes, ``1`` and ``01`` included, are tested in a PID
+    namespace of their own: ``test_aio_group_record.py``.)"""
     run = tmp_path / "run"
     run.mkdir()
     (run / "s1.p").write_text(recorded + "\n")
-    script = build_report(run_dir=str(run), run_id="s1", nonce="n1", cap=20, keep_files=True)
+    script = build_report(
+        run_dir=str(run), run_id="s1", nonce="n1", cap=20, marker=_MARKER, keep_files=True
+    )
     done = subprocess.run(
         ["setsid", "sh", "-c", script], capture_output=True, text=True, check=True, cwd=tmp_path
     )
@@ -310,7 +325,9 @@ def test_the_report_of_a_killed_run_cuts_and_empties_its_files(tmp_path: Path) -
     run.mkdir()
     (run / "s1.o").write_bytes(b"H" * 10 + b"x" * 100 + b"T" * 10)
     (run / "s1.e").write_bytes(b"late\n")
-    script = build_report(run_dir=str(run), run_id="s1", nonce="n1", cap=20, keep_files=True)
+    script = build_report(
+        run_dir=str(run), run_id="s1", nonce="n1", cap=20, marker=_MARKER, keep_files=True
+    )
     done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True)
     outcome = parse_stream_result("n1", done.stdout, done.stderr)
     assert outcome is not None
@@ -321,7 +338,9 @@ def test_the_report_of_a_killed_run_cuts_and_empties_its_files(tmp_path: Path) -
         ("s1.e", ""),
         ("s1.o", ""),
     ]
-    gone = build_report(run_dir=str(tmp_path / "none"), run_id="s1", nonce="n2", cap=20)
+    gone = build_report(
+        run_dir=str(tmp_path / "none"), run_id="s1", nonce="n2", cap=20, marker=_MARKER
+    )
     done = subprocess.run(["sh", "-c", gone], capture_output=True, text=True, check=True)
     empty = parse_stream_result("n2", done.stdout, done.stderr)
     assert empty is not None

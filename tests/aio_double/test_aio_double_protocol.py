@@ -131,14 +131,15 @@ def test_stop_kills_background_processes_and_leaves_host_home_alone() -> None:
     with AioDouble(auth="none") as aio:
         client = Client(aio)
         data = client.ok("/v1/bash/exec", {"command": "setsid sleep 300 >/dev/null 2>&1 & echo $!"})
-        pid = int(data["stdout"])
-        assert not process_gone(pid)
+        host_pid = aio.host_pid(int(data["stdout"]))
+        assert host_pid is not None
+        assert not process_gone(host_pid)
         client.ok("/v1/file/write", {"file": "/home/gem/marker", "content": "x"})
         root = aio.root
         client.close()
     assert not os.path.exists("/home/gem/marker")
     assert not root.exists()
-    assert wait_until(lambda: process_gone(pid), timeout=10)
+    assert wait_until(lambda: process_gone(host_pid), timeout=10)
 
 
 def test_request_journal(client: Client, aio: AioDouble) -> None:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -14,6 +16,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
+from doubles._polling import process_gone
 from doubles._process import double_env, read_ready_line, stop_process
 
 AuthMode = Literal["none", "bearer", "api_key"]
@@ -81,6 +84,8 @@ class AioDouble:
         self.url = ""
         self.port = 0
         self.log_path = Path()
+        self._server_pid = 0
+        self._pid_namespace = ""
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -105,11 +110,18 @@ class AioDouble:
         self.tmp.mkdir()
         self.tmp.chmod(0o1777)
         self.log_path = self._state_dir / "server.log"
+        # Its own mount namespace and, as in the real image's container, its own PID namespace:
+        # the server is PID 1 there, commands see only the sandbox's processes (``kill -1`` in
+        # a command reaches nothing of the host), and they all die with the server.
         cmd = [
             "unshare",
             "--mount",
             "--propagation",
             "private",
+            "--pid",
+            "--fork",
+            "--kill-child",
+            "--mount-proc",
             sys.executable,
             "-m",
             "doubles.aio.server",
@@ -147,11 +159,30 @@ class AioDouble:
             raise AioDoubleError(f"AIO double did not start:\n{tail}")
         self.port = int(json.loads(line)["port"])
         self.url = f"http://127.0.0.1:{self.port}"
+        self._server_pid = self._child_of(self._proc.pid)
+        self._pid_namespace = os.readlink(f"/proc/{self._server_pid}/ns/pid")
+
+    @staticmethod
+    def _child_of(pid: int) -> int:
+        """The one child of ``unshare`` (the server, PID 1 of the double's namespace)."""
+        children = [
+            int(child)
+            for task in Path(f"/proc/{pid}/task").iterdir()
+            for child in (task / "children").read_text().split()
+        ]
+        if len(children) != 1:
+            raise AioDoubleError(f"expected one server process under unshare, found {children}")
+        return children[0]
 
     def stop(self) -> None:
-        """Stop the server (SIGTERM, then SIGKILL) and remove the directories it created."""
+        """Stop the server (SIGTERM, then SIGKILL) and remove the directories it created; every
+        process of the double's PID namespace ends with it."""
         proc, self._proc = self._proc, None
         if proc is not None:
+            if proc.poll() is None and self._server_pid:
+                # ``unshare --fork`` ignores SIGTERM: the server gets it, and unshare exits with it.
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self._server_pid, signal.SIGTERM)
             stop_process(proc, grace=10)
         if self._state_dir is not None:
             shutil.rmtree(self._state_dir, ignore_errors=True)
@@ -172,6 +203,28 @@ class AioDouble:
             if not rel.startswith(".."):
                 return base / rel if rel != "." else base
         raise ValueError(f"not under /home/gem or /tmp: {sandbox_path}")
+
+    def host_pid(self, sandbox_pid: int) -> int | None:
+        """The host pid of the process that is ``sandbox_pid`` inside the double (as a command
+        sees it: ``$$``, ``$!``), or ``None`` when no such process exists now."""
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                if os.readlink(f"/proc/{entry}/ns/pid") != self._pid_namespace:
+                    continue
+                status = Path(f"/proc/{entry}/status").read_text()
+            except OSError:
+                continue
+            for line in status.splitlines():
+                if line.startswith("NSpid:") and int(line.split()[-1]) == sandbox_pid:
+                    return int(entry)
+        return None
+
+    def process_gone(self, sandbox_pid: int) -> bool:
+        """Whether the sandbox process ``sandbox_pid`` has ended (gone, or a zombie)."""
+        host = self.host_pid(sandbox_pid)
+        return host is None or process_gone(host)
 
     def log_text(self, limit: int = 20000) -> str:
         """The tail of the server's log (stderr), e.g. to show an unexpected 500's traceback."""

@@ -1,8 +1,9 @@
 """AIO Sandbox compatible HTTP server (test double), run as ``python -m doubles.aio.server``.
 
 The process must be started inside a private mount namespace (``unshare --mount --propagation
-private``); at start-up it bind-mounts ``--root`` onto ``/home/gem`` (and ``--tmp`` onto ``/tmp``)
-there, so every command it runs and every file call see the same paths. It refuses to mount
+private``; the harness also gives it a PID namespace of its own, where it is PID 1); at
+start-up it bind-mounts ``--root`` onto ``/home/gem`` (and ``--tmp`` onto ``/tmp``) there, so
+every command it runs and every file call see the same paths. It refuses to mount
 when it shares the host's mount namespace. It prints one JSON line ``{"port": N}`` on stdout
 once listening. On shutdown it kills every process left in its namespace.
 
@@ -591,6 +592,8 @@ def _bind_home(root: str, tmp: str | None) -> None:
     """
     outer = {os.environ.get("AIO_DOUBLE_HOST_MNTNS", "")}
     for pid in (1, os.getppid()):
+        if pid in (0, os.getpid()):  # PID 1 of its own PID namespace: no parent visible
+            continue
         try:
             outer.add(os.readlink(f"/proc/{pid}/ns/mnt"))
         except OSError:

@@ -2,8 +2,13 @@
 
 The twin of :class:`~skillruntime.aio.client.AioClient`: the same requests, envelope, errors and
 retry rule (:mod:`.wire`; tenacity's ``AsyncRetrying``), awaited on the event loop with one
-connection pool and no thread per call. Uploads stream from a seekable file with a
-``Content-Length``; downloads are async byte streams.
+connection pool per event loop and no thread per call. Uploads stream from a seekable file
+with a ``Content-Length``; downloads are async byte streams.
+
+**Any event loop.** A connection pool belongs to the loop its sockets were opened on, so the
+client keeps one pool per loop, opened on the loop's first call. When the loop is shut down by
+:func:`asyncio.run` (or any runner that finalises async generators), that loop's pool is closed
+on it; the pool of a loop closed otherwise is dropped when another loop makes a call.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from urllib.parse import urlsplit
 
 import httpx
 from tenacity import AsyncRetrying
+
+from skillruntime.core.async_runtime import LoopLocal
 
 from .client import DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT
 from .wire import (
@@ -42,8 +49,9 @@ class AsyncAioClient:
     """Async HTTP access to one AIO Sandbox service (it never creates or stops the service).
 
     Arguments as :class:`~skillruntime.aio.client.AioClient`; ``pool_size`` is the number
-    of idle connections the one pool keeps. Safe to share between the tasks of one event loop;
-    :attr:`request_count` counts HTTP requests sent (retries included).
+    of idle connections each pool keeps. Safe to share between the tasks of one event loop and
+    between consecutive event loops (each gets its own pool); :attr:`request_count` counts HTTP
+    requests sent (retries included).
     """
 
     def __init__(
@@ -69,13 +77,12 @@ class AsyncAioClient:
         self.read_timeout = read_timeout
         self._retry_attempts = retry_attempts
         self._has_credentials = bool(token or api_key)
-        self._http = httpx.AsyncClient(
-            headers=auth_headers(token, api_key),
-            # Like the sync client's pool: ``pool_size`` connections are kept, more are opened
-            # when more calls run at once (a long command never waits for a free connection).
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=pool_size),
-            timeout=httpx.Timeout(read_timeout, connect=connect_timeout),
+        self._headers = auth_headers(token, api_key)
+        self._pool_size = pool_size
+        self._pools: LoopLocal[httpx.AsyncClient] = LoopLocal(
+            self._new_http, aclose=httpx.AsyncClient.aclose
         )
+        self._closed = False
         self._request_count = 0
 
     def __repr__(self) -> str:
@@ -87,8 +94,26 @@ class AsyncAioClient:
         return self._request_count
 
     async def close(self) -> None:
-        """Close the connection pool (the service keeps running)."""
-        await self._http.aclose()
+        """Close the connection pools (the service keeps running); later calls raise
+        ``RuntimeError``. The running loop's pool is closed here, a pool of another loop that
+        still runs is closed on that loop, one of a closed loop is dropped."""
+        self._closed = True
+        await self._pools.aclose()
+
+    async def _pool(self) -> httpx.AsyncClient:
+        """The connection pool of the running loop (opened on the loop's first call)."""
+        if self._closed:
+            raise RuntimeError("Cannot send a request, as the AIO client has been closed.")
+        return await self._pools.aget()
+
+    def _new_http(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            headers=self._headers,
+            # Like the sync client's pool: ``pool_size`` connections are kept, more are opened
+            # when more calls run at once (a long command never waits for a free connection).
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=self._pool_size),
+            timeout=httpx.Timeout(self.read_timeout, connect=self.connect_timeout),
+        )
 
     # ----------------------------------------------------------------- calls
 
@@ -105,7 +130,7 @@ class AsyncAioClient:
         """Send one JSON call and return the envelope's ``data`` (see ``AioClient.call``)."""
 
         async def attempt() -> Any:
-            request = self._http.build_request(
+            request = (await self._pool()).build_request(
                 method,
                 self.base_url + endpoint,
                 json=dict(json) if json is not None else None,
@@ -124,7 +149,7 @@ class AsyncAioClient:
         the returned response."""
 
         async def attempt() -> httpx.Response:
-            request = self._http.build_request(
+            request = (await self._pool()).build_request(
                 "GET", self.base_url + endpoint, params=dict(params), timeout=self._timeout(None)
             )
             response = await self._send(endpoint, request, stream=True)
@@ -172,7 +197,7 @@ class AsyncAioClient:
 
         async def attempt() -> Any:
             frame = MultipartFrame.build({"path": remote_path}, "upload.bin")
-            request = self._http.build_request(
+            request = (await self._pool()).build_request(
                 "POST",
                 self.base_url + endpoint,
                 content=body(frame),
@@ -207,10 +232,11 @@ class AsyncAioClient:
     ) -> httpx.Response:
         """Send ``request``; unless ``stream``, its body is read before it returns. A failure
         to get (or read) the answer is an ``AioTransportError``."""
+        http = await self._pool()
         self._request_count += 1
         started = time.monotonic()
         try:
-            response = await self._http.send(request, stream=True)
+            response = await http.send(request, stream=True)
             if not stream:
                 try:
                     await response.aread()

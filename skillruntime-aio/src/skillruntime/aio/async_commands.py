@@ -17,6 +17,7 @@ from typing import Any, Literal, TypeVar
 
 import httpx
 
+from skillruntime.core.async_runtime import LoopLocal
 from skillruntime.core.errors import ExecutionTransportError
 
 from .async_client import AsyncAioClient
@@ -42,15 +43,16 @@ T = TypeVar("T")
 
 class AsyncCommandRunner(CommandPlans):
     """Runs wrapped commands through the service's bash or shell API with the async client;
-    safe to share between the tasks of one event loop."""
+    safe to share between the tasks of one event loop and between consecutive loops (its locks
+    are per loop)."""
 
     def __init__(
         self, client: AsyncAioClient, *, mode: CommandMode = "auto", temp_root: str = "/tmp"
     ) -> None:
         super().__init__(read_timeout=client.read_timeout, mode=mode, temp_root=temp_root)
         self._client = client
-        self._mode_lock = asyncio.Lock()
-        self._staging_lock = asyncio.Lock()
+        self._mode_lock = LoopLocal(asyncio.Lock)
+        self._staging_lock = LoopLocal(asyncio.Lock)
 
     async def mode(self) -> Literal["bash", "shell"]:
         """The API in use, detected on first call in ``auto`` mode."""
@@ -60,7 +62,7 @@ class AsyncCommandRunner(CommandPlans):
         """A fresh path on the service for a staged upload; ``temp_root`` exists once it
         returns."""
         if not self._staging_ready:
-            async with self._staging_lock:
+            async with self._staging_lock.get():
                 if not self._staging_ready:
                     await self.run(self._staging_spec(), retry_safe=True)
         return self._new_staging_path(suffix)
@@ -84,7 +86,7 @@ class AsyncCommandRunner(CommandPlans):
     async def _detect(self) -> Literal["bash", "shell"]:
         if self._mode is not None:
             return self._mode
-        async with self._mode_lock:
+        async with self._mode_lock.get():
             mode = self._mode
             if mode is None:
                 mode = await self._drive(self._detect_plan())

@@ -17,6 +17,9 @@ cancellation propagate. The runtime stays usable.
 :meth:`close` kills the commands still running (the same sweep; their :meth:`execute` raises
 ``RuntimeClosedError``), then closes the command sessions this runtime opened and its HTTP
 connections; it deletes no workspace and no prepared copy.
+
+**Any event loop.** One runtime object serves consecutive event loops (``asyncio.run`` per
+call): the client keeps a connection pool per loop and the runtime's locks are per loop.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from collections.abc import Mapping, Sequence
 
 from skillruntime.core.async_exclusive import AsyncConversationGuard, AsyncExclusiveRuntimeMixin
 from skillruntime.core.async_filesystem import AsyncSkillRuntimeFileSystem
-from skillruntime.core.async_runtime import AsyncBaseSkillRuntime
+from skillruntime.core.async_runtime import AsyncBaseSkillRuntime, LoopLocal
 from skillruntime.core.bridge import CANCEL_MARKER_VARIABLE, kill_marked_command
 from skillruntime.core.conversations import ConversationStore, service_key_for_url
 from skillruntime.core.conversations.leases import (
@@ -134,7 +137,7 @@ class AsyncAioSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRuntime):
             workspace.directory if workspace else posixpath.dirname(self._remote_root)
         )
         self._root_ready = False
-        self._root_lock = asyncio.Lock()
+        self._root_lock = LoopLocal(asyncio.Lock)
         self._first_use = FirstUse()
         self._running: set[str] = set()
         self._guard, self._owned_store = workspace_guard(
@@ -289,7 +292,7 @@ class AsyncAioSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRuntime):
         """Create the workspace (or the shared skills root) on first use: one command."""
         if self._root_ready:
             return
-        async with self._root_lock:
+        async with self._root_lock.get():
             if self._root_ready:
                 return
             root = self._workspace.directory if self._workspace else self._remote_root

@@ -10,7 +10,10 @@ process group and output bounded on the service.
   runs in a subshell of the wrapper (no extra ``exec``), in a process group of its own whose id
   the wrapper records, and the request's ``hard_timeout`` is its deadline: after it one more
   request kills that process group (the command's whole tree, whatever the service itself
-  killed) and reports the partial output the run left. Each session reuses its stream files
+  killed) and reports the partial output the run left. The command can overwrite that record,
+  so the group is killed only when the record names a live group leader started with the
+  run's marker (``SKILLRUNTIME_CANCEL_MARK=<token>`` in the ``env`` of every bash command);
+  the processes holding the marker are killed as well. Each session reuses its stream files
   (emptied after every command, removed by :meth:`close`).
 * **shell**: a pool of dedicated shell sessions (a session is never used by two commands at
   once). The environment is written to a private file that the wrapper sources and deletes; the
@@ -46,6 +49,7 @@ from typing import Any, Literal, TypeVar
 
 import requests
 
+from skillruntime.core.bridge import CANCEL_MARKER_VARIABLE
 from skillruntime.core.errors import ExecutionTransportError
 
 from .client import AioClient
@@ -288,15 +292,20 @@ class CommandPlans:
         )
         # The service's hard timeout is the command's deadline. The command runs in a process
         # group of its own, recorded by the wrapper; after a timeout the report kills that group
-        # whatever the service killed.
+        # (once verified: the record is the command's to overwrite) and every process holding
+        # the run's marker, whatever the service killed.
+        environment = dict(spec.environment)
+        token = environment.get(CANCEL_MARKER_VARIABLE, "")
+        if not token.isalnum():
+            token = environment[CANCEL_MARKER_VARIABLE] = uuid.uuid4().hex
+        marker = f"{CANCEL_MARKER_VARIABLE}={token}"
         body: dict[str, Any] = {
             "command": script,
             "session_id": session_id,
             "hard_timeout": spec.timeout,
             "max_output_length": 2 * spec.cap + 8192,
+            "env": environment,
         }
-        if spec.environment:
-            body["env"] = dict(spec.environment)
         read_timeout = spec.timeout + 2 * _GRACE + self._read_timeout
         healthy = False
         try:
@@ -308,13 +317,13 @@ class CommandPlans:
             if status == "timed_out":
                 # Killed at the deadline: kill the command's process group (the service may
                 # have killed the wrapper alone), then report what the run left.
-                left = yield from self._bash_report(session_id, run_dir, run_id, spec.cap)
+                left = yield from self._bash_report(session_id, run_dir, run_id, spec.cap, marker)
                 outcome = outcome or left or _KILLED
             elif outcome is None:
                 # The wrapper ended without reporting (killed, or the command killed it):
                 # the command's own process group may still run.
                 with contextlib.suppress(AioSandboxError):
-                    yield from self._bash_report(session_id, run_dir, run_id, spec.cap)
+                    yield from self._bash_report(session_id, run_dir, run_id, spec.cap, marker)
             healthy = True
         finally:
             if healthy:
@@ -331,17 +340,23 @@ class CommandPlans:
         )
 
     def _bash_report(
-        self, session_id: str, run_dir: str, run_id: str, cap: int
+        self, session_id: str, run_dir: str, run_id: str, cap: int, marker: str
     ) -> Plan[WrapperOutcome | None]:
-        """Kill the process group the run recorded (its command's whole tree), then the
-        partial output the run left; its files are emptied."""
+        """Kill the process group the run recorded (its command's whole tree) once verified,
+        and the processes holding the run's ``marker`` (see :func:`.script.build_report`), then
+        the partial output the run left; its files are emptied."""
         nonce = uuid.uuid4().hex
         data = yield Call(
             "POST",
             "/v1/bash/exec",
             json={
                 "command": build_report(
-                    run_dir=run_dir, run_id=run_id, nonce=nonce, cap=cap, keep_files=True
+                    run_dir=run_dir,
+                    run_id=run_id,
+                    nonce=nonce,
+                    cap=cap,
+                    marker=marker,
+                    keep_files=True,
                 ),
                 "session_id": session_id,
                 "hard_timeout": _GRACE * 6,

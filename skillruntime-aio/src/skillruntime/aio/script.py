@@ -50,6 +50,8 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from skillruntime.core.bridge import CANCEL_MARKER_VARIABLE, kill_marked_command
+
 __all__ = [
     "WrapperOutcome",
     "build_report",
@@ -183,14 +185,32 @@ def _clear_group(group: str) -> str:
     return f"printf '%10s\\n' '' 1<> {group}"
 
 
-def _kill_group(v: str, group: str) -> str:
-    """The line that kills, with ``SIGKILL``, the process group whose id a run without
-    watchdog recorded in ``group`` (the pid alone where it got no group of its own), then
-    blanks that record; nothing when it is blank or holds anything but a pid above 1."""
+def _kill_group(v: str, group: str, marker: str) -> str:
+    """The lines that kill, with ``SIGKILL``, what a run without watchdog left running, then
+    blank the run's record ``group``.
+
+    The record is the command's to overwrite (it runs as the same user), so it is only a hint:
+    the process group it names is killed only when the record is a canonical integer above 1
+    (digits, no leading zero: ``kill -KILL -01`` would be ``kill -KILL -1``, every process) and
+    names a live process group leader whose environment holds ``marker`` — this run's
+    ``NAME=token`` the service started the wrapper with, which the job inherits. Then every
+    process holding ``marker`` is killed
+    (:func:`~skillruntime.core.bridge.kill_marked_command`), which also reaches the command's
+    processes when the record was rewritten or its group leader is gone. Nothing that does not
+    descend from the run, or carry its marker, is killed.
+    """
+    name, _, token = marker.partition("=")
+    if name != CANCEL_MARKER_VARIABLE or not token.isalnum():
+        raise ValueError(f"the run marker must be {CANCEL_MARKER_VARIABLE}=<letters and digits>")
     return (
         f"if [ -s {group} ]; then unset IFS; {v}P=; read -r {v}P < {group}; case ${v}P in "
-        f'\'\'|*[!0-9]*|0|1) ;; *) {{ kill -KILL -"${v}P" || kill -KILL "${v}P"; }} '
-        f"2>/dev/null ;; esac; {_clear_group(group)}; fi 2>/dev/null"
+        f"''|*[!0-9]*|0*|1|???????????*) ;; *) "
+        f'{v}L=; read -r {v}L < "/proc/${v}P/stat"; {v}L=${{{v}L##*") "}}; '
+        f'{v}g() {{ [ "$3" = "${v}P" ]; }}; '
+        f"if {v}g ${v}L && command -p tr '\\000' '\\n' < \"/proc/${v}P/environ\" "
+        f'| command -p grep -qxF -- {marker}; then kill -KILL -"${v}P"; fi ;; '
+        f"esac; {_clear_group(group)}; fi 2>/dev/null\n"
+        f"{{ {kill_marked_command(token)}; }} 2>/dev/null"
     )
 
 
@@ -310,19 +330,23 @@ def build_wrapper(
 
 
 def build_report(
-    *, run_dir: str, run_id: str, nonce: str, cap: int, keep_files: bool = False
+    *, run_dir: str, run_id: str, nonce: str, cap: int, marker: str, keep_files: bool = False
 ) -> str:
     """The script that, after the service killed a stream-mode run without ``watchdog`` at its
     deadline, first kills (``SIGKILL``) the process group the run recorded — the command's
-    whole tree, also when the service killed the wrapper alone — then reports what the run
-    left: the kept head and tail of both streams under a trailer that says the command timed
-    out; then it removes the run's files (empties them with ``keep_files``)."""
+    whole tree, also when the service killed the wrapper alone — when the record is verified
+    to name that group, and every process holding the run's ``marker`` (``NAME=token`` of
+    :data:`~skillruntime.core.bridge.CANCEL_MARKER_VARIABLE`, in the environment the run was
+    started with); see :func:`_kill_group`. Then it reports what the run left: the kept head
+    and tail of both streams under a trailer that says the command timed out; then it removes
+    the run's files (empties them with ``keep_files``). The report itself must not be started
+    with ``marker`` in its environment."""
     v, base, out, err = _names(nonce, run_id)
     group = f'"{base}.p"'
     lines = [
         f'{v}R={shlex.quote(run_dir)}; {v}F="${v}R"/{run_id}',
         "set --",
-        _kill_group(v, group),
+        _kill_group(v, group, marker),
         f"{v}RC=0; {v}TO=1; {v}NO=0; {v}NE=0",
         f"if [ -e {out} ] || [ -e {err} ]; then : >> {out}; : >> {err}; fi 2>/dev/null",
         _sizes(v, out, err),

@@ -6,6 +6,11 @@ same rules as :class:`~skillruntime.core.runtime.BaseSkillRuntime` through the s
 :mod:`skillruntime.core.runtime_rules` (working directory, environment precedence, digest cache,
 preparation steps, bootstrap errors), with an :class:`asyncio.Lock` per skill for single-flight.
 
+**Any event loop.** An async runtime object serves whichever event loop awaits it, one after
+the other (a program calling :func:`asyncio.run` per request): it keeps no loop-bound object
+(lock, connection pool, future) from one loop for use on another. :class:`LoopLocal` holds
+one such object per loop.
+
 **Cancellation is a contract.** Cancelling a task that awaits :meth:`AsyncSkillRuntime.execute`
 (directly or through :func:`asyncio.timeout`) stops the command — the whole process tree, locally
 or in the sandbox — before the :class:`asyncio.CancelledError` propagates, and the runtime stays
@@ -15,12 +20,14 @@ usable. A cancelled :meth:`AsyncSkillRuntime.prepare` caches nothing, so the nex
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import posixpath
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from typing import Generic, TypeVar
 
 from .async_filesystem import AsyncSkillRuntimeFileSystem
 from .async_workspace import AsyncScopedFileSystem
@@ -56,9 +63,94 @@ from .runtime_rules import (
 from .skills.files import DEFAULT_UPLOAD_POLICY, SkillFile, UploadPolicy
 from .workspace import ConversationWorkspace
 
-__all__ = ["AsyncBaseSkillRuntime", "AsyncSkillRuntime", "run_bootstrap_async"]
+__all__ = ["AsyncBaseSkillRuntime", "AsyncSkillRuntime", "LoopLocal", "run_bootstrap_async"]
 
 logger = logging.getLogger(__name__)
+
+V = TypeVar("V")
+
+
+class LoopLocal(Generic[V]):
+    """One ``factory()`` value per event loop: what :meth:`get` (or :meth:`aget`) returns on
+    the running loop.
+
+    For loop-bound objects (an :class:`asyncio.Lock` binds to the loop of its first waiter, a
+    connection pool to the loop of its sockets) kept by an object that must serve any loop.
+    With ``aclose``, a value fetched with :meth:`aget` is closed on its own loop when that loop's
+    runner finalises async generators (:meth:`asyncio.loop.shutdown_asyncgens`, which
+    :func:`asyncio.run` calls before closing the loop), and :meth:`aclose` closes them all.
+    Values of loops closed otherwise are dropped unclosed when a new loop asks. Thread-safe.
+    """
+
+    def __init__(
+        self, factory: Callable[[], V], *, aclose: Callable[[V], Awaitable[None]] | None = None
+    ) -> None:
+        self._factory = factory
+        self._aclose = aclose
+        self._slots: dict[asyncio.AbstractEventLoop, _LoopSlot[V]] = {}
+        self._guard = threading.Lock()
+
+    def get(self) -> V:
+        """The running loop's value, made on its first use there."""
+        return self._slot(asyncio.get_running_loop()).value
+
+    async def aget(self) -> V:
+        """The running loop's value; with ``aclose``, it is closed when the loop shuts down."""
+        loop = asyncio.get_running_loop()
+        slot = self._slot(loop)
+        if self._aclose is not None and slot.keeper is None:
+            slot.keeper = self._close_at_shutdown(loop, slot)
+            await slot.keeper.__anext__()  # registers the generator with the running loop
+        return slot.value
+
+    async def aclose(self) -> None:
+        """Close every value (``aclose``) and forget them: the running loop's here, those of
+        other loops still running on their loops; those of closed loops are dropped."""
+        current = asyncio.get_running_loop()
+        with self._guard:
+            slots, self._slots = self._slots, {}
+        for loop, slot in slots.items():
+            if loop is current:
+                await self._close(slot)
+            elif not loop.is_closed():
+                with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                    asyncio.run_coroutine_threadsafe(self._close(slot), loop)
+
+    def _slot(self, loop: asyncio.AbstractEventLoop) -> _LoopSlot[V]:
+        with self._guard:
+            slot = self._slots.get(loop)
+            if slot is None:
+                for old in [known for known in self._slots if known.is_closed()]:
+                    del self._slots[old]
+                slot = self._slots[loop] = _LoopSlot(self._factory())
+            return slot
+
+    async def _close_at_shutdown(
+        self, loop: asyncio.AbstractEventLoop, slot: _LoopSlot[V]
+    ) -> AsyncGenerator[None, None]:
+        try:
+            yield
+        finally:
+            with self._guard:
+                if self._slots.get(loop) is slot:
+                    del self._slots[loop]
+            if self._aclose is not None:
+                await self._aclose(slot.value)
+
+    async def _close(self, slot: _LoopSlot[V]) -> None:
+        keeper, slot.keeper = slot.keeper, None
+        if keeper is not None:
+            await keeper.aclose()  # closes the value
+        elif self._aclose is not None:
+            await self._aclose(slot.value)
+
+
+class _LoopSlot(Generic[V]):
+    """A value of :class:`LoopLocal` and the generator that closes it at loop shutdown."""
+
+    def __init__(self, value: V) -> None:
+        self.value = value
+        self.keeper: AsyncGenerator[None, None] | None = None
 
 
 class AsyncSkillRuntime(AsyncCloseable, ABC):
@@ -137,7 +229,7 @@ class AsyncBaseSkillRuntime(RuntimeState, AsyncSkillRuntime):
         self._lock = threading.Lock()
         self._closed = False
         self._prepared: dict[PrepareKey, PreparedSkill] = {}
-        self._prepare_locks: dict[PrepareKey, asyncio.Lock] = {}
+        self._prepare_locks: LoopLocal[dict[PrepareKey, asyncio.Lock]] = LoopLocal(dict)
         self._skill_environment: dict[str, dict[str, str]] = {}
         self._file_system: AsyncScopedFileSystem | None = None
 
@@ -241,7 +333,7 @@ class AsyncBaseSkillRuntime(RuntimeState, AsyncSkillRuntime):
     ) -> Skill:
         key = prepare_key(skill, scanned.digest, config)
         with self._lock:
-            lock = self._prepare_locks.setdefault(key, asyncio.Lock())
+            lock = self._prepare_locks.get().setdefault(key, asyncio.Lock())
         async with lock:
             self._ensure_open()
             cached = self._prepared.get(key)

@@ -23,6 +23,7 @@ from opensandbox.config.connection_sync import ConnectionConfigSync
 from opensandbox.models.sandboxes import SandboxEndpoint, SandboxOrigin
 from opensandbox.sandbox import Sandbox
 from opensandbox.sync.sandbox import SandboxSync
+from skillruntime.core.async_runtime import LoopLocal
 
 from .errors import sandbox_error
 
@@ -41,16 +42,36 @@ DEFAULT_MAX_CONNECTIONS = 512
 """Connections of an async runtime's pool: each running command holds one for its stream."""
 
 
-def async_transport(max_connections: int) -> httpx.AsyncHTTPTransport:
-    """The one connection pool of an async runtime (the SDK's default holds 100 connections,
-    which would queue the 101st concurrent command behind the others)."""
-    return httpx.AsyncHTTPTransport(
-        limits=httpx.Limits(
+def async_transport(max_connections: int) -> httpx.AsyncBaseTransport:
+    """The connection pool of an async runtime (the SDK's default holds 100 connections, which
+    would queue the 101st concurrent command behind the others), one per event loop: a runtime
+    object serves consecutive loops (``asyncio.run`` per call) and never uses a socket of one
+    loop on another."""
+    return _PerLoopTransport(max_connections)
+
+
+class _PerLoopTransport(httpx.AsyncBaseTransport):
+    """An ``httpx.AsyncHTTPTransport`` per event loop, each closed on its loop when the loop
+    shuts down (:class:`~skillruntime.core.async_runtime.LoopLocal`); :meth:`aclose` closes
+    them all."""
+
+    def __init__(self, max_connections: int) -> None:
+        limits = httpx.Limits(
             max_connections=max_connections,
             max_keepalive_connections=min(max_connections, 64),
             keepalive_expiry=30.0,
         )
-    )
+        self._pools: LoopLocal[httpx.AsyncHTTPTransport] = LoopLocal(
+            lambda: httpx.AsyncHTTPTransport(limits=limits),
+            aclose=httpx.AsyncHTTPTransport.aclose,
+        )
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        pool = await self._pools.aget()
+        return await pool.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self._pools.aclose()
 
 
 def async_connection_config(

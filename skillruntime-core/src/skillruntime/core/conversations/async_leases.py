@@ -25,6 +25,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
+from ..async_runtime import LoopLocal
 from .leases import (
     ConversationLease,
     LeaseKeeperBase,
@@ -47,12 +48,13 @@ class AsyncLeaseKeeper(LeaseKeeperBase):
     (:class:`~.leases.LeaseTimeoutError`), a renewer task renews the lease every
     ``renew_every_seconds`` (default a third of ``ttl_seconds``) and the end releases it; a
     lost lease raises :class:`~.leases.LeaseLostError` from :meth:`check`, from the next
-    :meth:`hold` of the same outermost hold and at the end of that hold. Use one keeper from one
-    event loop.
+    :meth:`hold` of the same outermost hold and at the end of that hold. A keeper serves
+    consecutive event loops (``asyncio.run`` per call; a hold stays on the loop it began on);
+    holds on two loops at once are not serialised with each other.
     """
 
     def _start(self) -> None:
-        self._entry: asyncio.Lock | None = None  # made on the loop of the first hold
+        self._entry: LoopLocal[asyncio.Lock] = LoopLocal(asyncio.Lock)  # one per loop
         self._stop = asyncio.Event()
         self._renewer: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[None]] = set()
@@ -70,9 +72,7 @@ class AsyncLeaseKeeper(LeaseKeeperBase):
     async def hold(self) -> AsyncIterator[ConversationLease]:
         """Hold the lease for the block (see the class docs)."""
         state = self._state
-        if self._entry is None:
-            self._entry = asyncio.Lock()
-        async with self._entry:  # serialises outermost holds while they wait
+        async with self._entry.get():  # serialises outermost holds while they wait
             if state.depth > 0:
                 state.check()
             else:

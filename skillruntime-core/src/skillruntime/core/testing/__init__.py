@@ -25,6 +25,7 @@ from .execute_contracts import ExecuteContracts, process_is_dead_command
 from .file_error_contracts import FileErrorContracts
 from .filesystem_contracts import FileSystemContracts
 from .lifecycle_contracts import LifecycleContracts
+from .loop_contracts import EventLoopContracts
 from .permissions import immutable_host_directory
 from .prepare_contracts import PrepareContracts
 from .search_contracts import SearchContracts
@@ -51,6 +52,7 @@ __all__ = [
     "ConformanceBase",
     "ConformanceContext",
     "ConversationContracts",
+    "EventLoopContracts",
     "ExecuteContracts",
     "FileErrorContracts",
     "FileSystemContracts",

@@ -4,7 +4,10 @@ One set of contract definitions, two drivers. The sync driver (:class:`RuntimeCo
 calls a runtime directly; the async driver builds the runtime with :meth:`make_async_runtime`
 and hands every contract a :func:`~skillruntime.core.bridge.to_sync` view of it, so each
 contract's calls are awaited on one event loop, concurrent threads becoming concurrent tasks.
-The cancellation contracts are added on top.
+The cancellation contracts are added on top, and the event-loop contracts
+(:class:`~skillruntime.core.testing.loop_contracts.EventLoopContracts`), which drive the async
+runtime itself from consecutive :func:`asyncio.run` calls: one runtime object must serve any
+event loop.
 """
 
 from __future__ import annotations
@@ -16,12 +19,13 @@ from ..bridge import LoopThreadRuntime, ThreadedAsyncRuntime, to_sync
 from ..runtime import SkillRuntime
 from .async_spy import install_async_backend_spy
 from .cancellation_contracts import CancellationContracts
+from .loop_contracts import EventLoopContracts
 from .suite import RuntimeConformance
 
 __all__ = ["AsyncRuntimeConformance"]
 
 
-class AsyncRuntimeConformance(RuntimeConformance, CancellationContracts):
+class AsyncRuntimeConformance(RuntimeConformance, CancellationContracts, EventLoopContracts):
     """Subclass it as ``Test<YourAsyncRuntime>`` and implement :meth:`make_async_runtime`.
 
     Capability flags and the other hooks are those of :class:`RuntimeConformance`.

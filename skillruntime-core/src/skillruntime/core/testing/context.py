@@ -83,9 +83,14 @@ class ConformanceContext(Closeable):
                 base_environment=dict(base_environment or {}),
             )
         self._runtimes.append(runtime)
+        self.track_label(label)
+        return runtime
+
+    def track_label(self, label: str) -> None:
+        """Count ``label`` among this test's conversations (discarded when the context closes);
+        :meth:`runtime` does it, a contract that builds a runtime itself calls it."""
         if label not in self._labels:
             self._labels.append(label)
-        return runtime
 
     def add_cleanup(self, cleanup: Callable[[], None]) -> None:
         """Run ``cleanup`` when the context closes (before runtimes are closed)."""
