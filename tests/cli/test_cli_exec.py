@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -9,8 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from skillruntime.core.cli import cli
-from skillruntime.core.cli.runtime import skill_runtime_config
-from skillruntime.core.models import BootstrapCommand, Skill, SkillExecutionResult
+from skillruntime.core.models import BootstrapCommand, SkillExecutionResult
 
 # ------------------------------------------------------------- with the recording runtime
 
@@ -150,9 +150,12 @@ def test_named_skills_are_prepared_with_their_bootstrap_config(
 
     assert result.exit_code == 0, result.output
     [request] = recorder.prepared
-    assert [s.name for s in request.skills] == ["gamma", "alpha"]
-    assert request.configs["alpha"].bootstrap == (BootstrapCommand(command="make"),)
-    assert request.configs["gamma"].bootstrap == ()
+    gamma, alpha = request.skills
+    assert [gamma.name, alpha.name] == ["gamma", "alpha"]
+    # No per-entry-point configs: the runtime reads the declared bootstrap from the request.
+    assert request.configs == {}
+    assert request.config_for(alpha).bootstrap == (BootstrapCommand(command="make"),)
+    assert request.config_for(gamma).bootstrap == ()
     assert "prepared skill gamma: /prepared/gamma" in result.stderr
     assert "prepared skill alpha: /prepared/alpha" in result.stderr
 
@@ -231,49 +234,6 @@ def test_missing_command_is_a_usage_error(runner: CliRunner) -> None:
     assert "Missing argument 'COMMAND...'" in result.stderr
 
 
-# --------------------------------------------------------------------- bootstrap config
-
-
-def _skill(metadata: object) -> Skill:
-    return Skill(name="s", description="d", base_path="/s", frontmatter={"metadata": metadata})
-
-
-def test_bootstrap_accepts_strings_and_mappings() -> None:
-    config = skill_runtime_config(
-        _skill(
-            {
-                "skillruntime": {
-                    "bootstrap": ["pip install x", {"command": "make", "timeout_seconds": 9}]
-                }
-            }
-        )
-    )
-
-    assert config.bootstrap == (
-        BootstrapCommand(command="pip install x"),
-        BootstrapCommand(command="make", timeout_seconds=9),
-    )
-
-
-def test_no_skillruntime_metadata_means_empty_config() -> None:
-    assert skill_runtime_config(_skill({"other": 1})).bootstrap == ()
-
-
-@pytest.mark.parametrize(
-    "section",
-    [
-        "not a mapping",
-        {"bootstrap": "make"},
-        {"bootstrap": [42]},
-        {"bootstrap": [{"command": "make", "timeout_seconds": -1}]},
-        {"bootstrap": [{"cmd": "make"}]},
-    ],
-)
-def test_malformed_bootstrap_is_rejected_naming_the_skill(section: object) -> None:
-    with pytest.raises(ValueError, match="Skill 's'"):
-        skill_runtime_config(_skill({"skillruntime": section}))
-
-
 # ------------------------------------------------------------------ with the local runtime
 
 
@@ -336,3 +296,33 @@ def test_local_bootstrap_failure_is_reported(
     assert result.exit_code == 1
     assert result.stderr.startswith("Error: ")
     assert "never" not in result.stdout
+
+
+def test_the_example_skill_runs_after_its_declared_bootstrap(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    examples = Path(__file__).resolve().parents[2] / "examples" / "skills"
+    skills = tmp_path / "skills"
+    shutil.copytree(examples, skills)
+    work = tmp_path / "work"
+
+    result = runner.invoke(
+        cli,
+        [
+            "exec",
+            "-o",
+            f"work_root={work}",
+            "--skills-root",
+            str(skills),
+            "--skill",
+            "text-stats",
+            "sh skills/text-stats-*/scripts/run.sh skills/text-stats-*/assets/sample.txt 3",
+        ],
+    )
+
+    assert result.exit_code == 0, result.output
+    assert "words: 78" in result.stdout
+    assert "unique words: 46" in result.stdout
+    [copy] = [p for p in (work / "skills").iterdir() if p.is_dir()]
+    assert (copy / "build" / "stopwords.txt").is_file()
+    assert not (skills / "text-stats" / "build").exists()

@@ -75,12 +75,15 @@ def test_preparation_request_rejects_configs_for_unknown_skills() -> None:
 
 
 def test_config_for_defaults_to_empty() -> None:
-    skill = _skill()
+    skill = _skill()  # declares no bootstrap: the given config's commands are all that run
     config = SkillRuntimeConfig(bootstrap=(BootstrapCommand(command="make"),))
     request = SkillPreparationRequest(skills=(skill,), configs={"demo": config})
-    assert request.config_for(skill) == config
+    resolved = SkillRuntimeConfig(bootstrap=config.bootstrap, declared_bootstrap=False)
+    assert request.config_for(skill) == resolved
     other = _skill("other")
-    assert SkillPreparationRequest(skills=(other,)).config_for(other) == SkillRuntimeConfig()
+    assert SkillPreparationRequest(skills=(other,)).config_for(other) == SkillRuntimeConfig(
+        declared_bootstrap=False
+    )
 
 
 def test_bootstrap_command_rules() -> None:

@@ -198,9 +198,8 @@ def test_a_skill_prepared_after_a_partial_upload_is_complete_for_a_resuming_node
     first.close()
     second = make(conversation_id=conversation)
     uploads = opensandbox_double.stats()["upload_requests"]
-    (again,) = second.prepare(
-        SkillPreparationRequest(skills=(_big_skill(tmp_path / "b", "resumed"),))
-    )
+    # The same content and bootstrap commands: the copy the first node completed is reused.
+    again = _prepare_with_bootstrap(second, _big_skill(tmp_path / "b", "resumed"))
     assert again.base_path == prepared.base_path
     assert opensandbox_double.stats()["upload_requests"] == uploads
     assert second.sandbox_id is not None

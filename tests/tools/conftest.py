@@ -72,6 +72,7 @@ RuntimeFactory = Callable[[pytest.FixtureRequest, Path], SkillRuntime]
 
 NATIVE_MODULES = frozenset(
     {
+        "test_declared_bootstrap",
         "test_file_tools",
         "test_policy",
         "test_publishing",

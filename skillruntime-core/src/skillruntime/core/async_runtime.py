@@ -276,7 +276,9 @@ class AsyncBaseSkillRuntime(RuntimeState, AsyncSkillRuntime):
         return await self._raw_file_system().exists(ready_marker_path(target))
 
     async def _mark_ready(self, target: str, *, digest: str) -> None:
-        """Record that the copy at ``target`` (content ``digest``) is complete and bootstrapped."""
+        """Record that the copy at ``target`` is complete and bootstrapped; ``digest`` names it
+        (:func:`~skillruntime.core.skills.files.prepared_copy_digest`: content and bootstrap
+        commands)."""
         await self._raw_file_system().write_text(ready_marker_path(target), "ok\n")
 
     # --------------------------------------------------------------------- SPI

@@ -150,10 +150,19 @@ class BootstrapCommand(_Frozen):
 
 
 class SkillRuntimeConfig(_Frozen):
-    """Per-skill runtime configuration: environment for every command and bootstrap steps."""
+    """Per-skill runtime configuration: environment for every command and bootstrap steps.
+
+    A skill's own bootstrap commands (``metadata.skillruntime.bootstrap`` in its ``SKILL.md``)
+    always run when it is prepared, first; ``bootstrap`` adds commands run after them. With
+    ``declared_bootstrap=False`` the declared commands are left out, so ``bootstrap`` replaces
+    them (an empty ``bootstrap`` then runs nothing). The rule lives in
+    :func:`~skillruntime.core.skills.resolve_skill_config`, which
+    :meth:`SkillPreparationRequest.config_for` applies for every runtime.
+    """
 
     environment: dict[str, str] = Field(default_factory=dict, repr=False)
     bootstrap: tuple[BootstrapCommand, ...] = ()
+    declared_bootstrap: bool = True
 
     @field_validator("environment", mode="before")
     @classmethod
@@ -180,8 +189,24 @@ class SkillPreparationRequest(_Frozen):
         return self
 
     def config_for(self, skill: Skill) -> SkillRuntimeConfig:
-        """The config for ``skill`` (an empty config when none was given)."""
-        return self.configs.get(skill.name) or SkillRuntimeConfig()
+        """The config ``skill`` is prepared with: the one given for it (an empty one when none
+        was given) resolved against the bootstrap commands the skill declares, by
+        :func:`~skillruntime.core.skills.resolve_skill_config`. The result lists every bootstrap
+        command to run, in order, and has ``declared_bootstrap=False``, so resolving it again
+        changes nothing.
+
+        Raises :class:`~skillruntime.core.errors.SkillPrepareError` when the skill's
+        ``metadata.skillruntime`` section is malformed (nothing is prepared).
+        """
+        from .errors import SkillPrepareError, SkillValidationError
+        from .skills.spec import resolve_skill_config
+
+        try:
+            return resolve_skill_config(skill, self.configs.get(skill.name))
+        except SkillValidationError as exc:
+            raise SkillPrepareError(
+                f"Cannot prepare skill '{skill.name}': {exc}", skill_name=skill.name
+            ) from exc
 
 
 class SkillExecutionRequest(_Frozen):

@@ -211,8 +211,10 @@ class BaseSkillRuntime(RuntimeState, SkillRuntime):
         return self._raw_file_system().exists(ready_marker_path(target))
 
     def _mark_ready(self, target: str, *, digest: str) -> None:
-        """Record that the copy at ``target`` (content ``digest``) is complete and bootstrapped;
-        called once per prepared copy, after its upload and bootstrap succeeded."""
+        """Record that the copy at ``target`` is complete and bootstrapped; called once per
+        prepared copy, after its upload and bootstrap succeeded. ``digest`` is the one naming
+        the copy (:func:`~skillruntime.core.skills.files.prepared_copy_digest`: its content and
+        the bootstrap commands run in it)."""
         self._raw_file_system().write_text(ready_marker_path(target), "ok\n")
 
     # --------------------------------------------------------------------- SPI

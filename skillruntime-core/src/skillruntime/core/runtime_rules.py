@@ -29,6 +29,7 @@ from .skills.files import (
     SkillFile,
     UploadPolicy,
     iter_skill_files,
+    prepared_copy_digest,
     prepared_directory_name,
     skill_digest,
 )
@@ -229,7 +230,9 @@ class Bootstrap:
 
 @dataclass(frozen=True)
 class MarkReady:
-    """Record that the copy at ``target`` (content ``digest``) is complete and bootstrapped."""
+    """Record that the copy at ``target`` is complete and bootstrapped; ``digest`` is the
+    :func:`~skillruntime.core.skills.files.prepared_copy_digest` that names it (content and
+    bootstrap commands)."""
 
     target: str
     digest: str
@@ -243,21 +246,26 @@ def preparation_plan(
 ) -> Generator[PreparationStep, Any, Skill]:
     """The steps of preparing one skill; returns the prepared skill.
 
-    With no ``skills_root`` the skill is used in place (only bootstrapped). Otherwise it goes to
-    ``<skills_root>/<safe-name>-<digest12>``; a copy already marked ready is reused, else it is
-    placed, bootstrapped and only then marked ready. The driver sends ``bool`` for
+    ``config`` is the resolved config (:meth:`SkillPreparationRequest.config_for
+    <skillruntime.core.models.SkillPreparationRequest.config_for>`): its ``bootstrap`` lists
+    every command to run. With no ``skills_root`` the skill is used in place (only
+    bootstrapped). Otherwise it goes to ``<skills_root>/<safe-name>-<digest12>``, the digest
+    being :func:`~skillruntime.core.skills.files.prepared_copy_digest` of the content and those
+    commands, so a copy marked ready is one bootstrapped with exactly them; it is reused, else
+    the copy is placed, bootstrapped and only then marked ready. The driver sends ``bool`` for
     :class:`CheckReady` and ``None`` for the others.
     """
     if skills_root is None:
         prepared = skill.with_base_path(str(scanned.source.resolve()))
         yield Bootstrap(prepared, config)
         return prepared
-    target = posixpath.join(skills_root, prepared_directory_name(skill.name, scanned.digest))
+    digest = prepared_copy_digest(scanned.digest, [step.command for step in config.bootstrap])
+    target = posixpath.join(skills_root, prepared_directory_name(skill.name, digest))
     prepared = skill.with_base_path(target)
     if not (yield CheckReady(target)):
         yield PlaceFiles(skill, scanned.files, target)
         yield Bootstrap(prepared, config)
-        yield MarkReady(target, scanned.digest)
+        yield MarkReady(target, digest)
     return prepared
 
 

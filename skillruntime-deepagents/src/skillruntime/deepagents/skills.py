@@ -38,7 +38,7 @@ from deepagents.backends.protocol import ReadResult
 
 from skillruntime.core.errors import SkillRuntimeError, SkillValidationError
 from skillruntime.core.models import Skill, SkillPreparationRequest, SkillRuntimeConfig
-from skillruntime.core.skills import load_skill, skill_bootstrap_commands
+from skillruntime.core.skills import load_skill
 
 from .reading import LineWindow, error_code
 
@@ -90,10 +90,12 @@ class RuntimeSkills:
     :class:`~skillruntime.core.models.Skill` objects; a path that is not a usable skill raises
     :class:`~skillruntime.core.errors.SkillValidationError`. ``configs`` gives a skill's
     :class:`~skillruntime.core.models.SkillRuntimeConfig` (environment, bootstrap commands) by
-    name; without one, the bootstrap commands the skill declares (``metadata.skillruntime.
-    bootstrap``) run when it is prepared. ``source_path``: the runtime directory that receives
-    the ``<name>/SKILL.md`` entries (default: ``.skills`` below the runtime's default working
-    directory). Two skills with one name: the last one wins, as in deepagents' layered sources.
+    name; the bootstrap commands the skill declares (``metadata.skillruntime.bootstrap``) run
+    when it is prepared, before the config's own (the rule of
+    :func:`~skillruntime.core.skills.resolve_skill_config`). ``source_path``: the runtime
+    directory that receives the ``<name>/SKILL.md`` entries (default: ``.skills`` below the
+    runtime's default working directory). Two skills with one name: the last one wins, as in
+    deepagents' layered sources.
     """
 
     def __init__(
@@ -183,10 +185,10 @@ class RuntimeSkills:
             prepared = self._prepared.get(name)
             if prepared is not None:
                 return prepared
-            config = self._configs.get(name) or SkillRuntimeConfig(
-                bootstrap=skill_bootstrap_commands(skill)
+            config = self._configs.get(name)
+            request = SkillPreparationRequest(
+                skills=(skill,), configs={name: config} if config is not None else {}
             )
-            request = SkillPreparationRequest(skills=(skill,), configs={name: config})
             prepared = backend.runtime.prepare(request)[0]
             source = self.install(backend)
             backend.runtime.get_file_system().write_text(

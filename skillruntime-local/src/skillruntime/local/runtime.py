@@ -357,11 +357,7 @@ class LocalSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
             return digest_from_hashes(files, hashes), os.path.basename(staging)
 
         digest, staging_name = self._in_directory(skills_root, stage)
-        self._staged.entry = (
-            skills_root,
-            staging_name,
-            prepared_directory_name(skill.name, digest),
-        )
+        self._staged.entry = (skills_root, staging_name, prepared_directory_name(skill.name, ""))
         return digest
 
     def _in_directory(self, directory: str, action: Callable[[str], T]) -> T:
@@ -381,12 +377,17 @@ class LocalSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
             os.close(directory_fd)
 
     def _take_staged(self, target: str) -> str | None:
-        """The staging directory name of this thread's prepare when it holds ``target``."""
+        """The staging directory name of this thread's prepare when ``target`` is a copy of the
+        staged skill in the staged skills directory. (The copy's name digest also covers the
+        bootstrap commands, which the staged files do not depend on.)"""
         entry: tuple[str, str, str] | None = getattr(self._staged, "entry", None)
         if entry is None:
             return None
-        skills_root, staging_name, name = entry
-        if os.path.join(skills_root, name) != target:
+        skills_root, staging_name, prefix = entry
+        name = os.path.basename(target)
+        if os.path.join(skills_root, name) != target or not (
+            name.startswith(prefix) and len(name) == len(prefix) + 12
+        ):
             return None
         self._staged.entry = None
         return staging_name

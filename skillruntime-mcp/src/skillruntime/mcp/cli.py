@@ -13,11 +13,7 @@ from typing import Any
 import click
 
 from skillruntime.core.cli.errors import CliError, CliUsageError
-from skillruntime.core.cli.runtime import (
-    parse_assignments,
-    runtime_options,
-    skill_runtime_config,
-)
+from skillruntime.core.cli.runtime import parse_assignments, runtime_options
 from skillruntime.core.models import Skill
 from skillruntime.core.skills import discover_skills
 
@@ -67,15 +63,12 @@ def load_config(
     options: dict[str, Any] = parse_assignments(option_items, what="'--option'")
     options.pop("conversation_id", None)
     skills = _skills(skills_root, skill_names)
-    try:
-        configs = {skill.name: skill_runtime_config(skill) for skill in skills}
-    except ValueError as error:
-        raise CliError(str(error)) from None
+    # No configs: preparing a skill runs its declared bootstrap (see
+    # SkillPreparationRequest.config_for).
     return ServeConfig(
         runtime_name,
         options,
         tuple(skills),
-        configs,
         publish_directory=publish_directory,
         publish_base_url=publish_base_url,
     )

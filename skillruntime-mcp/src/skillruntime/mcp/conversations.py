@@ -42,8 +42,10 @@ class ServeConfig:
     :func:`~skillruntime.core.plugins.create_runtime`; the conversation id is added as the
     ``conversation_id`` option. ``skills`` are host skills (their ``base_path`` is a host
     directory holding ``SKILL.md``); ``configs`` maps skill names to their runtime config
-    (bootstrap commands). With ``publish_directory`` the ``publish_file`` tool is served: files
-    are copied to ``<publish_directory>/<random token>/<name>`` and the URL returned is
+    (environment, bootstrap commands added to the ones a skill declares, which run when the
+    skill is prepared whether or not it has a config). With ``publish_directory`` the
+    ``publish_file`` tool is served: files are copied to
+    ``<publish_directory>/<random token>/<name>`` and the URL returned is
     ``<publish_base_url>/<token>/<name>`` (a ``file://`` URL without a base URL).
     """
 

@@ -28,7 +28,6 @@ from agents.sandbox.types import User
 from agents.sandbox.workspace_paths import SandboxPathGrant
 from pydantic import PrivateAttr
 
-from skillruntime.core.cli.runtime import skill_runtime_config
 from skillruntime.core.errors import SkillRuntimeError
 from skillruntime.core.models import Skill, SkillPreparationRequest, SkillRuntimeConfig
 from skillruntime.core.skills import discover_skills, load_skill
@@ -63,8 +62,9 @@ def load_skills(items: Iterable[Skill | str | os.PathLike[str]]) -> list[Skill]:
 class PreparedSkillSource(LazySkillSource):
     """Configured skills, prepared into the session's runtime when the model loads one.
 
-    ``configs`` maps skill names to their runtime config; a skill without one gets the config its
-    frontmatter declares (``metadata.skillruntime.bootstrap``).
+    ``configs`` maps skill names to their runtime config; the bootstrap commands a skill's
+    frontmatter declares (``metadata.skillruntime.bootstrap``) run when it is prepared, before
+    the config's own (the rule of :func:`~skillruntime.core.skills.resolve_skill_config`).
     """
 
     # Private: the SDK clones capabilities attribute by attribute, which frozen models refuse.
@@ -87,9 +87,7 @@ class PreparedSkillSource(LazySkillSource):
         if unknown:
             raise ValueError(f"configs reference unknown skills: {', '.join(unknown)}")
         self._skills = items
-        self._configs = {
-            skill.name: given.get(skill.name) or skill_runtime_config(skill) for skill in items
-        }
+        self._configs = given
 
     @property
     def skills(self) -> tuple[Skill, ...]:
@@ -134,8 +132,9 @@ class PreparedSkillSource(LazySkillSource):
                 context={"skill_name": skill_name, "skills_path": skills_path},
             )
         inner = _inner(session)
+        config = self._configs.get(skill.name)
         request = SkillPreparationRequest(
-            skills=(skill,), configs={skill.name: self._configs[skill.name]}
+            skills=(skill,), configs={skill.name: config} if config is not None else {}
         )
         (prepared,) = await inner.runtime.prepare(request)
         root = inner.state.manifest.root

@@ -28,7 +28,6 @@ from ..models import (
     Skill,
     SkillExecutionRequest,
     SkillPreparationRequest,
-    SkillRuntimeConfig,
 )
 from ..plugins import (
     RuntimeOptionsError,
@@ -48,7 +47,6 @@ __all__ = [
     "open_runtime",
     "parse_assignments",
     "runtime_options",
-    "skill_runtime_config",
 ]
 
 TIMEOUT_EXIT_CODE = 124
@@ -192,19 +190,6 @@ def open_runtime(
         runtime.close()
 
 
-def skill_runtime_config(skill: Skill) -> SkillRuntimeConfig:
-    """The runtime config declared in a skill's frontmatter.
-
-    Reads ``metadata.skillruntime.bootstrap`` with
-    :func:`~skillruntime.core.skills.skill_bootstrap_commands` (the rules ``skillruntime skills
-    validate`` checks). Raises :class:`~skillruntime.core.errors.SkillValidationError` (a
-    :class:`ValueError`) naming the skill when the section is malformed.
-    """
-    from ..skills import skill_bootstrap_commands
-
-    return SkillRuntimeConfig(bootstrap=skill_bootstrap_commands(skill))
-
-
 def _load_skills(skills_root: Path | None, names: Sequence[str]) -> list[Skill]:
     if skills_root is None:
         if names:
@@ -312,15 +297,10 @@ def exec_command(
     except ValidationError as error:
         raise CliUsageError(f"invalid command: {validation_message(error)}") from None
     skills = _load_skills(skills_root, skill_names)
-    try:
-        configs = {skill.name: skill_runtime_config(skill) for skill in skills}
-    except ValueError as error:
-        raise CliError(str(error)) from None
     with open_runtime(runtime_name, runtime_option_items, conversation_id) as runtime:
         if skills:
-            prepared = runtime.prepare(
-                SkillPreparationRequest(skills=tuple(skills), configs=configs)
-            )
+            # The runtime runs each skill's declared bootstrap (SkillPreparationRequest.config_for).
+            prepared = runtime.prepare(SkillPreparationRequest(skills=tuple(skills)))
             if verbose:
                 for skill in prepared:
                     click.echo(f"prepared skill {skill.name}: {skill.base_path}", err=True)

@@ -44,6 +44,7 @@ __all__ = [
     "digest_from_hashes",
     "iter_skill_files",
     "known_file_hash",
+    "prepared_copy_digest",
     "prepared_directory_name",
     "remember_file_hash",
     "skill_digest",
@@ -291,6 +292,24 @@ def digest_from_hashes(files: Sequence[SkillFile], hashes: Sequence[bytes]) -> s
 
 
 _UNSAFE = re.compile(r"[^a-z0-9-]+")
+
+
+def prepared_copy_digest(content_digest: str, bootstrap_commands: Sequence[str]) -> str:
+    """The digest that names a prepared copy: what it holds once it is bootstrapped.
+
+    ``content_digest`` (:func:`skill_digest`) when no bootstrap command runs in the copy, else
+    the hex SHA-256 over the content digest and the ``bootstrap_commands`` in order. A copy
+    bootstrapped with other commands (or with none) therefore lives in another directory and is
+    never reused as ready for this one. Timeouts and the environment do not count.
+    """
+    if not bootstrap_commands:
+        return content_digest
+    outer = hashlib.sha256(b"skillruntime prepared copy\0")
+    outer.update(content_digest.encode("ascii"))
+    for command in bootstrap_commands:
+        encoded = command.encode("utf-8")
+        outer.update(b"\0" + len(encoded).to_bytes(8, "big") + encoded)
+    return outer.hexdigest()
 
 
 def prepared_directory_name(skill_name: str, digest: str) -> str:

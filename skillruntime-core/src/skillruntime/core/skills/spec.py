@@ -21,7 +21,8 @@ unless it has no usable ``name`` or ``description``, in which case it is skipped
 :class:`SkillValidationError`) listing every problem found; warnings never raise.
 
 skillruntime reads two sections of ``metadata`` itself: ``metadata.skillruntime.bootstrap`` (the
-commands that prepare a skill, see :func:`skill_bootstrap_commands`) and ``metadata.requires``
+commands that prepare a skill, see :func:`skill_bootstrap_commands`; every runtime runs them
+through :func:`resolve_skill_config`) and ``metadata.requires``
 (``bins`` and ``env`` a skill needs, checked by the tools inside the runtime).
 """
 
@@ -40,7 +41,7 @@ import yaml
 
 from ..allowed_tools import split_allowed_tools
 from ..errors import SkillValidationError
-from ..models import BootstrapCommand, Skill
+from ..models import BootstrapCommand, Skill, SkillRuntimeConfig
 
 __all__ = [
     "COMPATIBILITY_MAX_LENGTH",
@@ -53,6 +54,7 @@ __all__ = [
     "SkillProblem",
     "load_skill",
     "parse_skill_markdown",
+    "resolve_skill_config",
     "skill_bootstrap_commands",
     "skill_frontmatter",
     "validate_skill_directory",
@@ -499,6 +501,35 @@ def skill_bootstrap_commands(skill: Skill) -> tuple[BootstrapCommand, ...]:
     return tuple(
         BootstrapCommand(command=item) if isinstance(item, str) else _bootstrap_command(item)
         for item in raw
+    )
+
+
+def resolve_skill_config(
+    skill: Skill, config: SkillRuntimeConfig | None = None
+) -> SkillRuntimeConfig:
+    """The config ``skill`` is prepared with: its declared bootstrap and the given ``config``.
+
+    This is the one rule of every entry point, applied by
+    :meth:`SkillPreparationRequest.config_for
+    <skillruntime.core.models.SkillPreparationRequest.config_for>` for every runtime:
+
+    - the commands the skill declares (:func:`skill_bootstrap_commands`) run first, then the
+      ``bootstrap`` commands of ``config`` (which *add* to them);
+    - ``config.declared_bootstrap=False`` leaves the declared commands out: ``config.bootstrap``
+      *replaces* them;
+    - the environment is ``config``'s (a skill declares none).
+
+    The result lists every command to run and has ``declared_bootstrap=False``, so resolving it
+    again returns it unchanged. Raises :class:`SkillValidationError` when the skill's
+    ``metadata.skillruntime`` section is malformed (only when the declared commands are used).
+    """
+    given = config if config is not None else SkillRuntimeConfig()
+    if not given.declared_bootstrap:
+        return given
+    return SkillRuntimeConfig(
+        environment=given.environment,
+        bootstrap=skill_bootstrap_commands(skill) + given.bootstrap,
+        declared_bootstrap=False,
     )
 
 

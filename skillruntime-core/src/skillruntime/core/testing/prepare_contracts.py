@@ -11,7 +11,12 @@ import pytest
 from ..errors import SkillPrepareError
 from ..models import BootstrapCommand, Skill, SkillRuntimeConfig
 from ..runtime import SkillRuntime
-from ..skills.files import iter_skill_files, prepared_directory_name, skill_digest
+from ..skills.files import (
+    iter_skill_files,
+    prepared_copy_digest,
+    prepared_directory_name,
+    skill_digest,
+)
 from .base import ConformanceBase
 from .context import ConformanceContext
 from .skills import ALL_BYTES, POLICY_EXCLUDED_PATHS, STANDARD_FILES, append_line_command
@@ -37,9 +42,12 @@ def _snapshot(directory: Path) -> dict[str, tuple[bytes, int]]:
     }
 
 
-def _expected_directory(skill: Skill) -> str:
+def _expected_directory(skill: Skill, config: SkillRuntimeConfig | None = None) -> str:
+    """``<safe-name>-<digest12>`` of ``skill`` prepared with ``config``: the digest covers the
+    content and the bootstrap commands run in the copy."""
     digest = skill_digest(list(iter_skill_files(Path(skill.base_path))))
-    return prepared_directory_name(skill.name, digest)
+    commands = [step.command for step in (config.bootstrap if config else ())]
+    return prepared_directory_name(skill.name, prepared_copy_digest(digest, commands))
 
 
 class PrepareContracts(ConformanceBase):
@@ -188,12 +196,30 @@ class PrepareContracts(ConformanceBase):
         (Path(skill.base_path) / "notes" / "readme.txt").write_text("version two\n")
         (second,) = conformance.prepare(runtime, skill, configs={"changing": config})
         assert second.base_path != first.base_path
-        assert posixpath.basename(second.base_path) == _expected_directory(skill)
+        assert posixpath.basename(second.base_path) == _expected_directory(skill, config)
         fs = runtime.get_file_system()
         assert fs.read_text(posixpath.join(second.base_path, "notes/readme.txt")) == (
             "version two\n"
         )
         assert conformance.count_lines(runtime, log) == 2
+
+    def test_other_bootstrap_commands_get_another_copy(
+        self, conformance: ConformanceContext
+    ) -> None:
+        """A ready copy is one bootstrapped with exactly the commands asked for: a copy
+        prepared with none is not reused for a config that has some, and stays as it was."""
+        runtime = conformance.runtime()
+        skill = conformance.skills.create("rebooted")
+        (bare,) = conformance.prepare(runtime, skill)
+        log = conformance.log_path("rebooted")
+        config = SkillRuntimeConfig(bootstrap=(conformance.skills.counting_bootstrap(log),))
+        (booted,) = conformance.prepare(runtime, skill, configs={"rebooted": config})
+        assert booted.base_path != bare.base_path, "a copy bootstrapped otherwise was reused"
+        assert posixpath.basename(booted.base_path) == _expected_directory(skill, config)
+        assert conformance.count_lines(runtime, log) == 1
+        fs = runtime.get_file_system()
+        assert fs.read_text(posixpath.join(booted.base_path, "bootstrap-marker.txt")) == "ready\n"
+        assert fs.stat(posixpath.join(bare.base_path, "bootstrap-marker.txt")) is None
 
     def test_bootstrap_runs_in_order_in_the_prepared_root(
         self, conformance: ConformanceContext

@@ -62,6 +62,7 @@ COPY_TESTS: frozenset[str] = frozenset(
         "test_upload_policy_excludes_symlinks_git_env_and_credentials",
         "test_same_content_from_another_directory_reuses_the_prepared_copy",
         "test_changed_content_gets_a_new_copy",
+        "test_other_bootstrap_commands_get_another_copy",
         # Their bootstraps write into the skill root, which in place changes the skill's content.
         "test_preparing_same_content_again_bootstraps_nothing",
         "test_bootstrap_failure_caches_nothing_and_next_prepare_retries",

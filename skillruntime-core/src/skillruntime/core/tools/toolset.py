@@ -58,8 +58,12 @@ class SkillTools(ToolSetView[SkillTool], Closeable):
 
     ``skills`` are :class:`Skill` objects (see ``skillruntime.core.skills.load_skill`` and
     ``discover_skills``, which also selects skills by name), :class:`SkillSource` objects, or host
-    directories. ``configs`` maps skill names to their :class:`SkillRuntimeConfig`. With a
-    ``publisher`` the ``publish_file`` tool is added (9 tools instead of 8).
+    directories. ``configs`` maps skill names to their :class:`SkillRuntimeConfig`. A skill's
+    declared bootstrap commands (``metadata.skillruntime.bootstrap``) run when the ``skill`` tool
+    prepares it, with or without a config; a config adds environment and commands run after
+    them, or replaces them with ``declared_bootstrap=False`` (see
+    :func:`~skillruntime.core.skills.resolve_skill_config`). With a ``publisher`` the
+    ``publish_file`` tool is added (9 tools instead of 8).
 
     Construction validates names and configs and parses every loaded skill's policy, but prepares
     nothing and makes no runtime call. The runtime is not owned: closing it is the caller's job.
