@@ -26,6 +26,7 @@ __all__ = [
     "BUILTIN_COMMANDS",
     "CLI_ENTRY_POINT_GROUP",
     "SkillRuntimeGroup",
+    "UsageLine",
     "build_cli",
     "cli",
     "main",
@@ -164,9 +165,23 @@ class SkillRuntimeGroup(click.Group):
         finally:
             self._listing = False
 
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as error:
+            raise _one_line(error) from None
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.UsageError as error:
+            raise _one_line(error) from None
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except Exception as error:
@@ -177,7 +192,33 @@ class SkillRuntimeGroup(click.Group):
             raise as_cli_error(error) from None
 
 
+class UsageLine(click.ClickException):
+    """A usage mistake shown as one ``Error: ...`` line (exit status 2), the help hint inside it.
+
+    click prints a usage error as four lines (usage, hint, blank line, error); the root group
+    turns every :class:`click.UsageError` into this one-line form.
+    """
+
+    exit_code = 2
+
+
+def _one_line(error: click.UsageError) -> click.ClickException:
+    if isinstance(error, click.exceptions.NoArgsIsHelpError):
+        return error  # help for a bare group is the answer, not an error line
+    path = error.ctx.command_path if error.ctx is not None else "skillruntime"
+    return UsageLine(f"{error.format_message().rstrip('.')} (see '{path} --help')")
+
+
+class _LibraryLogFilter(logging.Filter):
+    """Passes the project's records at the handler's level, other libraries' from ERROR up."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.ERROR or record.name.partition(".")[0] == "skillruntime"
+
+
 def _configure_logging(debug: bool) -> None:
+    """Log warnings of skillruntime and errors of other libraries (an SDK's retry warnings are
+    noise next to the command's own ``Error:`` line); ``--debug`` logs everything."""
     root = logging.getLogger()
     if root.handlers:
         root.setLevel(logging.DEBUG if debug else root.level)
@@ -186,6 +227,9 @@ def _configure_logging(debug: bool) -> None:
         level=logging.DEBUG if debug else logging.WARNING,
         format="skillruntime: %(levelname)s: %(name)s: %(message)s",
     )
+    if not debug:
+        for handler in root.handlers:
+            handler.addFilter(_LibraryLogFilter())
 
 
 @click.group(

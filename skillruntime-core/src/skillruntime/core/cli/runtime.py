@@ -171,6 +171,9 @@ def open_runtime(
 ) -> Iterator[SkillRuntime]:
     """Build the runtime from CLI options and close it on exit.
 
+    An option value the runtime refuses (its options model, or the runtime's own checks raising
+    :class:`ValueError`) is a usage mistake: :class:`~.errors.CliUsageError`, exit status 2.
+
     ``-o KEY=VALUE`` values of options that take mappings or lists are JSON text, as in the
     ``SKILLRUNTIME_<RUNTIME>_<OPTION>`` environment variables.
     """
@@ -186,6 +189,10 @@ def open_runtime(
         if hint is None:
             raise
         raise CliUsageError(f"{error}; {hint}") from None
+    except ValueError as error:
+        # the runtime refused an option value (an environment name, a conversations root):
+        # a usage mistake, like an option its model rejects
+        raise CliUsageError(str(error) or type(error).__name__) from None
     try:
         yield runtime
     finally:
