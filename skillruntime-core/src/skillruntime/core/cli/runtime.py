@@ -13,7 +13,6 @@ import os
 import posixpath
 import shlex
 import sys
-import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Any, TypeVar, Union, get_args, get_origin
 import click
 from pydantic import BaseModel, ValidationError
 
-from ..filesystem import SkillRuntimeFileSystem, iter_local_file
+from ..filesystem import SkillRuntimeFileSystem, iter_local_file, open_part_file
 from ..models import (
     Skill,
     SkillExecutionRequest,
@@ -428,17 +427,24 @@ def _download_with_progress(
 ) -> None:
     """Like ``fs.download`` (a ``.part`` file renamed when complete), counting the bytes."""
     target = Path(local).expanduser().absolute()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, part_name = tempfile.mkstemp(prefix=f"{target.name}.", suffix=".part", dir=target.parent)
+    fd, part = open_part_file(target)
     try:
         with os.fdopen(fd, "wb") as handle, contextlib.closing(fs.read_stream(remote)) as stream:
             for chunk in progress.chunks(stream):
                 handle.write(chunk)
-        os.replace(part_name, target)
+        os.replace(part, target)
     except BaseException:
         with contextlib.suppress(OSError):
-            os.unlink(part_name)
+            os.unlink(part)
         raise
+
+
+def _check_local_parent(local: Path) -> None:
+    """Refuse a host destination whose directory does not exist (as ``cp`` does)."""
+    parent = local.expanduser().absolute().parent
+    if not parent.is_dir():
+        what = "is not a directory" if parent.exists() else "does not exist"
+        raise CliError(f"cannot write {local}: the directory {parent} {what}")
 
 
 @files_group.command("get")
@@ -455,7 +461,12 @@ def files_get(
     local: str,
     progress: bool | None,
 ) -> None:
-    """Download runtime file REMOTE to LOCAL (`-` writes it to stdout)."""
+    """Download runtime file REMOTE to LOCAL (`-` writes it to stdout).
+
+    As `cp`: a new LOCAL gets mode 0666 less the umask, and LOCAL's directory must exist.
+    """
+    if local != "-":
+        _check_local_parent(Path(local))
     with open_runtime(runtime_name, runtime_option_items, conversation_id) as runtime:
         fs = runtime.get_file_system()
         path = _runtime_path(runtime, remote)
