@@ -211,7 +211,9 @@ def skill_runtime_config(skill: Skill) -> SkillRuntimeConfig:
     return SkillRuntimeConfig(bootstrap=skill_bootstrap_commands(skill))
 
 
-def _load_skills(skills_root: Path | None, names: Sequence[str]) -> list[Skill]:
+def _load_skills(
+    skills_root: Path | None, names: Sequence[str], *, lenient: bool = False
+) -> list[Skill]:
     if skills_root is None:
         if names:
             raise click.UsageError("--skill needs --skills-root to say where skills live")
@@ -221,14 +223,17 @@ def _load_skills(skills_root: Path | None, names: Sequence[str]) -> list[Skill]:
     wanted = list(dict.fromkeys(names))
     # Invalid skills are skipped with a warning; a name discovery does not know raises there,
     # so a requested name missing here is a skill that was skipped as invalid.
-    skills: list[Skill] = discover_skills(skills_root, names=wanted or None, skip_invalid=True)
+    skills: list[Skill] = discover_skills(
+        skills_root, names=wanted or None, skip_invalid=not lenient
+    )
     if wanted:
         found = {skill.name for skill in skills}
         missing = [name for name in wanted if name not in found]
         if missing:
             raise CliError(
                 f"skill(s) under {skills_root} are invalid: {', '.join(missing)} (see the "
-                f"warnings, or run: skillruntime skills validate {skills_root})"
+                f"warnings, or run: skillruntime skills validate {skills_root}; --lenient "
+                "prepares them anyway)"
             )
         by_name = {skill.name: skill for skill in skills}
         skills = [by_name[name] for name in wanted]
@@ -262,6 +267,12 @@ def _exit_code(exit_code: int) -> int:
     "every skill under the root is prepared.",
 )
 @click.option(
+    "--lenient",
+    is_flag=True,
+    help="Also prepare skills that break a rule of the specification (a description over 1024 "
+    "characters, ...) instead of skipping them.",
+)
+@click.option(
     "--env",
     "-e",
     "env_items",
@@ -289,6 +300,7 @@ def exec_command(
     conversation_id: str | None,
     skills_root: Path | None,
     skill_names: tuple[str, ...],
+    lenient: bool,
     env_items: tuple[str, ...],
     timeout_seconds: float,
     cwd: str | None,
@@ -317,7 +329,7 @@ def exec_command(
         )
     except ValidationError as error:
         raise CliUsageError(f"invalid command: {validation_message(error)}") from None
-    skills = _load_skills(skills_root, skill_names)
+    skills = _load_skills(skills_root, skill_names, lenient=lenient)
     try:
         configs = {skill.name: skill_runtime_config(skill) for skill in skills}
     except ValueError as error:
