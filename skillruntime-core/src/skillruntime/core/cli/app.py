@@ -209,6 +209,9 @@ def _one_line(error: click.UsageError) -> click.ClickException:
     return UsageLine(f"{error.format_message().rstrip('.')} (see '{path} --help')")
 
 
+_LOG_FORMAT = "skillruntime: %(levelname)s: %(name)s: %(message)s"
+
+
 class _LibraryLogFilter(logging.Filter):
     """Passes the project's records at the handler's level, other libraries' from ERROR up."""
 
@@ -216,20 +219,48 @@ class _LibraryLogFilter(logging.Filter):
         return record.levelno >= logging.ERROR or record.name.partition(".")[0] == "skillruntime"
 
 
+class _OneLineFormatter(logging.Formatter):
+    """Formats a record as one line: a logged exception is summed up by its type and message
+    (the last of a chain, the first cause in brackets), never a traceback."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        error = record.exc_info[1] if record.exc_info else None
+        if error is not None:
+            summary = f"{type(error).__name__}: {error}"
+            cause = error.__cause__ or error.__context__
+            while cause is not None and (cause.__cause__ or cause.__context__) is not None:
+                cause = cause.__cause__ or cause.__context__
+            if cause is not None and str(cause) and str(cause) not in str(error):
+                summary += f" (caused by {type(cause).__name__}: {cause})"
+            record = logging.makeLogRecord(
+                {
+                    **record.__dict__,
+                    "msg": f"{record.getMessage()}: {summary}",
+                    "args": None,
+                    "exc_info": None,
+                    "exc_text": None,
+                    "stack_info": None,
+                }
+            )
+        return " ".join(super().format(record).splitlines())
+
+
 def _configure_logging(debug: bool) -> None:
     """Log warnings of skillruntime and errors of other libraries (an SDK's retry warnings are
-    noise next to the command's own ``Error:`` line); ``--debug`` logs everything."""
+    noise next to the command's own ``Error:`` line), each record on one line with no traceback;
+    ``--debug`` logs everything, tracebacks included."""
     root = logging.getLogger()
     if root.handlers:
         root.setLevel(logging.DEBUG if debug else root.level)
         return
     logging.basicConfig(
         level=logging.DEBUG if debug else logging.WARNING,
-        format="skillruntime: %(levelname)s: %(name)s: %(message)s",
+        format=_LOG_FORMAT,
     )
     if not debug:
         for handler in root.handlers:
             handler.addFilter(_LibraryLogFilter())
+            handler.setFormatter(_OneLineFormatter(_LOG_FORMAT))
 
 
 @click.group(
