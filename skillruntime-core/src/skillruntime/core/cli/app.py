@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BUILTIN_COMMANDS",
     "CLI_ENTRY_POINT_GROUP",
+    "COMMAND_SUMMARIES",
     "SkillRuntimeGroup",
     "UsageLine",
     "build_cli",
@@ -41,15 +42,37 @@ BUILTIN_COMMANDS: dict[str, str] = {
     "files": "skillruntime.core.cli.runtime:files_group",
     "artifacts": "skillruntime.core.artifacts.cli:artifacts_group",
 }
-"""Built-in commands defined outside this module, by name: imported only when invoked or listed."""
+"""Built-in commands defined outside this module, by name: imported only when invoked."""
+
+COMMAND_SUMMARIES: dict[str, str] = {
+    "skillruntime.core.cli.skills:skills_group": (
+        "Check and list skill directories (folders with a SKILL.md)."
+    ),
+    "skillruntime.core.cli.runtime:exec_command": (
+        "Run COMMAND in a runtime, after preparing skills."
+    ),
+    "skillruntime.core.cli.runtime:files_group": "Move files in and out of a runtime.",
+    "skillruntime.core.artifacts.cli:artifacts_group": (
+        "Install, list, delete and materialize skill artifacts (ZIP packages) in a store."
+    ),
+    "skillruntime.core.conversations.plugin:conversations_group": (
+        "Manage the SQL table of the conversation store."
+    ),
+}
+"""What ``skillruntime --help`` shows of the core's lazily imported commands (the built-ins and
+the core's own :data:`CLI_ENTRY_POINT_GROUP` entry points), by ``module:attribute``, so listing
+them imports none of them; tests/cli/test_cli_startup.py checks each against the command's own
+short help.
+"""
 
 CLI_ENTRY_POINT_GROUP = "skillruntime.cli"
 """Entry-point group of plugin commands: ``name = "module:attribute"`` naming a click command.
 
-A command declared here is imported only when it is invoked (or help lists every command), so an
-installed plugin costs nothing when another command runs. The older ``skillruntime_cli`` hook
-still works; its plugins are loaded only for a name no built-in or entry point serves, and when
-help lists the commands.
+A command declared here is imported only when it is invoked, so an installed plugin costs
+nothing when another command runs; ``skillruntime --help`` lists it with its distribution's
+summary (static metadata) without importing it. The older ``skillruntime_cli`` hook still works;
+its plugins are loaded only for a name no built-in or entry point serves (help does not list
+their commands: loading every plugin would make help slow).
 """
 
 
@@ -77,6 +100,29 @@ def _entry_point_commands() -> dict[str, str]:
     }
 
 
+def _shorten(text: str, limit: int) -> str:
+    """``text`` cut at a word to at most ``limit`` characters, ``...`` marking the cut."""
+    if len(text) <= limit:
+        return text
+    cut = text[: max(limit - 3, 0)].rsplit(" ", 1)[0]
+    return cut.rstrip(" ,;:") + "..."
+
+
+def _entry_point_summaries() -> dict[str, str]:
+    """What help shows of each entry-point command: its distribution's summary and name (read
+    from the installed metadata, nothing imported)."""
+    import importlib.metadata
+
+    summaries: dict[str, str] = {}
+    for entry_point in importlib.metadata.entry_points(group=CLI_ENTRY_POINT_GROUP):
+        dist = entry_point.dist
+        if dist is None:
+            continue
+        summary = ((dist.metadata.get_all("Summary") or [""])[0] or "").strip()
+        summaries[entry_point.name] = f"{summary} [{dist.name}]" if summary else f"[{dist.name}]"
+    return summaries
+
+
 class SkillRuntimeGroup(click.Group):
     """The root group: turns library errors into short messages unless ``--debug`` is given.
 
@@ -99,7 +145,7 @@ class SkillRuntimeGroup(click.Group):
         self.plugins = plugins
         self._plugin_commands: dict[str, str] | None = None
         self._hook_loaded = False
-        self._listing = False
+        self._summaries: dict[str, str] | None = None
 
     def _builtin(self, name: str) -> bool:
         return name in self.commands or name in self.lazy_commands
@@ -137,7 +183,8 @@ class SkillRuntimeGroup(click.Group):
             self.add_command(command, name)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        self._load_hook()
+        """Loaded, built-in and entry-point commands; not those only the older
+        ``skillruntime_cli`` hook adds before one of them is looked up."""
         return sorted(set(self.commands) | set(self.lazy_commands) | set(self._declared()))
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
@@ -148,22 +195,36 @@ class SkillRuntimeGroup(click.Group):
         if target is None:
             self._load_hook()
             return self.commands.get(cmd_name)
-        try:
-            command = _load_command(target, cmd_name)
-        except click.ClickException as error:
-            if not self._listing:
-                raise
-            logger.warning("%s", error.message)  # help lists the others
-            return None
+        command = _load_command(target, cmd_name)
         self.add_command(command, cmd_name)
         return command
 
+    def _summary(self, name: str) -> str:
+        """The help line of a command that is not loaded, from static data."""
+        target = self.lazy_commands.get(name) or self._declared().get(name)
+        if target in COMMAND_SUMMARIES:
+            return COMMAND_SUMMARIES[target]
+        if self._summaries is None:
+            self._summaries = _entry_point_summaries() if self.plugins else {}
+        return self._summaries.get(name, "")
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        self._listing = True
-        try:
-            super().format_commands(ctx, formatter)
-        finally:
-            self._listing = False
+        """List the commands without importing any: a command not loaded yet is shown with its
+        static summary (:data:`COMMAND_SUMMARIES`, or its distribution's summary)."""
+        names = self.list_commands(ctx)
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows = []
+        for name in names:
+            command = self.commands.get(name)
+            if command is None:
+                summary = _shorten(self._summary(name), limit)
+                rows.append((name, summary))
+            elif not command.hidden:
+                rows.append((name, command.get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def make_context(
         self,
