@@ -133,6 +133,29 @@ def _takes_json(annotation: Any) -> bool:
     )
 
 
+def _takes_host_path(annotation: Any) -> bool:
+    """True for an option typed as a host path (:class:`~pathlib.Path`, optionally ``None``)."""
+    members = get_args(annotation) if get_origin(annotation) in (Union, UnionType) else ()
+    return any(
+        isinstance(kind, type) and issubclass(kind, os.PathLike)
+        for kind in (members or (annotation,))
+    )
+
+
+def _resolve_host_paths(provider: RuntimeProvider[Any], options: dict[str, Any]) -> None:
+    """Resolve relative ``-o KEY=PATH`` values of host-path options against the current
+    directory, in place (the library requires an absolute ``conversations_root``; on a command
+    line a relative path means the shell's directory, as for any other command)."""
+    fields = provider.options_model.model_fields
+    for key, value in options.items():
+        field = fields.get(key.replace("-", "_"))
+        if field is None or not isinstance(value, str) or not _takes_host_path(field.annotation):
+            continue
+        expanded = os.path.expanduser(value)
+        if value and not os.path.isabs(expanded):
+            options[key] = os.path.abspath(expanded)
+
+
 def _decode_json_options(provider: RuntimeProvider[Any], options: dict[str, Any]) -> None:
     """Decode ``-o KEY=JSON`` values of options that take mappings or lists, in place."""
     fields = provider.options_model.model_fields
@@ -174,13 +197,16 @@ def open_runtime(
     :class:`ValueError`) is a usage mistake: :class:`~.errors.CliUsageError`, exit status 2.
 
     ``-o KEY=VALUE`` values of options that take mappings or lists are JSON text, as in the
-    ``SKILLRUNTIME_<RUNTIME>_<OPTION>`` environment variables.
+    ``SKILLRUNTIME_<RUNTIME>_<OPTION>`` environment variables; a relative value of a host-path
+    option (the local runtime's ``conversations_root``, ``work_root``) is resolved against the
+    current directory. Environment variables are passed on as they are.
     """
     options: dict[str, Any] = parse_assignments(option_items, what="'--option'")
     if conversation_id is not None:
         options["conversation_id"] = conversation_id
     provider = get_runtime_provider(runtime_name)
     _decode_json_options(provider, options)
+    _resolve_host_paths(provider, options)
     try:
         runtime = create_runtime(runtime_name, **options)
     except RuntimeOptionsError as error:
