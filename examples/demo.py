@@ -4,13 +4,17 @@ Discovers ``examples/skills``, prepares ``csv-report`` and ``text-stats`` (whose
 once) into the conversation workspace ``.demo/conversations/demo``, runs both skills there, reads
 the results back through the runtime's file system and prints where the reports landed.
 
-Run it with ``make demo`` (or ``.venv/bin/python examples/demo.py [--root DIR]``).
+Run it with ``make demo`` (or ``.venv/bin/python examples/demo.py [--root DIR] [--audit]``).
+The console shows what the skills produced; the audit trail (one JSON line per operation on the
+``skillruntime.audit`` logger) and the library's info logging go to stderr only with ``--audit``
+or ``SKILLRUNTIME_DEMO_AUDIT=1``. Warnings and errors are always shown.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -31,8 +35,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=Path(".demo/conversations"))
     parser.add_argument("--conversation", default="demo")
+    parser.add_argument(
+        "--audit",
+        action="store_true",
+        default=os.environ.get("SKILLRUNTIME_DEMO_AUDIT", "") not in ("", "0"),
+        help="Also log the audit trail and info messages on stderr "
+        "(default: $SKILLRUNTIME_DEMO_AUDIT).",
+    )
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.audit else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
 
     skills = discover_skills(EXAMPLES / "skills", names=["csv-report", "text-stats"], strict=True)
     configs = {
@@ -75,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
                 return 1
 
         fs = runtime.get_file_system()
+        print("\ntext-stats wrote report/text-stats.txt:")
+        print(fs.read_text("report/text-stats.txt", max_bytes=1 << 20).rstrip())
         print("\nfiles written in the workspace:")
         for info in fs.list_directory("report"):
             print(f"  {info.path} ({info.size} bytes)")

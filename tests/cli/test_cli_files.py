@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -57,6 +60,7 @@ def test_get_downloads_to_a_file_and_to_stdout(
     runner: CliRunner, work: Path, tmp_path: Path
 ) -> None:
     (work / "data.bin").write_bytes(b"\x00\xffbinary\n")
+    (tmp_path / "out").mkdir()
     target = tmp_path / "out" / "copy.bin"
 
     code, _, err = files(runner, work, "get", "data.bin", str(target))
@@ -65,6 +69,81 @@ def test_get_downloads_to_a_file_and_to_stdout(
 
     assert target.read_bytes() == b"\x00\xffbinary\n"
     assert result.stdout_bytes == b"\x00\xffbinary\n"
+
+
+@pytest.fixture
+def umask() -> Iterator[Callable[[int], None]]:
+    """Set the process umask for the test; the previous one is restored."""
+    previous = os.umask(0o022)
+    os.umask(previous)
+
+    def set_umask(value: int) -> None:
+        os.umask(value)
+
+    yield set_umask
+    os.umask(previous)
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o027, 0o002])
+@pytest.mark.parametrize("progress", ["--no-progress", "--progress"])
+def test_get_creates_the_file_with_the_mode_cp_gives(
+    runner: CliRunner,
+    work: Path,
+    tmp_path: Path,
+    umask: Callable[[int], None],
+    mask: int,
+    progress: str,
+) -> None:
+    (work / "data.txt").write_text("data\n")
+    (work / "data.txt").chmod(0o600)  # the source's mode does not matter, as with cp
+    umask(mask)
+    target = tmp_path / "copy.txt"
+
+    code, _, err = files(runner, work, "get", progress, "data.txt", str(target))
+
+    assert code == 0, err
+    assert stat.S_IMODE(target.stat().st_mode) == 0o666 & ~mask
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["copy.txt", "work"]
+
+
+def test_the_library_download_respects_the_umask(
+    work: Path, tmp_path: Path, umask: Callable[[int], None]
+) -> None:
+    import asyncio
+
+    from skillruntime.core.plugins import create_async_runtime, create_runtime
+
+    (work / "data.txt").write_text("data\n")
+    umask(0o022)
+    with create_runtime("local", work_root=str(work)) as runtime:
+        runtime.get_file_system().download("data.txt", tmp_path / "sync" / "copy.txt")
+
+    async def download() -> None:
+        async with create_async_runtime("local", work_root=str(work)) as runtime:
+            await (await runtime.get_file_system()).download(
+                "data.txt", tmp_path / "async" / "copy.txt"
+            )
+
+    asyncio.run(download())
+    for name in ("sync", "async"):
+        assert stat.S_IMODE((tmp_path / name / "copy.txt").stat().st_mode) == 0o644
+
+
+@pytest.mark.parametrize("progress", ["--no-progress", "--progress"])
+def test_get_refuses_a_missing_directory_as_cp_does(
+    runner: CliRunner, work: Path, tmp_path: Path, progress: str
+) -> None:
+    (work / "data.txt").write_text("data\n")
+    target = tmp_path / "missing" / "copy.txt"
+
+    code, out, err = files(runner, work, "get", progress, "data.txt", str(target))
+
+    assert code == 1
+    assert err.splitlines() == [
+        f"Error: cannot write {target}: the directory {target.parent} does not exist"
+    ]
+    assert out == ""
+    assert not target.parent.exists()
 
 
 def test_get_of_a_missing_file_fails_cleanly(runner: CliRunner, work: Path, tmp_path: Path) -> None:

@@ -236,3 +236,44 @@ def test_exec_skips_invalid_skills_and_refuses_one_it_is_asked_for(
     assert "are invalid: broken" in named.stderr
     assert f"skillruntime skills validate {root}" in named.stderr
     assert len(recorder.requests) == 1
+
+
+def test_list_says_how_to_fix_a_too_long_description_and_lenient_lists_it(
+    runner: CliRunner, make_skill: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    good = make_skill("good")
+    long = make_skill("long")  # a public skill has a 1 068-character description
+    (long / "SKILL.md").write_text(f"---\nname: long\ndescription: {'d' * 1068}\n---\nBody.\n")
+    root = str(tmp_path / "skills")
+
+    with caplog.at_level(logging.WARNING, logger="skillruntime.core.skills"):
+        strict = runner.invoke(cli, ["skills", "list", "--json", root])
+        lenient = runner.invoke(cli, ["skills", "list", "--json", "--lenient", root])
+
+    assert strict.exit_code == 0, strict.output
+    assert [row["path"] for row in json.loads(strict.stdout)] == [str(good)]
+    assert "'description' is 1068 characters; at most 1024 are allowed: shorten it" in caplog.text
+    assert strict.stderr.splitlines() == [
+        f"Hint: 1 invalid skill(s) skipped (see the warnings above): fix them (skillruntime "
+        f"skills validate {root} lists every problem), or pass --lenient to list them anyway"
+    ]
+    assert lenient.exit_code == 0, lenient.output
+    assert [row["path"] for row in json.loads(lenient.stdout)] == [str(good), str(long)]
+    assert lenient.stderr == ""
+
+
+def test_exec_lenient_prepares_a_skill_with_a_too_long_description(
+    runner: CliRunner, recorder: Any, make_skill: Any, tmp_path: Path
+) -> None:
+    long = make_skill("long")
+    (long / "SKILL.md").write_text(f"---\nname: long\ndescription: {'d' * 1068}\n---\nBody.\n")
+    root = str(tmp_path / "skills")
+    base = ["exec", "--runtime", "recording", "--skills-root", root, "--skill", "long"]
+
+    refused = runner.invoke(cli, [*base, "true"])
+    lenient = runner.invoke(cli, [*base, "--lenient", "true"])
+
+    assert refused.exit_code == 1
+    assert "--lenient prepares them anyway" in refused.stderr
+    assert lenient.exit_code == 0, lenient.output
+    assert [s.name for s in recorder.prepared[0].skills] == ["long"]

@@ -123,6 +123,46 @@ def test_help_still_lists_plugin_commands() -> None:
     _, out = _imported("--help")
     for name in ("artifacts", "conversations", "exec", "files", "mcp", "runtimes", "skills"):
         assert f"  {name} " in out
+    assert "[skillruntime-mcp]" in out or "skillruntime integration: any runtime's" in out
+
+
+@pytest.mark.parametrize("args", [["--help"], ["-h"], []])
+def test_root_help_imports_no_command_module_and_no_sdk(args: list[str]) -> None:
+    modules, out = _imported(*args) if args else _imported_bare()
+    assert "Commands:" in out
+    assert not _heavy(modules)
+    assert not {
+        name
+        for name in modules
+        if name.partition(".")[0] in ("pydantic", "pydantic_settings", "pydantic_core", "pluggy")
+    }
+    # not one module of the project beyond what --version imports: no command module, no plugin
+    version_modules, _ = _imported("--version")
+    project = {name for name in modules - version_modules if name.startswith("skillruntime")}
+    assert not project
+
+
+def _imported_bare() -> tuple[set[str], str]:
+    """``skillruntime`` without arguments prints the help and exits 2, as click groups do."""
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    tail = done.stderr.rpartition("\nMODULES")[2]
+    modules, _, code = tail.rpartition(" CODE ")
+    assert code.strip() == "2", done.stderr
+    return set(json.loads(modules)), done.stdout + done.stderr
+
+
+def test_the_static_summaries_match_the_commands() -> None:
+    from skillruntime.core.cli.app import COMMAND_SUMMARIES, _load_command
+
+    for target, summary in COMMAND_SUMMARIES.items():
+        command = _load_command(target, target)
+        assert command.get_short_help_str(1000) == summary, target
 
 
 def test_entry_point_commands_load_lazily_and_never_replace_a_built_in(
@@ -146,9 +186,10 @@ def test_entry_point_commands_load_lazily_and_never_replace_a_built_in(
     runner = CliRunner()
     listed = runner.invoke(group, ["--help"])
     assert listed.exit_code == 0
-    assert "stores" in listed.output
-    assert "broken" not in listed.output
-    assert "the command 'broken'" in caplog.text
+    # help lists the declared commands from static data: none is imported, a broken one too
+    assert "  stores       Install, list, delete and materialize" in listed.output
+    assert "\n  broken" in listed.output
+    assert "the command 'broken'" not in caplog.text
     assert "a plugin tried to replace the built-in command 'skills'" in caplog.text
     assert "Check and list skill directories" in runner.invoke(group, ["skills", "--help"]).output
     assert "materialize" in runner.invoke(group, ["stores", "--help"]).output

@@ -190,3 +190,109 @@ def test_only_options_that_take_mappings_or_lists_are_decoded_as_json(
     )
     assert result.exit_code == 0, result.stderr
     assert recorder.options[-1].region == '{"not": "decoded"}'
+
+
+@pytest.mark.parametrize(
+    ("args", "hint"),
+    [
+        (["exec"], "skillruntime exec --help"),
+        (["files", "get", "--depth", "2", "a", "b"], "skillruntime files get --help"),
+        (["no-such-command"], "skillruntime --help"),
+        (["--bogus"], "skillruntime --help"),
+        (["conversations", "sweep", "--idle", "7x", "--url", "memory://"], "sweep --help"),
+    ],
+)
+def test_a_usage_error_is_one_error_line_with_the_help_hint_inside(
+    runner: CliRunner, args: list[str], hint: str
+) -> None:
+    from skillruntime.core.cli import build_cli
+
+    result = runner.invoke(build_cli(), args, prog_name="skillruntime")
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("Error: ")
+    assert "(see '" in lines[0]
+    assert hint in lines[0]
+    assert result.stdout == ""
+
+
+def test_a_bare_group_still_prints_its_help(runner: CliRunner) -> None:
+    result = runner.invoke(cli, ["files"])
+    assert "Move files in and out of a runtime." in result.output
+    assert "Error" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["-o", 'base_environment={"A B":"x"}'], "environment variable name 'A B' is invalid"),
+        (["--conversation", "c", "-o", "conversations_root=/"], "must not be '/'"),
+    ],
+)
+def test_an_option_value_the_runtime_refuses_exits_2(
+    runner: CliRunner, options: list[str], message: str
+) -> None:
+    result = runner.invoke(cli, ["exec", *options, "--", "true"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines() == [result.stderr.strip()]
+    assert result.stderr.startswith("Error: ")
+    assert message in result.stderr
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+@pytest.mark.slow
+def test_library_warnings_stay_off_the_console_unless_debug(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SKILLRUNTIME_", "OPEN_"))}
+    domain = f"127.0.0.1:{_closed_port()}"
+    command = [sys.executable, "-c", "from skillruntime.core.cli import main; main()"]
+    args = ["exec", "--runtime", "opensandbox", "-o", f"domain={domain}", "--", "true"]
+    quiet = subprocess.run(
+        [*command, *args], capture_output=True, text=True, env=env, timeout=120, check=False
+    )
+    assert quiet.returncode == 1
+    assert len(quiet.stderr.splitlines()) == 1, quiet.stderr
+    assert quiet.stderr.startswith("Error: ")
+    loud = subprocess.run(
+        [*command, "--debug", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert "WARNING: opensandbox." in loud.stderr  # the SDK's own warning, shown with --debug
+
+
+def test_the_project_warnings_still_show(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import logging\n"
+        "from skillruntime.core.cli.app import _configure_logging\n"
+        "_configure_logging(False)\n"
+        "logging.getLogger('some_sdk.adapter').warning('sdk warning')\n"
+        "logging.getLogger('some_sdk.adapter').error('sdk error')\n"
+        "logging.getLogger('skillruntime.core.skills').warning('skill warning')\n"
+        "logging.getLogger('skillruntime.core.skills').info('skill info')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert "sdk warning" not in done.stderr
+    assert "sdk error" in done.stderr
+    assert "skill warning" in done.stderr
+    assert "skill info" not in done.stderr

@@ -109,7 +109,9 @@ def test_python_blocks_run(
             for setup in block.setups:
                 namespace.update(request.getfixturevalue(setup))
             padded = "\n" * (block.line - 1) + block.code
-            exec(compile(padded, str(block.page), "exec"), namespace)
+            # dont_inherit: the block runs as a reader's script would, without this module's
+            # ``from __future__ import annotations`` (which would hide a name used too early).
+            exec(compile(padded, str(block.page), "exec", dont_inherit=True), namespace)
     finally:
         os.environ.clear()
         os.environ.update(environment)

@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import os
 import posixpath
-import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable, Iterable
 from pathlib import Path
@@ -28,6 +27,7 @@ from .filesystem import (
     check_read_limit,
     decode_file_text,
     list_files_plan,
+    open_part_file,
     read_limit_exceeded,
     upload_executable,
 )
@@ -146,7 +146,8 @@ class AsyncSkillRuntimeFileSystem(ABC):
         self, path: str, destination: str | os.PathLike[str] | BinaryIO
     ) -> Path | None:
         """Copy the runtime file ``path`` to a host file (through a ``.part`` file renamed when
-        complete; the resolved path is returned) or to a writable binary stream (``None``)."""
+        complete, parents created, mode ``0o666`` less the umask; the resolved path is returned)
+        or to a writable binary stream (``None``)."""
         if isinstance(destination, str | os.PathLike):
             return await self._download_to_path(path, Path(destination))
         async with contextlib.aclosing(self.read_stream(path)) as stream:
@@ -157,10 +158,7 @@ class AsyncSkillRuntimeFileSystem(ABC):
     async def _download_to_path(self, path: str, destination: Path) -> Path:
         target = destination.expanduser().absolute()
         await asyncio.to_thread(target.parent.mkdir, parents=True, exist_ok=True)
-        fd, part_name = await asyncio.to_thread(
-            tempfile.mkstemp, prefix=f"{target.name}.", suffix=".part", dir=target.parent
-        )
-        part = Path(part_name)
+        fd, part = await asyncio.to_thread(open_part_file, target)
         try:
             with os.fdopen(fd, "wb") as handle:
                 async with contextlib.aclosing(self.read_stream(path)) as stream:

@@ -12,8 +12,8 @@ import contextlib
 import logging
 import os
 import posixpath
+import secrets
 import stat as stat_module
-import tempfile
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator
@@ -44,6 +44,7 @@ __all__ = [
     "decode_file_text",
     "iter_local_file",
     "list_files_plan",
+    "open_part_file",
     "read_limit_exceeded",
     "upload_executable",
 ]
@@ -155,6 +156,24 @@ LIST_CHILDREN_LIMIT = DEFAULT_LIST_LIMIT * 100
 """Entries fetched per directory by :meth:`SkillRuntimeFileSystem.list_files`."""
 
 
+def open_part_file(target: Path) -> tuple[int, Path]:
+    """Create the ``<name>.<random>.part`` file next to ``target`` a download writes first.
+
+    Returns the open write descriptor and the path. The file is created with mode ``0o666``
+    filtered by the process umask, as ``open()`` or ``cp`` create a file (a ``mkstemp`` file
+    would be ``0o600``), so the renamed download gets the permissions of any new file. The
+    parent directory must exist (``FileNotFoundError`` otherwise).
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        part = target.with_name(f"{target.name}.{secrets.token_hex(4)}.part")
+        try:
+            return os.open(part, flags, 0o666), part
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free name for a .part file next to {target}")
+
+
 class SkillRuntimeFileSystem(ABC):
     """File access inside a runtime.
 
@@ -259,9 +278,10 @@ class SkillRuntimeFileSystem(ABC):
         """Copy the runtime file ``path`` to a host file or a writable binary stream.
 
         For a host path the content goes to a temporary ``<name>.*.part`` file next to it, renamed
-        over the destination only when complete: a failure leaves no partial file. The resolved
-        destination is returned. A stream destination is written to and left open (``None`` is
-        returned).
+        over the destination only when complete: a failure leaves no partial file. Missing parent
+        directories are created; a new file gets mode ``0o666`` less the umask, like ``cp``
+        (:func:`open_part_file`). The resolved destination is returned. A stream destination is
+        written to and left open (``None`` is returned).
         """
         if isinstance(destination, str | os.PathLike):
             return self._download_to_path(path, Path(destination))
@@ -273,10 +293,7 @@ class SkillRuntimeFileSystem(ABC):
     def _download_to_path(self, path: str, destination: Path) -> Path:
         target = destination.expanduser().absolute()
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, part_name = tempfile.mkstemp(
-            prefix=f"{target.name}.", suffix=".part", dir=target.parent
-        )
-        part = Path(part_name)
+        fd, part = open_part_file(target)
         try:
             with (
                 os.fdopen(fd, "wb") as handle,

@@ -3,12 +3,13 @@
 Three modes, chosen by the constructor arguments:
 
 * **Conversation** (``conversation_id``): the workspace is ``<conversations_root>/<id>``
-  (``conversations_root`` defaults to :data:`DEFAULT_CONVERSATIONS_ROOT`). It is created on first
-  use, is the default working directory, and scopes every file operation and working directory;
-  symbolic links are resolved, so a link cannot carry an operation out of it. Resolution is
-  race-free: paths are walked through directory descriptors of the workspace, and a command's
-  working directory is entered through the descriptor the check opened, so a directory swapped
-  for a link meanwhile changes nothing. Skills are copied to
+  (``conversations_root``, an absolute path or one starting with ``~``, defaults to
+  :data:`DEFAULT_CONVERSATIONS_ROOT`; a relative root raises :class:`ValueError`). It is created
+  on first use, is the default working directory, and scopes every file operation and working
+  directory; symbolic links are resolved, so a link cannot carry an operation out of it.
+  Resolution is race-free: paths are walked through directory descriptors of the workspace, and
+  a command's working directory is entered through the descriptor the check opened, so a
+  directory swapped for a link meanwhile changes nothing. Skills are copied to
   ``<workspace>/skills/<name>-<digest12>/``.
 * **Work root** (``work_root``, no conversation): skills are copied to
   ``<work_root>/skills/<name>-<digest12>/``; the work root is the default working directory.
@@ -474,7 +475,12 @@ def _workspace_for(
             "work_root cannot be combined with conversation_id (the conversation workspace is "
             "the work root)"
         )
-    root = _absolute(
-        conversations_root if conversations_root is not None else DEFAULT_CONVERSATIONS_ROOT
-    )
+    given = conversations_root if conversations_root is not None else DEFAULT_CONVERSATIONS_ROOT
+    root = os.path.expanduser(os.fspath(given))
+    if not os.path.isabs(root):
+        # as in every runtime: a relative root would name another directory from another cwd
+        raise ValueError(
+            f"conversations_root must be an absolute path (got {os.fspath(given)!r}); "
+            "resolve it first, e.g. Path(root).resolve()"
+        )
     return ConversationWorkspace(root, conversation_id)

@@ -13,7 +13,6 @@ import os
 import posixpath
 import shlex
 import sys
-import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Any, TypeVar, Union, get_args, get_origin
 import click
 from pydantic import BaseModel, ValidationError
 
-from ..filesystem import SkillRuntimeFileSystem, iter_local_file
+from ..filesystem import SkillRuntimeFileSystem, iter_local_file, open_part_file
 from ..models import (
     Skill,
     SkillExecutionRequest,
@@ -132,6 +131,29 @@ def _takes_json(annotation: Any) -> bool:
     )
 
 
+def _takes_host_path(annotation: Any) -> bool:
+    """True for an option typed as a host path (:class:`~pathlib.Path`, optionally ``None``)."""
+    members = get_args(annotation) if get_origin(annotation) in (Union, UnionType) else ()
+    return any(
+        isinstance(kind, type) and issubclass(kind, os.PathLike)
+        for kind in (members or (annotation,))
+    )
+
+
+def _resolve_host_paths(provider: RuntimeProvider[Any], options: dict[str, Any]) -> None:
+    """Resolve relative ``-o KEY=PATH`` values of host-path options against the current
+    directory, in place (the library requires an absolute ``conversations_root``; on a command
+    line a relative path means the shell's directory, as for any other command)."""
+    fields = provider.options_model.model_fields
+    for key, value in options.items():
+        field = fields.get(key.replace("-", "_"))
+        if field is None or not isinstance(value, str) or not _takes_host_path(field.annotation):
+            continue
+        expanded = os.path.expanduser(value)
+        if value and not os.path.isabs(expanded):
+            options[key] = os.path.abspath(expanded)
+
+
 def _decode_json_options(provider: RuntimeProvider[Any], options: dict[str, Any]) -> None:
     """Decode ``-o KEY=JSON`` values of options that take mappings or lists, in place."""
     fields = provider.options_model.model_fields
@@ -169,14 +191,20 @@ def open_runtime(
 ) -> Iterator[SkillRuntime]:
     """Build the runtime from CLI options and close it on exit.
 
+    An option value the runtime refuses (its options model, or the runtime's own checks raising
+    :class:`ValueError`) is a usage mistake: :class:`~.errors.CliUsageError`, exit status 2.
+
     ``-o KEY=VALUE`` values of options that take mappings or lists are JSON text, as in the
-    ``SKILLRUNTIME_<RUNTIME>_<OPTION>`` environment variables.
+    ``SKILLRUNTIME_<RUNTIME>_<OPTION>`` environment variables; a relative value of a host-path
+    option (the local runtime's ``conversations_root``, ``work_root``) is resolved against the
+    current directory. Environment variables are passed on as they are.
     """
     options: dict[str, Any] = parse_assignments(option_items, what="'--option'")
     if conversation_id is not None:
         options["conversation_id"] = conversation_id
     provider = get_runtime_provider(runtime_name)
     _decode_json_options(provider, options)
+    _resolve_host_paths(provider, options)
     try:
         runtime = create_runtime(runtime_name, **options)
     except RuntimeOptionsError as error:
@@ -184,13 +212,19 @@ def open_runtime(
         if hint is None:
             raise
         raise CliUsageError(f"{error}; {hint}") from None
+    except ValueError as error:
+        # the runtime refused an option value (an environment name, a conversations root):
+        # a usage mistake, like an option its model rejects
+        raise CliUsageError(str(error) or type(error).__name__) from None
     try:
         yield runtime
     finally:
         runtime.close()
 
 
-def _load_skills(skills_root: Path | None, names: Sequence[str]) -> list[Skill]:
+def _load_skills(
+    skills_root: Path | None, names: Sequence[str], *, lenient: bool = False
+) -> list[Skill]:
     if skills_root is None:
         if names:
             raise click.UsageError("--skill needs --skills-root to say where skills live")
@@ -200,14 +234,17 @@ def _load_skills(skills_root: Path | None, names: Sequence[str]) -> list[Skill]:
     wanted = list(dict.fromkeys(names))
     # Invalid skills are skipped with a warning; a name discovery does not know raises there,
     # so a requested name missing here is a skill that was skipped as invalid.
-    skills: list[Skill] = discover_skills(skills_root, names=wanted or None, skip_invalid=True)
+    skills: list[Skill] = discover_skills(
+        skills_root, names=wanted or None, skip_invalid=not lenient
+    )
     if wanted:
         found = {skill.name for skill in skills}
         missing = [name for name in wanted if name not in found]
         if missing:
             raise CliError(
                 f"skill(s) under {skills_root} are invalid: {', '.join(missing)} (see the "
-                f"warnings, or run: skillruntime skills validate {skills_root})"
+                f"warnings, or run: skillruntime skills validate {skills_root}; --lenient "
+                "prepares them anyway)"
             )
         by_name = {skill.name: skill for skill in skills}
         skills = [by_name[name] for name in wanted]
@@ -241,6 +278,12 @@ def _exit_code(exit_code: int) -> int:
     "every skill under the root is prepared.",
 )
 @click.option(
+    "--lenient",
+    is_flag=True,
+    help="Also prepare skills that break a rule of the specification (a description over 1024 "
+    "characters, ...) instead of skipping them.",
+)
+@click.option(
     "--env",
     "-e",
     "env_items",
@@ -268,6 +311,7 @@ def exec_command(
     conversation_id: str | None,
     skills_root: Path | None,
     skill_names: tuple[str, ...],
+    lenient: bool,
     env_items: tuple[str, ...],
     timeout_seconds: float,
     cwd: str | None,
@@ -296,7 +340,7 @@ def exec_command(
         )
     except ValidationError as error:
         raise CliUsageError(f"invalid command: {validation_message(error)}") from None
-    skills = _load_skills(skills_root, skill_names)
+    skills = _load_skills(skills_root, skill_names, lenient=lenient)
     with open_runtime(runtime_name, runtime_option_items, conversation_id) as runtime:
         if skills:
             # The runtime runs each skill's declared bootstrap (SkillPreparationRequest.config_for).
@@ -401,17 +445,24 @@ def _download_with_progress(
 ) -> None:
     """Like ``fs.download`` (a ``.part`` file renamed when complete), counting the bytes."""
     target = Path(local).expanduser().absolute()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, part_name = tempfile.mkstemp(prefix=f"{target.name}.", suffix=".part", dir=target.parent)
+    fd, part = open_part_file(target)
     try:
         with os.fdopen(fd, "wb") as handle, contextlib.closing(fs.read_stream(remote)) as stream:
             for chunk in progress.chunks(stream):
                 handle.write(chunk)
-        os.replace(part_name, target)
+        os.replace(part, target)
     except BaseException:
         with contextlib.suppress(OSError):
-            os.unlink(part_name)
+            os.unlink(part)
         raise
+
+
+def _check_local_parent(local: Path) -> None:
+    """Refuse a host destination whose directory does not exist (as ``cp`` does)."""
+    parent = local.expanduser().absolute().parent
+    if not parent.is_dir():
+        what = "is not a directory" if parent.exists() else "does not exist"
+        raise CliError(f"cannot write {local}: the directory {parent} {what}")
 
 
 @files_group.command("get")
@@ -428,7 +479,12 @@ def files_get(
     local: str,
     progress: bool | None,
 ) -> None:
-    """Download runtime file REMOTE to LOCAL (`-` writes it to stdout)."""
+    """Download runtime file REMOTE to LOCAL (`-` writes it to stdout).
+
+    As `cp`: a new LOCAL gets mode 0666 less the umask, and LOCAL's directory must exist.
+    """
+    if local != "-":
+        _check_local_parent(Path(local))
     with open_runtime(runtime_name, runtime_option_items, conversation_id) as runtime:
         fs = runtime.get_file_system()
         path = _runtime_path(runtime, remote)

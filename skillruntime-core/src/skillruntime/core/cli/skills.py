@@ -107,16 +107,27 @@ def skills_validate(paths: Sequence[Path], strict: bool) -> None:
     "roots", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path)
 )
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
-def skills_list(roots: Sequence[Path], as_json: bool) -> None:
+@click.option(
+    "--lenient",
+    is_flag=True,
+    help="Also list skills that break a rule of the specification (a description over 1024 "
+    "characters, ...); their problems are still printed as warnings.",
+)
+def skills_list(roots: Sequence[Path], as_json: bool, lenient: bool) -> None:
     """List the skills found under each ROOT: name, description and path.
 
     A ROOT is a skill directory or a directory whose subdirectories are skills. Invalid skills
     (those `skillruntime skills validate` reports errors for) are skipped with a warning on
-    stderr. When nothing is found, a hint names hidden folders that hold skills.
+    stderr and a hint on how to fix them, unless --lenient is given. When nothing is found, a
+    hint names hidden folders that hold skills.
     """
     from ..skills import discover_skills
 
-    skills = [skill for root in roots for skill in discover_skills(root, skip_invalid=True)]
+    skills = [skill for root in roots for skill in discover_skills(root, skip_invalid=not lenient)]
+    if not lenient:
+        hint = _skipped_hint(roots, {skill.base_path for skill in skills})
+        if hint:
+            click.echo(hint, err=True)
     rows = [
         {"name": skill.name, "description": skill.description, "path": skill.base_path}
         for skill in sorted(skills, key=lambda s: (s.name, s.base_path))
@@ -136,6 +147,26 @@ def skills_list(roots: Sequence[Path], as_json: bool) -> None:
             hint = _hidden_hint(root)
             if hint:
                 click.echo(hint, err=True)
+
+
+def _skipped_hint(roots: Sequence[Path], listed: set[str]) -> str | None:
+    """How to fix or still list the skills under ``roots`` that were skipped as invalid."""
+    from ..skills import skill_directories
+
+    skipped = [
+        directory
+        for root in roots
+        for directory in skill_directories(root)
+        if str(directory) not in listed
+    ]
+    if not skipped:
+        return None
+    where = " ".join(str(root) for root in roots)
+    return (
+        f"Hint: {len(skipped)} invalid skill(s) skipped (see the warnings above): fix them "
+        f"(skillruntime skills validate {where} lists every problem), or pass --lenient to "
+        "list them anyway"
+    )
 
 
 def _one_line(text: str, limit: int = 100) -> str:

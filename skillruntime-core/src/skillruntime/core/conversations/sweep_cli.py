@@ -2,19 +2,39 @@
 
 Prints one summary line (``found N, kept N, destroyed N, failed N``), one line per orphan and,
 with ``--verbose``, one line per conversation; ``--json`` prints the whole report instead.
-Exit status 1 when a conversation or an orphan could not be destroyed.
+Exit status 1 when a conversation or an orphan could not be destroyed, or orphans could not be
+listed.
+
+Without ``--runtime`` only the reapers of runtimes the store holds conversations of are built
+and run: a reaper of an installed backend nobody uses (an OpenSandbox server that is not
+configured) is never contacted. Naming a runtime with ``--runtime`` runs its reaper even when the
+store has none of its conversations (to find its orphan sandboxes).
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Container
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from .spi import ConversationStore
+    from .sweeps import ConversationReaper
 
 __all__ = ["sweep_command"]
 
 _URL_ENV = "SKILLRUNTIME_CONVERSATION_STORE"
+
+
+def _recorded_runtimes(store: ConversationStore, installed: Container[str]) -> list[str]:
+    """The runtimes with an installed reaper that conversations in ``store`` ran in, sorted."""
+    from .sweeps import _all_records
+
+    return sorted(
+        {record.runtime for record in _all_records(store, 200) if record.runtime in installed}
+    )
 
 
 @click.command("sweep")
@@ -38,7 +58,8 @@ _URL_ENV = "SKILLRUNTIME_CONVERSATION_STORE"
     "--runtime",
     "runtimes",
     multiple=True,
-    help="Sweep only conversations of this runtime (repeatable; default: every installed one).",
+    help="Sweep only conversations of this runtime and look for its orphans (repeatable; "
+    "default: the runtimes the store has conversations of).",
 )
 @click.option(
     "--activity-interval",
@@ -73,6 +94,7 @@ def sweep_command(  # noqa: PLR0917
     ..._API_KEY).
     """
     from ..cli.errors import as_cli_error
+    from ..plugins import available_conversation_reapers
     from . import ConversationStoreError, open_conversation_store
     from .sweeps import available_reapers, close_reapers, parse_duration, sweep_conversations
 
@@ -87,12 +109,19 @@ def sweep_command(  # noqa: PLR0917
     options: dict[str, Any] = {}
     if table_name:
         options["table_name"] = table_name
-    try:
-        reapers = list(available_reapers(runtimes or None).values())
-    except ValueError as error:
-        raise click.BadParameter(str(error), param_hint="--runtime") from None
+    installed = available_conversation_reapers()
+    unknown = sorted(set(runtimes) - set(installed))
+    if unknown:
+        raise click.BadParameter(
+            f"no reaper for runtime(s) {', '.join(unknown)}; installed: "
+            f"{', '.join(installed) or 'none'}",
+            param_hint="--runtime",
+        )
+    reapers: list[ConversationReaper] = []
     try:
         with open_conversation_store(url, **options) as store:
+            names = runtimes or _recorded_runtimes(store, installed)
+            reapers = list(available_reapers(names).values())
             report = sweep_conversations(
                 store,
                 idle,

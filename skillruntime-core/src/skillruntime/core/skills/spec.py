@@ -358,7 +358,7 @@ def _check_description(frontmatter: Mapping[str, Any], problems: _Problems) -> s
     if len(stripped) > DESCRIPTION_MAX_LENGTH:
         problems.error(
             f"'description' is {len(stripped)} characters; at most {DESCRIPTION_MAX_LENGTH} "
-            "are allowed"
+            "are allowed: shorten it (agents choose skills by their descriptions)"
         )
     return stripped
 
