@@ -199,3 +199,12 @@ def test_entry_point_commands_load_lazily_and_never_replace_a_built_in(
     assert "ModuleNotFoundError" in broken.output
     wrong = runner.invoke(group, ["notacommand"])
     assert "is dict, not a click command" in wrong.output
+
+
+def test_mcp_serve_help_imports_no_mcp_sdk() -> None:
+    """The serve command's help and option defaults come from a module without the SDK."""
+    modules, out = _imported("mcp", "serve", "--help")
+    assert "--shutdown-grace" in out
+    assert "skillruntime.mcp.cli" in modules
+    assert not {name for name in modules if name.partition(".")[0] in ("mcp", "uvicorn")}
+    assert "skillruntime.mcp.http" not in modules

@@ -8,32 +8,33 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from skillruntime.core.cli.errors import CliError, CliUsageError
 from skillruntime.core.cli.runtime import parse_assignments, runtime_options
-from skillruntime.core.models import Skill
-from skillruntime.core.skills import discover_skills
 
-from .conversations import ServeConfig, generated_conversation_id
-from .http import (
+from .defaults import (
     CONVERSATION_HEADER,
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_SESSIONS,
     DEFAULT_SESSION_IDLE_TIMEOUT,
     DEFAULT_SHUTDOWN_GRACE,
     LOOPBACK_HOSTS,
-    serve_http,
 )
-from .lifecycle import run_until_signal
-from .stdio import serve_stdio
+
+if TYPE_CHECKING:  # the server modules import the MCP SDK: loaded only when a server starts
+    from skillruntime.core.models import Skill
+
+    from .conversations import ServeConfig
 
 __all__ = ["load_config", "mcp_group"]
 
 
 def _skills(root: Path, names: Sequence[str]) -> list[Skill]:
+    from skillruntime.core.skills import discover_skills
+
     wanted = list(dict.fromkeys(names))
     skills = discover_skills(root, names=wanted or None, skip_invalid=True)
     if wanted:
@@ -58,6 +59,8 @@ def load_config(
     publish_base_url: str | None = None,
 ) -> ServeConfig:
     """The :class:`ServeConfig` the command line describes (skills are loaded and checked)."""
+    from .conversations import ServeConfig
+
     if publish_base_url is not None and publish_directory is None:
         raise CliUsageError("--publish-base-url needs --publish-dir")
     options: dict[str, Any] = parse_assignments(option_items, what="'--option'")
@@ -206,6 +209,11 @@ def serve_command(
       skillruntime mcp serve --runtime opensandbox -o domain=127.0.0.1:8090 --skills ./skills
       SKILLRUNTIME_MCP_TOKEN=... skillruntime mcp serve --transport http --skills ./skills
     """
+    from .conversations import generated_conversation_id
+    from .http import serve_http
+    from .lifecycle import run_until_signal
+    from .stdio import serve_stdio
+
     config = load_config(
         runtime_name,
         runtime_option_items,

@@ -33,10 +33,7 @@ from typing import Any
 import uvicorn
 from mcp import types
 from mcp.server.context import ServerRequestContext
-from mcp.server.streamable_http_manager import (
-    DEFAULT_SESSION_IDLE_TIMEOUT,
-    StreamableHTTPASGIApp,
-)
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from starlette.applications import Starlette
@@ -46,6 +43,14 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .conversations import ServeConfig, ServedConversation, generated_conversation_id
+from .defaults import (
+    CONVERSATION_HEADER,
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_SESSION_IDLE_TIMEOUT,
+    DEFAULT_SHUTDOWN_GRACE,
+    LOOPBACK_HOSTS,
+)
 from .server import SkillMcpServer
 from .sessions import SessionManager
 
@@ -64,20 +69,13 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-CONVERSATION_HEADER = "X-Skillruntime-Conversation"
-"""Request header naming the conversation a request belongs to."""
 SESSION_HEADER = "mcp-session-id"
 MCP_PATH = "/mcp"
-DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
 DEFAULT_DRAIN_BYTES = 64 * 1024 * 1024
 """How much of a refused (oversized) body is read and dropped before the 413 is sent."""
 DRAIN_SECONDS = 10.0
 """How long the rest of a refused body is read at most before the 413 is sent."""
-DEFAULT_MAX_SESSIONS = 100
-DEFAULT_SHUTDOWN_GRACE = 10.0
-"""Seconds a stopped server may take to close its conversations and connections."""
 _FORCE_EXIT_SECONDS = 2.0
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
 class HttpConversations:
