@@ -185,3 +185,32 @@ def test_exclusive_runtimes_of_one_conversation_take_turns(
         runtimes[0].destroy_conversation_sandbox()
         for runtime in runtimes:
             runtime.close()
+
+
+def test_a_reaper_without_a_configured_server_fails_at_once_saying_what_to_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No domain anywhere: the SDK's default server is tried once (no retry budget) and the
+    failure names the settings, instead of retrying a server nobody configured."""
+    from skillruntime.opensandbox.errors import OpenSandboxError
+    from skillruntime.opensandbox.sweeping import OpenSandboxReaper
+
+    monkeypatch.delenv("OPEN_SANDBOX_DOMAIN", raising=False)
+    monkeypatch.delenv("SKILLRUNTIME_OPENSANDBOX_DOMAIN", raising=False)
+    calls: list[float] = []
+    import skillruntime.opensandbox.sandbox as sandbox_module
+
+    real = sandbox_module.call_idempotent
+
+    def counting(call, *, budget_seconds, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(budget_seconds)
+        return real(call, budget_seconds=budget_seconds, **kwargs)
+
+    monkeypatch.setattr(sandbox_module, "call_idempotent", counting)
+    reaper = OpenSandboxReaper(domain=None, request_timeout_seconds=2)
+    try:
+        with pytest.raises(OpenSandboxError, match="no OpenSandbox server is configured"):
+            reaper.orphans([])
+    finally:
+        reaper.close()
+    assert calls == [0.0]

@@ -18,6 +18,7 @@ is never an orphan, whichever conversation's tags it carries.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
@@ -26,10 +27,11 @@ from opensandbox.transport import RetryPolicy
 from skillruntime.core.conversations import ConversationRecord, service_key_for_url
 from skillruntime.core.conversations.sweeps import OrphanSandbox
 
+from .errors import OpenSandboxError
 from .options import OpenSandboxRuntimeOptions
 from .retry import DEFAULT_RETRY_SECONDS
 from .runtime import DEFAULT_ORPHAN_GRACE_SECONDS
-from .sandbox import SandboxClient, SandboxSettings, clip_metadata
+from .sandbox import NO_DOMAIN_MESSAGE, SandboxClient, SandboxSettings, clip_metadata
 
 __all__ = ["OpenSandboxReaper", "reaper_from_environment"]
 
@@ -74,9 +76,20 @@ class OpenSandboxReaper:
             retry_policy=RetryPolicy.disabled(),
             disable_metrics=True,
         )
+        # Without a configured server the SDK's default one is tried once, not retried: a sweep
+        # of a runtime nobody set up fails in one request with a message saying what to set.
+        self._configured = (
+            connection_config is not None
+            or domain is not None
+            or bool(os.environ.get("OPEN_SANDBOX_DOMAIN"))
+        )
         self._client = SandboxClient(
             self._config,
-            SandboxSettings(image="unused", retry_seconds=retry_seconds, domain_configured=True),
+            SandboxSettings(
+                image="unused",
+                retry_seconds=retry_seconds if self._configured else 0.0,
+                domain_configured=self._configured,
+            ),
         )
         self._grace = orphan_grace_seconds
         self._metadata = dict(metadata or {})
@@ -101,7 +114,15 @@ class OpenSandboxReaper:
         recorded = {record.sandbox_id for record in records if record.sandbox_id}
         now = datetime.now(UTC)
         found: list[OrphanSandbox] = []
-        for info in self._client.list_tagged_infos({**self._metadata, _RUNTIME_TAG: self.runtime}):
+        try:
+            listed = self._client.list_tagged_infos({**self._metadata, _RUNTIME_TAG: self.runtime})
+        except Exception as exc:  # the SDK's own or ours: which, the message need not say
+            if self._configured:
+                raise
+            raise OpenSandboxError(
+                f"{NO_DOMAIN_MESSAGE}; the SDK's default server did not answer"
+            ) from exc
+        for info in listed:
             metadata = info.metadata or {}
             key = metadata.get(_KEY_TAG)
             if key is None:
