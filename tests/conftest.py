@@ -20,6 +20,7 @@ _OPENVIKING_GROUP = pytest.mark.xdist_group("openviking")
 _OPENVIKING_MODULES = ("test_turn_viking_real.py",)
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Put every real-OpenViking test in the ``openviking`` xdist group."""
     for item in items:
