@@ -25,6 +25,12 @@ pip_install() {
         | tee -a "$LOG" \
         | awk '/^Collecting / { sub(/^Collecting /, ""); sub(/ \(from .*$/, "");
                                 printf "    [%d] %s\n", ++n, $0; fflush() }
+               /^Building editable for .*: started$/ { sub(/^Building editable for /, ""); sub(/ \(.*$/, "");
+                                           print "    building " $0 " (editable)"; fflush() }
+               /^Installing collected packages: / {
+                   count = split(substr($0, 32), names, ", ")
+                   print "    installing " count " packages into .venv (about a minute without output)"
+                   fflush() }
                /^Successfully installed / { print "    installed " NF - 2 " packages"; fflush() }'
     status=${PIPESTATUS[0]}
     set -e
@@ -63,7 +69,7 @@ fi
 step "updating pip"
 pip_install --upgrade pip
 step "installing every distribution (editable) and the development tools" \
-    "(a first run downloads about 100 packages and takes a few minutes)"
+    "(a first run downloads about 190 packages and takes a few minutes)"
 pip_install \
     -e './skillruntime-core[sql,postgresql,mysql,testing,s3,otel]' \
     -e ./skillruntime-local \
