@@ -4,13 +4,19 @@
   imports the SDK (its background exporter would otherwise try to reach the real service with
   whatever key a test sets, and report a failed export at interpreter exit).
 - The real OpenViking server costs a few hundred MB and several seconds to start, so every test
-  that uses it runs in one xdist group (one worker, one server); see the Makefile's
+  that uses it runs in one xdist group (one worker, one server); see ``scripts/run-tests.sh``'s
   ``--dist loadgroup``.
+- ``make test-quick`` and the lowest-versions run leave out the tests marked ``slow``: besides
+  those marked where they are written, every test of the modules in :data:`SLOW_MODULES`. They
+  are end-to-end costs (real servers, racing processes, process restarts, fault workloads, the
+  peer suites, symlink-swap races, the benchmarks' quick mode); what each distribution does is
+  also tested by its fast modules, so the quick set covers every distribution.
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -19,11 +25,36 @@ os.environ["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
 _OPENVIKING_GROUP = pytest.mark.xdist_group("openviking")
 _OPENVIKING_MODULES = ("test_turn_viking_real.py",)
 
+SLOW_MODULES = frozenset(
+    {
+        "agent_turn/test_turn_viking_real.py",
+        "benchmarks/test_bench_quick.py",
+        "conversations/test_async_exclusive_conversations.py",
+        "conversations/test_exclusive_conversations.py",
+        "deepagents/test_peer_suite.py",
+        "faults/test_opensandbox_faults.py",
+        "faults/test_store_faults.py",
+        "mcp/test_mcp_backends.py",
+        "openai_agents/test_resume_process.py",
+        "opensandbox/test_opensandbox_hangups.py",
+        "opensandbox/test_opensandbox_multinode.py",
+        "security/test_local_symlink_race.py",
+        "viking_cli/test_viking_cli_real.py",
+        "viking_real/test_viking_real_store.py",
+        "viking_tools/test_viking_tools_real.py",
+    }
+)
+"""Modules (relative to ``tests/``) whose every test is marked ``slow``."""
+_TESTS = Path(__file__).resolve().parent
+
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Put every real-OpenViking test in the ``openviking`` xdist group."""
+    """Put every real-OpenViking test in the ``openviking`` xdist group; mark the tests of
+    :data:`SLOW_MODULES` ``slow``."""
     for item in items:
         fixtures = getattr(item, "fixturenames", ())
         if "openviking_server" in fixtures or item.path.name in _OPENVIKING_MODULES:
             item.add_marker(_OPENVIKING_GROUP)
+        if item.path.relative_to(_TESTS).as_posix() in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
