@@ -11,6 +11,7 @@ tests run a long command beside one runtime object used by many short-lived loop
 from __future__ import annotations
 
 import asyncio
+import threading
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -162,3 +163,24 @@ def test_a_cancelled_command_is_interrupted_and_its_stream_outlives_the_loop(
         assert asyncio.run(runtime.execute(SkillExecutionRequest(command="true"))).ok
         _assert_finished(long)
     assert opensandbox_double.stats()["grace_hangups"] == hangups
+
+
+def _command_loops() -> int:
+    return sum(thread.name == "opensandbox-commands" for thread in threading.enumerate())
+
+
+def test_one_thread_serves_every_loop_and_close_ends_it(
+    opensandbox_double: OpenSandboxDouble,
+) -> None:
+    """The streams of all callers' loops are read by one thread of the runtime, started by its
+    first command; ``close`` ends it (the runtime leaves no thread behind)."""
+    before = _command_loops()
+    runtime = AsyncOpenSandboxSkillRuntime(
+        domain=opensandbox_double.domain, api_key=opensandbox_double.api_key
+    )
+    assert _command_loops() == before
+    for _ in range(3):
+        assert asyncio.run(runtime.execute(SkillExecutionRequest(command="true"))).ok
+        assert _command_loops() == before + 1
+    asyncio.run(runtime.close())
+    assert _command_loops() == before

@@ -98,7 +98,7 @@ class CommandLoop:
         def start() -> None:
             task = loop.create_task(coroutine)
             tasks.append(task)
-            task.add_done_callback(lambda done: _settle(outcome, done))
+            task.add_done_callback(lambda done: self._settle(outcome, done))
 
         try:
             loop.call_soon_threadsafe(start)
@@ -149,6 +149,20 @@ class CommandLoop:
                 self._loop, self._ended = loop, ended
             return self._loop
 
+    def _settle(self, outcome: concurrent.futures.Future[T], task: asyncio.Task[T]) -> None:
+        """Copy ``task``'s outcome into ``outcome`` (given up when the caller's loop went away);
+        a task cancelled by :meth:`stop` is a ``RuntimeClosedError`` to its caller."""
+        with contextlib.suppress(concurrent.futures.InvalidStateError):
+            if task.cancelled():
+                if self._stopped:
+                    outcome.set_exception(closed_error(self._runtime_name))
+                else:
+                    outcome.cancel()
+            elif (error := task.exception()) is not None:
+                outcome.set_exception(error)
+            else:
+                outcome.set_result(task.result())
+
     def _settled(self, outcome: concurrent.futures.Future[Any]) -> None:
         with self._guard:
             self._outcomes.discard(outcome)
@@ -179,17 +193,6 @@ class CommandLoop:
                 with contextlib.suppress(concurrent.futures.InvalidStateError):
                     outcome.set_exception(closed_error(self._runtime_name))
             ended.set_result(None)
-
-
-def _settle(outcome: concurrent.futures.Future[T], task: asyncio.Task[T]) -> None:
-    """Copy ``task``'s outcome into ``outcome`` (given up when the caller's loop went away)."""
-    with contextlib.suppress(concurrent.futures.InvalidStateError):
-        if task.cancelled():
-            outcome.cancel()
-        elif (error := task.exception()) is not None:
-            outcome.set_exception(error)
-        else:
-            outcome.set_result(task.result())
 
 
 class AsyncCommandRunner:
