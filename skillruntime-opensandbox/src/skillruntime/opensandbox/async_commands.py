@@ -70,7 +70,7 @@ class CommandLoop:
         self._runtime_name = runtime_name
         self._guard = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._ended: concurrent.futures.Future[None] | None = None
+        self._thread: threading.Thread | None = None
         self._stopped = False
         self._outcomes: set[concurrent.futures.Future[Any]] = set()  # calls not yet settled
 
@@ -126,15 +126,15 @@ class CommandLoop:
         it ended in time. Idempotent."""
         with self._guard:
             self._stopped = True
-            loop, ended = self._loop, self._ended
-        if loop is None or ended is None:
+            loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
             return True
         with contextlib.suppress(RuntimeError):  # already closed
             loop.call_soon_threadsafe(loop.stop)
-        done, _ = await asyncio.wait({asyncio.wrap_future(ended)}, timeout=timeout_seconds)
-        if not done:
+        await asyncio.to_thread(thread.join, timeout_seconds)
+        if thread.is_alive():
             logger.warning("the command loop did not end within %.1f s", timeout_seconds)
-        return bool(done)
+        return not thread.is_alive()
 
     def _running(self) -> asyncio.AbstractEventLoop:
         with self._guard:
@@ -142,11 +142,11 @@ class CommandLoop:
                 raise closed_error(self._runtime_name)
             if self._loop is None:
                 loop = asyncio.new_event_loop()
-                ended: concurrent.futures.Future[None] = concurrent.futures.Future()
-                threading.Thread(
-                    target=self._serve, args=(loop, ended), name="opensandbox-commands", daemon=True
-                ).start()
-                self._loop, self._ended = loop, ended
+                thread = threading.Thread(
+                    target=self._serve, args=(loop,), name="opensandbox-commands", daemon=True
+                )
+                thread.start()
+                self._loop, self._thread = loop, thread
             return self._loop
 
     def _settle(self, outcome: concurrent.futures.Future[T], task: asyncio.Task[T]) -> None:
@@ -167,9 +167,7 @@ class CommandLoop:
         with self._guard:
             self._outcomes.discard(outcome)
 
-    def _serve(
-        self, loop: asyncio.AbstractEventLoop, ended: concurrent.futures.Future[None]
-    ) -> None:
+    def _serve(self, loop: asyncio.AbstractEventLoop) -> None:
         """The loop's thread: run ``loop`` until stopped, then end it as ``asyncio.run`` ends
         its loop; a call that never ran (it raced the stop) raises ``RuntimeClosedError``."""
         asyncio.set_event_loop(loop)
@@ -192,7 +190,6 @@ class CommandLoop:
             for outcome in unsettled:
                 with contextlib.suppress(concurrent.futures.InvalidStateError):
                     outcome.set_exception(closed_error(self._runtime_name))
-            ended.set_result(None)
 
 
 class AsyncCommandRunner:
