@@ -1,8 +1,13 @@
 """``AsyncOpenSandboxSkillRuntime``: the OpenSandbox runtime for asyncio programs.
 
-Commands and file calls are native: they go through the SDK's async API on one HTTP connection
-pool per runtime, with no thread per call, and cancelling an awaiting ``execute`` interrupts the
-command in the sandbox, which kills its whole process group (:mod:`.async_commands`).
+Commands and file calls are native: they go through the SDK's async API, with no thread per
+call, and cancelling an awaiting ``execute`` interrupts the command in the sandbox, which kills
+its whole process group (:mod:`.async_commands`). File calls run on the caller's event loop;
+command streams run on the runtime's own loop in one daemon thread, so that the end of a
+caller's loop (``asyncio.run`` per call, a fresh loop per test, a framework's sync-over-async
+call) never cuts a stream in execd's grace period, which would kill every command running in
+the sandbox. One runtime object therefore serves any number of consecutive (or simultaneous)
+caller loops.
 
 The sandbox lifecycle and the conversation record follow exactly the rules of
 :class:`~.runtime.OpenSandboxSkillRuntime` (see its module docs) because they *are* that code: the
@@ -87,8 +92,9 @@ class AsyncOpenSandboxSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRun
     """Runs skills in an OpenSandbox sandbox from asyncio; see the module docs.
 
     Takes the keyword arguments of :class:`~.runtime.OpenSandboxSkillRuntime` (validated by it),
-    plus ``max_connections``: the size of the runtime's one HTTP connection pool, which bounds
-    the commands and file calls in flight at once (more wait for a connection).
+    plus ``max_connections``: the size of each of the runtime's HTTP connection pools (one on
+    its command loop, which bounds the commands in flight at once, and one per caller event
+    loop for file calls); more wait for a connection.
     """
 
     def __init__(
@@ -375,4 +381,5 @@ class AsyncOpenSandboxSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRun
             await self._runner.cancel_drains()
             await close_async_handle(current[1] if current else None)
         finally:
+            await self._runner.close()  # its loop's connection pool is closed with it
             await self._transport.aclose()
