@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 
 import httpx2
@@ -48,12 +49,18 @@ def test_a_scripted_turn_over_http_and_list_changed(
             assert "notifications/tools/list_changed" in seen.methods()
             refused = await session.call_tool("write", {"file_path": "x", "content": "y"})
             assert refused.is_error is True
+            # The session's (generated) conversation holds the turn's file while it lasts...
+            workspaces = [path for path in conversations_root.iterdir() if path.is_dir()]
+            assert len(workspaces) == 1
+            assert (workspaces[0] / "notes" / "report.txt").read_text() == "alpha\ngamma\n"
 
     with http_server(local_args(skills_root, conversations_root)) as server:
         asyncio.run(scenario(server.url))
-        workspaces = [path for path in conversations_root.iterdir() if path.is_dir()]
-        assert len(workspaces) == 1
-        assert (workspaces[0] / "notes" / "report.txt").read_text() == "alpha\ngamma\n"
+        # ... and is discarded once the session ended (the client's DELETE), not left behind.
+        deadline = time.monotonic() + 30
+        while any(path.is_dir() for path in conversations_root.iterdir()):
+            assert time.monotonic() < deadline, list(conversations_root.iterdir())
+            time.sleep(0.05)
     assert server.process.returncode == 0
 
 
