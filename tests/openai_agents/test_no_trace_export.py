@@ -14,4 +14,4 @@ def test_the_sdk_trace_provider_is_disabled() -> None:
     with trace("a test run") as current:
         # A disabled provider hands out no-op traces, which nothing exports.
         assert type(current).__name__ == "NoOpTrace"
-    assert get_trace_provider()._disabled is True  # noqa: SLF001 - the provider's own flag
+    assert get_trace_provider()._disabled is True
