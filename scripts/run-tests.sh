@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run the test suite the way `make test` does: the tests not marked `serial` in parallel under
-# pytest-xdist (TEST_WORKERS workers, default 4; `--dist loadgroup` keeps each xdist group, such as
-# the real OpenViking server's tests, on one worker), then the `serial` ones in one process.
+# pytest-xdist (TEST_WORKERS workers, default 4, tests handed out one by one as workers free up),
+# then the `serial` ones in one process.
 #
 # Usage: scripts/run-tests.sh PYTHON [-m EXPR] [pytest arguments...]
 #   -m EXPR (first, optional) narrows both parts further, e.g. -m "not slow".
@@ -20,7 +20,7 @@ if [ "${1:-}" = "-m" ]; then
 fi
 workers=${TEST_WORKERS:-4}
 
-"$python" -m pytest -n "$workers" --dist loadgroup -m "$parallel_marks" "$@"
+"$python" -m pytest -n "$workers" --dist load -m "$parallel_marks" "$@"
 parallel=$?
 "$python" -m pytest -p no:xdist -m "$serial_marks" "$@"
 serial=$?
