@@ -45,7 +45,6 @@ from skillruntime.core.models import SkillExecutionResult
 from skillruntime.core.runtime_rules import closed_error
 
 from .commands import (
-    DEADLINE_MARGIN_SECONDS,
     DEFAULT_DEADLINE_GRACE_SECONDS,
     DRAIN_WAIT_SECONDS,
     INTERRUPT_WAIT_SECONDS,
@@ -306,7 +305,7 @@ class AsyncCommandRunner:
                 ready.set()
 
         started = time.monotonic()
-        events.progress.ends_by = started + timeout_seconds + DEADLINE_MARGIN_SECONDS
+        events.progress.start(timeout_seconds)
         reader = asyncio.ensure_future(stream())
         self._drains.add(reader)
         reader.add_done_callback(self._drains.discard)

@@ -27,7 +27,8 @@ yields the result; a stream that ends without either is an
 :class:`~.errors.OpenSandboxExecutionError`, never exit code 0. A wrapper killed before its report
 (execd's terminal event says ``-1`` but no trailer came) is a :class:`CommandOutcomeUnknownError`:
 the command itself may still run, until its watchdog kills it at the deadline, which the error
-carries (``ends_by``). Commands are never retried.
+carries (``ends_by``: the timeout plus a margin, counted from execd's ``init`` event, after which
+the watchdog's clock starts). Commands are never retried.
 """
 
 from __future__ import annotations
@@ -117,6 +118,14 @@ class _Progress:
     error_text: str | None = None
     abandoned: bool = False
     ends_by: float = 0.0
+    budget: float = 0.0
+    """The command's timeout plus :data:`DEADLINE_MARGIN_SECONDS`; ``ends_by`` is that long after
+    the request was sent, then after execd's ``init`` event (the command has started by then)."""
+
+    def start(self, timeout_seconds: float) -> None:
+        """Set the deadline before the request is sent."""
+        self.budget = timeout_seconds + DEADLINE_MARGIN_SECONDS
+        self.ends_by = time.monotonic() + self.budget
 
 
 class CommandEvents:
@@ -136,7 +145,11 @@ class CommandEvents:
         return self.progress.terminal or output.trailer is not None or output.setup_failed
 
     def on_init(self, event: Any) -> None:
-        self.progress.execution_id = getattr(event, "id", None) or None
+        progress = self.progress
+        progress.execution_id = getattr(event, "id", None) or None
+        # The watchdog's clock starts in the sandbox after execd started the command, which
+        # can be well after the request left (a loaded host, a slow network): count from here.
+        progress.ends_by = max(progress.ends_by, time.monotonic() + progress.budget)
 
     def on_stdout(self, message: Any) -> bool:
         if self.progress.abandoned:
@@ -314,7 +327,7 @@ class CommandRunner:
                     self._drains.discard(threading.current_thread())
 
         started = time.monotonic()
-        progress.ends_by = started + timeout_seconds + DEADLINE_MARGIN_SECONDS
+        progress.start(timeout_seconds)
         worker = threading.Thread(target=stream, name="opensandbox-command", daemon=True)
         with self._drains_lock:
             self._drains.add(worker)
