@@ -7,9 +7,6 @@ from ._lazy import lazy_attributes
 from ._version import __version__
 
 if TYPE_CHECKING:
-    from .async_filesystem import AsyncSkillRuntimeFileSystem
-    from .async_runtime import AsyncBaseSkillRuntime, AsyncSkillRuntime
-    from .bridge import to_async, to_sync
     from .errors import (
         ArtifactIntegrityError,
         ExecutionTransportError,
@@ -31,7 +28,8 @@ if TYPE_CHECKING:
         file_error_code,
         file_error_from_os_error,
     )
-    from .filesystem import SkillRuntimeFileSystem
+    from .files.async_spi import AsyncSkillRuntimeFileSystem
+    from .files.spi import SkillRuntimeFileSystem
     from .models import (
         BootstrapCommand,
         FileInfo,
@@ -41,17 +39,19 @@ if TYPE_CHECKING:
         SkillPreparationRequest,
         SkillRuntimeConfig,
     )
-    from .runtime import BaseSkillRuntime, SkillRuntime
-    from .workspace import ConversationWorkspace, ScopedFileSystem
+    from .runtime.async_spi import AsyncBaseSkillRuntime, AsyncSkillRuntime
+    from .runtime.bridge import to_async, to_sync
+    from .runtime.spi import BaseSkillRuntime, SkillRuntime
+    from .runtime.workspace import ConversationWorkspace, ScopedFileSystem
 
 __getattr__, __dir__ = lazy_attributes(
     __name__,
     {
-        "AsyncSkillRuntimeFileSystem": ".async_filesystem",
-        "AsyncBaseSkillRuntime": ".async_runtime",
-        "AsyncSkillRuntime": ".async_runtime",
-        "to_async": ".bridge",
-        "to_sync": ".bridge",
+        "AsyncSkillRuntimeFileSystem": ".files.async_spi",
+        "AsyncBaseSkillRuntime": ".runtime.async_spi",
+        "AsyncSkillRuntime": ".runtime.async_spi",
+        "to_async": ".runtime.bridge",
+        "to_sync": ".runtime.bridge",
         "ArtifactIntegrityError": ".errors",
         "ExecutionTransportError": ".errors",
         "FileTooLargeError": ".errors",
@@ -71,7 +71,7 @@ __getattr__, __dir__ = lazy_attributes(
         "WorkspaceEscapeError": ".errors",
         "file_error_code": ".errors",
         "file_error_from_os_error": ".errors",
-        "SkillRuntimeFileSystem": ".filesystem",
+        "SkillRuntimeFileSystem": ".files.spi",
         "BootstrapCommand": ".models",
         "FileInfo": ".models",
         "Skill": ".models",
@@ -79,10 +79,10 @@ __getattr__, __dir__ = lazy_attributes(
         "SkillExecutionResult": ".models",
         "SkillPreparationRequest": ".models",
         "SkillRuntimeConfig": ".models",
-        "BaseSkillRuntime": ".runtime",
-        "SkillRuntime": ".runtime",
-        "ConversationWorkspace": ".workspace",
-        "ScopedFileSystem": ".workspace",
+        "BaseSkillRuntime": ".runtime.spi",
+        "SkillRuntime": ".runtime.spi",
+        "ConversationWorkspace": ".runtime.workspace",
+        "ScopedFileSystem": ".runtime.workspace",
     },
 )
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from .allowed_tools import split_allowed_tools
+from .skills.allowed_tools import split_allowed_tools
 
 __all__ = [
     "DEFAULT_MAX_OUTPUT_BYTES",
@@ -122,7 +122,7 @@ class Skill(_Frozen):
     def allowed_tools(self) -> tuple[str, ...] | None:
         """The ``allowed-tools`` entries, or ``None`` when the skill does not restrict tools.
 
-        Split by :func:`~skillruntime.core.allowed_tools.split_allowed_tools` (whitespace and
+        Split by :func:`~skillruntime.core.skills.allowed_tools.split_allowed_tools` (whitespace and
         commas outside parentheses), exactly as the tool policy reads them; raises
         :class:`ValueError` for unbalanced parentheses.
         """

@@ -25,7 +25,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-from ..async_runtime import LoopLocal
+from ..runtime.async_spi import LoopLocal
 from .leases import (
     ConversationLease,
     LeaseKeeperBase,

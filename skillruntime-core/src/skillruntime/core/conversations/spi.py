@@ -26,9 +26,9 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..closing import Closeable
 from ..errors import SkillRuntimeError, StoreConflictError
-from ..workspace import validate_conversation_id
+from ..runtime.closing import Closeable
+from ..runtime.workspace import validate_conversation_id
 from .leases import ConversationLease
 
 __all__ = [
@@ -309,7 +309,7 @@ def open_conversation_store(url: str, **options: Any) -> ConversationStore:
     The scheme before any ``+driver`` selects a provider registered through the
     ``skillruntime_conversation_stores`` hook; the whole URL goes to its factory.
     """
-    from ..plugins import available_conversation_stores
+    from ..plugins.registry import available_conversation_stores
 
     scheme = url.partition("://")[0].lower() if "://" in url else ""
     base = scheme.partition("+")[0]

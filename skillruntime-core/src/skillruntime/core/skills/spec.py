@@ -39,9 +39,9 @@ from typing import Any, Literal
 
 import yaml
 
-from ..allowed_tools import split_allowed_tools
 from ..errors import SkillValidationError
 from ..models import BootstrapCommand, Skill, SkillRuntimeConfig
+from .allowed_tools import split_allowed_tools
 
 __all__ = [
     "COMPATIBILITY_MAX_LENGTH",

@@ -9,7 +9,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..closing import Closeable
 from ..models import (
     Skill,
     SkillExecutionRequest,
@@ -17,7 +16,8 @@ from ..models import (
     SkillPreparationRequest,
     SkillRuntimeConfig,
 )
-from ..runtime import SkillRuntime
+from ..runtime.closing import Closeable
+from ..runtime.spi import SkillRuntime
 from .skills import SkillFactory
 
 if TYPE_CHECKING:

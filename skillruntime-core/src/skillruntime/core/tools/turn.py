@@ -39,8 +39,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..closing import Closeable
 from ..models import Skill
+from ..runtime.closing import Closeable
 from .arguments import SkillArguments
 from .base import ArgumentsError, SkillTool, parse_arguments
 from .batch import ACTIVATION_TOOL, CallInput, as_call, run_batch

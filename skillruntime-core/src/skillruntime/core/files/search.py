@@ -1,6 +1,6 @@
 """The derived search operations of the runtime file system: ``glob`` and ``grep``.
 
-:class:`~skillruntime.core.filesystem.SkillRuntimeFileSystem` (and its async twin) implement them
+:class:`~skillruntime.core.files.spi.SkillRuntimeFileSystem` (and its async twin) implement them
 on the primitives with the functions here; a backend whose sandbox can search in one command
 overrides them and must return what these defaults return for the same tree (the conformance kit
 checks it). Matching is always done by :class:`GrepEngine` on text the backend supplies, so a
@@ -15,12 +15,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from .models import FileInfo
+from ..models import FileInfo
 
 if TYPE_CHECKING:
-    from .async_filesystem import AsyncSkillRuntimeFileSystem
-    from .filesystem import SkillRuntimeFileSystem
-    from .tools.globbing import WalkResult
+    from .async_spi import AsyncSkillRuntimeFileSystem
+    from .globbing import WalkResult
+    from .spi import SkillRuntimeFileSystem
 
 __all__ = [
     "GLOB_MAX_DEPTH",
@@ -128,8 +128,8 @@ class GrepEngine:
     """
 
     def __init__(self, query: GrepQuery, root: str) -> None:
-        from .tools.globbing import GlobMatcher, relative_path
-        from .tools.linear_regex import LinearPattern
+        from .globbing import GlobMatcher, relative_path
+        from .linear_regex import LinearPattern
 
         self.query = query
         self.root = root
@@ -272,7 +272,7 @@ class GrepEngine:
 
 def default_glob(files: SkillRuntimeFileSystem, root: FileInfo, query: GlobQuery) -> SearchResult:
     """:meth:`SkillRuntimeFileSystem.glob` on the primitives (one listing per directory)."""
-    from .tools.globbing import GlobMatcher, relative_path, walk
+    from .globbing import GlobMatcher, relative_path, walk
 
     matcher = GlobMatcher(query.pattern)
     result = walk(
@@ -293,7 +293,7 @@ def default_grep(
     read_text: Callable[[str, int], str] | None = None,
 ) -> GrepResult:
     """:meth:`SkillRuntimeFileSystem.grep` on the primitives: walk, then read each candidate."""
-    from .tools.globbing import walk
+    from .globbing import walk
 
     engine = GrepEngine(query, root.path)
     candidates = walk(
@@ -327,7 +327,7 @@ async def _async_walk(
     limit: int,
     keep: Callable[[FileInfo], bool] | None = None,
 ) -> WalkResult:
-    from .tools.globbing import LISTING_LIMIT, walk_plan
+    from .globbing import LISTING_LIMIT, walk_plan
 
     plan = walk_plan(root, depth=depth, limit=limit, include_directories=False, keep=keep)
     try:
@@ -343,7 +343,7 @@ async def async_default_glob(
 ) -> SearchResult:
     """:meth:`AsyncSkillRuntimeFileSystem.glob` on the primitives (same result as
     :func:`default_glob`)."""
-    from .tools.globbing import GlobMatcher, relative_path
+    from .globbing import GlobMatcher, relative_path
 
     matcher = GlobMatcher(query.pattern)
     result = await _async_walk(files, root, depth=query.max_depth, limit=query.max_files)

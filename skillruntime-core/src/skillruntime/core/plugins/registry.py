@@ -27,18 +27,18 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import click
 import pluggy
 
-from ._lazy import lazy_attributes
-from .errors import PluginNotFoundError, SkillRuntimeError
-from .runtime_listings import RuntimeListing, RuntimeOptionInfo
+from .._lazy import lazy_attributes
+from ..errors import PluginNotFoundError, SkillRuntimeError
+from .listings import RuntimeListing, RuntimeOptionInfo
 
 if TYPE_CHECKING:  # the runtime modules load when a runtime is built, not with the plugins
     from pydantic import ValidationError
     from pydantic_settings import SettingsError
 
-    from .async_runtime import AsyncSkillRuntime
-    from .audit import AuditEvent
-    from .runtime import SkillRuntime
-    from .runtime_options import RuntimeOptions
+    from ..observability.audit import AuditEvent
+    from ..runtime.async_spi import AsyncSkillRuntime
+    from ..runtime.spi import SkillRuntime
+    from .options import RuntimeOptions
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -99,7 +99,7 @@ hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 
 
 __getattr__, __dir__ = lazy_attributes(
-    __name__, {"RuntimeOptions": "skillruntime.core.runtime_options"}
+    __name__, {"RuntimeOptions": "skillruntime.core.plugins.options"}
 )
 # RuntimeOptions (the options models' base class) lives in .runtime_options and is served from
 # here on first access, so loading the plugins does not import pydantic-settings.
@@ -115,7 +115,8 @@ class RuntimeProvider(Generic[OptionsT]):
     ``options_model`` validates options, ``factory`` builds a runtime from validated options and
     ``distribution`` names the distribution that ships it (shown in listings and errors).
     ``async_factory`` (optional) builds the backend's native
-    :class:`~skillruntime.core.async_runtime.AsyncSkillRuntime` from the same options; without it
+    :class:`~skillruntime.core.runtime.async_spi.AsyncSkillRuntime` from the same options; without
+    it
     :func:`create_async_runtime` serves the sync runtime through the thread bridge.
     """
 
@@ -223,7 +224,8 @@ class SkillRuntimeHookSpecs:
 
     @hookspec
     def skillruntime_audit_event(self, event: AuditEvent) -> None:
-        """Receive one finished operation's audit event (see :mod:`skillruntime.core.audit`).
+        """Receive one finished operation's audit event (see
+        :mod:`skillruntime.core.observability.audit`).
 
         Called synchronously on the thread that ran the operation: keep it fast, hand slow work
         to a queue. An exception is logged and ignored; it never fails the operation.
@@ -649,14 +651,14 @@ def create_async_runtime(name: str, /, **options: Any) -> AsyncSkillRuntime:
     :func:`create_runtime`).
 
     The provider's native async runtime is used when it has one (``async_factory``); otherwise
-    its sync runtime is served through :func:`~skillruntime.core.bridge.to_async`, whose
-    cancellation guarantees are weaker (see :mod:`skillruntime.core.bridge`).
+    its sync runtime is served through :func:`~skillruntime.core.runtime.bridge.to_async`, whose
+    cancellation guarantees are weaker (see :mod:`skillruntime.core.runtime.bridge`).
     """
     provider = get_runtime_provider(name)
     validated = build_runtime_options(provider, options)
     logger.debug("creating async runtime %s with options %s", name, sorted(options))
     if provider.async_factory is not None:
         return provider.async_factory(validated)
-    from .bridge import to_async
+    from ..runtime.bridge import to_async
 
     return to_async(provider.factory(validated))

@@ -15,8 +15,8 @@ from collections import deque
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
-from ..filesystem import SkillRuntimeFileSystem
 from ..models import FileInfo
+from .spi import SkillRuntimeFileSystem
 from .wildcard import STAR, char_matches, compile_wildcard, match_sequence
 
 __all__ = [

@@ -5,11 +5,12 @@ create/attach/replace/destroy and artifact or Viking materialization produces on
 :class:`AuditEvent` when it ends (successfully or not). The event goes to
 
 - every implementation of the ``skillruntime_audit_event(event)`` hook
-  (:class:`~skillruntime.core.plugins.SkillRuntimeHookSpecs`); a hook that raises is logged and
-  skipped, never breaking the operation;
+  (:class:`~skillruntime.core.plugins.registry.SkillRuntimeHookSpecs`); a hook that raises is logged
+  and skipped, never breaking the operation;
 - the logger :data:`AUDIT_LOGGER_NAME` (``skillruntime.audit``) at ``INFO``: the message is the
   event as one line of JSON and the record carries the event's fields as ``record.audit``;
-- an OpenTelemetry span (:mod:`skillruntime.core.tracing`) when ``opentelemetry-api`` is installed.
+- an OpenTelemetry span (:mod:`skillruntime.core.observability.tracing`) when ``opentelemetry-api``
+  is installed.
 
 An event never holds an environment value, a key or token, a file's content, a command or its
 output, or an exception message: only the fields of :class:`AuditEvent`. Paths are left out too
@@ -291,7 +292,7 @@ def _hook_implementations() -> list[Any]:
     global _hook_cache, _plugins  # noqa: PLW0603 - one cache per process
     plugins = _plugins
     if plugins is None:
-        from . import plugins as module  # lazily: plugins imports the runtimes
+        from ..plugins import registry as module  # lazily: plugins imports the runtimes
 
         plugins = _plugins = module
     cached_manager, caller = _hook_cache
