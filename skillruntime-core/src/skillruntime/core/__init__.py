@@ -1,10 +1,11 @@
 """skillruntime core: the SkillRuntime SPI, its models, skill files and conversation workspaces."""
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from . import _moved
 from ._lazy import lazy_attributes
 from ._version import __version__
+from .observability import audit as _audit
 
 if TYPE_CHECKING:
     from .errors import (
@@ -87,6 +88,16 @@ __getattr__, __dir__ = lazy_attributes(
 )
 
 _moved.install()
+
+
+def _audit_hook_implementations() -> list[Any]:
+    """The audit hook's implementations from the plugin registry, loaded on the first event."""
+    from .plugins.registry import audit_hook_implementations
+
+    return audit_hook_implementations()
+
+
+_audit.set_hook_source(_audit_hook_implementations)
 
 __all__ = [
     "ArtifactIntegrityError",

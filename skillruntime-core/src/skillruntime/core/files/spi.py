@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import Any, BinaryIO
 
 from ..errors import (
     FileTooLargeError,
@@ -28,9 +28,14 @@ from ..errors import (
     RuntimeIsADirectoryError,
 )
 from ..models import FileInfo
-
-if TYPE_CHECKING:
-    from .search import GlobQuery, GrepQuery, GrepResult, SearchResult
+from .search import (
+    GlobQuery,
+    GrepQuery,
+    GrepResult,
+    SearchResult,
+    default_glob,
+    default_grep,
+)
 
 __all__ = [
     "CHUNK_SIZE",
@@ -361,7 +366,6 @@ class SkillRuntimeFileSystem(ABC):
         The default lists one directory at a time; an override must return the same result
         for the same tree (the conformance kit compares it with this default).
         """
-        from .search import default_glob
 
         return default_glob(self, root, query)
 
@@ -381,7 +385,6 @@ class SkillRuntimeFileSystem(ABC):
         every file the search reads on the client, so a wrapper can keep its checks on them.
         Raises ``InvalidPatternError`` or :class:`ValueError` for a bad pattern or glob.
         """
-        from .search import default_grep
 
         return default_grep(self, root, query, read_text=read_text)
 

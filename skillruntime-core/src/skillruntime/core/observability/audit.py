@@ -29,7 +29,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator
 from contextlib import asynccontextmanager
 from functools import wraps
-from types import ModuleType, TracebackType
+from types import TracebackType
 from typing import Any, Literal, NamedTuple, ParamSpec, Protocol, TypeVar
 
 from . import tracing
@@ -278,31 +278,28 @@ class AuditRecorder:
         )
 
 
-_hook_cache: tuple[Any, Any] = (None, None)
-"""(plugin manager, its ``skillruntime_audit_event`` hook caller), read without the plugins
-lock; rebuilt when the manager is created again (:func:`~.plugins.reset_plugin_manager`)."""
+HookSource = Callable[[], list[Any]]
+"""Returns the current implementations of the ``skillruntime_audit_event`` hook (pluggy
+``HookImpl`` objects: ``function``, ``argnames``, ``plugin_name``)."""
+
+_hook_source: HookSource | None = None
 
 
-_plugins: ModuleType | None = None
+def set_hook_source(source: HookSource | None) -> HookSource | None:
+    """Hand in where the audit hook's implementations come from; returns the previous source.
+
+    The plugin layer above hands in its registry (``skillruntime.core`` does so on import), so
+    this module never imports it; with no source (``None``) events go to the audit logger only.
+    """
+    global _hook_source
+    previous, _hook_source = _hook_source, source
+    return previous
 
 
 def _hook_implementations() -> list[Any]:
-    """The current implementations of the audit hook (registrations show at once: pluggy keeps
-    one list per hook caller and edits it in place)."""
-    global _hook_cache, _plugins  # noqa: PLW0603 - one cache per process
-    plugins = _plugins
-    if plugins is None:
-        from ..plugins import registry as module  # lazily: plugins imports the runtimes
-
-        plugins = _plugins = module
-    cached_manager, caller = _hook_cache
-    manager = plugins.loaded_plugin_manager()
-    if manager is None or manager is not cached_manager:
-        manager = plugins.get_plugin_manager()
-        caller = manager.hook.skillruntime_audit_event
-        _hook_cache = (manager, caller)
-    implementations: list[Any] = caller.get_hookimpls()
-    return implementations
+    """The current implementations of the audit hook, from the source handed in (none without)."""
+    source = _hook_source
+    return [] if source is None else source()
 
 
 def _finish_event(recorder: AuditRecorder, timestamp: float, duration: float) -> None:

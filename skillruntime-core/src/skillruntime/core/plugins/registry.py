@@ -54,6 +54,7 @@ __all__ = [
     "RuntimeOptionsError",
     "RuntimeProvider",
     "SkillRuntimeHookSpecs",
+    "audit_hook_implementations",
     "available_artifact_stores",
     "available_conversation_reapers",
     "available_conversation_stores",
@@ -299,6 +300,27 @@ def plugin_problems() -> list[PluginProblem]:
     get_plugin_manager()
     with _lock:
         return list(_problems)
+
+
+_audit_hook_cache: tuple[Any, Any] = (None, None)
+"""(plugin manager, its ``skillruntime_audit_event`` hook caller), read without the lock;
+rebuilt when the manager is created again (:func:`reset_plugin_manager`)."""
+
+
+def audit_hook_implementations() -> list[Any]:
+    """The current implementations of the ``skillruntime_audit_event`` hook, loading the entry
+    points on first use: the source :func:`~skillruntime.core.observability.audit.set_hook_source`
+    is handed (registrations show at once: pluggy keeps one list per hook caller and edits it in
+    place)."""
+    global _audit_hook_cache  # noqa: PLW0603 - one cache per process
+    cached_manager, caller = _audit_hook_cache
+    manager = loaded_plugin_manager()
+    if manager is None or manager is not cached_manager:
+        manager = get_plugin_manager()
+        caller = manager.hook.skillruntime_audit_event
+        _audit_hook_cache = (manager, caller)
+    implementations: list[Any] = caller.get_hookimpls()
+    return implementations
 
 
 def reset_plugin_manager() -> None:
