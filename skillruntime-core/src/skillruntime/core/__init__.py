@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING, Any
 from . import _moved
 from ._lazy import lazy_attributes
 from ._version import __version__
-from .observability import audit as _audit
+from .observability import hooks as _audit_hooks
 
 if TYPE_CHECKING:
     from .errors import (
@@ -97,7 +97,7 @@ def _audit_hook_implementations() -> list[Any]:
     return audit_hook_implementations()
 
 
-_audit.set_hook_source(_audit_hook_implementations)
+_audit_hooks.set_hook_source(_audit_hook_implementations)
 
 __all__ = [
     "ArtifactIntegrityError",

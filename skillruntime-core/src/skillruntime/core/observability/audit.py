@@ -32,7 +32,7 @@ from functools import wraps
 from types import TracebackType
 from typing import Any, Literal, NamedTuple, ParamSpec, Protocol, TypeVar
 
-from . import tracing
+from . import hooks, tracing
 
 __all__ = [
     "AUDIT_LOGGER_NAME",
@@ -278,28 +278,10 @@ class AuditRecorder:
         )
 
 
-HookSource = Callable[[], list[Any]]
-"""Returns the current implementations of the ``skillruntime_audit_event`` hook (pluggy
-``HookImpl`` objects: ``function``, ``argnames``, ``plugin_name``)."""
-
-_hook_source: HookSource | None = None
-
-
-def set_hook_source(source: HookSource | None) -> HookSource | None:
-    """Hand in where the audit hook's implementations come from; returns the previous source.
-
-    The plugin layer above hands in its registry (``skillruntime.core`` does so on import), so
-    this module never imports it; with no source (``None``) events go to the audit logger only.
-    """
-    global _hook_source
-    previous, _hook_source = _hook_source, source
-    return previous
-
-
 def _hook_implementations() -> list[Any]:
-    """The current implementations of the audit hook, from the source handed in (none without)."""
-    source = _hook_source
-    return [] if source is None else source()
+    """The current implementations of the audit hook, from the source handed in to
+    :func:`~skillruntime.core.observability.hooks.set_hook_source` (none without)."""
+    return hooks.hook_implementations()
 
 
 def _finish_event(recorder: AuditRecorder, timestamp: float, duration: float) -> None:

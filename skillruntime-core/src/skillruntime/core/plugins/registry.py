@@ -309,7 +309,7 @@ rebuilt when the manager is created again (:func:`reset_plugin_manager`)."""
 
 def audit_hook_implementations() -> list[Any]:
     """The current implementations of the ``skillruntime_audit_event`` hook, loading the entry
-    points on first use: the source :func:`~skillruntime.core.observability.audit.set_hook_source`
+    points on first use: the source :func:`~skillruntime.core.observability.hooks.set_hook_source`
     is handed (registrations show at once: pluggy keeps one list per hook caller and edits it in
     place)."""
     global _audit_hook_cache  # noqa: PLW0603 - one cache per process
