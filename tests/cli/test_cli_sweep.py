@@ -117,7 +117,7 @@ def test_a_named_runtime_runs_its_reaper_once(
 
 _PROBE = """
 import sys
-from skillruntime.core import plugins
+from skillruntime.core.plugins import registry as plugins
 from skillruntime.core.plugins.registry import ConversationReaperProvider
 
 

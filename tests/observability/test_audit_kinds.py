@@ -265,7 +265,7 @@ NO_OTEL = textwrap.dedent(
             return None
 
     sys.meta_path.insert(0, Block())
-    from skillruntime.core import tracing
+    from skillruntime.core.observability import tracing
     from skillruntime.core.plugins.registry import hookimpl, register_plugin
     from skillruntime.core.models import SkillExecutionRequest
     from skillruntime.local import LocalSkillRuntime
