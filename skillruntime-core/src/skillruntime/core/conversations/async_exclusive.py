@@ -44,9 +44,7 @@ from ..models import (
 )
 from .async_leases import AsyncLeaseKeeper
 from .exclusive import ConversationGuardBase
-from .leases import (
-    ConversationLease,
-)
+from .spi import ConversationLease
 
 if TYPE_CHECKING:
     from ..files.search import GlobQuery, GrepQuery, GrepResult, SearchResult

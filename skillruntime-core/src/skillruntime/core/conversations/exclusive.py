@@ -42,18 +42,18 @@ from ..models import (
     SkillPreparationRequest,
 )
 from ..runtime.workspace import ConversationWorkspace
-from . import (
+from .leases import (
+    DEFAULT_LEASE_TTL_SECONDS,
+    DEFAULT_LEASE_WAIT_SECONDS,
+    LeaseKeeper,
+)
+from .spi import (
+    ConversationLease,
     ConversationRecord,
     ConversationStore,
     modify_record,
     open_conversation_store,
     storage_key_for,
-)
-from .leases import (
-    DEFAULT_LEASE_TTL_SECONDS,
-    DEFAULT_LEASE_WAIT_SECONDS,
-    ConversationLease,
-    LeaseKeeper,
 )
 
 if TYPE_CHECKING:
