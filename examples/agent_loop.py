@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from skillruntime.core.publishing import LocalDirectoryPublisher
+from skillruntime.core.files.publishing import LocalDirectoryPublisher
 from skillruntime.core.skills import load_skill
 from skillruntime.core.tools import SkillTools, openai_tool_message
 from skillruntime.local import LocalSkillRuntime

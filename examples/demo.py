@@ -24,7 +24,7 @@ from skillruntime.core import (
     SkillPreparationRequest,
     SkillRuntimeConfig,
 )
-from skillruntime.core.plugins import create_runtime
+from skillruntime.core.plugins.registry import create_runtime
 from skillruntime.core.skills import discover_skills, skill_bootstrap_commands
 
 EXAMPLES = Path(__file__).resolve().parent

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from skillruntime.core.file_search import GlobQuery, GrepQuery, GrepResult, SearchResult
+from skillruntime.core.files.search import GlobQuery, GrepQuery, GrepResult, SearchResult
 from skillruntime.core.testing.search_contracts import odd_files, odd_names, write_tree
 from skillruntime.local import LocalSkillRuntime
 

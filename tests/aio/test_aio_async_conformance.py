@@ -11,9 +11,9 @@ import pytest
 
 from doubles.aio import AioDouble
 from skillruntime.aio import AioSandboxSkillRuntime
-from skillruntime.core.async_runtime import AsyncSkillRuntime
-from skillruntime.core.bridge import LoopThreadRuntime, ThreadedAsyncRuntime, to_async
-from skillruntime.core.runtime import SkillRuntime
+from skillruntime.core.runtime.async_spi import AsyncSkillRuntime
+from skillruntime.core.runtime.bridge import LoopThreadRuntime, ThreadedAsyncRuntime, to_async
+from skillruntime.core.runtime.spi import SkillRuntime
 from skillruntime.core.testing import AsyncRuntimeConformance
 
 CONVERSATIONS_ROOT = "/home/gem/workspace/conversations"

@@ -13,9 +13,9 @@ import pytest
 
 from doubles.aio import AioDouble
 from skillruntime.aio import AsyncAioSkillRuntime
-from skillruntime.core.async_runtime import AsyncSkillRuntime
-from skillruntime.core.bridge import LoopThreadRuntime
-from skillruntime.core.runtime import SkillRuntime
+from skillruntime.core.runtime.async_spi import AsyncSkillRuntime
+from skillruntime.core.runtime.bridge import LoopThreadRuntime
+from skillruntime.core.runtime.spi import SkillRuntime
 from skillruntime.core.testing import AsyncRuntimeConformance, immutable_host_directory
 
 CONVERSATIONS_ROOT = "/home/gem/workspace/conversations"

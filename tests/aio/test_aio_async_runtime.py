@@ -25,7 +25,7 @@ from skillruntime.aio import (
 )
 from skillruntime.core.errors import ExecutionTransportError, RuntimeClosedError
 from skillruntime.core.models import SkillExecutionRequest
-from skillruntime.core.plugins import create_async_runtime
+from skillruntime.core.plugins.registry import create_async_runtime
 from skillruntime.core.testing.execute_contracts import process_is_dead_command
 
 ROOT = "/home/gem/workspace/conversations"

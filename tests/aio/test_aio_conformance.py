@@ -16,7 +16,7 @@ import pytest
 
 from doubles.aio import AioDouble
 from skillruntime.aio import AioSandboxSkillRuntime
-from skillruntime.core.runtime import SkillRuntime
+from skillruntime.core.runtime.spi import SkillRuntime
 from skillruntime.core.testing import RuntimeConformance, immutable_host_directory
 
 CONVERSATIONS_ROOT = "/home/gem/workspace/conversations"

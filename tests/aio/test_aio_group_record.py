@@ -28,8 +28,8 @@ from doubles.aio import AioDouble
 from doubles.aio.rawclient import RawClient
 from skillruntime.aio import AioSandboxSkillRuntime
 from skillruntime.aio.script import build_report
-from skillruntime.core.bridge import CANCEL_MARKER_VARIABLE
 from skillruntime.core.models import SkillExecutionRequest
+from skillruntime.core.runtime.bridge import CANCEL_MARKER_VARIABLE
 
 ROOT = "/home/gem/workspace/conversations"
 RUNS = "/tmp/.skillruntime-aio/runs"

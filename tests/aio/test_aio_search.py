@@ -13,8 +13,8 @@ import pytest
 from doubles.aio import AioDouble
 from odd_names_search import BASE, GLOB, GREPS, answer, local_answer
 from skillruntime.aio import AioSandboxSkillRuntime, AsyncAioSkillRuntime
-from skillruntime.core import search_command
-from skillruntime.core.file_search import (
+from skillruntime.core.files import search_command
+from skillruntime.core.files.search import (
     GlobQuery,
     GrepQuery,
     async_default_glob,

@@ -28,7 +28,6 @@ from skillruntime.aio.script import (
     result_path,
     shell_line,
 )
-from skillruntime.core.bridge import CANCEL_MARKER_VARIABLE
 from skillruntime.core.errors import (
     NotADirectoryFileError,
     RuntimeFileError,
@@ -36,7 +35,8 @@ from skillruntime.core.errors import (
     RuntimeIsADirectoryError,
     RuntimePermissionError,
 )
-from skillruntime.core.plugins import available_runtimes, create_runtime
+from skillruntime.core.plugins.registry import available_runtimes, create_runtime
+from skillruntime.core.runtime.bridge import CANCEL_MARKER_VARIABLE
 from skillruntime.core.skills.files import iter_skill_files
 from skillruntime.core.testing import immutable_host_directory
 

@@ -98,8 +98,8 @@ def cheap_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Skil
 @pytest.fixture
 def builtin_stores() -> Iterator[None]:
     """The core store plugin, registered for the test when its entry point is not installed yet."""
-    from skillruntime.core import plugins
     from skillruntime.core.artifacts import plugin
+    from skillruntime.core.plugins import registry as plugins
 
     manager = plugins.get_plugin_manager()
     if manager.is_registered(plugin):

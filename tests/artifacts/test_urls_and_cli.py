@@ -18,7 +18,7 @@ from skillruntime.core.artifacts import (
 )
 from skillruntime.core.artifacts.cli import artifacts_group
 from skillruntime.core.errors import PluginNotFoundError
-from skillruntime.core.plugins import available_artifact_stores
+from skillruntime.core.plugins.registry import available_artifact_stores
 
 pytestmark = pytest.mark.usefixtures("builtin_stores")
 

@@ -42,7 +42,7 @@ from skillruntime.core.models import (
     SkillExecutionRequest,
     SkillPreparationRequest,
 )
-from skillruntime.core.runtime import BaseSkillRuntime
+from skillruntime.core.runtime.spi import BaseSkillRuntime
 from skillruntime.core.skills.files import SkillFile
 
 ROOT = "/home/gem/workspace/conversations"
@@ -229,7 +229,7 @@ def bench_grep(double: AioDouble, files: int, runs: int) -> tuple[float, float, 
     """``grep`` (literal, files_with_matches) over ``files`` files through the file system
     against the same ``grep -rlF`` run directly in the sandbox by one raw exec request, in
     interleaved pairs; medians, and requests per grep."""
-    from skillruntime.core.file_search import GrepQuery
+    from skillruntime.core.files.search import GrepQuery
 
     session = requests.Session()
     session.headers.update(double.headers)

@@ -37,10 +37,10 @@ from bench_common import Row
 from doubles.aio import AioDouble
 from doubles.opensandbox import OpenSandboxDouble
 from skillruntime.aio import AioSandboxSkillRuntime, AsyncAioSkillRuntime
-from skillruntime.core.async_runtime import AsyncSkillRuntime
-from skillruntime.core.bridge import to_async
 from skillruntime.core.models import SkillExecutionRequest
-from skillruntime.core.runtime import SkillRuntime
+from skillruntime.core.runtime.async_spi import AsyncSkillRuntime
+from skillruntime.core.runtime.bridge import to_async
+from skillruntime.core.runtime.spi import SkillRuntime
 from skillruntime.local import AsyncLocalSkillRuntime, LocalSkillRuntime
 from skillruntime.opensandbox import AsyncOpenSandboxSkillRuntime, OpenSandboxSkillRuntime
 

@@ -5,8 +5,9 @@ Run from the repository root::
     .venv/bin/python tests/benchmarks/bench_audit.py [--runs 500] [--dir DIR]
 
 One local runtime in a conversation workspace runs ``execute("true")`` ``--runs`` times with
-auditing on and as many times with it off (:func:`skillruntime.core.audit.set_audit_enabled`),
-interleaved (the order of the pair alternates), and the medians are compared:
+auditing on and as many times with it off
+(:func:`skillruntime.core.observability.audit.set_audit_enabled`), interleaved (the order of the
+pair alternates), and the medians are compared:
 
 1. "on" is audit events to a ``skillruntime_audit_event`` hook (counting them) plus tracing through
    the OpenTelemetry SDK (a tracer provider with a batch span processor whose exporter drops the
@@ -43,10 +44,10 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
-from skillruntime.core import audit
-from skillruntime.core.audit import AUDIT_LOGGER_NAME, AuditEvent, audited
 from skillruntime.core.models import SkillExecutionRequest
-from skillruntime.core.plugins import hookimpl, register_plugin
+from skillruntime.core.observability import audit
+from skillruntime.core.observability.audit import AUDIT_LOGGER_NAME, AuditEvent, audited
+from skillruntime.core.plugins.registry import hookimpl, register_plugin
 from skillruntime.local import LocalSkillRuntime
 
 

@@ -35,7 +35,7 @@ from bench_common import Row
 from doubles.opensandbox import OpenSandboxDouble
 from skillruntime.core.conversations import InMemoryConversationStore
 from skillruntime.core.models import SkillExecutionRequest
-from skillruntime.core.runtime import SkillRuntime
+from skillruntime.core.runtime.spi import SkillRuntime
 from skillruntime.deepagents import SkillRuntimeBackend
 from skillruntime.local import LocalSkillRuntime
 from skillruntime.opensandbox import OpenSandboxSkillRuntime

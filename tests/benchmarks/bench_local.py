@@ -292,7 +292,7 @@ def run(quick: bool) -> list[Row]:
 def bench_grep(base: Path, runs: int = 9) -> tuple[float, float]:
     """(runtime grep, plain-Python scan) medians: a literal ``files_with_matches`` grep over
     1 000 small files through the file system against ``os.walk`` + read + ``in`` per line."""
-    from skillruntime.core.file_search import GrepQuery
+    from skillruntime.core.files.search import GrepQuery
 
     tree = base / "grep-tree"
     for index in range(1000):

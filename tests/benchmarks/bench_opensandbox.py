@@ -46,7 +46,7 @@ from bench_common import Row, make_skill, request_count
 
 from doubles.opensandbox import OpenSandboxDouble
 from skillruntime.core.conversations import InMemoryConversationStore
-from skillruntime.core.filesystem import SkillRuntimeFileSystem
+from skillruntime.core.files.spi import SkillRuntimeFileSystem
 from skillruntime.core.models import (
     Skill,
     SkillExecutionRequest,
@@ -197,7 +197,7 @@ def bench_grep(
     against the same ``grep -rlF`` run by one raw SDK ``commands.run`` on the same sandbox, in
     interleaved pairs, with no execd grace (the raw SDK call would wait it out); medians, and
     requests per grep counted by the double."""
-    from skillruntime.core.file_search import GrepQuery
+    from skillruntime.core.files.search import GrepQuery
 
     store = InMemoryConversationStore()
     runtime = OpenSandboxSkillRuntime(**_options(double, store, f"bench-{uuid.uuid4().hex[:10]}"))

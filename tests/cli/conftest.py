@@ -12,21 +12,21 @@ import pytest
 from click.testing import CliRunner
 from pydantic import Field
 
-from skillruntime.core.filesystem import SkillRuntimeFileSystem
+from skillruntime.core.files.spi import SkillRuntimeFileSystem
 from skillruntime.core.models import (
     Skill,
     SkillExecutionRequest,
     SkillExecutionResult,
     SkillPreparationRequest,
 )
-from skillruntime.core.plugins import (
+from skillruntime.core.plugins.registry import (
     RuntimeOptions,
     RuntimeProvider,
     hookimpl,
     register_plugin,
     reset_plugin_manager,
 )
-from skillruntime.core.runtime import SkillRuntime
+from skillruntime.core.runtime.spi import SkillRuntime
 
 
 class RecordingOptions(RuntimeOptions):

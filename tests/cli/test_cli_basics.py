@@ -9,7 +9,7 @@ import click
 from click.testing import CliRunner
 
 from skillruntime.core.cli import build_cli, cli
-from skillruntime.core.plugins import hookimpl, register_plugin
+from skillruntime.core.plugins.registry import hookimpl, register_plugin
 
 
 def test_help_lists_every_command(runner: CliRunner) -> None:

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from skillruntime.core.cli import cli
-from skillruntime.core.plugins import create_async_runtime, create_runtime
+from skillruntime.core.plugins.registry import create_async_runtime, create_runtime
 from skillruntime.local import AsyncLocalSkillRuntime, LocalSkillRuntime
 
 

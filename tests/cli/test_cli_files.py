@@ -111,7 +111,7 @@ def test_the_library_download_respects_the_umask(
 ) -> None:
     import asyncio
 
-    from skillruntime.core.plugins import create_async_runtime, create_runtime
+    from skillruntime.core.plugins.registry import create_async_runtime, create_runtime
 
     (work / "data.txt").write_text("data\n")
     umask(0o022)

@@ -52,7 +52,7 @@ def test_version_imports_no_plugin_and_no_heavy_library() -> None:
     assert "version" in out
     assert not _heavy(modules)
     assert not {m for m in modules if m.startswith("skillruntime.") and ".plugin" in m}
-    assert not {"pydantic", "pluggy", "skillruntime.core.plugins"} & modules
+    assert not {"pydantic", "pluggy", "skillruntime.core.plugins.registry"} & modules
 
 
 def test_runtimes_loads_the_plugins_but_no_heavy_library() -> None:
@@ -73,7 +73,7 @@ def test_runtimes_loads_the_plugins_but_no_heavy_library() -> None:
             "skillruntime.local.options",
             "skillruntime.aio.options",
             "skillruntime.opensandbox.options",
-            "skillruntime.core.runtime_options",
+            "skillruntime.core.plugins.options",
             "skillruntime.core.conversations.memory",
         }
         & modules
@@ -82,7 +82,7 @@ def test_runtimes_loads_the_plugins_but_no_heavy_library() -> None:
 
 
 def test_runtimes_json_lists_the_same_options_as_the_models() -> None:
-    from skillruntime.core.plugins import available_runtimes, describe_options
+    from skillruntime.core.plugins.registry import available_runtimes, describe_options
 
     modules, out = _imported("runtimes", "--json")
     assert "pydantic" not in modules

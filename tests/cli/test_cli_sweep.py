@@ -21,7 +21,7 @@ from skillruntime.core.cli import build_cli
 from skillruntime.core.conversations import ConversationRecord, open_conversation_store
 from skillruntime.core.conversations.sweeps import OrphanSandbox
 from skillruntime.core.models import SkillExecutionRequest
-from skillruntime.core.plugins import ConversationReaperProvider
+from skillruntime.core.plugins.registry import ConversationReaperProvider
 from skillruntime.local import LocalSkillRuntime
 
 
@@ -60,7 +60,7 @@ def built(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[CountingReaper]]:
         return ConversationReaperProvider(runtime=runtime, description="", factory=factory)
 
     monkeypatch.setattr(
-        "skillruntime.core.plugins.available_conversation_reapers",
+        "skillruntime.core.plugins.registry.available_conversation_reapers",
         lambda: {name: provider(name) for name in made},
     )
     return made
@@ -117,8 +117,8 @@ def test_a_named_runtime_runs_its_reaper_once(
 
 _PROBE = """
 import sys
-from skillruntime.core import plugins
-from skillruntime.core.plugins import ConversationReaperProvider
+from skillruntime.core.plugins import registry as plugins
+from skillruntime.core.plugins.registry import ConversationReaperProvider
 
 
 class Failing:

@@ -21,14 +21,14 @@ from skillruntime.core.conversations import (
     storage_key_for,
 )
 from skillruntime.core.conversations.async_leases import AsyncLeaseKeeper
+from skillruntime.core.conversations.exclusive import local_service_key
 from skillruntime.core.conversations.leases import (
     ConversationLease,
     LeaseLostError,
     LeaseTimeoutError,
 )
-from skillruntime.core.exclusive import local_service_key
 from skillruntime.core.models import SkillExecutionRequest
-from skillruntime.core.plugins import create_async_runtime
+from skillruntime.core.plugins.registry import create_async_runtime
 from skillruntime.core.tools import AsyncSkillTools
 from skillruntime.local import AsyncLocalSkillRuntime, LocalSkillRuntime
 

@@ -22,6 +22,7 @@ from skillruntime.core.conversations import (
     modify_record,
     storage_key_for,
 )
+from skillruntime.core.conversations.exclusive import local_service_key
 from skillruntime.core.conversations.leases import ConversationLease
 from skillruntime.core.conversations.sql import SqlConversationStore
 from skillruntime.core.conversations.sweeps import (
@@ -30,9 +31,8 @@ from skillruntime.core.conversations.sweeps import (
     parse_duration,
     sweep_conversations,
 )
-from skillruntime.core.exclusive import local_service_key
 from skillruntime.core.models import SkillExecutionRequest
-from skillruntime.core.workspace import validate_conversations_root
+from skillruntime.core.runtime.workspace import validate_conversations_root
 from skillruntime.local import LocalSkillRuntime
 
 OLD = datetime(2020, 1, 1, tzinfo=UTC)

@@ -13,8 +13,8 @@ import pytest
 
 from conversations.conversation_backends import Backend, SqlBackend
 from skillruntime.core.conversations import storage_key_for
+from skillruntime.core.conversations.exclusive import local_service_key
 from skillruntime.core.conversations.leases import LeaseLostError, LeaseTimeoutError
-from skillruntime.core.exclusive import local_service_key
 from skillruntime.core.models import SkillExecutionRequest
 from skillruntime.core.tools import SkillTools
 from skillruntime.local import LocalSkillRuntime

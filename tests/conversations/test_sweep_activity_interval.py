@@ -24,9 +24,12 @@ from skillruntime.core.conversations import (
     InMemoryConversationStore,
     storage_key_for,
 )
+from skillruntime.core.conversations.exclusive import (
+    DEFAULT_ACTIVITY_INTERVAL_SECONDS,
+    local_service_key,
+)
 from skillruntime.core.conversations.sql import SqlConversationStore
 from skillruntime.core.conversations.sweeps import LocalWorkspaceReaper, sweep_conversations
-from skillruntime.core.exclusive import DEFAULT_ACTIVITY_INTERVAL_SECONDS, local_service_key
 from skillruntime.core.models import SkillExecutionRequest
 from skillruntime.local import LocalSkillRuntime
 

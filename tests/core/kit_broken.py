@@ -22,7 +22,7 @@ from skillruntime_tests_kit_reference import (  # type: ignore[import-not-found]
 )
 
 from skillruntime.core.errors import RuntimeFileError, RuntimeFileNotFoundError
-from skillruntime.core.filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT, SkillRuntimeFileSystem
+from skillruntime.core.files.spi import CHUNK_SIZE, DEFAULT_LIST_LIMIT, SkillRuntimeFileSystem
 from skillruntime.core.models import (
     FileInfo,
     Skill,
@@ -31,8 +31,8 @@ from skillruntime.core.models import (
     SkillPreparationRequest,
     SkillRuntimeConfig,
 )
+from skillruntime.core.runtime.workspace import ConversationWorkspace, ScopedFileSystem
 from skillruntime.core.skills.files import SkillFile, UploadPolicy
-from skillruntime.core.workspace import ConversationWorkspace, ScopedFileSystem
 
 __all__ = ["BROKEN_RUNTIMES", "TIMEOUT_TESTS"]
 

@@ -26,11 +26,11 @@ from skillruntime.core.errors import (
     RuntimeFileNotFoundError,
     file_error_from_os_error,
 )
-from skillruntime.core.filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT, SkillRuntimeFileSystem
+from skillruntime.core.files.spi import CHUNK_SIZE, DEFAULT_LIST_LIMIT, SkillRuntimeFileSystem
 from skillruntime.core.models import FileInfo, SkillExecutionRequest, SkillExecutionResult
-from skillruntime.core.runtime import BaseSkillRuntime
+from skillruntime.core.runtime.spi import BaseSkillRuntime
+from skillruntime.core.runtime.workspace import ConversationWorkspace, local_real_path_checker
 from skillruntime.core.skills.files import DEFAULT_UPLOAD_POLICY, UploadPolicy
-from skillruntime.core.workspace import ConversationWorkspace, local_real_path_checker
 
 __all__ = ["BoundedBuffer", "HostFileSystem", "ReferenceRuntime"]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from skillruntime.core.errors import RuntimeClosedError, SkillPrepareError, WorkspaceEscapeError
-from skillruntime.core.filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT, SkillRuntimeFileSystem
+from skillruntime.core.files.spi import CHUNK_SIZE, DEFAULT_LIST_LIMIT, SkillRuntimeFileSystem
 from skillruntime.core.models import (
     BootstrapCommand,
     FileInfo,
@@ -21,9 +21,9 @@ from skillruntime.core.models import (
     SkillPreparationRequest,
     SkillRuntimeConfig,
 )
-from skillruntime.core.runtime import BaseSkillRuntime, ready_marker_path
+from skillruntime.core.runtime.spi import BaseSkillRuntime, ready_marker_path
+from skillruntime.core.runtime.workspace import ConversationWorkspace
 from skillruntime.core.skills.files import SkillFile
-from skillruntime.core.workspace import ConversationWorkspace
 
 
 class HostFs(SkillRuntimeFileSystem):

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 import pytest
 
 from skillruntime.core.models import SkillExecutionRequest
-from skillruntime.core.runtime import SkillRuntime
+from skillruntime.core.runtime.spi import SkillRuntime
 from skillruntime.core.testing import (
     CAPABILITY_TESTS,
     CONVERSATION_ONLY_TESTS,

@@ -13,15 +13,15 @@ from typing import ClassVar
 
 import pytest
 
-from skillruntime.core.async_filesystem import AsyncSkillRuntimeFileSystem
-from skillruntime.core.async_runtime import AsyncSkillRuntime
-from skillruntime.core.bridge import ThreadedAsyncRuntime
+from skillruntime.core.files.async_spi import AsyncSkillRuntimeFileSystem
 from skillruntime.core.models import (
     Skill,
     SkillExecutionRequest,
     SkillExecutionResult,
     SkillPreparationRequest,
 )
+from skillruntime.core.runtime.async_spi import AsyncSkillRuntime
+from skillruntime.core.runtime.bridge import ThreadedAsyncRuntime
 from skillruntime.core.testing import ConformanceContext, EventLoopContracts
 from skillruntime.core.testing.async_suite import AsyncRuntimeConformance
 

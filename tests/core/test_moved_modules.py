@@ -24,6 +24,38 @@ def test_old_name_warns_and_holds_the_new_objects(old: str, new: str) -> None:
     assert getattr(moved, "__all__", None) == getattr(target, "__all__", None)
 
 
+FORMER_FLAT_MODULES = {
+    "allowed_tools": "skills.allowed_tools",
+    "audit": "observability.audit",
+    "tracing": "observability.tracing",
+    "filesystem": "files.spi",
+    "async_filesystem": "files.async_spi",
+    "file_search": "files.search",
+    "search_command": "files.search_command",
+    "publishing": "files.publishing",
+    "tools.globbing": "files.globbing",
+    "tools.wildcard": "files.wildcard",
+    "tools.linear_regex": "files.linear_regex",
+    "async_runtime": "runtime.async_spi",
+    "runtime_rules": "runtime.rules",
+    "workspace": "runtime.workspace",
+    "async_workspace": "runtime.async_workspace",
+    "bridge": "runtime.bridge",
+    "closing": "runtime.closing",
+    "output": "runtime.output",
+    "exclusive": "conversations.exclusive",
+    "async_exclusive": "conversations.async_exclusive",
+    "runtime_listings": "plugins.listings",
+    "runtime_options": "plugins.options",
+}
+"""The flat modules of core that moved into its concept packages, old name -> new home."""
+
+
+@pytest.mark.parametrize(("old", "new"), sorted(FORMER_FLAT_MODULES.items()))
+def test_every_former_flat_module_is_served_from_its_package(old: str, new: str) -> None:
+    assert MOVED_MODULES[f"skillruntime.core.{old}"] == f"skillruntime.core.{new}"
+
+
 def test_from_import_of_an_old_name_works_in_a_fresh_interpreter() -> None:
     code = (
         "import warnings; warnings.simplefilter('error')\n"
@@ -54,6 +86,33 @@ def test_unknown_names_are_not_served() -> None:
         ),
         ("skillruntime.core.skills", ["discover_skills", "load_skill", "SKILL_FILE_NAME"]),
         ("skillruntime.core.cli", ["main", "cli", "build_cli"]),
+        (
+            "skillruntime.core.runtime",
+            [
+                "BOOTSTRAP_OUTPUT_TAIL",
+                "BaseSkillRuntime",
+                "PreparedSkill",
+                "SkillRuntime",
+                "ready_marker_path",
+                "run_bootstrap",
+            ],
+        ),
+        (
+            "skillruntime.core.plugins",
+            [
+                "hookimpl",
+                "hookspec",
+                "create_runtime",
+                "create_async_runtime",
+                "get_plugin_manager",
+                "register_plugin",
+                "registered_plugin",
+                "RuntimeOptions",
+                "RuntimeProvider",
+                "RuntimeListing",
+                "SkillRuntimeHookSpecs",
+            ],
+        ),
     ],
 )
 def test_old_flat_names_that_became_packages_export_the_same_names(
@@ -72,6 +131,8 @@ def test_old_flat_names_that_became_packages_export_the_same_names(
         "skillruntime.core.artifacts",
         "skillruntime.core.conversations",
         "skillruntime.core.skills",
+        "skillruntime.core.runtime",
+        "skillruntime.core.plugins",
         "skillruntime.local",
         "skillruntime.opensandbox",
         "skillruntime.aio",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from skillruntime.core.output import HeadTailBuffer, truncation_marker
+from skillruntime.core.runtime.output import HeadTailBuffer, truncation_marker
 
 
 def test_output_within_limit_is_returned_whole() -> None:

@@ -14,17 +14,17 @@ import pytest
 from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
-from skillruntime.core import plugins
 from skillruntime.core.cli import build_cli
 from skillruntime.core.errors import PluginNotFoundError, SkillRuntimeError
-from skillruntime.core.filesystem import SkillRuntimeFileSystem
+from skillruntime.core.files.spi import SkillRuntimeFileSystem
 from skillruntime.core.models import (
     Skill,
     SkillExecutionRequest,
     SkillExecutionResult,
     SkillPreparationRequest,
 )
-from skillruntime.core.plugins import (
+from skillruntime.core.plugins import registry as plugins
+from skillruntime.core.plugins.registry import (
     ArtifactStoreProvider,
     ConversationStoreProvider,
     RuntimeOptions,
@@ -43,7 +43,7 @@ from skillruntime.core.plugins import (
     registered_plugin,
     reset_plugin_manager,
 )
-from skillruntime.core.runtime import SkillRuntime
+from skillruntime.core.runtime.spi import SkillRuntime
 
 
 class EchoOptions(RuntimeOptions):
@@ -283,7 +283,7 @@ def test_broken_entry_point_is_reported_and_others_still_load(
     module.write_text(
         textwrap.dedent(
             """
-            from skillruntime.core.plugins import hookimpl, RuntimeProvider, RuntimeOptions
+            from skillruntime.core.plugins.registry import hookimpl, RuntimeProvider, RuntimeOptions
 
             class Options(RuntimeOptions):
                 pass
@@ -301,7 +301,7 @@ def test_broken_entry_point_is_reported_and_others_still_load(
         ("good", "srt_good_plugin_mod"),
     )
 
-    with caplog.at_level(logging.WARNING, logger="skillruntime.core.plugins"):
+    with caplog.at_level(logging.WARNING, logger="skillruntime.core.plugins.registry"):
         runtimes = available_runtimes()
 
     assert list(runtimes) == ["good"]

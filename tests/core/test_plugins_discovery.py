@@ -44,8 +44,8 @@ packages = ["echo_test_runtime"]
 
 ECHO_PLUGIN = """\
 from skillruntime.core.models import SkillExecutionRequest, SkillExecutionResult
-from skillruntime.core.plugins import RuntimeOptions, RuntimeProvider, hookimpl
-from skillruntime.core.runtime import SkillRuntime
+from skillruntime.core.plugins.registry import RuntimeOptions, RuntimeProvider, hookimpl
+from skillruntime.core.runtime.spi import SkillRuntime
 
 
 class EchoOptions(RuntimeOptions):
@@ -205,7 +205,7 @@ def test_with_only_core_installed_no_runtime_is_listed_and_local_says_what_to_in
         textwrap.dedent(
             """
             from skillruntime.core.errors import PluginNotFoundError
-            from skillruntime.core.plugins import create_runtime
+            from skillruntime.core.plugins.registry import create_runtime
             try:
                 create_runtime("local")
             except PluginNotFoundError as error:

@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 from pydantic import Field
 
-from skillruntime.core import plugins
 from skillruntime.core.errors import SkillRuntimeError
-from skillruntime.core.plugins import (
+from skillruntime.core.plugins import registry as plugins
+from skillruntime.core.plugins.listings import REQUIRED, UPLOAD_POLICY_DEFAULT, options
+from skillruntime.core.plugins.registry import (
     RuntimeListing,
     RuntimeOptions,
     RuntimeProvider,
@@ -25,7 +26,6 @@ from skillruntime.core.plugins import (
     reset_plugin_manager,
     runtime_listings,
 )
-from skillruntime.core.runtime_listings import REQUIRED, UPLOAD_POLICY_DEFAULT, options
 from skillruntime.core.skills.policy import UploadPolicy
 
 BACKENDS = (
@@ -193,7 +193,7 @@ def test_listing_drift_names_what_differs(listing: RuntimeListing, expected: str
 
 
 def test_runtime_options_is_served_from_its_own_module() -> None:
-    from skillruntime.core.runtime_options import RuntimeOptions as Base
+    from skillruntime.core.plugins.options import RuntimeOptions as Base
 
     assert plugins.RuntimeOptions is Base
     assert "RuntimeOptions" in dir(plugins)

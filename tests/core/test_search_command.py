@@ -15,9 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from skillruntime.core import search_command
-from skillruntime.core.file_search import GrepQuery
-from skillruntime.core.search_command import (
+from skillruntime.core.files import search_command
+from skillruntime.core.files.search import GrepQuery
+from skillruntime.core.files.search_command import (
     MISSING_TOOLS,
     parse_glob_output,
     parse_grep_output,

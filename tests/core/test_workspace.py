@@ -8,9 +8,9 @@ from collections.abc import Generator, Iterable
 import pytest
 
 from skillruntime.core.errors import WorkspaceEscapeError
-from skillruntime.core.filesystem import SkillRuntimeFileSystem
+from skillruntime.core.files.spi import SkillRuntimeFileSystem
 from skillruntime.core.models import FileInfo
-from skillruntime.core.workspace import (
+from skillruntime.core.runtime.workspace import (
     ConversationWorkspace,
     ScopedFileSystem,
     resolve_against,

@@ -25,7 +25,7 @@ from doubles.opensandbox import OpenSandboxDouble
 from skillruntime.aio import AioSandboxSkillRuntime
 from skillruntime.aio.async_runtime import AsyncAioSkillRuntime
 from skillruntime.core.conversations import InMemoryConversationStore
-from skillruntime.core.runtime import SkillRuntime
+from skillruntime.core.runtime.spi import SkillRuntime
 from skillruntime.deepagents import RuntimeSkills, SkillRuntimeBackend
 from skillruntime.local import LocalSkillRuntime
 from skillruntime.opensandbox import OpenSandboxSkillRuntime

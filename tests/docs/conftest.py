@@ -111,7 +111,7 @@ def _package(root: Path, name: str, files: dict[str, str], monkeypatch: pytest.M
 _ECHO_RUNTIME = '''
     """A runtime that echoes commands back (the doc's example backend)."""
     from skillruntime.core.models import SkillExecutionRequest, SkillExecutionResult
-    from skillruntime.core.runtime import BaseSkillRuntime
+    from skillruntime.core.runtime.spi import BaseSkillRuntime
 
 
     class EchoRuntime(BaseSkillRuntime):

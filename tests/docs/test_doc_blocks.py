@@ -31,7 +31,7 @@ from typing import Any
 import mcp  # noqa: F401  (see below)
 import pytest
 
-from skillruntime.core.plugins import reset_plugin_manager
+from skillruntime.core.plugins.registry import reset_plugin_manager
 
 # The MCP SDK's stdio client takes ``errlog=sys.stderr`` as a default bound when ``mcp`` is first
 # imported. Importing it here, at collection, keeps that default on the real stream: a first import

@@ -12,21 +12,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from skillruntime.core import plugins
-from skillruntime.core.async_workspace import AsyncScopedFileSystem
-from skillruntime.core.bridge import (
-    ThreadedAsyncFileSystem,
-    ThreadedAsyncRuntime,
-    to_async,
-    to_sync,
-)
 from skillruntime.core.errors import (
     RuntimeClosedError,
     RuntimeFileNotFoundError,
     WorkspaceEscapeError,
 )
 from skillruntime.core.models import FileInfo, SkillExecutionRequest
-from skillruntime.core.plugins import (
+from skillruntime.core.plugins import registry as plugins
+from skillruntime.core.plugins.registry import (
     RuntimeOptions,
     RuntimeProvider,
     create_async_runtime,
@@ -34,8 +27,15 @@ from skillruntime.core.plugins import (
     register_plugin,
     reset_plugin_manager,
 )
+from skillruntime.core.runtime.async_workspace import AsyncScopedFileSystem
+from skillruntime.core.runtime.bridge import (
+    ThreadedAsyncFileSystem,
+    ThreadedAsyncRuntime,
+    to_async,
+    to_sync,
+)
+from skillruntime.core.runtime.workspace import ConversationWorkspace
 from skillruntime.core.testing import process_is_dead_command
-from skillruntime.core.workspace import ConversationWorkspace
 from skillruntime.local import LocalFileSystem, LocalSkillRuntime
 
 

@@ -9,9 +9,9 @@ from typing import ClassVar
 
 import pytest
 
-from skillruntime.core.async_runtime import AsyncSkillRuntime
-from skillruntime.core.bridge import to_async
 from skillruntime.core.models import SkillExecutionRequest, SkillExecutionResult
+from skillruntime.core.runtime.async_spi import AsyncSkillRuntime
+from skillruntime.core.runtime.bridge import to_async
 from skillruntime.core.testing import AsyncRuntimeConformance, CancellationContracts
 from skillruntime.core.testing.context import ConformanceContext
 from skillruntime.local import AsyncLocalSkillRuntime, LocalSkillRuntime

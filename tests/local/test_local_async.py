@@ -18,7 +18,7 @@ from skillruntime.core.models import (
     SkillPreparationRequest,
     SkillRuntimeConfig,
 )
-from skillruntime.core.plugins import create_async_runtime
+from skillruntime.core.plugins.registry import create_async_runtime
 from skillruntime.local import AsyncLocalSkillRuntime, LocalSkillRuntime
 from skillruntime.local.async_process import run_command_async
 

@@ -7,8 +7,8 @@ import contextlib
 import os
 from collections.abc import Callable, Mapping
 
-from skillruntime.core.async_runtime import AsyncSkillRuntime
-from skillruntime.core.runtime import SkillRuntime
+from skillruntime.core.runtime.async_spi import AsyncSkillRuntime
+from skillruntime.core.runtime.spi import SkillRuntime
 from skillruntime.core.testing import AsyncRuntimeConformance, immutable_host_directory
 from skillruntime.local import AsyncLocalSkillRuntime
 

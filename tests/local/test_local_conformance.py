@@ -8,7 +8,7 @@ import contextlib
 import os
 from collections.abc import Callable, Mapping
 
-from skillruntime.core.runtime import SkillRuntime
+from skillruntime.core.runtime.spi import SkillRuntime
 from skillruntime.core.testing import RuntimeConformance, immutable_host_directory
 from skillruntime.local import LocalSkillRuntime
 

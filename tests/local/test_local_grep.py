@@ -15,8 +15,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from skillruntime.core.file_search import GrepQuery, default_grep
-from skillruntime.core.workspace import ScopedFileSystem
+from skillruntime.core.files.search import GrepQuery, default_grep
+from skillruntime.core.runtime.workspace import ScopedFileSystem
 from skillruntime.local import LocalSkillRuntime
 from skillruntime.local.filesystem import LocalFileSystem
 

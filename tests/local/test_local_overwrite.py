@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from skillruntime.core.errors import RuntimeIsADirectoryError, WorkspaceEscapeError
-from skillruntime.core.filesystem import SkillRuntimeFileSystem
+from skillruntime.core.files.spi import SkillRuntimeFileSystem
 from skillruntime.local import LocalSkillRuntime
 from skillruntime.local.filesystem import LocalFileSystem
 

@@ -20,7 +20,11 @@ from skillruntime.core.models import (
     SkillPreparationRequest,
     SkillRuntimeConfig,
 )
-from skillruntime.core.plugins import RuntimeOptionsError, available_runtimes, create_runtime
+from skillruntime.core.plugins.registry import (
+    RuntimeOptionsError,
+    available_runtimes,
+    create_runtime,
+)
 from skillruntime.core.skills.files import iter_skill_files, skill_digest
 from skillruntime.local import DEFAULT_CONVERSATIONS_ROOT, LocalRuntimeOptions, LocalSkillRuntime
 

@@ -8,10 +8,8 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from skillruntime.core.async_filesystem import AsyncSkillRuntimeFileSystem
-from skillruntime.core.async_workspace import AsyncScopedFileSystem
-from skillruntime.core.bridge import ThreadedAsyncFileSystem, _LoopFileSystem, _LoopThread
-from skillruntime.core.file_search import (
+from skillruntime.core.files.async_spi import AsyncSkillRuntimeFileSystem
+from skillruntime.core.files.search import (
     GlobQuery,
     GrepQuery,
     GrepResult,
@@ -19,6 +17,8 @@ from skillruntime.core.file_search import (
     default_grep,
 )
 from skillruntime.core.models import FileInfo
+from skillruntime.core.runtime.async_workspace import AsyncScopedFileSystem
+from skillruntime.core.runtime.bridge import ThreadedAsyncFileSystem, _LoopFileSystem, _LoopThread
 from skillruntime.local import LocalFileSystem
 
 

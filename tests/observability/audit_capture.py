@@ -17,9 +17,9 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from skillruntime.core import audit
-from skillruntime.core.audit import AUDIT_LOGGER_NAME, AuditEvent
-from skillruntime.core.plugins import hookimpl, registered_plugin
+from skillruntime.core.observability import audit
+from skillruntime.core.observability.audit import AUDIT_LOGGER_NAME, AuditEvent
+from skillruntime.core.plugins.registry import hookimpl, registered_plugin
 
 _EXPORTER = InMemorySpanExporter()
 _PROVIDER_LOCK = threading.Lock()

@@ -1,7 +1,7 @@
 """The cheap paths of the audit trail keep its contract: spans carry every field when nobody
 receives events, hook registrations and a new plugin manager are seen at once although the hook
 caller is cached, and the span attributes are exactly those of
-:data:`~skillruntime.core.tracing.SPAN_ATTRIBUTES`."""
+:data:`~skillruntime.core.observability.tracing.SPAN_ATTRIBUTES`."""
 
 from __future__ import annotations
 
@@ -13,10 +13,11 @@ from audit_capture import install_tracer_provider
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from skillruntime.core import audit, plugins, tracing
-from skillruntime.core.audit import AUDIT_LOGGER_NAME, AuditEvent, audited
 from skillruntime.core.models import SkillExecutionRequest
-from skillruntime.core.plugins import hookimpl, register_plugin, unregister_plugin
+from skillruntime.core.observability import audit, tracing
+from skillruntime.core.observability.audit import AUDIT_LOGGER_NAME, AuditEvent, audited
+from skillruntime.core.plugins import registry as plugins
+from skillruntime.core.plugins.registry import hookimpl, register_plugin, unregister_plugin
 from skillruntime.local import LocalSkillRuntime
 
 

@@ -24,9 +24,7 @@ from doubles.opensandbox import OpenSandboxDouble
 from doubles.viking import VikingDouble
 from doubles.viking.samples import DEMO_ROOT, demo_files
 from skillruntime.aio import AioSandboxSkillRuntime
-from skillruntime.core import audit, tracing
 from skillruntime.core.artifacts import SkillArtifact, SkillPackage, ZipSkillArtifactStore
-from skillruntime.core.audit import EVENT_KINDS, AuditEvent
 from skillruntime.core.conversations import InMemoryConversationStore
 from skillruntime.core.errors import WorkspaceEscapeError
 from skillruntime.core.models import (
@@ -36,7 +34,9 @@ from skillruntime.core.models import (
     SkillPreparationRequest,
     SkillRuntimeConfig,
 )
-from skillruntime.core.plugins import hookimpl, registered_plugin
+from skillruntime.core.observability import audit, tracing
+from skillruntime.core.observability.audit import EVENT_KINDS, AuditEvent
+from skillruntime.core.plugins.registry import hookimpl, registered_plugin
 from skillruntime.local import LocalSkillRuntime
 from skillruntime.opensandbox import OpenSandboxSkillRuntime
 from skillruntime.viking import VikingSkillStore
@@ -265,8 +265,8 @@ NO_OTEL = textwrap.dedent(
             return None
 
     sys.meta_path.insert(0, Block())
-    from skillruntime.core import tracing
-    from skillruntime.core.plugins import hookimpl, register_plugin
+    from skillruntime.core.observability import tracing
+    from skillruntime.core.plugins.registry import hookimpl, register_plugin
     from skillruntime.core.models import SkillExecutionRequest
     from skillruntime.local import LocalSkillRuntime
 

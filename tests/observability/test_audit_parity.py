@@ -31,7 +31,6 @@ from doubles.viking.samples import DEMO_ROOT, demo_files
 from skillruntime.aio import AioSandboxSkillRuntime
 from skillruntime.aio.async_runtime import AsyncAioSkillRuntime
 from skillruntime.core.artifacts import SkillArtifact, SkillPackage, ZipSkillArtifactStore
-from skillruntime.core.audit import EVENT_KINDS
 from skillruntime.core.conversations import InMemoryConversationStore
 from skillruntime.core.models import (
     BootstrapCommand,
@@ -40,6 +39,7 @@ from skillruntime.core.models import (
     SkillPreparationRequest,
     SkillRuntimeConfig,
 )
+from skillruntime.core.observability.audit import EVENT_KINDS
 from skillruntime.local import AsyncLocalSkillRuntime, LocalSkillRuntime
 from skillruntime.opensandbox import OpenSandboxSkillRuntime
 from skillruntime.opensandbox.async_runtime import AsyncOpenSandboxSkillRuntime

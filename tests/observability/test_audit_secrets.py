@@ -24,8 +24,6 @@ from doubles.aio import AioDouble
 from doubles.opensandbox import OpenSandboxDouble
 from skillruntime.aio import AioSandboxSkillRuntime
 from skillruntime.aio.async_runtime import AsyncAioSkillRuntime
-from skillruntime.core.audit import EVENT_KINDS
-from skillruntime.core.bridge import to_sync
 from skillruntime.core.conversations import InMemoryConversationStore
 from skillruntime.core.models import (
     BootstrapCommand,
@@ -33,7 +31,9 @@ from skillruntime.core.models import (
     SkillExecutionRequest,
     SkillRuntimeConfig,
 )
-from skillruntime.core.runtime import SkillRuntime
+from skillruntime.core.observability.audit import EVENT_KINDS
+from skillruntime.core.runtime.bridge import to_sync
+from skillruntime.core.runtime.spi import SkillRuntime
 from skillruntime.core.tools import SkillTools
 from skillruntime.local import AsyncLocalSkillRuntime, LocalSkillRuntime
 from skillruntime.opensandbox import OpenSandboxSkillRuntime

@@ -17,7 +17,7 @@ from agents_sdk_backends import Backend, aio_backend, local_backend, opensandbox
 from agents_sdk_runs import EXAMPLE_SKILLS, outputs
 from doubles.aio import AioDouble
 from doubles.opensandbox.harness import OpenSandboxDouble
-from skillruntime.core.plugins import create_runtime
+from skillruntime.core.plugins.registry import create_runtime
 from skillruntime.core.tools.toolset import SkillTools
 
 RESTRICTED = """---

@@ -14,7 +14,7 @@ from doubles.opensandbox import OpenSandboxDouble
 from skillruntime.core.conversations import InMemoryConversationStore
 from skillruntime.core.errors import RuntimeClosedError
 from skillruntime.core.models import Skill, SkillExecutionRequest, SkillPreparationRequest
-from skillruntime.core.plugins import create_async_runtime
+from skillruntime.core.plugins.registry import create_async_runtime
 from skillruntime.opensandbox import (
     AsyncOpenSandboxSkillRuntime,
     OpenSandboxSkillRuntime,

@@ -11,8 +11,8 @@ from typing import ClassVar
 import pytest
 
 from doubles.opensandbox import OpenSandboxDouble
-from skillruntime.core.async_runtime import AsyncSkillRuntime
 from skillruntime.core.conversations import InMemoryConversationStore
+from skillruntime.core.runtime.async_spi import AsyncSkillRuntime
 from skillruntime.core.testing import AsyncRuntimeConformance
 from skillruntime.opensandbox import AsyncOpenSandboxSkillRuntime, OpenSandboxSkillRuntime
 

@@ -22,7 +22,7 @@ from skillruntime.core.conversations.leases import (
 )
 from skillruntime.core.conversations.sql import SqlConversationStore
 from skillruntime.core.models import SkillExecutionRequest
-from skillruntime.core.plugins import create_async_runtime
+from skillruntime.core.plugins.registry import create_async_runtime
 from skillruntime.opensandbox import AsyncOpenSandboxSkillRuntime, OpenSandboxSkillRuntime
 from sql_databases import temporary_database
 

@@ -22,7 +22,7 @@ import pytest
 from doubles._polling import wait_until
 from doubles.opensandbox import OpenSandboxDouble
 from skillruntime.core.conversations import InMemoryConversationStore
-from skillruntime.core.file_search import GlobQuery
+from skillruntime.core.files.search import GlobQuery
 from skillruntime.core.models import SkillExecutionRequest, SkillExecutionResult
 from skillruntime.opensandbox import AsyncOpenSandboxSkillRuntime, OpenSandboxSkillRuntime
 

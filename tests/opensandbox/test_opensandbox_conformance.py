@@ -17,7 +17,7 @@ import pytest
 
 from doubles.opensandbox import OpenSandboxDouble
 from skillruntime.core.conversations import InMemoryConversationStore
-from skillruntime.core.runtime import SkillRuntime
+from skillruntime.core.runtime.spi import SkillRuntime
 from skillruntime.core.testing import RuntimeConformance, immutable_host_directory
 from skillruntime.opensandbox import OpenSandboxSkillRuntime
 

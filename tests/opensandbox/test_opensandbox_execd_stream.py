@@ -19,7 +19,7 @@ import pytest
 
 from doubles.opensandbox import OpenSandboxDouble
 from skillruntime.core.models import SkillExecutionRequest
-from skillruntime.core.output import truncation_marker
+from skillruntime.core.runtime.output import truncation_marker
 from skillruntime.opensandbox import OpenSandboxSkillRuntime
 
 TESTS = Path(__file__).resolve().parents[1]

@@ -13,7 +13,7 @@ import pytest
 from doubles.opensandbox import OpenSandboxDouble
 from odd_names_search import BASE, GLOB, GREPS, answer, local_answer
 from skillruntime.core.conversations import InMemoryConversationStore
-from skillruntime.core.file_search import (
+from skillruntime.core.files.search import (
     GlobQuery,
     GrepQuery,
     async_default_glob,

@@ -20,7 +20,7 @@ from skillruntime.core.errors import (
     RuntimeFileNotFoundError,
     file_error_code,
 )
-from skillruntime.core.plugins import available_runtimes, create_runtime
+from skillruntime.core.plugins.registry import available_runtimes, create_runtime
 from skillruntime.opensandbox import OpenSandboxRuntimeOptions, OpenSandboxSkillRuntime
 from skillruntime.opensandbox.conversation import ConversationBinding
 from skillruntime.opensandbox.errors import (

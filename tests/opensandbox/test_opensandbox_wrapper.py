@@ -1,8 +1,8 @@
 """The OpenSandbox command wrapper, run with the host's bash and split the way execd splits.
 
 Every case compares what the wrapper reports (through :class:`WrapperOutput`) with the same
-command run directly and cut by :class:`~skillruntime.core.output.HeadTailBuffer`, the buffer of
-the local runtime: the bytes, the truncation marker and the flags must be identical.
+command run directly and cut by :class:`~skillruntime.core.runtime.output.HeadTailBuffer`, the
+buffer of the local runtime: the bytes, the truncation marker and the flags must be identical.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from doubles._polling import process_gone, wait_until
-from skillruntime.core.output import HeadTailBuffer
+from skillruntime.core.runtime.output import HeadTailBuffer
 from skillruntime.opensandbox.wrapper import (
     FLAG_TIMED_OUT,
     WrapperOutput,

@@ -25,13 +25,13 @@ from skillruntime.core.artifacts import (
     ZipSkillArtifactStore,
 )
 from skillruntime.core.errors import InvalidPathError
-from skillruntime.core.filesystem import SkillRuntimeFileSystem
+from skillruntime.core.files.spi import SkillRuntimeFileSystem
 from skillruntime.core.models import SkillExecutionRequest
-from skillruntime.core.tools import SkillTools
-from skillruntime.core.workspace import (
+from skillruntime.core.runtime.workspace import (
     ConversationWorkspace,
     local_real_path_checker,
 )
+from skillruntime.core.tools import SkillTools
 from skillruntime.local import LocalFileSystem, LocalSkillRuntime
 
 segment = st.text(alphabet="abcxyz0123456789_-.", min_size=1, max_size=8).filter(

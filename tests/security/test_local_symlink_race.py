@@ -184,7 +184,7 @@ def test_commands_never_start_outside(arena: Arena) -> None:
 
 
 def test_greps_below_a_swapped_directory_never_read_outside(arena: Arena) -> None:
-    from skillruntime.core.file_search import GrepQuery
+    from skillruntime.core.files.search import GrepQuery
 
     fs = arena.runtime.get_file_system()
     queries = (GrepQuery("SECRET|inside", output_mode="content"), GrepQuery("SECRET"))
@@ -201,7 +201,7 @@ def test_greps_below_a_swapped_directory_never_read_outside(arena: Arena) -> Non
 
 
 def test_greps_of_the_workspace_never_follow_the_swapped_link_out(arena: Arena) -> None:
-    from skillruntime.core.file_search import GrepQuery
+    from skillruntime.core.files.search import GrepQuery
 
     fs = arena.runtime.get_file_system()
     root = fs.stat(".")

@@ -25,7 +25,7 @@ from doubles.opensandbox import OpenSandboxDouble
 from skillruntime.aio import AioSandboxSkillRuntime
 from skillruntime.core.errors import NotRegularFileError
 from skillruntime.core.models import SkillExecutionRequest
-from skillruntime.core.runtime import SkillRuntime
+from skillruntime.core.runtime.spi import SkillRuntime
 from skillruntime.core.tools import SkillTools
 from skillruntime.local import LocalFileSystem, LocalSkillRuntime
 from skillruntime.opensandbox import OpenSandboxSkillRuntime

@@ -18,11 +18,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from skillruntime.core.files.globbing import MAX_GLOB_ALTERNATIVES, GlobMatcher, walk
+from skillruntime.core.files.linear_regex import InvalidPatternError, LinearPattern
+from skillruntime.core.files.wildcard import wildcard_match
 from skillruntime.core.models import FileInfo
 from skillruntime.core.tools import SkillTools, search
-from skillruntime.core.tools.globbing import MAX_GLOB_ALTERNATIVES, GlobMatcher, walk
-from skillruntime.core.tools.linear_regex import InvalidPatternError, LinearPattern
-from skillruntime.core.tools.wildcard import wildcard_match
 from skillruntime.local import LocalSkillRuntime
 
 SETTINGS = settings(

@@ -26,7 +26,7 @@ from skillruntime.core.models import (
     SkillRuntimeConfig,
     validate_environment,
 )
-from skillruntime.core.runtime import SkillRuntime
+from skillruntime.core.runtime.spi import SkillRuntime
 from skillruntime.local import LocalSkillRuntime
 
 RESERVED = sorted(SHELL_RESERVED_NAMES)

@@ -47,18 +47,18 @@ import yaml
 from doubles.aio import AioDouble
 from doubles.opensandbox import OpenSandboxDouble
 from skillruntime.aio import AioSandboxSkillRuntime
-from skillruntime.core.async_filesystem import AsyncSkillRuntimeFileSystem
-from skillruntime.core.async_runtime import AsyncSkillRuntime
-from skillruntime.core.bridge import ThreadedAsyncFileSystem, to_sync
 from skillruntime.core.conversations import InMemoryConversationStore
-from skillruntime.core.filesystem import SkillRuntimeFileSystem
+from skillruntime.core.files.async_spi import AsyncSkillRuntimeFileSystem
+from skillruntime.core.files.spi import SkillRuntimeFileSystem
 from skillruntime.core.models import (
     Skill,
     SkillExecutionRequest,
     SkillExecutionResult,
     SkillPreparationRequest,
 )
-from skillruntime.core.runtime import SkillRuntime
+from skillruntime.core.runtime.async_spi import AsyncSkillRuntime
+from skillruntime.core.runtime.bridge import ThreadedAsyncFileSystem, to_sync
+from skillruntime.core.runtime.spi import SkillRuntime
 from skillruntime.core.tools import AsyncSkillTool, AsyncSkillTools, SkillTools
 from skillruntime.core.tools.base import SkillTool
 from skillruntime.local import AsyncLocalSkillRuntime, LocalSkillRuntime

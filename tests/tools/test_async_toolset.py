@@ -15,17 +15,17 @@ import pytest
 from doubles.aio import AioDouble
 from doubles.opensandbox import OpenSandboxDouble
 from skillruntime.aio import AioSandboxSkillRuntime, AsyncAioSkillRuntime
-from skillruntime.core.async_filesystem import AsyncSkillRuntimeFileSystem
-from skillruntime.core.async_runtime import AsyncSkillRuntime
 from skillruntime.core.conversations import InMemoryConversationStore
+from skillruntime.core.files.async_spi import AsyncSkillRuntimeFileSystem
+from skillruntime.core.files.publishing import LocalDirectoryPublisher
 from skillruntime.core.models import (
     Skill,
     SkillExecutionRequest,
     SkillExecutionResult,
     SkillPreparationRequest,
 )
-from skillruntime.core.publishing import LocalDirectoryPublisher
-from skillruntime.core.runtime import SkillRuntime
+from skillruntime.core.runtime.async_spi import AsyncSkillRuntime
+from skillruntime.core.runtime.spi import SkillRuntime
 from skillruntime.core.tools import SkillTools
 from skillruntime.core.tools.async_toolset import AsyncSkillTool, AsyncSkillTools
 from skillruntime.local import AsyncLocalSkillRuntime, LocalSkillRuntime

@@ -24,7 +24,7 @@ from langchain_core.messages import ToolMessage
 
 from deepagents_agent import ScriptedSkillModel
 from skillruntime.core.models import BootstrapCommand, SkillRuntimeConfig
-from skillruntime.core.runtime import SkillRuntime, ready_marker_path
+from skillruntime.core.runtime.spi import SkillRuntime, ready_marker_path
 from skillruntime.core.skills.files import (
     iter_skill_files,
     prepared_directory_name,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from skillruntime.core.runtime import SkillRuntime
+from skillruntime.core.runtime.spi import SkillRuntime
 from skillruntime.core.tools import SkillTools
 
 

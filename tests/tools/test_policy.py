@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from skillruntime.core.models import Skill, SkillRuntimeConfig
-from skillruntime.core.runtime import SkillRuntime
+from skillruntime.core.runtime.spi import SkillRuntime
 from skillruntime.core.skills import validate_skill_directory
 from skillruntime.core.tools import SkillTools, ToolSpec, parse_allowed_tools
 from skillruntime.core.tools.policy import (

@@ -10,13 +10,13 @@ from urllib.parse import unquote, urlparse
 
 import pytest
 
-from skillruntime.core.publishing import (
+from skillruntime.core.files.publishing import (
     FilePublisher,
     LocalDirectoryPublisher,
     PublishedFile,
     safe_file_name,
 )
-from skillruntime.core.runtime import SkillRuntime
+from skillruntime.core.runtime.spi import SkillRuntime
 from skillruntime.core.tools import SkillTools
 
 

@@ -26,7 +26,7 @@ from openai.types.responses.response_input_param import FunctionCallOutput
 from pydantic import TypeAdapter
 
 from model_stub import StubModel
-from skillruntime.core.plugins import create_runtime
+from skillruntime.core.plugins.registry import create_runtime
 from skillruntime.core.tools import (
     SkillTools,
     anthropic_tool_result,

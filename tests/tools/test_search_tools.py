@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from skillruntime.core.files.globbing import GlobMatcher
 from skillruntime.core.models import SkillExecutionRequest
-from skillruntime.core.runtime import SkillRuntime
+from skillruntime.core.runtime.spi import SkillRuntime
 from skillruntime.core.tools import SkillTools
-from skillruntime.core.tools.globbing import GlobMatcher
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import threading
 from typing import Any
 
 from skillruntime.core.models import Skill, SkillRuntimeConfig
-from skillruntime.core.runtime import SkillRuntime
+from skillruntime.core.runtime.spi import SkillRuntime
 from skillruntime.core.tools import SkillSource, SkillTools
 
 

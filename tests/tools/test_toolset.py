@@ -9,9 +9,9 @@ from typing import Any
 import jsonschema
 import pytest
 
+from skillruntime.core.files.publishing import LocalDirectoryPublisher
 from skillruntime.core.models import SkillRuntimeConfig
-from skillruntime.core.publishing import LocalDirectoryPublisher
-from skillruntime.core.runtime import SkillRuntime
+from skillruntime.core.runtime.spi import SkillRuntime
 from skillruntime.core.tools import (
     SkillTools,
     anthropic_tool_result,

@@ -17,7 +17,7 @@ from skillruntime.core.artifacts import (
     SkillPackage,
     open_artifact_store,
 )
-from skillruntime.core.plugins import available_artifact_stores
+from skillruntime.core.plugins.registry import available_artifact_stores
 from skillruntime.viking import SKILL_REVISION_CHANGED, VikingArtifactStore, VikingStoreError
 from skillruntime.viking.plugin import server_url_from_store_url, skillruntime_cli
 

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 import httpx
 from tenacity import AsyncRetrying
 
-from skillruntime.core.async_runtime import LoopLocal
+from skillruntime.core.runtime.async_spi import LoopLocal
 
 from .client import DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT
 from .wire import (

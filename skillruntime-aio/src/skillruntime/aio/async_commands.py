@@ -17,8 +17,8 @@ from typing import Any, Literal, TypeVar
 
 import httpx
 
-from skillruntime.core.async_runtime import LoopLocal
 from skillruntime.core.errors import ExecutionTransportError
+from skillruntime.core.runtime.async_spi import LoopLocal
 
 from .async_client import AsyncAioClient
 from .commands import (

@@ -17,33 +17,33 @@ from typing import IO
 
 import httpx
 
-from skillruntime.core.async_filesystem import (
-    AsyncChunks,
-    AsyncSkillRuntimeFileSystem,
-    aiter_chunks,
-)
 from skillruntime.core.errors import (
     ExecutionTransportError,
     RuntimeFileError,
     RuntimeFileNotFoundError,
 )
-from skillruntime.core.file_search import (
+from skillruntime.core.files.async_spi import (
+    AsyncChunks,
+    AsyncSkillRuntimeFileSystem,
+    aiter_chunks,
+)
+from skillruntime.core.files.globbing import GlobMatcher
+from skillruntime.core.files.search import (
     GlobQuery,
     GrepEngine,
     GrepQuery,
     GrepResult,
     SearchResult,
 )
-from skillruntime.core.filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT
-from skillruntime.core.models import FileInfo
-from skillruntime.core.search_command import (
+from skillruntime.core.files.search_command import (
     async_grep_from_output,
     glob_from_listing,
     parse_glob_output,
     parse_grep_output,
     search_script,
 )
-from skillruntime.core.tools.globbing import GlobMatcher
+from skillruntime.core.files.spi import CHUNK_SIZE, DEFAULT_LIST_LIMIT
+from skillruntime.core.models import FileInfo
 
 from .async_client import AsyncAioClient
 from .async_commands import AsyncCommandRunner

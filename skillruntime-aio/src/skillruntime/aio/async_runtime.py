@@ -7,12 +7,12 @@ are the sync runtime's own (:mod:`.commands`, :mod:`.wire`, :mod:`.files`), perf
 :class:`~skillruntime.aio.async_client.AsyncAioClient` — one connection pool, no thread per call.
 
 **Cancellation.** Every command carries a unique
-:data:`~skillruntime.core.bridge.CANCEL_MARKER_VARIABLE` in its environment. When the task
+:data:`~skillruntime.core.runtime.bridge.CANCEL_MARKER_VARIABLE` in its environment. When the task
 awaiting :meth:`execute` is cancelled (``task.cancel()`` or :func:`asyncio.timeout`), the runtime
 retires the command's session on the service, then runs the kill sweep of
-:func:`~skillruntime.core.bridge.kill_marked_command` as one more command, which sends ``SIGKILL``
-to every process holding the marker (the whole tree the command started), and only then lets the
-cancellation propagate. The runtime stays usable.
+:func:`~skillruntime.core.runtime.bridge.kill_marked_command` as one more command, which sends
+``SIGKILL`` to every process holding the marker (the whole tree the command started), and only then
+lets the cancellation propagate. The runtime stays usable.
 
 :meth:`close` kills the commands still running (the same sweep; their :meth:`execute` raises
 ``RuntimeClosedError``), then closes the command sessions this runtime opened and its HTTP
@@ -31,27 +31,33 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 
-from skillruntime.core.async_exclusive import AsyncConversationGuard, AsyncExclusiveRuntimeMixin
-from skillruntime.core.async_filesystem import AsyncSkillRuntimeFileSystem
-from skillruntime.core.async_runtime import AsyncBaseSkillRuntime, LoopLocal
-from skillruntime.core.bridge import CANCEL_MARKER_VARIABLE, kill_marked_command
 from skillruntime.core.conversations import ConversationStore, service_key_for_url
+from skillruntime.core.conversations.async_exclusive import (
+    AsyncConversationGuard,
+    AsyncExclusiveRuntimeMixin,
+)
+from skillruntime.core.conversations.exclusive import (
+    DEFAULT_ACTIVITY_INTERVAL_SECONDS,
+    workspace_guard,
+)
 from skillruntime.core.conversations.leases import (
     DEFAULT_LEASE_TTL_SECONDS,
     DEFAULT_LEASE_WAIT_SECONDS,
 )
 from skillruntime.core.errors import ExecutionTransportError
-from skillruntime.core.exclusive import DEFAULT_ACTIVITY_INTERVAL_SECONDS, workspace_guard
+from skillruntime.core.files.async_spi import AsyncSkillRuntimeFileSystem
 from skillruntime.core.models import (
     Skill,
     SkillExecutionRequest,
     SkillExecutionResult,
     SkillPreparationRequest,
 )
-from skillruntime.core.runtime import ready_marker_path
-from skillruntime.core.runtime_rules import closed_error
+from skillruntime.core.runtime.async_spi import AsyncBaseSkillRuntime, LoopLocal
+from skillruntime.core.runtime.bridge import CANCEL_MARKER_VARIABLE, kill_marked_command
+from skillruntime.core.runtime.rules import closed_error
+from skillruntime.core.runtime.spi import ready_marker_path
+from skillruntime.core.runtime.workspace import ConversationWorkspace
 from skillruntime.core.skills.files import DEFAULT_UPLOAD_POLICY, SkillFile, UploadPolicy
-from skillruntime.core.workspace import ConversationWorkspace
 
 from .archive import build_skill_archive, unpack_command
 from .async_client import AsyncAioClient
@@ -86,7 +92,7 @@ class AsyncAioSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRuntime):
     :class:`~skillruntime.aio.async_client.AsyncAioClient`; its owner closes it).
 
     ``conversation_store`` and ``exclusive=True`` as in the sync runtime, with the lease kept by
-    asyncio (:mod:`skillruntime.core.async_exclusive`); sync and async runtimes of one
+    asyncio (:mod:`skillruntime.core.conversations.async_exclusive`); sync and async runtimes of one
     conversation take turns with each other.
     """
 

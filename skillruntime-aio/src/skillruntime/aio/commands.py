@@ -49,8 +49,8 @@ from typing import Any, Literal, TypeVar
 
 import requests
 
-from skillruntime.core.bridge import CANCEL_MARKER_VARIABLE
 from skillruntime.core.errors import ExecutionTransportError
+from skillruntime.core.runtime.bridge import CANCEL_MARKER_VARIABLE
 
 from .client import AioClient
 from .defaults import TEMP_ROOT_PATTERN

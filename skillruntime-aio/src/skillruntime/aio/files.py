@@ -35,23 +35,23 @@ from skillruntime.core.errors import (
     RuntimeIsADirectoryError,
     RuntimePermissionError,
 )
-from skillruntime.core.file_search import (
+from skillruntime.core.files.globbing import GlobMatcher
+from skillruntime.core.files.search import (
     GlobQuery,
     GrepEngine,
     GrepQuery,
     GrepResult,
     SearchResult,
 )
-from skillruntime.core.filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT, SkillRuntimeFileSystem
-from skillruntime.core.models import FileInfo
-from skillruntime.core.search_command import (
+from skillruntime.core.files.search_command import (
     glob_from_listing,
     grep_from_output,
     parse_glob_output,
     parse_grep_output,
     search_script,
 )
-from skillruntime.core.tools.globbing import GlobMatcher
+from skillruntime.core.files.spi import CHUNK_SIZE, DEFAULT_LIST_LIMIT, SkillRuntimeFileSystem
+from skillruntime.core.models import FileInfo
 
 from .client import AioClient
 from .commands import CommandRunner, CommandSpec
@@ -404,7 +404,7 @@ class AioFileSystem(SkillRuntimeFileSystem):
     # ---------------------------------------------------------------- search
 
     def glob(self, root: FileInfo, query: GlobQuery) -> SearchResult:
-        """One command for the whole walk (see :mod:`skillruntime.core.search_command`)."""
+        """One command for the whole walk (see :mod:`skillruntime.core.files.search_command`)."""
         if not root.is_directory or root.is_special:
             return super().glob(root, query)
         GlobMatcher(query.pattern)  # a bad pattern fails before any request
@@ -427,7 +427,7 @@ class AioFileSystem(SkillRuntimeFileSystem):
         read_text: Callable[[str, int], str] | None = None,
     ) -> GrepResult:
         """One command for the walk and the candidate files (see
-        :mod:`skillruntime.core.search_command`)."""
+        :mod:`skillruntime.core.files.search_command`)."""
         if not root.is_directory or root.is_special:
             return super().grep(root, query, read_text=read_text)
         GrepEngine(query, root.path)  # a bad pattern or glob fails before any request

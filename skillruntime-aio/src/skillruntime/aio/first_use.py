@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from skillruntime.core.audit import audited
+from skillruntime.core.observability.audit import audited
 
 __all__ = ["FirstUse"]
 

@@ -29,26 +29,26 @@ import time
 from collections.abc import Mapping, Sequence
 
 from skillruntime.core.conversations import ConversationStore, service_key_for_url
+from skillruntime.core.conversations.exclusive import (
+    DEFAULT_ACTIVITY_INTERVAL_SECONDS,
+    ExclusiveRuntimeMixin,
+    workspace_guard,
+)
 from skillruntime.core.conversations.leases import (
     DEFAULT_LEASE_TTL_SECONDS,
     DEFAULT_LEASE_WAIT_SECONDS,
 )
 from skillruntime.core.errors import ExecutionTransportError, SkillPrepareError
-from skillruntime.core.exclusive import (
-    DEFAULT_ACTIVITY_INTERVAL_SECONDS,
-    ExclusiveRuntimeMixin,
-    workspace_guard,
-)
-from skillruntime.core.filesystem import SkillRuntimeFileSystem
+from skillruntime.core.files.spi import SkillRuntimeFileSystem
 from skillruntime.core.models import (
     Skill,
     SkillExecutionRequest,
     SkillExecutionResult,
     SkillPreparationRequest,
 )
-from skillruntime.core.runtime import BaseSkillRuntime, ready_marker_path
+from skillruntime.core.runtime.spi import BaseSkillRuntime, ready_marker_path
+from skillruntime.core.runtime.workspace import ConversationWorkspace
 from skillruntime.core.skills.files import DEFAULT_UPLOAD_POLICY, SkillFile, UploadPolicy
-from skillruntime.core.workspace import ConversationWorkspace
 
 from .archive import build_skill_archive, unpack_command
 from .client import DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT, AioClient
@@ -159,9 +159,9 @@ class AioSandboxSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
     ``conversation_store`` (a store or a URL; one built from a URL is closed with the runtime) and
     ``exclusive=True`` make every prepare, execute and file operation hold the conversation's
     lease, so processes and nodes sharing the service's workspace take turns (see
-    :mod:`skillruntime.core.exclusive`). The lease key is the service URL and the conversation
-    id: every node must name the service by the same URL. The store keeps only the lease (no
-    record: the service's disk is the state, so sweeps do not remove AIO workspaces).
+    :mod:`skillruntime.core.conversations.exclusive`). The lease key is the service URL and the
+    conversation id: every node must name the service by the same URL. The store keeps only the
+    lease (no record: the service's disk is the state, so sweeps do not remove AIO workspaces).
     """
 
     def __init__(

@@ -50,7 +50,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from skillruntime.core.bridge import CANCEL_MARKER_VARIABLE, kill_marked_command
+from skillruntime.core.runtime.bridge import CANCEL_MARKER_VARIABLE, kill_marked_command
 
 __all__ = [
     "WrapperOutcome",
@@ -195,9 +195,9 @@ def _kill_group(v: str, group: str, marker: str) -> str:
     names a live process group leader whose environment holds ``marker`` — this run's
     ``NAME=token`` the service started the wrapper with, which the job inherits. Then every
     process holding ``marker`` is killed
-    (:func:`~skillruntime.core.bridge.kill_marked_command`), which also reaches the command's
-    processes when the record was rewritten or its group leader is gone. Nothing that does not
-    descend from the run, or carry its marker, is killed.
+    (:func:`~skillruntime.core.runtime.bridge.kill_marked_command`), which also reaches the
+    command's processes when the record was rewritten or its group leader is gone. Nothing that does
+    not descend from the run, or carry its marker, is killed.
     """
     name, _, token = marker.partition("=")
     if name != CANCEL_MARKER_VARIABLE or not token.isalnum():
@@ -336,7 +336,7 @@ def build_report(
     deadline, first kills (``SIGKILL``) the process group the run recorded — the command's
     whole tree, also when the service killed the wrapper alone — when the record is verified
     to name that group, and every process holding the run's ``marker`` (``NAME=token`` of
-    :data:`~skillruntime.core.bridge.CANCEL_MARKER_VARIABLE`, in the environment the run was
+    :data:`~skillruntime.core.runtime.bridge.CANCEL_MARKER_VARIABLE`, in the environment the run was
     started with); see :func:`_kill_group`. Then it reports what the run left: the kept head
     and tail of both streams under a trailer that says the command timed out; then it removes
     the run's files (empties them with ``keep_files``). The report itself must not be started

@@ -1,15 +1,13 @@
 """skillruntime core: the SkillRuntime SPI, its models, skill files and conversation workspaces."""
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from . import _moved
 from ._lazy import lazy_attributes
 from ._version import __version__
+from .observability import hooks as _audit_hooks
 
 if TYPE_CHECKING:
-    from .async_filesystem import AsyncSkillRuntimeFileSystem
-    from .async_runtime import AsyncBaseSkillRuntime, AsyncSkillRuntime
-    from .bridge import to_async, to_sync
     from .errors import (
         ArtifactIntegrityError,
         ExecutionTransportError,
@@ -31,7 +29,8 @@ if TYPE_CHECKING:
         file_error_code,
         file_error_from_os_error,
     )
-    from .filesystem import SkillRuntimeFileSystem
+    from .files.async_spi import AsyncSkillRuntimeFileSystem
+    from .files.spi import SkillRuntimeFileSystem
     from .models import (
         BootstrapCommand,
         FileInfo,
@@ -41,17 +40,19 @@ if TYPE_CHECKING:
         SkillPreparationRequest,
         SkillRuntimeConfig,
     )
-    from .runtime import BaseSkillRuntime, SkillRuntime
-    from .workspace import ConversationWorkspace, ScopedFileSystem
+    from .runtime.async_spi import AsyncBaseSkillRuntime, AsyncSkillRuntime
+    from .runtime.bridge import to_async, to_sync
+    from .runtime.spi import BaseSkillRuntime, SkillRuntime
+    from .runtime.workspace import ConversationWorkspace, ScopedFileSystem
 
 __getattr__, __dir__ = lazy_attributes(
     __name__,
     {
-        "AsyncSkillRuntimeFileSystem": ".async_filesystem",
-        "AsyncBaseSkillRuntime": ".async_runtime",
-        "AsyncSkillRuntime": ".async_runtime",
-        "to_async": ".bridge",
-        "to_sync": ".bridge",
+        "AsyncSkillRuntimeFileSystem": ".files.async_spi",
+        "AsyncBaseSkillRuntime": ".runtime.async_spi",
+        "AsyncSkillRuntime": ".runtime.async_spi",
+        "to_async": ".runtime.bridge",
+        "to_sync": ".runtime.bridge",
         "ArtifactIntegrityError": ".errors",
         "ExecutionTransportError": ".errors",
         "FileTooLargeError": ".errors",
@@ -71,7 +72,7 @@ __getattr__, __dir__ = lazy_attributes(
         "WorkspaceEscapeError": ".errors",
         "file_error_code": ".errors",
         "file_error_from_os_error": ".errors",
-        "SkillRuntimeFileSystem": ".filesystem",
+        "SkillRuntimeFileSystem": ".files.spi",
         "BootstrapCommand": ".models",
         "FileInfo": ".models",
         "Skill": ".models",
@@ -79,14 +80,24 @@ __getattr__, __dir__ = lazy_attributes(
         "SkillExecutionResult": ".models",
         "SkillPreparationRequest": ".models",
         "SkillRuntimeConfig": ".models",
-        "BaseSkillRuntime": ".runtime",
-        "SkillRuntime": ".runtime",
-        "ConversationWorkspace": ".workspace",
-        "ScopedFileSystem": ".workspace",
+        "BaseSkillRuntime": ".runtime.spi",
+        "SkillRuntime": ".runtime.spi",
+        "ConversationWorkspace": ".runtime.workspace",
+        "ScopedFileSystem": ".runtime.workspace",
     },
 )
 
 _moved.install()
+
+
+def _audit_hook_implementations() -> list[Any]:
+    """The audit hook's implementations from the plugin registry, loaded on the first event."""
+    from .plugins.registry import audit_hook_implementations
+
+    return audit_hook_implementations()
+
+
+_audit_hooks.set_hook_source(_audit_hook_implementations)
 
 __all__ = [
     "ArtifactIntegrityError",

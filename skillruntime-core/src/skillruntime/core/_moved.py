@@ -1,9 +1,13 @@
 """Old flat module names of core, kept importable while they are deprecated.
 
-The conversation stores, the command line and the skill modules became packages; importing an old
-name (``skillruntime.core.sql``, ``skillruntime.core.cli_runtime``, ...) still works and gives a
-module holding the same public objects as the new home, with a :class:`DeprecationWarning` naming
-it. The old files are gone (no stub files), so each moved module keeps its history in one place.
+The conversation stores, the command line, the skill modules and then every flat module of core
+(runtime, files, observability, plugins) became packages; importing an old name
+(``skillruntime.core.sql``, ``skillruntime.core.audit``, ``skillruntime.core.tools.globbing``, ...)
+still works and gives a module holding the same public objects as the new home, with a
+:class:`DeprecationWarning` naming it. The old files are gone (no stub files), so each moved module
+keeps its history in one place. Two old modules share their name with the package that replaced
+them (``skillruntime.core.runtime`` and ``skillruntime.core.plugins``): those packages serve the
+old modules' names themselves.
 """
 
 from __future__ import annotations
@@ -26,6 +30,28 @@ MOVED_MODULES: dict[str, str] = {
     "skillruntime.core.cli_errors": "skillruntime.core.cli.errors",
     "skillruntime.core.cli_progress": "skillruntime.core.cli.progress",
     "skillruntime.core.cli_skills": "skillruntime.core.cli.skills",
+    "skillruntime.core.allowed_tools": "skillruntime.core.skills.allowed_tools",
+    "skillruntime.core.audit": "skillruntime.core.observability.audit",
+    "skillruntime.core.tracing": "skillruntime.core.observability.tracing",
+    "skillruntime.core.filesystem": "skillruntime.core.files.spi",
+    "skillruntime.core.async_filesystem": "skillruntime.core.files.async_spi",
+    "skillruntime.core.file_search": "skillruntime.core.files.search",
+    "skillruntime.core.search_command": "skillruntime.core.files.search_command",
+    "skillruntime.core.publishing": "skillruntime.core.files.publishing",
+    "skillruntime.core.tools.globbing": "skillruntime.core.files.globbing",
+    "skillruntime.core.tools.wildcard": "skillruntime.core.files.wildcard",
+    "skillruntime.core.tools.linear_regex": "skillruntime.core.files.linear_regex",
+    "skillruntime.core.async_runtime": "skillruntime.core.runtime.async_spi",
+    "skillruntime.core.runtime_rules": "skillruntime.core.runtime.rules",
+    "skillruntime.core.workspace": "skillruntime.core.runtime.workspace",
+    "skillruntime.core.async_workspace": "skillruntime.core.runtime.async_workspace",
+    "skillruntime.core.bridge": "skillruntime.core.runtime.bridge",
+    "skillruntime.core.closing": "skillruntime.core.runtime.closing",
+    "skillruntime.core.output": "skillruntime.core.runtime.output",
+    "skillruntime.core.exclusive": "skillruntime.core.conversations.exclusive",
+    "skillruntime.core.async_exclusive": "skillruntime.core.conversations.async_exclusive",
+    "skillruntime.core.runtime_listings": "skillruntime.core.plugins.listings",
+    "skillruntime.core.runtime_options": "skillruntime.core.plugins.options",
 }
 """Old module name -> the module that now holds its contents."""
 

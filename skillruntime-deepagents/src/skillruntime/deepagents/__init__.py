@@ -2,8 +2,8 @@
 
 :class:`SkillRuntimeBackend` implements deepagents' ``SandboxBackendProtocol`` (``execute``, the
 file operations, upload and download; sync and async) over a
-:class:`~skillruntime.core.runtime.SkillRuntime` — local, OpenSandbox, AIO or a third-party one —
-and :class:`RuntimeSkills` gives deepagents' skills middleware skills that are prepared in that
+:class:`~skillruntime.core.runtime.spi.SkillRuntime` — local, OpenSandbox, AIO or a third-party one
+— and :class:`RuntimeSkills` gives deepagents' skills middleware skills that are prepared in that
 runtime on first use, so their scripts run inside a remote sandbox too.
 :class:`SkillRuntimeSandboxProvider` is the sandbox provider the deepagents command line finds
 through its ``deepagents_code.sandbox_providers`` entry points.

@@ -1,7 +1,7 @@
 """:class:`SkillRuntimeBackend`: deepagents' ``SandboxBackendProtocol`` over any runtime.
 
 Every operation goes through the runtime's SPI: ``execute`` through
-:meth:`~skillruntime.core.runtime.SkillRuntime.execute`, the file operations (``ls``, ``read``,
+:meth:`~skillruntime.core.runtime.spi.SkillRuntime.execute`, the file operations (``ls``, ``read``,
 ``write``, ``edit``, ``delete``, ``glob``, ``grep``, ``upload_files``, ``download_files``) through
 its file system — never deepagents' generic scripts over ``execute``, so no ``python3`` is needed
 in the sandbox and a conversation workspace's path rules apply to every call (a path outside it is
@@ -9,8 +9,8 @@ refused before any backend call). Results, messages and pagination follow deepag
 sandbox backend; where this backend differs, the docs say so (``docs/deepagents.md``).
 
 Async methods (``aexecute``, ``aread``, …) are native when an
-:class:`~skillruntime.core.async_runtime.AsyncSkillRuntime` is given (``async_runtime``, sharing the
-sync runtime's execution boundary: the same conversation, or the same service); otherwise they
+:class:`~skillruntime.core.runtime.async_spi.AsyncSkillRuntime` is given (``async_runtime``, sharing
+the sync runtime's execution boundary: the same conversation, or the same service); otherwise they
 run the sync method in a worker thread.
 """
 
@@ -43,8 +43,6 @@ from deepagents.backends.protocol import (
 )
 from deepagents.backends.protocol import FileInfo as DeepAgentsFileInfo
 
-from skillruntime.core.async_filesystem import AsyncSkillRuntimeFileSystem
-from skillruntime.core.async_runtime import AsyncSkillRuntime
 from skillruntime.core.errors import (
     FileTooLargeError,
     RuntimeFileError,
@@ -52,15 +50,17 @@ from skillruntime.core.errors import (
     RuntimeIsADirectoryError,
     SkillRuntimeError,
 )
-from skillruntime.core.filesystem import SkillRuntimeFileSystem
+from skillruntime.core.files.async_spi import AsyncSkillRuntimeFileSystem
+from skillruntime.core.files.globbing import GlobMatcher, relative_path
+from skillruntime.core.files.spi import SkillRuntimeFileSystem
 from skillruntime.core.models import (
     DEFAULT_MAX_OUTPUT_BYTES,
     FileInfo,
     SkillExecutionRequest,
     SkillExecutionResult,
 )
-from skillruntime.core.runtime import SkillRuntime
-from skillruntime.core.tools.globbing import GlobMatcher, relative_path
+from skillruntime.core.runtime.async_spi import AsyncSkillRuntime
+from skillruntime.core.runtime.spi import SkillRuntime
 
 from .reading import (
     EMPTY_CONTENT_WARNING,

@@ -34,8 +34,8 @@ import threading
 import uuid
 from typing import Any
 
-from skillruntime.core.plugins import create_runtime
-from skillruntime.core.runtime import SkillRuntime
+from skillruntime.core.plugins.registry import create_runtime
+from skillruntime.core.runtime.spi import SkillRuntime
 
 from .backend import SkillRuntimeBackend
 

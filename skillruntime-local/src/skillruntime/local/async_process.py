@@ -3,9 +3,9 @@
 The command is started the same way (own session and process group, stdin from ``/dev/null``)
 and supervised by the event loop instead of a blocking loop: both pipes and the exit notifier
 (a pidfd, or a waiter thread where pidfds are missing) are registered with ``loop.add_reader``,
-output goes into :class:`~skillruntime.core.output.HeadTailBuffer` objects, and the deadline,
-drain and kill-grace rules come from the shared :class:`~.process.KillSchedule`. No thread is used
-per command where pidfds exist, so thousands of commands can run at once on one loop.
+output goes into :class:`~skillruntime.core.runtime.output.HeadTailBuffer` objects, and the
+deadline, drain and kill-grace rules come from the shared :class:`~.process.KillSchedule`. No thread
+is used per command where pidfds exist, so thousands of commands can run at once on one loop.
 
 **Spawning.** Starting a process (``fork``/``exec`` of the shell) is the one step that blocks,
 about 1–3 ms on a busy 2-core host. It runs on a small process-wide pool of
@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from skillruntime.core.errors import ExecutionTransportError, RuntimeClosedError
 from skillruntime.core.models import SkillExecutionResult
-from skillruntime.core.output import HeadTailBuffer
+from skillruntime.core.runtime.output import HeadTailBuffer
 
 from .process import (
     DEFAULT_DRAIN_SECONDS,

@@ -11,9 +11,9 @@ File operations and skill copies are host file I/O, which asyncio cannot do nati
 the event loop's default executor (a handful of threads), one call per operation.
 
 ``conversation_store`` and ``exclusive=True`` work as in the sync runtime, with the lease kept by
-asyncio (:mod:`skillruntime.core.async_exclusive`): waiting for the lease sleeps on the loop, the
-renewer is a task, store calls run in worker threads. Sync and async runtimes sharing the
-workspace take turns with each other.
+asyncio (:mod:`skillruntime.core.conversations.async_exclusive`): waiting for the lease sleeps on
+the loop, the renewer is a task, store calls run in worker threads. Sync and async runtimes sharing
+the workspace take turns with each other.
 """
 
 from __future__ import annotations
@@ -23,26 +23,29 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 
-from skillruntime.core.async_exclusive import AsyncConversationGuard, AsyncExclusiveRuntimeMixin
-from skillruntime.core.async_filesystem import AsyncSkillRuntimeFileSystem
-from skillruntime.core.async_runtime import AsyncBaseSkillRuntime
-from skillruntime.core.bridge import ThreadedAsyncFileSystem
 from skillruntime.core.conversations import ConversationStore
-from skillruntime.core.conversations.leases import (
-    DEFAULT_LEASE_TTL_SECONDS,
-    DEFAULT_LEASE_WAIT_SECONDS,
+from skillruntime.core.conversations.async_exclusive import (
+    AsyncConversationGuard,
+    AsyncExclusiveRuntimeMixin,
 )
-from skillruntime.core.exclusive import (
+from skillruntime.core.conversations.exclusive import (
     DEFAULT_ACTIVITY_INTERVAL_SECONDS,
     local_service_key,
     workspace_guard,
 )
+from skillruntime.core.conversations.leases import (
+    DEFAULT_LEASE_TTL_SECONDS,
+    DEFAULT_LEASE_WAIT_SECONDS,
+)
+from skillruntime.core.files.async_spi import AsyncSkillRuntimeFileSystem
 from skillruntime.core.models import (
     Skill,
     SkillExecutionRequest,
     SkillExecutionResult,
     SkillPreparationRequest,
 )
+from skillruntime.core.runtime.async_spi import AsyncBaseSkillRuntime
+from skillruntime.core.runtime.bridge import ThreadedAsyncFileSystem
 from skillruntime.core.skills.files import DEFAULT_UPLOAD_POLICY, SkillFile, UploadPolicy
 
 from .async_process import run_command_async

@@ -6,7 +6,7 @@ race-free through directory descriptors (:mod:`skillruntime.local.confinement`):
 may lead anywhere below the root but never out of it, and a directory swapped for a link while an
 operation runs cannot carry it out either. Without ``root`` there is no confinement (the same
 descriptor-relative resolution from ``/``); the runtime wraps this file system in a
-:class:`~skillruntime.core.workspace.ScopedFileSystem` when it has a conversation workspace.
+:class:`~skillruntime.core.runtime.workspace.ScopedFileSystem` when it has a conversation workspace.
 
 Decisions:
 
@@ -52,8 +52,8 @@ from skillruntime.core.errors import (
     RuntimeIsADirectoryError,
     file_error_from_os_error,
 )
-from skillruntime.core.file_search import GrepEngine, GrepQuery, GrepResult
-from skillruntime.core.filesystem import (
+from skillruntime.core.files.search import GrepEngine, GrepQuery, GrepResult
+from skillruntime.core.files.spi import (
     CHUNK_SIZE,
     DEFAULT_LIST_LIMIT,
     DEFAULT_READ_LIMIT,

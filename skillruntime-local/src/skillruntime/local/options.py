@@ -12,9 +12,9 @@ from skillruntime.core.conversations.leases import (
     DEFAULT_LEASE_TTL_SECONDS,
     DEFAULT_LEASE_WAIT_SECONDS,
 )
-from skillruntime.core.runtime_options import RuntimeOptions
+from skillruntime.core.plugins.options import RuntimeOptions
+from skillruntime.core.runtime.workspace import validate_conversation_id
 from skillruntime.core.skills.files import DEFAULT_UPLOAD_POLICY, UploadPolicy
-from skillruntime.core.workspace import validate_conversation_id
 
 from .process import DEFAULT_DRAIN_SECONDS, DEFAULT_KILL_GRACE_SECONDS
 

@@ -3,8 +3,8 @@
 The command runs as ``<shell> -c <command>`` in a new session (so it leads its own process group),
 with stdin from ``/dev/null``. Both pipes are read concurrently with ``poll(2)`` (through
 :mod:`selectors` where :func:`select.poll` is missing) into
-:class:`~skillruntime.core.output.HeadTailBuffer` objects. The exit of the shell is learnt through
-a pidfd (``os.pidfd_open``) or, where that is unavailable, a waiter thread using
+:class:`~skillruntime.core.runtime.output.HeadTailBuffer` objects. The exit of the shell is learnt
+through a pidfd (``os.pidfd_open``) or, where that is unavailable, a waiter thread using
 ``waitid(WNOWAIT)``. Neither reaps the shell, so its process-group id cannot be reused while the
 group is being signalled; the shell is reaped last.
 
@@ -41,7 +41,7 @@ from collections.abc import Mapping, Sequence
 
 from skillruntime.core.errors import ExecutionTransportError, RuntimeClosedError
 from skillruntime.core.models import SkillExecutionResult
-from skillruntime.core.output import HeadTailBuffer
+from skillruntime.core.runtime.output import HeadTailBuffer
 
 __all__ = [
     "DEFAULT_DRAIN_SECONDS",

@@ -37,6 +37,12 @@ from pathlib import Path
 from typing import TypeVar
 
 from skillruntime.core.conversations import ConversationStore
+from skillruntime.core.conversations.exclusive import (
+    DEFAULT_ACTIVITY_INTERVAL_SECONDS,
+    ExclusiveRuntimeMixin,
+    local_service_key,
+    workspace_guard,
+)
 from skillruntime.core.conversations.leases import (
     DEFAULT_LEASE_TTL_SECONDS,
     DEFAULT_LEASE_WAIT_SECONDS,
@@ -49,13 +55,7 @@ from skillruntime.core.errors import (
     SkillPrepareError,
     WorkspaceEscapeError,
 )
-from skillruntime.core.exclusive import (
-    DEFAULT_ACTIVITY_INTERVAL_SECONDS,
-    ExclusiveRuntimeMixin,
-    local_service_key,
-    workspace_guard,
-)
-from skillruntime.core.filesystem import SkillRuntimeFileSystem
+from skillruntime.core.files.spi import SkillRuntimeFileSystem
 from skillruntime.core.models import (
     Skill,
     SkillExecutionRequest,
@@ -63,8 +63,9 @@ from skillruntime.core.models import (
     SkillPreparationRequest,
     SkillRuntimeConfig,
 )
-from skillruntime.core.runtime import BaseSkillRuntime
-from skillruntime.core.runtime_rules import ScannedSkill, place_failure
+from skillruntime.core.runtime.rules import ScannedSkill, place_failure
+from skillruntime.core.runtime.spi import BaseSkillRuntime
+from skillruntime.core.runtime.workspace import ConversationWorkspace
 from skillruntime.core.skills.files import (
     DEFAULT_UPLOAD_POLICY,
     SkillFile,
@@ -76,7 +77,6 @@ from skillruntime.core.skills.files import (
     prepared_directory_name,
     skill_digest,
 )
-from skillruntime.core.workspace import ConversationWorkspace
 
 from .confinement import MAX_SYMLINK_HOPS, ConfinedRoot, open_directory_below
 from .filesystem import LocalFileSystem
@@ -120,7 +120,7 @@ class LocalSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
     records the conversation and its activity, so that ``skillruntime conversations sweep``
     can remove an idle workspace. ``exclusive=True`` (needs the store) makes every prepare,
     execute and file operation hold the conversation's lease: processes and nodes sharing the
-    workspace take turns (see :mod:`skillruntime.core.exclusive`).
+    workspace take turns (see :mod:`skillruntime.core.conversations.exclusive`).
     """
 
     def __init__(

@@ -1,9 +1,9 @@
 """``grep`` of the local file system through directory descriptors, without a call per entry.
 
 :func:`grep_below` walks the tree below an open directory descriptor with the rules of
-:func:`skillruntime.core.tools.globbing.walk` (breadth-first, each directory in path order, noise
+:func:`skillruntime.core.files.globbing.walk` (breadth-first, each directory in path order, noise
 directories and special files skipped, ``max_depth`` levels, ``max_files`` kept files) and
-feeds every candidate to one :class:`~skillruntime.core.file_search.GrepEngine`, so the result
+feeds every candidate to one :class:`~skillruntime.core.files.search.GrepEngine`, so the result
 is the default implementation's for the same tree (the conformance kit compares them).
 
 Confinement is that of :mod:`skillruntime.local.confinement`: every directory is opened with
@@ -28,8 +28,8 @@ from collections import deque
 from collections.abc import Callable
 
 from skillruntime.core.errors import RuntimeFileNotFoundError, file_error_from_os_error
-from skillruntime.core.file_search import GrepEngine
-from skillruntime.core.tools.globbing import IGNORED_DIRECTORIES, LISTING_LIMIT
+from skillruntime.core.files.globbing import IGNORED_DIRECTORIES, LISTING_LIMIT
+from skillruntime.core.files.search import GrepEngine
 
 from .confinement import open_directory_below
 

@@ -3,8 +3,8 @@
 :class:`ServeConfig` says what every conversation is built from (the runtime name and options,
 the configured skills, the optional publishing directory); :meth:`ServedConversation.open`
 builds one for a conversation id with
-:func:`~skillruntime.core.plugins.create_async_runtime` (the backend's native async runtime, or
-its sync runtime behind the thread bridge) and
+:func:`~skillruntime.core.plugins.registry.create_async_runtime` (the backend's native async
+runtime, or its sync runtime behind the thread bridge) and
 :class:`~skillruntime.core.tools.AsyncSkillTools`, so tool calls are awaited on the server's
 event loop. Building happens in a worker thread and contacts nothing before the first tool call
 for runtimes that connect lazily.
@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from skillruntime.core.async_runtime import AsyncSkillRuntime
+from skillruntime.core.files.publishing import FilePublisher, LocalDirectoryPublisher
 from skillruntime.core.models import Skill, SkillRuntimeConfig
-from skillruntime.core.plugins import create_async_runtime
-from skillruntime.core.publishing import FilePublisher, LocalDirectoryPublisher
+from skillruntime.core.plugins.registry import create_async_runtime
+from skillruntime.core.runtime.async_spi import AsyncSkillRuntime
+from skillruntime.core.runtime.workspace import ConversationWorkspace
 from skillruntime.core.tools import AsyncSkillTools
-from skillruntime.core.workspace import ConversationWorkspace
 
 __all__ = ["ServeConfig", "ServedConversation", "generated_conversation_id"]
 
@@ -39,7 +39,7 @@ class ServeConfig:
     """What the server builds each conversation from.
 
     ``runtime_options`` are keyword options of
-    :func:`~skillruntime.core.plugins.create_runtime`; the conversation id is added as the
+    :func:`~skillruntime.core.plugins.registry.create_runtime`; the conversation id is added as the
     ``conversation_id`` option. ``skills`` are host skills (their ``base_path`` is a host
     directory holding ``SKILL.md``); ``configs`` maps skill names to their runtime config
     (environment, bootstrap commands added to the ones a skill declares, which run when the

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from skillruntime.core.plugins import hookimpl
+from skillruntime.core.plugins.registry import hookimpl
 
 __all__ = ["skillruntime_cli"]
 

@@ -24,8 +24,8 @@ from urllib.parse import quote, unquote, urlsplit
 from mcp import types
 
 from skillruntime.core.errors import SkillRuntimeError
-from skillruntime.core.runtime import ready_marker_path
-from skillruntime.core.runtime_rules import scan_skill
+from skillruntime.core.runtime.rules import scan_skill
+from skillruntime.core.runtime.spi import ready_marker_path
 from skillruntime.core.skills.files import prepared_directory_name
 from skillruntime.core.skills.policy import DEFAULT_UPLOAD_POLICY
 

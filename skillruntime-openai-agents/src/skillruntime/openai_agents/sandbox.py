@@ -72,23 +72,23 @@ from agents.sandbox.snapshot_defaults import resolve_default_local_snapshot_spec
 from agents.sandbox.types import ExecResult, Permissions, User
 from agents.sandbox.workspace_paths import sandbox_path_str
 
-from skillruntime.core.async_filesystem import AsyncSkillRuntimeFileSystem
-from skillruntime.core.async_runtime import AsyncSkillRuntime
-from skillruntime.core.bridge import to_async
 from skillruntime.core.errors import (
     FileTooLargeError,
     RuntimeFileNotFoundError,
     SkillRuntimeError,
 )
-from skillruntime.core.filesystem import CHUNK_SIZE
+from skillruntime.core.files.async_spi import AsyncSkillRuntimeFileSystem
+from skillruntime.core.files.spi import CHUNK_SIZE
 from skillruntime.core.models import FileInfo, SkillExecutionRequest
-from skillruntime.core.plugins import (
+from skillruntime.core.plugins.registry import (
     build_runtime_options,
     create_async_runtime,
     get_runtime_provider,
 )
-from skillruntime.core.runtime import SkillRuntime
-from skillruntime.core.workspace import validate_conversation_id
+from skillruntime.core.runtime.async_spi import AsyncSkillRuntime
+from skillruntime.core.runtime.bridge import to_async
+from skillruntime.core.runtime.spi import SkillRuntime
+from skillruntime.core.runtime.workspace import validate_conversation_id
 
 __all__ = [
     "BACKEND_ID",
@@ -133,7 +133,8 @@ _DEFAULT_MANIFEST_ROOT = Manifest().root
 
 RuntimeFactory = Callable[[str], AsyncSkillRuntime | SkillRuntime]
 """Builds the runtime of one conversation from its id (a sync runtime is served through
-:func:`skillruntime.core.bridge.to_async`). It is called once per created or resumed session."""
+:func:`skillruntime.core.runtime.bridge.to_async`). It is called once per created or resumed
+session."""
 
 
 class SkillRuntimeSandboxClientOptions(BaseSandboxClientOptions):

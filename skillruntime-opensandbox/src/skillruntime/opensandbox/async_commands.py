@@ -42,7 +42,7 @@ from typing import Any, TypeVar
 from opensandbox.models.execd import ExecutionHandlers
 from opensandbox.sandbox import Sandbox
 from skillruntime.core.models import SkillExecutionResult
-from skillruntime.core.runtime_rules import closed_error
+from skillruntime.core.runtime.rules import closed_error
 
 from .commands import (
     DEFAULT_DEADLINE_GRACE_SECONDS,

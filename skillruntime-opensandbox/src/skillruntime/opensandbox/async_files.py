@@ -24,28 +24,28 @@ from typing import TypeVar
 
 from opensandbox.models.filesystem import DirectoryListEntry, WriteEntry
 from opensandbox.sandbox import Sandbox
-from skillruntime.core.async_filesystem import (
-    AsyncChunks,
-    AsyncSkillRuntimeFileSystem,
-    aiter_chunks,
-)
 from skillruntime.core.errors import (
     ExecutionTransportError,
     NotADirectoryFileError,
     RuntimeFileError,
     RuntimeFileNotFoundError,
 )
-from skillruntime.core.file_search import (
+from skillruntime.core.files.async_spi import (
+    AsyncChunks,
+    AsyncSkillRuntimeFileSystem,
+    aiter_chunks,
+)
+from skillruntime.core.files.globbing import GlobMatcher
+from skillruntime.core.files.search import (
     GlobQuery,
     GrepEngine,
     GrepQuery,
     GrepResult,
     SearchResult,
 )
-from skillruntime.core.filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT
+from skillruntime.core.files.search_command import async_grep_from_output
+from skillruntime.core.files.spi import CHUNK_SIZE, DEFAULT_LIST_LIMIT
 from skillruntime.core.models import FileInfo, SkillExecutionRequest, SkillExecutionResult
-from skillruntime.core.search_command import async_grep_from_output
-from skillruntime.core.tools.globbing import GlobMatcher
 
 from .errors import OpenSandboxFileError, file_error, is_not_found, is_transient
 from .files import (

@@ -20,9 +20,10 @@ thread; sync and async runtime objects on one conversation share the record and 
 other.
 
 ``exclusive=True`` holds the conversation's lease during every prepare, execute and file
-operation as the sync runtime does, kept by asyncio (:mod:`skillruntime.core.async_exclusive`):
-the wait sleeps on the loop, the renewer is a task and the store calls run in worker threads.
-Sync and async runtimes of one conversation take turns with each other.
+operation as the sync runtime does, kept by asyncio
+(:mod:`skillruntime.core.conversations.async_exclusive`): the wait sleeps on the loop, the renewer
+is a task and the store calls run in worker threads. Sync and async runtimes of one conversation
+take turns with each other.
 """
 
 from __future__ import annotations
@@ -37,22 +38,25 @@ from typing import Any
 
 from opensandbox.sandbox import Sandbox
 from opensandbox.sync.sandbox import SandboxSync
-from skillruntime.core.async_exclusive import AsyncConversationGuard, AsyncExclusiveRuntimeMixin
-from skillruntime.core.async_filesystem import AsyncSkillRuntimeFileSystem
-from skillruntime.core.async_runtime import AsyncBaseSkillRuntime
 from skillruntime.core.conversations import ConversationRecord
+from skillruntime.core.conversations.async_exclusive import (
+    AsyncConversationGuard,
+    AsyncExclusiveRuntimeMixin,
+)
+from skillruntime.core.conversations.exclusive import DEFAULT_ACTIVITY_INTERVAL_SECONDS
 from skillruntime.core.conversations.leases import (
     DEFAULT_LEASE_TTL_SECONDS,
     DEFAULT_LEASE_WAIT_SECONDS,
 )
 from skillruntime.core.errors import RuntimeFileError
-from skillruntime.core.exclusive import DEFAULT_ACTIVITY_INTERVAL_SECONDS
+from skillruntime.core.files.async_spi import AsyncSkillRuntimeFileSystem
 from skillruntime.core.models import (
     Skill,
     SkillExecutionRequest,
     SkillExecutionResult,
     SkillRuntimeConfig,
 )
+from skillruntime.core.runtime.async_spi import AsyncBaseSkillRuntime
 from skillruntime.core.skills.files import DEFAULT_UPLOAD_POLICY, SkillFile, UploadPolicy
 
 from .async_commands import AsyncCommandRunner

@@ -23,7 +23,7 @@ from opensandbox.config.connection_sync import ConnectionConfigSync
 from opensandbox.models.sandboxes import SandboxEndpoint, SandboxOrigin
 from opensandbox.sandbox import Sandbox
 from opensandbox.sync.sandbox import SandboxSync
-from skillruntime.core.async_runtime import LoopLocal
+from skillruntime.core.runtime.async_spi import LoopLocal
 
 from .errors import sandbox_error
 
@@ -52,7 +52,7 @@ def async_transport(max_connections: int) -> httpx.AsyncBaseTransport:
 
 class _PerLoopTransport(httpx.AsyncBaseTransport):
     """An ``httpx.AsyncHTTPTransport`` per event loop, each closed on its loop when the loop
-    shuts down (:class:`~skillruntime.core.async_runtime.LoopLocal`); :meth:`aclose` closes
+    shuts down (:class:`~skillruntime.core.runtime.async_spi.LoopLocal`); :meth:`aclose` closes
     them all."""
 
     def __init__(self, max_connections: int) -> None:

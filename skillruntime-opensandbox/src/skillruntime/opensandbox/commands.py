@@ -7,7 +7,7 @@ and the full stream sizes. So the output is rebuilt byte for byte (``\\r``, trai
 invalid UTF-8 included, decoded with replacement characters), the client keeps at most the caps
 in memory whatever the command prints (one 256 MiB line included: it never reaches the event
 stream, which the SDK buffers an event at a time), and a cut stream shows the same marker as on
-every runtime (:func:`skillruntime.core.output.head_tail_text`).
+every runtime (:func:`skillruntime.core.runtime.output.head_tail_text`).
 
 **Returning early, never hanging up.** execd keeps the stream open about a second after its final
 event (``EXECD_API_GRACE_SHUTDOWN``), and a client that hangs up on a command stream before execd

@@ -31,17 +31,17 @@ from skillruntime.core.errors import (
     RuntimeFileNotFoundError,
     RuntimeIsADirectoryError,
 )
-from skillruntime.core.file_search import (
+from skillruntime.core.files.globbing import GlobMatcher
+from skillruntime.core.files.search import (
     GlobQuery,
     GrepEngine,
     GrepQuery,
     GrepResult,
     SearchResult,
 )
-from skillruntime.core.filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT, SkillRuntimeFileSystem
+from skillruntime.core.files.search_command import grep_from_output
+from skillruntime.core.files.spi import CHUNK_SIZE, DEFAULT_LIST_LIMIT, SkillRuntimeFileSystem
 from skillruntime.core.models import FileInfo, SkillExecutionRequest, SkillExecutionResult
-from skillruntime.core.search_command import grep_from_output
-from skillruntime.core.tools.globbing import GlobMatcher
 
 from .errors import (
     OpenSandboxFileError,

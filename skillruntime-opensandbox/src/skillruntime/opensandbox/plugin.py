@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from skillruntime.core.plugins import ConversationReaperProvider, RuntimeProvider, hookimpl
+from skillruntime.core.plugins.registry import ConversationReaperProvider, RuntimeProvider, hookimpl
 
 if TYPE_CHECKING:
-    from skillruntime.core.async_runtime import AsyncSkillRuntime
-    from skillruntime.core.runtime import SkillRuntime
-    from skillruntime.core.runtime_listings import RuntimeListing
+    from skillruntime.core.plugins.listings import RuntimeListing
+    from skillruntime.core.runtime.async_spi import AsyncSkillRuntime
+    from skillruntime.core.runtime.spi import SkillRuntime
 
     from .options import OpenSandboxRuntimeOptions
 

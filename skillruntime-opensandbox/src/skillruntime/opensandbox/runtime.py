@@ -49,7 +49,6 @@ from opensandbox.exceptions import (
 from opensandbox.models.sandboxes import NetworkPolicy, NetworkRule
 from opensandbox.sync.sandbox import SandboxSync
 from opensandbox.transport import RetryPolicy
-from skillruntime.core.audit import audited
 from skillruntime.core.conversations import (
     ConversationRecord,
     ConversationStore,
@@ -57,30 +56,31 @@ from skillruntime.core.conversations import (
     open_conversation_store,
     service_key_for_url,
 )
+from skillruntime.core.conversations.exclusive import (
+    DEFAULT_ACTIVITY_INTERVAL_SECONDS,
+    ConversationGuard,
+    ExclusiveRuntimeMixin,
+)
 from skillruntime.core.conversations.leases import (
     DEFAULT_LEASE_TTL_SECONDS,
     DEFAULT_LEASE_WAIT_SECONDS,
 )
 from skillruntime.core.errors import RuntimeFileError, SkillPrepareError, SkillRuntimeError
-from skillruntime.core.exclusive import (
-    DEFAULT_ACTIVITY_INTERVAL_SECONDS,
-    ConversationGuard,
-    ExclusiveRuntimeMixin,
-)
-from skillruntime.core.filesystem import SkillRuntimeFileSystem
+from skillruntime.core.files.spi import SkillRuntimeFileSystem
 from skillruntime.core.models import (
     Skill,
     SkillExecutionRequest,
     SkillExecutionResult,
     SkillRuntimeConfig,
 )
-from skillruntime.core.runtime import BaseSkillRuntime
+from skillruntime.core.observability.audit import audited
+from skillruntime.core.runtime.spi import BaseSkillRuntime
+from skillruntime.core.runtime.workspace import ConversationWorkspace, validate_conversations_root
 from skillruntime.core.skills.files import (
     DEFAULT_UPLOAD_POLICY,
     SkillFile,
     UploadPolicy,
 )
-from skillruntime.core.workspace import ConversationWorkspace, validate_conversations_root
 
 from .commands import (
     DEFAULT_DEADLINE_GRACE_SECONDS,
@@ -198,8 +198,8 @@ class OpenSandboxSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
     record names is killed when a runtime attaches (see the module docs).
     ``exclusive=True`` (conversation mode) makes every prepare, execute and file operation hold
     the conversation's lease in the store, so nodes sharing the conversation take turns (see
-    :mod:`skillruntime.core.exclusive`); the record's ``updated_at`` is refreshed at most every
-    ``activity_interval_seconds`` while the conversation is used (what sweeps measure).
+    :mod:`skillruntime.core.conversations.exclusive`); the record's ``updated_at`` is refreshed at
+    most every ``activity_interval_seconds`` while the conversation is used (what sweeps measure).
     """
 
     def __init__(

@@ -23,7 +23,7 @@ from opensandbox.exceptions import SandboxConnectionException
 from opensandbox.models.sandboxes import NetworkPolicy, SandboxFilter, SandboxInfo
 from opensandbox.sync.manager import SandboxManagerSync
 from opensandbox.sync.sandbox import SandboxSync
-from skillruntime.core.audit import audited
+from skillruntime.core.observability.audit import audited
 
 from .errors import (
     OpenSandboxError,

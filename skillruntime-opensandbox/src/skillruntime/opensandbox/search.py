@@ -2,7 +2,7 @@
 
 execd's own ``GET /files/search`` matches a glob against base names only, recursively, without
 depth, noise-directory or count bounds, so it cannot give the walk the search contract asks for;
-instead the runtime runs the command of :mod:`skillruntime.core.search_command` through its
+instead the runtime runs the command of :mod:`skillruntime.core.files.search_command` through its
 command wrapper (one ``POST /command``), and the sync and async file systems parse its answer
 with the helpers here. A command that failed, timed out or printed more than
 :data:`SEARCH_OUTPUT_CAP` on a stream leaves the search to the default walk on the file API.
@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import logging
 
-from skillruntime.core.file_search import GlobQuery, GrepQuery, SearchResult
-from skillruntime.core.models import FileInfo, SkillExecutionRequest, SkillExecutionResult
-from skillruntime.core.search_command import (
+from skillruntime.core.files.search import GlobQuery, GrepQuery, SearchResult
+from skillruntime.core.files.search_command import (
     Listing,
     glob_from_listing,
     parse_glob_output,
     parse_grep_output,
     search_script,
 )
+from skillruntime.core.models import FileInfo, SkillExecutionRequest, SkillExecutionResult
 
 __all__ = [
     "EXECUTABLE_BITS",

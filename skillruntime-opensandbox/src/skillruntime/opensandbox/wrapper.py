@@ -39,7 +39,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from skillruntime.core.output import head_tail_text
+from skillruntime.core.runtime.output import head_tail_text
 
 __all__ = ["WrapperOutput", "WrapperTrailer", "build_wrapper"]
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from skillruntime.core.plugins import ArtifactStoreProvider, hookimpl
+from skillruntime.core.plugins.registry import ArtifactStoreProvider, hookimpl
 
 __all__ = ["create_artifact_store", "server_url_from_store_url", "skillruntime_artifact_stores"]
 

@@ -22,8 +22,8 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from skillruntime.core.closing import Closeable
 from skillruntime.core.models import Skill
+from skillruntime.core.runtime.closing import Closeable
 from skillruntime.core.skills import load_skill
 from skillruntime.core.tools.skill import SkillSource
 

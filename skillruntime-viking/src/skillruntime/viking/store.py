@@ -23,9 +23,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar, cast
 
-from skillruntime.core.audit import audited_call
-from skillruntime.core.closing import Closeable
 from skillruntime.core.errors import RuntimeClosedError
+from skillruntime.core.observability.audit import audited_call
+from skillruntime.core.runtime.closing import Closeable
 
 from .cache import CacheKey, SnapshotCache, make_private_dir, remove_tree, verify_snapshot
 from .client import VikingClient

@@ -30,7 +30,7 @@ from typing import Any
 
 from filelock import FileLock
 
-from ..audit import audited_call
+from ..observability.audit import audited_call
 from .spi import (
     ArtifactExistsError,
     ArtifactIntegrityError,

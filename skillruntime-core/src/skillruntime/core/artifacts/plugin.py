@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..plugins import ArtifactStoreProvider, hookimpl
+from ..plugins.registry import ArtifactStoreProvider, hookimpl
 
 if TYPE_CHECKING:  # the stores load when one is opened, not with the plugins
     from .objectstore import ObjectSkillArtifactStore

@@ -6,8 +6,8 @@ import logging
 import threading
 from contextlib import ExitStack
 
-from ..closing import Closeable
 from ..models import Skill
+from ..runtime.closing import Closeable
 from .spi import ArtifactStoreError, SkillArtifact, SkillArtifactStore
 
 __all__ = ["ArtifactSkillSource"]

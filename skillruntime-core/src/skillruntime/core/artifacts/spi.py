@@ -23,8 +23,8 @@ from typing import Any, BinaryIO
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..closing import Closeable
 from ..errors import ArtifactIntegrityError, SkillRuntimeError, StoreConflictError
+from ..runtime.closing import Closeable
 
 __all__ = [
     "ArtifactExistsError",
@@ -88,7 +88,8 @@ def normalize_digest(value: str) -> str:
 
 def materialize_audit_fields(store: str) -> Callable[..., dict[str, Any]]:
     """The audit fields of ``materialize(artifact)`` on a ``store`` store (for
-    :func:`skillruntime.core.audit.audited_call`): name, version as revision, declared digest."""
+    :func:`skillruntime.core.observability.audit.audited_call`): name, version as revision, declared
+    digest."""
 
     def fields(_self: object, artifact: SkillArtifact, *_rest: Any) -> dict[str, Any]:
         return {

@@ -33,7 +33,7 @@ def open_artifact_store(url: str, **options: Any) -> SkillArtifactStore:
     ``storage_options`` and any other keyword, which is passed to fsspec). Raises
     :class:`PluginNotFoundError` listing the installed schemes when none serves ``url``.
     """
-    from ..plugins import available_artifact_stores
+    from ..plugins.registry import available_artifact_stores
 
     scheme = url_scheme(url)
     providers = available_artifact_stores()

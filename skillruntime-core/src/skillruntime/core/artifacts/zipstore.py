@@ -26,7 +26,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from ..audit import audited_call
+from ..observability.audit import audited_call
 from .spi import (
     ArtifactExistsError,
     ArtifactIntegrityError,

@@ -20,7 +20,7 @@ import click
 from .._version import __version__
 
 if TYPE_CHECKING:
-    from ..runtime_listings import RuntimeListing
+    from ..plugins.listings import RuntimeListing
 
 __all__ = [
     "BUILTIN_COMMANDS",
@@ -169,7 +169,7 @@ class SkillRuntimeGroup(click.Group):
         if not self.plugins or self._hook_loaded:
             return
         self._hook_loaded = True
-        from ..plugins import register_cli_commands
+        from ..plugins.registry import register_cli_commands
 
         scratch = click.Group("plugins")
         register_cli_commands(scratch)
@@ -361,7 +361,7 @@ def runtimes_command(as_json: bool) -> None:
     Each option can be given as `--option NAME=VALUE` (or to `create_runtime`) or through the
     environment variable shown.
     """
-    from ..plugins import plugin_problems, runtime_listings
+    from ..plugins.registry import plugin_problems, runtime_listings
 
     providers = runtime_listings()
     for problem in plugin_problems():

@@ -10,7 +10,7 @@ import click
 from pydantic import ValidationError
 
 from ..errors import SkillRuntimeError
-from ..plugins import RuntimeOptionsError
+from ..plugins.registry import RuntimeOptionsError
 
 __all__ = [
     "FAILURE_EXIT_CODE",

@@ -1,8 +1,8 @@
 """``skillruntime exec`` and ``skillruntime files``: commands that talk to one runtime.
 
-Both build the runtime named by ``--runtime`` with :func:`~skillruntime.core.plugins.create_runtime`
-(``--option KEY=VALUE`` are its options, ``--conversation ID`` becomes the option
-``conversation_id``) and close it when the command ends.
+Both build the runtime named by ``--runtime`` with
+:func:`~skillruntime.core.plugins.registry.create_runtime` (``--option KEY=VALUE`` are its options,
+``--conversation ID`` becomes the option ``conversation_id``) and close it when the command ends.
 """
 
 from __future__ import annotations
@@ -22,20 +22,20 @@ from typing import Any, TypeVar, Union, get_args, get_origin
 import click
 from pydantic import BaseModel, ValidationError
 
-from ..filesystem import SkillRuntimeFileSystem, iter_local_file, open_part_file
+from ..files.spi import SkillRuntimeFileSystem, iter_local_file, open_part_file
 from ..models import (
     Skill,
     SkillExecutionRequest,
     SkillPreparationRequest,
 )
-from ..plugins import (
+from ..plugins.registry import (
     RuntimeOptionsError,
     RuntimeProvider,
     create_runtime,
     describe_options,
     get_runtime_provider,
 )
-from ..runtime import SkillRuntime
+from ..runtime.spi import SkillRuntime
 from .errors import CliError, CliUsageError, validation_message
 from .progress import TransferProgress
 

@@ -23,17 +23,10 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
 
-from ..async_runtime import LoopLocal
-from .leases import (
-    ConversationLease,
-    LeaseKeeperBase,
-    LeaseLostError,
-)
-
-if TYPE_CHECKING:
-    pass
+from ..runtime.async_spi import LoopLocal
+from .leases import LeaseKeeperBase, LeaseLostError
+from .spi import ConversationLease
 
 __all__ = ["AsyncLeaseKeeper"]
 

@@ -34,14 +34,9 @@ import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
-
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..errors import SkillRuntimeError
-
-if TYPE_CHECKING:
-    from .spi import ConversationStore
+from .spi import MAX_LEASE_OWNER, ConversationLease, ConversationStore
 
 __all__ = [
     "DEFAULT_LEASE_TTL_SECONDS",
@@ -64,8 +59,6 @@ DEFAULT_LEASE_TTL_SECONDS = 30.0
 DEFAULT_LEASE_WAIT_SECONDS = 60.0
 """How long an exclusive runtime waits for a conversation's lease before giving up."""
 
-_MAX_OWNER = 256
-
 
 class ConversationLeaseError(SkillRuntimeError):
     """A conversation lease could not be taken or was lost."""
@@ -85,41 +78,12 @@ def default_lease_owner() -> str:
     return f"{host}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
 
 
-class ConversationLease(BaseModel):
-    """A lease as stored: ``owner`` holds ``lease_key`` until ``expires_at`` (UTC).
-
-    ``token`` grows by one each time a different owner takes the lease (a fencing counter); a
-    released lease has ``owner`` ``None``.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    lease_key: str = Field(min_length=1, max_length=64)
-    owner: str | None = Field(default=None, max_length=_MAX_OWNER)
-    token: int = Field(ge=1)
-    expires_at: datetime
-
-    @field_validator("expires_at")
-    @classmethod
-    def _aware(cls, value: datetime) -> datetime:
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-    def held_by(self, owner: str, now: datetime | None = None) -> bool:
-        """Whether ``owner`` holds the lease and it has not expired at ``now``."""
-        return self.owner == owner and not self.expired(now)
-
-    def expired(self, now: datetime | None = None) -> bool:
-        """Whether nobody holds the lease at ``now`` (released or past its expiry)."""
-        moment = now or datetime.now(UTC)
-        return self.owner is None or self.expires_at <= moment
-
-
 def check_lease_arguments(lease_key: str, owner: str, ttl_seconds: float) -> None:
     """Refuse unusable lease arguments before any store call (shared by every store)."""
     if not lease_key or len(lease_key) > 64:
         raise ValueError("a lease key must be 1-64 characters")
-    if not owner or len(owner) > _MAX_OWNER:
-        raise ValueError(f"a lease owner must be 1-{_MAX_OWNER} characters")
+    if not owner or len(owner) > MAX_LEASE_OWNER:
+        raise ValueError(f"a lease owner must be 1-{MAX_LEASE_OWNER} characters")
     if not ttl_seconds > 0 or ttl_seconds > 86400:
         raise ValueError("a lease TTL must be more than 0 and at most 86400 seconds")
 
@@ -153,8 +117,8 @@ class LeaseState:
     ) -> None:
         self.owner = owner or default_lease_owner()
         check_lease_arguments(lease_key, self.owner, ttl_seconds)
-        if len(self.owner) > _MAX_OWNER - 16:
-            raise ValueError(f"a lease owner must be at most {_MAX_OWNER - 16} characters")
+        if len(self.owner) > MAX_LEASE_OWNER - 16:
+            raise ValueError(f"a lease owner must be at most {MAX_LEASE_OWNER - 16} characters")
         if wait_seconds < 0:
             raise ValueError("wait_seconds must not be negative")
         renew = renew_every_seconds if renew_every_seconds is not None else ttl_seconds / 3

@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime
 
-from .leases import ConversationLease, check_lease_arguments, lease_expiry
-from .spi import ConversationRecord, ConversationStore
+from .leases import check_lease_arguments, lease_expiry
+from .spi import ConversationLease, ConversationRecord, ConversationStore
 
 __all__ = ["InMemoryConversationStore"]
 

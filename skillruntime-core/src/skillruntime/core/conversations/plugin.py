@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..plugins import ConversationStoreProvider, hookimpl
+from ..plugins.registry import ConversationStoreProvider, hookimpl
 
 if TYPE_CHECKING:  # the stores (and pydantic) load when one is opened, not with the plugins
     from .memory import InMemoryConversationStore

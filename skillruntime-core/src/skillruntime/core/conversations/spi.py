@@ -26,12 +26,13 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..closing import Closeable
 from ..errors import SkillRuntimeError, StoreConflictError
-from ..workspace import validate_conversation_id
-from .leases import ConversationLease
+from ..runtime.closing import Closeable
+from ..runtime.workspace import validate_conversation_id
 
 __all__ = [
+    "MAX_LEASE_OWNER",
+    "ConversationLease",
     "ConversationRecord",
     "ConversationStore",
     "ConversationStoreError",
@@ -42,6 +43,39 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+
+MAX_LEASE_OWNER = 256
+"""The longest lease owner id, in characters."""
+
+
+class ConversationLease(BaseModel):
+    """A lease as stored: ``owner`` holds ``lease_key`` until ``expires_at`` (UTC).
+
+    ``token`` grows by one each time a different owner takes the lease (a fencing counter); a
+    released lease has ``owner`` ``None``.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    lease_key: str = Field(min_length=1, max_length=64)
+    owner: str | None = Field(default=None, max_length=MAX_LEASE_OWNER)
+    token: int = Field(ge=1)
+    expires_at: datetime
+
+    @field_validator("expires_at")
+    @classmethod
+    def _aware(cls, value: datetime) -> datetime:
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+    def held_by(self, owner: str, now: datetime | None = None) -> bool:
+        """Whether ``owner`` holds the lease and it has not expired at ``now``."""
+        return self.owner == owner and not self.expired(now)
+
+    def expired(self, now: datetime | None = None) -> bool:
+        """Whether nobody holds the lease at ``now`` (released or past its expiry)."""
+        moment = now or datetime.now(UTC)
+        return self.owner is None or self.expires_at <= moment
 
 
 class ConversationStoreError(SkillRuntimeError):
@@ -309,7 +343,7 @@ def open_conversation_store(url: str, **options: Any) -> ConversationStore:
     The scheme before any ``+driver`` selects a provider registered through the
     ``skillruntime_conversation_stores`` hook; the whole URL goes to its factory.
     """
-    from ..plugins import available_conversation_stores
+    from ..plugins.registry import available_conversation_stores
 
     scheme = url.partition("://")[0].lower() if "://" in url else ""
     base = scheme.partition("+")[0]

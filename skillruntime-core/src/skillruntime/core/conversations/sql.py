@@ -68,8 +68,7 @@ from sqlalchemy.schema import CreateTable
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from ..errors import StoreConflictError
-from .leases import ConversationLease
-from .spi import ConversationRecord, ConversationStore, ConversationStoreError
+from .spi import ConversationLease, ConversationRecord, ConversationStore, ConversationStoreError
 from .sql_deadline import CallDeadline, start_deadline
 from .sql_leases import SqlLeases, lease_table
 

@@ -94,7 +94,7 @@ def sweep_command(  # noqa: PLR0917
     ..._API_KEY).
     """
     from ..cli.errors import as_cli_error
-    from ..plugins import available_conversation_reapers
+    from ..plugins.registry import available_conversation_reapers
     from . import ConversationStoreError, open_conversation_store
     from .sweeps import available_reapers, close_reapers, parse_duration, sweep_conversations
 

@@ -3,7 +3,7 @@
 :func:`sweep_conversations` walks every record of a conversation store. A conversation counts as
 idle when it has not been used for the limit. Runtimes refresh a record's ``updated_at`` while the
 conversation is used, but at most once per activity interval (``activity_interval_seconds``, see
-:mod:`skillruntime.core.exclusive`), so a conversation used a moment ago may carry an
+:mod:`skillruntime.core.conversations.exclusive`), so a conversation used a moment ago may carry an
 ``updated_at`` up to one interval older; and between exclusive sessions no lease shows that it is
 in use. The sweep therefore counts a record as idle only when its ``updated_at`` is older than the
 limit **plus** the runtimes' activity interval: a limit shorter than the interval can no longer
@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from ..exclusive import DEFAULT_ACTIVITY_INTERVAL_SECONDS, local_service_key
-from ..workspace import validate_conversation_id, validate_conversations_root
+from ..runtime.workspace import validate_conversation_id, validate_conversations_root
+from .exclusive import DEFAULT_ACTIVITY_INTERVAL_SECONDS, local_service_key
 from .leases import default_lease_owner
 from .spi import ConversationRecord, ConversationStore
 
@@ -401,7 +401,7 @@ class LocalWorkspaceReaper:
 def available_reapers(runtimes: Iterable[str] | None = None) -> dict[str, ConversationReaper]:
     """The installed reapers by runtime name (``skillruntime_conversation_reapers`` hook),
     only those of ``runtimes`` when given (an unknown name raises :class:`ValueError`)."""
-    from ..plugins import available_conversation_reapers
+    from ..plugins.registry import available_conversation_reapers
 
     providers = available_conversation_reapers()
     names = list(providers) if runtimes is None else list(runtimes)

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import SkillValidationError
-from ..models import Skill
-from .spec import SKILL_FILE_NAME, _finish, _Problems, _read_skill, _show
+from ..models import Skill, _show
+from .spec import SKILL_FILE_NAME, _finish, _Problems, _read_skill
 
 __all__ = ["discover_skills", "hidden_skill_folders", "skill_directories"]
 

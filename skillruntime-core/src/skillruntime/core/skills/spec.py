@@ -29,7 +29,6 @@ through :func:`resolve_skill_config`) and ``metadata.requires``
 from __future__ import annotations
 
 import logging
-import math
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -39,9 +38,16 @@ from typing import Any, Literal
 
 import yaml
 
-from ..allowed_tools import split_allowed_tools
 from ..errors import SkillValidationError
-from ..models import BootstrapCommand, Skill, SkillRuntimeConfig
+from ..models import (
+    Skill,
+    _bootstrap_problems,
+    _kind,
+    _show,
+    resolve_skill_config,
+    skill_bootstrap_commands,
+)
+from .allowed_tools import split_allowed_tools
 
 __all__ = [
     "COMPATIBILITY_MAX_LENGTH",
@@ -82,7 +88,6 @@ _KNOWN_KEYS_TEXT = ", ".join(_SPEC_KEYS)
 _OPENING = re.compile(r"---[ \t]*(?:\r\n|\n|\r)")
 _CLOSING = re.compile(r"^---[ \t]*(?:\r\n|\n|\r|\Z)", re.MULTILINE)
 _NAME_CHARACTERS = re.compile(r"[a-z0-9-]+")
-_SHOWN = 60
 
 Level = Literal["error", "warning"]
 
@@ -435,112 +440,6 @@ def _check_metadata(metadata: Mapping[Any, Any], problems: _Problems) -> None:
                 problems.warning(f"'metadata.requires.{field}' should be a list of strings")
 
 
-# ------------------------------------------------------------------- bootstrap metadata
-
-
-def _bootstrap_problems(value: Any) -> list[str]:
-    where = "'metadata.skillruntime.bootstrap'"
-    if not isinstance(value, list):
-        return [f"{where} must be a list of commands, not {_kind(value)}"]
-    messages: list[str] = []
-    for index, item in enumerate(value, start=1):
-        if isinstance(item, str):
-            if not item.strip():
-                messages.append(f"{where} entry {index} is an empty command")
-            continue
-        if isinstance(item, Mapping):
-            command = item.get("command")
-            extra = set(item) - {"command", "timeout_seconds"}
-            if not isinstance(command, str) or not command.strip():
-                messages.append(f"{where} entry {index} needs a non-empty 'command' string")
-            if "timeout_seconds" in item and _seconds(item["timeout_seconds"]) is None:
-                messages.append(f"{where} entry {index} 'timeout_seconds' must be a number > 0")
-            if extra:
-                keys = ", ".join(sorted(_show(k) for k in extra))
-                messages.append(f"{where} entry {index} has unknown keys: {keys}")
-            continue
-        messages.append(
-            f"{where} entry {index} must be a command string or a mapping with 'command' and "
-            f"'timeout_seconds', not {_kind(item)}"
-        )
-    return messages
-
-
-def _seconds(value: Any) -> float | None:
-    """A positive finite number of seconds from YAML text (``"30"``, ``"1.5"``) or a number."""
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
-        return None
-    try:
-        seconds = float(value.strip() if isinstance(value, str) else value)
-    except (ValueError, OverflowError):
-        return None
-    return seconds if math.isfinite(seconds) and seconds > 0 else None
-
-
-def skill_bootstrap_commands(skill: Skill) -> tuple[BootstrapCommand, ...]:
-    """The bootstrap commands a skill declares under ``metadata.skillruntime.bootstrap``.
-
-    Each entry is a command string or a mapping ``{command, timeout_seconds}``; they run in order
-    in the prepared skill root. Returns ``()`` when the skill declares none; raises
-    :class:`SkillValidationError` when the section is malformed.
-    """
-    section = skill.metadata.get("skillruntime")
-    if section is None:
-        return ()
-    if not isinstance(section, Mapping):
-        raise SkillValidationError(
-            f"Skill '{skill.name}': 'metadata.skillruntime' must be a mapping"
-        )
-    if "bootstrap" not in section:
-        return ()
-    raw = section["bootstrap"]
-    messages = _bootstrap_problems(raw)
-    if messages:
-        raise SkillValidationError(f"Skill '{skill.name}': " + "; ".join(messages))
-    # Checked above: each item is a command string or a {command[, timeout_seconds]} mapping.
-    return tuple(
-        BootstrapCommand(command=item) if isinstance(item, str) else _bootstrap_command(item)
-        for item in raw
-    )
-
-
-def resolve_skill_config(
-    skill: Skill, config: SkillRuntimeConfig | None = None
-) -> SkillRuntimeConfig:
-    """The config ``skill`` is prepared with: its declared bootstrap and the given ``config``.
-
-    This is the one rule of every entry point, applied by
-    :meth:`SkillPreparationRequest.config_for
-    <skillruntime.core.models.SkillPreparationRequest.config_for>` for every runtime:
-
-    - the commands the skill declares (:func:`skill_bootstrap_commands`) run first, then the
-      ``bootstrap`` commands of ``config`` (which *add* to them);
-    - ``config.declared_bootstrap=False`` leaves the declared commands out: ``config.bootstrap``
-      *replaces* them;
-    - the environment is ``config``'s (a skill declares none).
-
-    The result lists every command to run and has ``declared_bootstrap=False``, so resolving it
-    again returns it unchanged. Raises :class:`SkillValidationError` when the skill's
-    ``metadata.skillruntime`` section is malformed (only when the declared commands are used).
-    """
-    given = config if config is not None else SkillRuntimeConfig()
-    if not given.declared_bootstrap:
-        return given
-    return SkillRuntimeConfig(
-        environment=given.environment,
-        bootstrap=skill_bootstrap_commands(skill) + given.bootstrap,
-        declared_bootstrap=False,
-    )
-
-
-def _bootstrap_command(item: Mapping[str, Any]) -> BootstrapCommand:
-    if "timeout_seconds" not in item:
-        return BootstrapCommand(command=item["command"])
-    seconds = _seconds(item["timeout_seconds"])
-    assert seconds is not None  # checked by _bootstrap_problems
-    return BootstrapCommand(command=item["command"], timeout_seconds=seconds)
-
-
 # ---------------------------------------------------------------------- files on disk
 
 
@@ -667,27 +566,3 @@ def validate_skill_directory(
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def _show(value: Any) -> str:
-    """A short, quoted rendering of a name or key for messages (never a long value)."""
-    text = repr(value) if isinstance(value, str) else repr(str(value))
-    return text if len(text) <= _SHOWN else text[: _SHOWN - 4] + "...'"
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, Mapping):
-        return "a mapping"
-    if isinstance(value, list | tuple):
-        return "a list"
-    return f"a {type(value).__name__}"

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Callable, Iterable
 from pathlib import Path
 
-from ..async_filesystem import AsyncChunks, AsyncSkillRuntimeFileSystem
-from ..async_runtime import AsyncBaseSkillRuntime
-from ..filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT, DEFAULT_READ_LIMIT
+from ..files.async_spi import AsyncChunks, AsyncSkillRuntimeFileSystem
+from ..files.spi import CHUNK_SIZE, DEFAULT_LIST_LIMIT, DEFAULT_READ_LIMIT
 from ..models import FileInfo, SkillExecutionRequest, SkillExecutionResult
+from ..runtime.async_spi import AsyncBaseSkillRuntime
 from .spy import BackendSpy
 
 __all__ = ["install_async_backend_spy"]

@@ -2,7 +2,7 @@
 
 One set of contract definitions, two drivers. The sync driver (:class:`RuntimeConformance`)
 calls a runtime directly; the async driver builds the runtime with :meth:`make_async_runtime`
-and hands every contract a :func:`~skillruntime.core.bridge.to_sync` view of it, so each
+and hands every contract a :func:`~skillruntime.core.runtime.bridge.to_sync` view of it, so each
 contract's calls are awaited on one event loop, concurrent threads becoming concurrent tasks.
 The cancellation contracts are added on top, and the event-loop contracts
 (:class:`~skillruntime.core.testing.loop_contracts.EventLoopContracts`), which drive the async
@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from ..async_runtime import AsyncBaseSkillRuntime, AsyncSkillRuntime
-from ..bridge import LoopThreadRuntime, ThreadedAsyncRuntime, to_sync
-from ..runtime import SkillRuntime
+from ..runtime.async_spi import AsyncBaseSkillRuntime, AsyncSkillRuntime
+from ..runtime.bridge import LoopThreadRuntime, ThreadedAsyncRuntime, to_sync
+from ..runtime.spi import SkillRuntime
 from .async_spy import install_async_backend_spy
 from .cancellation_contracts import CancellationContracts
 from .loop_contracts import EventLoopContracts

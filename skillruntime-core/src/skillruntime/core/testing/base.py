@@ -9,7 +9,7 @@ from typing import ClassVar
 
 import pytest
 
-from ..runtime import BaseSkillRuntime, SkillRuntime
+from ..runtime.spi import BaseSkillRuntime, SkillRuntime
 from .context import ConformanceContext
 from .spy import install_backend_spy
 

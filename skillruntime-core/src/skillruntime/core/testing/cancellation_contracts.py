@@ -1,8 +1,9 @@
 """Contracts of cancellation: a cancelled ``execute`` kills the command's process tree.
 
 They drive the async runtime directly on the loop of the kit's async driver
-(:class:`~skillruntime.core.bridge.LoopThreadRuntime`) and check the outcome through the sync
-view, inside the runtime (``kill -0`` on the grandchild's pid), so they hold for remote runtimes.
+(:class:`~skillruntime.core.runtime.bridge.LoopThreadRuntime`) and check the outcome through the
+sync view, inside the runtime (``kill -0`` on the grandchild's pid), so they hold for remote
+runtimes.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ import posixpath
 
 import pytest
 
-from ..async_runtime import AsyncSkillRuntime
-from ..bridge import LoopThreadRuntime
 from ..models import SkillExecutionRequest
+from ..runtime.async_spi import AsyncSkillRuntime
+from ..runtime.bridge import LoopThreadRuntime
 from .base import ConformanceBase
 from .context import ConformanceContext
 from .execute_contracts import process_is_dead_command

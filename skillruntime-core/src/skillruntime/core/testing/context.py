@@ -7,9 +7,8 @@ import posixpath
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from ..closing import Closeable
 from ..models import (
     Skill,
     SkillExecutionRequest,
@@ -17,11 +16,47 @@ from ..models import (
     SkillPreparationRequest,
     SkillRuntimeConfig,
 )
-from ..runtime import SkillRuntime
+from ..runtime.closing import Closeable
+from ..runtime.spi import SkillRuntime
 from .skills import SkillFactory
 
-if TYPE_CHECKING:
-    from .base import ConformanceBase
+
+class KitSuite(Protocol):
+    """What a context uses of the suite that opens it (:class:`~.base.ConformanceBase`)."""
+
+    @property
+    def conversation_mode(self) -> bool:
+        """Whether runtimes come from :meth:`make_runtime` (one conversation per label)."""
+        ...
+
+    def conversations_root(self, tmp_path: Path) -> str:
+        """The runtime path under which conversations live."""
+        ...
+
+    def skills_directory(self, working_directory: str) -> str:
+        """Where a runtime without a conversation puts prepared copies."""
+        ...
+
+    def make_runtime(
+        self,
+        *,
+        conversation_id: str,
+        conversations_root: str,
+        base_environment: Mapping[str, str],
+    ) -> SkillRuntime:
+        """A new runtime object for ``conversation_id`` under ``conversations_root``."""
+        ...
+
+    def make_runtime_without_conversation(
+        self, *, working_directory: str, base_environment: Mapping[str, str]
+    ) -> SkillRuntime:
+        """A new runtime object without a conversation."""
+        ...
+
+    def discard_conversations(self, conversation_ids: list[str]) -> None:
+        """Called after each test with the conversations it used."""
+        ...
+
 
 __all__ = ["ConformanceContext"]
 
@@ -36,7 +71,7 @@ class ConformanceContext(Closeable):
     made through :meth:`runtime` is closed when the context closes.
     """
 
-    def __init__(self, suite: ConformanceBase, tmp_path: Path) -> None:
+    def __init__(self, suite: KitSuite, tmp_path: Path) -> None:
         self.suite = suite
         self.tmp_path = tmp_path
         self.conversations_root = suite.conversations_root(tmp_path)

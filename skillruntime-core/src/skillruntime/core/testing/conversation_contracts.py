@@ -8,9 +8,9 @@ from collections.abc import Callable
 import pytest
 
 from ..errors import WorkspaceEscapeError
-from ..filesystem import SkillRuntimeFileSystem
+from ..files.spi import SkillRuntimeFileSystem
 from ..models import SkillRuntimeConfig
-from ..runtime import SkillRuntime
+from ..runtime.spi import SkillRuntime
 from .base import ConformanceBase
 from .context import ConformanceContext
 

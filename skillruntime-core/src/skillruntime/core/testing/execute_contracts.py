@@ -13,7 +13,7 @@ import pytest
 
 from ..errors import SkillPrepareError
 from ..models import BootstrapCommand, SkillExecutionRequest, SkillRuntimeConfig
-from ..runtime import SkillRuntime
+from ..runtime.spi import SkillRuntime
 from .base import ConformanceBase
 from .context import ConformanceContext
 

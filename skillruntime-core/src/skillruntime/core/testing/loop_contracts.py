@@ -16,8 +16,8 @@ import posixpath
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TypeVar
 
-from ..async_runtime import AsyncSkillRuntime
 from ..models import SkillExecutionRequest, SkillPreparationRequest
+from ..runtime.async_spi import AsyncSkillRuntime
 from .base import ConformanceBase
 from .context import ConformanceContext
 

@@ -10,7 +10,7 @@ import pytest
 
 from ..errors import SkillPrepareError
 from ..models import BootstrapCommand, Skill, SkillRuntimeConfig
-from ..runtime import SkillRuntime
+from ..runtime.spi import SkillRuntime
 from ..skills.files import (
     iter_skill_files,
     prepared_copy_digest,

@@ -1,7 +1,7 @@
 """Contract 5b of DESIGN §3: the derived search operations of the runtime file system.
 
-A backend may override :meth:`~skillruntime.core.filesystem.SkillRuntimeFileSystem.glob` and
-:meth:`~skillruntime.core.filesystem.SkillRuntimeFileSystem.grep` (one command in its sandbox, for
+A backend may override :meth:`~skillruntime.core.files.spi.SkillRuntimeFileSystem.glob` and
+:meth:`~skillruntime.core.files.spi.SkillRuntimeFileSystem.grep` (one command in its sandbox, for
 example); these tests check that the override returns exactly what the default implementation on
 the primitives returns for the same tree, and that hostile patterns and file names run nothing.
 
@@ -27,15 +27,15 @@ import shlex
 from collections.abc import Generator, Iterable
 
 from ..errors import RuntimeFileNotFoundError
-from ..file_search import (
+from ..files.search import (
     GlobQuery,
     GrepQuery,
     default_glob,
     default_grep,
 )
-from ..filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT, SkillRuntimeFileSystem
+from ..files.spi import CHUNK_SIZE, DEFAULT_LIST_LIMIT, SkillRuntimeFileSystem
 from ..models import FileInfo, SkillExecutionRequest
-from ..runtime import SkillRuntime
+from ..runtime.spi import SkillRuntime
 from .base import ConformanceBase
 from .context import ConformanceContext
 

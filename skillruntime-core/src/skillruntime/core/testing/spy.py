@@ -11,9 +11,9 @@ import threading
 from collections.abc import Callable, Generator, Iterable
 from pathlib import Path
 
-from ..filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT, DEFAULT_READ_LIMIT, SkillRuntimeFileSystem
+from ..files.spi import CHUNK_SIZE, DEFAULT_LIST_LIMIT, DEFAULT_READ_LIMIT, SkillRuntimeFileSystem
 from ..models import FileInfo, SkillExecutionRequest, SkillExecutionResult
-from ..runtime import BaseSkillRuntime
+from ..runtime.spi import BaseSkillRuntime
 
 __all__ = ["BackendSpy", "install_backend_spy"]
 

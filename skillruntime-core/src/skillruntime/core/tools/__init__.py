@@ -1,10 +1,10 @@
-"""Model-facing skill tools over any :class:`~skillruntime.core.runtime.SkillRuntime`.
+"""Model-facing skill tools over any :class:`~skillruntime.core.runtime.spi.SkillRuntime`.
 
 :class:`SkillTools` builds ``skill``, ``bash``, ``read``, ``write``, ``edit``, ``ls``, ``glob``,
 ``grep`` and (with a publisher) ``publish_file``. Each is a :class:`SkillTool` with a name, a
 description, a JSON Schema and ``invoke(arguments) -> str``; errors come back as ``Error: …``
 strings. Adapters give the OpenAI and Anthropic tool formats. :class:`AsyncSkillTools` is the
-same set over an :class:`~skillruntime.core.async_runtime.AsyncSkillRuntime`, awaited natively.
+same set over an :class:`~skillruntime.core.runtime.async_spi.AsyncSkillRuntime`, awaited natively.
 """
 
 from .adapters import (

@@ -8,8 +8,8 @@ its first use, once even under concurrent activations (an :class:`asyncio.Lock` 
 
 Two steps still run in a worker thread because their APIs are sync host code: loading a skill
 source on its first activation (an artifact store may download it) and handing a file to a
-:class:`~skillruntime.core.publishing.FilePublisher` (``publish_file``; the runtime file is first
-spooled into a temporary file that stays in memory up to 4 MiB).
+:class:`~skillruntime.core.files.publishing.FilePublisher` (``publish_file``; the runtime file is
+first spooled into a temporary file that stays in memory up to 4 MiB).
 """
 
 from __future__ import annotations
@@ -23,19 +23,21 @@ from typing import Any, BinaryIO, cast
 
 from pydantic import BaseModel
 
-from ..async_filesystem import AsyncSkillRuntimeFileSystem
-from ..async_runtime import AsyncSkillRuntime
-from ..closing import Closeable
 from ..conversations.leases import ConversationLeaseError
 from ..errors import FileTooLargeError
-from ..file_search import GrepEngine
+from ..files.async_spi import AsyncSkillRuntimeFileSystem
+from ..files.globbing import LISTING_LIMIT, GlobMatcher, WalkResult, walk_plan
+from ..files.linear_regex import InvalidPatternError, LinearPattern
+from ..files.publishing import FilePublisher, safe_file_name
+from ..files.search import GrepEngine
 from ..models import (
     FileInfo,
     Skill,
     SkillExecutionRequest,
     SkillRuntimeConfig,
 )
-from ..publishing import FilePublisher, safe_file_name
+from ..runtime.async_spi import AsyncSkillRuntime
+from ..runtime.closing import Closeable
 from .arguments import (
     BashArguments,
     EditArguments,
@@ -60,8 +62,6 @@ from .files import (
     _numbered,
     _split_lines,
 )
-from .globbing import LISTING_LIMIT, GlobMatcher, WalkResult, walk_plan
-from .linear_regex import InvalidPatternError, LinearPattern
 from .policy import (
     SkillPolicy,
     missing_requirements,
@@ -177,8 +177,8 @@ async def _walk(
     include_directories: bool,
     keep: Callable[[FileInfo], bool] | None = None,
 ) -> WalkResult:
-    """:func:`~skillruntime.core.tools.globbing.walk` over an async file system (the same
-    plan, :func:`~skillruntime.core.tools.globbing.walk_plan`, driven with awaited listings)."""
+    """:func:`~skillruntime.core.files.globbing.walk` over an async file system (the same
+    plan, :func:`~skillruntime.core.files.globbing.walk_plan`, driven with awaited listings)."""
     plan = walk_plan(
         root, depth=depth, limit=limit, include_directories=include_directories, keep=keep
     )

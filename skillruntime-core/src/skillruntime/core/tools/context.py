@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import posixpath
 
-from ..filesystem import SkillRuntimeFileSystem
-from ..runtime import SkillRuntime
+from ..files.spi import SkillRuntimeFileSystem
+from ..runtime.spi import SkillRuntime
 
 __all__ = ["ToolContext", "resolve_tool_path", "truncate"]
 

@@ -19,7 +19,7 @@ import shlex
 import threading
 
 from ..models import SkillExecutionRequest
-from ..runtime import SkillRuntime
+from ..runtime.spi import SkillRuntime
 
 __all__ = ["COPY_TIMEOUT_SECONDS", "TURN_COPIES_DIRECTORY", "TurnCopies"]
 

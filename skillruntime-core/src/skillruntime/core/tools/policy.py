@@ -6,7 +6,7 @@ Rules (from the VikingBot remote-skill RFC, DESIGN §6):
   allowed; the effective set is the **intersection** over every activated skill.
 * ``allowed-tools`` is a YAML list or a string split on whitespace/commas outside parentheses, so
   ``Bash(git:*) Bash(python *) Read`` is three entries (one splitter,
-  :func:`skillruntime.core.allowed_tools.split_allowed_tools`, also behind
+  :func:`skillruntime.core.skills.allowed_tools.split_allowed_tools`, also behind
   ``Skill.allowed_tools``). Heads are case-insensitive and mapped to the tool names of this
   package (``Bash``/``exec``/``shell`` → ``bash``, ``Read``/``read_file`` → ``read``, ``LS`` →
   ``ls``, …); unknown heads name tools outside this tool set and grant nothing.
@@ -41,11 +41,11 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..allowed_tools import split_allowed_tools
+from ..files.wildcard import STAR, match_sequence, wildcard_match
 from ..models import ENV_NAME_PATTERN, Skill, SkillExecutionRequest, SkillExecutionResult
-from ..runtime import SkillRuntime
+from ..runtime.spi import SkillRuntime
+from ..skills.allowed_tools import split_allowed_tools
 from .simple_command import UnclassifiedCommandError, simple_command_words
-from .wildcard import STAR, match_sequence, wildcard_match
 
 __all__ = [
     "REQUIREMENTS_TIMEOUT_SECONDS",

@@ -8,7 +8,7 @@ import mimetypes
 from collections.abc import Iterator
 from typing import BinaryIO, cast
 
-from ..publishing import FilePublisher, safe_file_name
+from ..files.publishing import FilePublisher, safe_file_name
 from .arguments import PublishFileArguments
 from .base import Guard, SkillTool
 from .context import ToolContext

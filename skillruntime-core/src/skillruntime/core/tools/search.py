@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import logging
 
-from ..file_search import GlobQuery, GrepEngine, GrepQuery, GrepResult, SearchResult
+from ..files.globbing import GlobMatcher, WalkResult, relative_path, walk
+from ..files.linear_regex import InvalidPatternError, LinearPattern
+from ..files.search import GlobQuery, GrepEngine, GrepQuery, GrepResult, SearchResult
 from ..models import FileInfo
 from .arguments import GlobArguments, GrepArguments, LsArguments
 from .base import Guard, SkillTool
 from .context import ToolContext, truncate
-from .globbing import GlobMatcher, WalkResult, relative_path, walk
-from .linear_regex import InvalidPatternError, LinearPattern
 
 __all__ = [
     "DEFAULT_LS_RESULTS",

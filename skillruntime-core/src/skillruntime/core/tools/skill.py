@@ -23,7 +23,7 @@ from html import escape
 from typing import Protocol, runtime_checkable
 
 from ..models import Skill, SkillPreparationRequest, SkillRuntimeConfig
-from ..runtime import SkillRuntime
+from ..runtime.spi import SkillRuntime
 from .arguments import SkillArguments
 from .base import SkillTool
 from .policy import SkillPolicy, check_requirements

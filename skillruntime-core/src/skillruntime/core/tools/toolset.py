@@ -8,11 +8,11 @@ import threading
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
-from ..closing import Closeable
 from ..conversations.leases import ConversationLeaseError
+from ..files.publishing import FilePublisher
 from ..models import SkillRuntimeConfig
-from ..publishing import FilePublisher
-from ..runtime import SkillRuntime
+from ..runtime.closing import Closeable
+from ..runtime.spi import SkillRuntime
 from .arguments import SkillArguments
 from .base import ArgumentsError, SkillTool, parse_arguments
 from .batch import CallInput, run_batch

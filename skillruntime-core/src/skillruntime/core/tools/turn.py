@@ -37,10 +37,11 @@ import threading
 import uuid
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from ..closing import Closeable
 from ..models import Skill
+from ..runtime.closing import Closeable
+from ..runtime.spi import SkillRuntime
 from .arguments import SkillArguments
 from .base import ArgumentsError, SkillTool, parse_arguments
 from .batch import ACTIVATION_TOOL, CallInput, as_call, run_batch
@@ -65,9 +66,6 @@ from .resources import (
 from .skill import SkillActivator, failure_code, failure_text
 from .views import CallStatus, ToolCall, ToolResult, UsageRecord, error_code
 
-if TYPE_CHECKING:
-    from .toolset import SkillTools
-
 __all__ = [
     "MAX_LISTED_FILES",
     "SKILL_CAPABILITY_UNAVAILABLE",
@@ -75,6 +73,7 @@ __all__ = [
     "SKILL_TOOL_NOT_ALLOWED",
     "SkillTurn",
     "TurnClosedError",
+    "TurnTools",
     "skill_event",
 ]
 
@@ -129,8 +128,36 @@ def _run_unguarded(tool: SkillTool, arguments: Mapping[str, Any]) -> str:
         return f"Error: {tool._error_prefix}: {str(exc) or type(exc).__name__}"
 
 
+class TurnTools(Protocol):
+    """What a turn uses of the tool set that opens it (:class:`~.toolset.SkillTools`): the
+    runtime, its tools by name, the names every policy lets through, the dispatch of a call, and
+    the notice that the turn has ended."""
+
+    @property
+    def runtime(self) -> SkillRuntime:
+        """The runtime the tools run in."""
+        ...
+
+    @property
+    def always_allowed(self) -> frozenset[str]:
+        """Tool names every policy lets through."""
+        ...
+
+    def get(self, name: str) -> SkillTool | None:
+        """The tool called ``name``, or ``None``."""
+        ...
+
+    def dispatch(self, name: str, arguments: Mapping[str, Any] | str | None) -> str:
+        """Run one tool call outside any turn; never raises."""
+        ...
+
+    def _end_turn(self, turn: SkillTurn) -> None:
+        """Forget ``turn`` as the open turn."""
+        ...
+
+
 class SkillTurn(Closeable):
-    """One agent turn over a :class:`SkillTools` (see the module docstring).
+    """One agent turn over a :class:`~.toolset.SkillTools` (see the module docstring).
 
     ``resource_inputs`` maps tool names to their local-file inputs (JSON Pointer → kind); it
     defaults to :data:`~.resources.DEFAULT_RESOURCE_INPUTS`; a malformed one raises
@@ -142,7 +169,7 @@ class SkillTurn(Closeable):
 
     def __init__(
         self,
-        tools: SkillTools,
+        tools: TurnTools,
         activator: SkillActivator,
         *,
         turn_id: str | None = None,

@@ -1,7 +1,7 @@
 """``AsyncScopedFileSystem``: the async twin of :class:`~.workspace.ScopedFileSystem`.
 
-Every path goes through the same :class:`~skillruntime.core.workspace.PathScope` rules (closed
-check, workspace scoping, real-path check) before the wrapped file system is called.
+Every path goes through the same :class:`~skillruntime.core.runtime.workspace.PathScope` rules
+(closed check, workspace scoping, real-path check) before the wrapped file system is called.
 """
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mappi
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .async_filesystem import AsyncChunks, AsyncSkillRuntimeFileSystem
-from .audit import audit_async_stream, audited
-from .filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT, DEFAULT_READ_LIMIT
-from .models import FileInfo
+from ..files.async_spi import AsyncChunks, AsyncSkillRuntimeFileSystem
+from ..files.spi import CHUNK_SIZE, DEFAULT_LIST_LIMIT, DEFAULT_READ_LIMIT
+from ..models import FileInfo
+from ..observability.audit import audit_async_stream, audited
 from .workspace import ConversationWorkspace, PathScope, scoped_audit_fields
 
 if TYPE_CHECKING:
-    from .file_search import GlobQuery, GrepQuery, GrepResult, SearchResult
+    from ..files.search import GlobQuery, GrepQuery, GrepResult, SearchResult
 
 __all__ = ["AsyncScopedFileSystem"]
 

@@ -1,11 +1,12 @@
 """What ``skillruntime runtimes`` shows of a runtime, held without pydantic.
 
 A :class:`RuntimeListing` is a runtime's name, description, distribution and options
-(:class:`RuntimeOptionInfo`), exactly as :func:`~skillruntime.core.plugins.describe_runtime`
-derives them from the provider's options model. A plugin may declare its listings statically
-(hook ``skillruntime_runtime_listings``) so that listing the installed runtimes imports neither
-pydantic-settings nor the options models; the plugin's tests compare that declaration with the
-derived one (:func:`~skillruntime.core.plugins.listing_drift`) so the two cannot drift apart.
+(:class:`RuntimeOptionInfo`), exactly as
+:func:`~skillruntime.core.plugins.registry.describe_runtime` derives them from the provider's
+options model. A plugin may declare its listings statically (hook ``skillruntime_runtime_listings``)
+so that listing the installed runtimes imports neither pydantic-settings nor the options models; the
+plugin's tests compare that declaration with the derived one
+(:func:`~skillruntime.core.plugins.registry.listing_drift`) so the two cannot drift apart.
 
 This module imports nothing beyond the standard library.
 """

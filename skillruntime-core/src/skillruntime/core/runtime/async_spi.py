@@ -1,9 +1,9 @@
 """The async SPI: :class:`AsyncSkillRuntime` and the shared base :class:`AsyncBaseSkillRuntime`.
 
-The twin of :mod:`skillruntime.core.runtime`: the same method names and contracts (DESIGN §3), as
-coroutines, with ``async with`` instead of ``with``. :class:`AsyncBaseSkillRuntime` follows the
-same rules as :class:`~skillruntime.core.runtime.BaseSkillRuntime` through the same functions of
-:mod:`skillruntime.core.runtime_rules` (working directory, environment precedence, digest cache,
+The twin of :mod:`skillruntime.core.runtime.spi`: the same method names and contracts (DESIGN §3),
+as coroutines, with ``async with`` instead of ``with``. :class:`AsyncBaseSkillRuntime` follows the
+same rules as :class:`~skillruntime.core.runtime.spi.BaseSkillRuntime` through the same functions of
+:mod:`skillruntime.core.runtime.rules` (working directory, environment precedence, digest cache,
 preparation steps, bootstrap errors), with an :class:`asyncio.Lock` per skill for single-flight.
 
 **Any event loop.** An async runtime object serves whichever event loop awaits it, one after
@@ -29,11 +29,8 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from typing import Generic, TypeVar
 
-from .async_filesystem import AsyncSkillRuntimeFileSystem
-from .async_workspace import AsyncScopedFileSystem
-from .audit import audited
-from .closing import AsyncCloseable
-from .models import (
+from ..files.async_spi import AsyncSkillRuntimeFileSystem
+from ..models import (
     Skill,
     SkillExecutionRequest,
     SkillExecutionResult,
@@ -41,8 +38,11 @@ from .models import (
     SkillRuntimeConfig,
     validate_environment,
 )
-from .runtime import PreparedSkill, ready_marker_path
-from .runtime_rules import (
+from ..observability.audit import audited
+from ..skills.files import DEFAULT_UPLOAD_POLICY, SkillFile, UploadPolicy
+from .async_workspace import AsyncScopedFileSystem
+from .closing import AsyncCloseable
+from .rules import (
     Bootstrap,
     CheckReady,
     MarkReady,
@@ -60,7 +60,7 @@ from .runtime_rules import (
     prepare_key,
     scan_skill,
 )
-from .skills.files import DEFAULT_UPLOAD_POLICY, SkillFile, UploadPolicy
+from .spi import PreparedSkill, ready_marker_path
 from .workspace import ConversationWorkspace
 
 __all__ = ["AsyncBaseSkillRuntime", "AsyncSkillRuntime", "LoopLocal", "run_bootstrap_async"]
@@ -157,7 +157,7 @@ class AsyncSkillRuntime(AsyncCloseable, ABC):
     """Where skill commands run and skill files live, for asyncio programs.
 
     An async context manager, safe to use from many tasks of one event loop. Contracts are those
-    of :class:`~skillruntime.core.runtime.SkillRuntime`, plus the cancellation rule of this
+    of :class:`~skillruntime.core.runtime.spi.SkillRuntime`, plus the cancellation rule of this
     module.
     """
 

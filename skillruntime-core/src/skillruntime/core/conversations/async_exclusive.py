@@ -1,8 +1,9 @@
-"""Exclusive conversations for async runtimes: the twin of :mod:`skillruntime.core.exclusive`.
+"""Exclusive conversations for async runtimes: the twin of
+:mod:`skillruntime.core.conversations.exclusive`.
 
 :class:`AsyncConversationGuard` applies the rules of
-:class:`~skillruntime.core.exclusive.ConversationGuard` (they live once, in
-:class:`~skillruntime.core.exclusive.ConversationGuardBase` and
+:class:`~skillruntime.core.conversations.exclusive.ConversationGuard` (they live once, in
+:class:`~skillruntime.core.conversations.exclusive.ConversationGuardBase` and
 :class:`~skillruntime.core.conversations.leases.LeaseState`) with an
 :class:`~skillruntime.core.conversations.async_leases.AsyncLeaseKeeper`:
 
@@ -20,7 +21,7 @@ event loop never blocks. Sync and async runtimes on one conversation exclude eac
 owners of the same lease in the store.
 
 :class:`AsyncExclusiveRuntimeMixin` wires a guard into an
-:class:`~skillruntime.core.async_runtime.AsyncBaseSkillRuntime`.
+:class:`~skillruntime.core.runtime.async_spi.AsyncBaseSkillRuntime`.
 """
 
 from __future__ import annotations
@@ -32,23 +33,21 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from .async_filesystem import AsyncChunks, AsyncSkillRuntimeFileSystem
-from .conversations.async_leases import AsyncLeaseKeeper
-from .conversations.leases import (
-    ConversationLease,
-)
-from .exclusive import ConversationGuardBase
-from .filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT, DEFAULT_READ_LIMIT
-from .models import (
+from ..files.async_spi import AsyncChunks, AsyncSkillRuntimeFileSystem
+from ..files.spi import CHUNK_SIZE, DEFAULT_LIST_LIMIT, DEFAULT_READ_LIMIT
+from ..models import (
     FileInfo,
     Skill,
     SkillExecutionRequest,
     SkillExecutionResult,
     SkillPreparationRequest,
 )
+from .async_leases import AsyncLeaseKeeper
+from .exclusive import ConversationGuardBase
+from .spi import ConversationLease
 
 if TYPE_CHECKING:
-    from .file_search import GlobQuery, GrepQuery, GrepResult, SearchResult
+    from ..files.search import GlobQuery, GrepQuery, GrepResult, SearchResult
 
 __all__ = [
     "AsyncConversationGuard",
@@ -59,7 +58,8 @@ __all__ = [
 
 class AsyncConversationGuard(ConversationGuardBase):
     """The lease and activity bookkeeping of one async runtime's conversation (see the module
-    docs); arguments as :class:`~skillruntime.core.exclusive.ConversationGuardBase`."""
+    docs); arguments as
+    :class:`~skillruntime.core.conversations.exclusive.ConversationGuardBase`."""
 
     keeper: AsyncLeaseKeeper | None
 

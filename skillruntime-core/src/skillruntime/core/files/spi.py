@@ -19,18 +19,23 @@ from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import Any, BinaryIO
 
-from .errors import (
+from ..errors import (
     FileTooLargeError,
     RuntimeFileError,
     RuntimeFileNotFoundError,
     RuntimeIsADirectoryError,
 )
-from .models import FileInfo
-
-if TYPE_CHECKING:
-    from .file_search import GlobQuery, GrepQuery, GrepResult, SearchResult
+from ..models import FileInfo
+from .search import (
+    GlobQuery,
+    GrepQuery,
+    GrepResult,
+    SearchResult,
+    default_glob,
+    default_grep,
+)
 
 __all__ = [
     "CHUNK_SIZE",
@@ -356,12 +361,11 @@ class SkillRuntimeFileSystem(ABC):
 
     def glob(self, root: FileInfo, query: GlobQuery) -> SearchResult:
         """Regular files below ``root`` (its :meth:`stat`) matching ``query`` (see
-        :class:`~skillruntime.core.file_search.GlobQuery`), in walk order.
+        :class:`~skillruntime.core.files.search.GlobQuery`), in walk order.
 
         The default lists one directory at a time; an override must return the same result
         for the same tree (the conformance kit compares it with this default).
         """
-        from .file_search import default_glob
 
         return default_glob(self, root, query)
 
@@ -373,7 +377,7 @@ class SkillRuntimeFileSystem(ABC):
         read_text: Callable[[str, int], str] | None = None,
     ) -> GrepResult:
         """Search the content of the files below ``root`` (its :meth:`stat`), see
-        :class:`~skillruntime.core.file_search.GrepQuery` for the rules and bounds.
+        :class:`~skillruntime.core.files.search.GrepQuery` for the rules and bounds.
 
         The default walks with :meth:`list_directory` and reads each candidate with
         :meth:`read_text`; an override (one command in a sandbox, say) must return the same
@@ -381,7 +385,6 @@ class SkillRuntimeFileSystem(ABC):
         every file the search reads on the client, so a wrapper can keep its checks on them.
         Raises ``InvalidPatternError`` or :class:`ValueError` for a bad pattern or glob.
         """
-        from .file_search import default_grep
 
         return default_grep(self, root, query, read_text=read_text)
 

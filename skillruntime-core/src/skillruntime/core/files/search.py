@@ -1,6 +1,6 @@
 """The derived search operations of the runtime file system: ``glob`` and ``grep``.
 
-:class:`~skillruntime.core.filesystem.SkillRuntimeFileSystem` (and its async twin) implement them
+:class:`~skillruntime.core.files.spi.SkillRuntimeFileSystem` (and its async twin) implement them
 on the primitives with the functions here; a backend whose sandbox can search in one command
 overrides them and must return what these defaults return for the same tree (the conformance kit
 checks it). Matching is always done by :class:`GrepEngine` on text the backend supplies, so a
@@ -13,14 +13,19 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
-from .models import FileInfo
-
-if TYPE_CHECKING:
-    from .async_filesystem import AsyncSkillRuntimeFileSystem
-    from .filesystem import SkillRuntimeFileSystem
-    from .tools.globbing import WalkResult
+from ..models import FileInfo
+from .globbing import (
+    LISTING_LIMIT,
+    DirectoryLister,
+    GlobMatcher,
+    WalkResult,
+    relative_path,
+    walk,
+    walk_plan,
+)
+from .linear_regex import LinearPattern
 
 __all__ = [
     "GLOB_MAX_DEPTH",
@@ -49,6 +54,32 @@ GREP_TIME_BUDGET_SECONDS = 30.0
 logger = logging.getLogger(__name__)
 
 _REGEX_SPECIALS = frozenset("\\^$.|?*+()[]{}")
+
+
+class SearchedFiles(DirectoryLister, Protocol):
+    """The primitives the default search runs on (a
+    :class:`~skillruntime.core.files.spi.SkillRuntimeFileSystem` has them)."""
+
+    def read_text(
+        self, path: str, max_bytes: int = ..., *, encoding: str = ..., errors: str = ...
+    ) -> str:
+        """A text file's content, at most ``max_bytes`` read."""
+        ...
+
+
+class AsyncSearchedFiles(Protocol):
+    """The primitives the default async search runs on (a
+    :class:`~skillruntime.core.files.async_spi.AsyncSkillRuntimeFileSystem` has them)."""
+
+    async def list_directory(self, path: str, depth: int = ..., limit: int = ...) -> list[FileInfo]:
+        """The entries below ``path`` down to ``depth`` levels, at most ``limit``."""
+        ...
+
+    async def read_text(
+        self, path: str, max_bytes: int = ..., *, encoding: str = ..., errors: str = ...
+    ) -> str:
+        """A text file's content, at most ``max_bytes`` read."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -128,8 +159,6 @@ class GrepEngine:
     """
 
     def __init__(self, query: GrepQuery, root: str) -> None:
-        from .tools.globbing import GlobMatcher, relative_path
-        from .tools.linear_regex import LinearPattern
 
         self.query = query
         self.root = root
@@ -270,9 +299,8 @@ class GrepEngine:
                     return
 
 
-def default_glob(files: SkillRuntimeFileSystem, root: FileInfo, query: GlobQuery) -> SearchResult:
+def default_glob(files: SearchedFiles, root: FileInfo, query: GlobQuery) -> SearchResult:
     """:meth:`SkillRuntimeFileSystem.glob` on the primitives (one listing per directory)."""
-    from .tools.globbing import GlobMatcher, relative_path, walk
 
     matcher = GlobMatcher(query.pattern)
     result = walk(
@@ -286,14 +314,13 @@ def default_glob(files: SkillRuntimeFileSystem, root: FileInfo, query: GlobQuery
 
 
 def default_grep(
-    files: SkillRuntimeFileSystem,
+    files: SearchedFiles,
     root: FileInfo,
     query: GrepQuery,
     *,
     read_text: Callable[[str, int], str] | None = None,
 ) -> GrepResult:
     """:meth:`SkillRuntimeFileSystem.grep` on the primitives: walk, then read each candidate."""
-    from .tools.globbing import walk
 
     engine = GrepEngine(query, root.path)
     candidates = walk(
@@ -320,14 +347,13 @@ def default_grep(
 
 
 async def _async_walk(
-    files: AsyncSkillRuntimeFileSystem,
+    files: AsyncSearchedFiles,
     root: FileInfo,
     *,
     depth: int,
     limit: int,
     keep: Callable[[FileInfo], bool] | None = None,
 ) -> WalkResult:
-    from .tools.globbing import LISTING_LIMIT, walk_plan
 
     plan = walk_plan(root, depth=depth, limit=limit, include_directories=False, keep=keep)
     try:
@@ -339,11 +365,10 @@ async def _async_walk(
 
 
 async def async_default_glob(
-    files: AsyncSkillRuntimeFileSystem, root: FileInfo, query: GlobQuery
+    files: AsyncSearchedFiles, root: FileInfo, query: GlobQuery
 ) -> SearchResult:
     """:meth:`AsyncSkillRuntimeFileSystem.glob` on the primitives (same result as
     :func:`default_glob`)."""
-    from .tools.globbing import GlobMatcher, relative_path
 
     matcher = GlobMatcher(query.pattern)
     result = await _async_walk(files, root, depth=query.max_depth, limit=query.max_files)
@@ -355,7 +380,7 @@ async def async_default_glob(
 
 
 async def async_default_grep(
-    files: AsyncSkillRuntimeFileSystem,
+    files: AsyncSearchedFiles,
     root: FileInfo,
     query: GrepQuery,
     *,

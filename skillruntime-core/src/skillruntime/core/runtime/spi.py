@@ -15,10 +15,8 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 
-from .audit import audited
-from .closing import Closeable
-from .filesystem import SkillRuntimeFileSystem
-from .models import (
+from ..files.spi import SkillRuntimeFileSystem
+from ..models import (
     Skill,
     SkillExecutionRequest,
     SkillExecutionResult,
@@ -26,7 +24,10 @@ from .models import (
     SkillRuntimeConfig,
     validate_environment,
 )
-from .runtime_rules import (
+from ..observability.audit import audited
+from ..skills.files import DEFAULT_UPLOAD_POLICY, SkillFile, UploadPolicy
+from .closing import Closeable
+from .rules import (
     BOOTSTRAP_OUTPUT_TAIL,
     Bootstrap,
     CheckReady,
@@ -46,7 +47,6 @@ from .runtime_rules import (
     prepare_key,
     scan_skill,
 )
-from .skills.files import DEFAULT_UPLOAD_POLICY, SkillFile, UploadPolicy
 from .workspace import ConversationWorkspace, ScopedFileSystem
 
 __all__ = [
@@ -305,7 +305,7 @@ class BaseSkillRuntime(RuntimeState, SkillRuntime):
             self._skill_environment[skill_name] = dict(config.environment)
 
     def _perform(self, step: PreparationStep) -> bool | None:
-        """Carry out one step of :func:`~skillruntime.core.runtime_rules.preparation_plan`."""
+        """Carry out one step of :func:`~skillruntime.core.runtime.rules.preparation_plan`."""
         if isinstance(step, CheckReady):
             return self._is_ready(step.target)
         if isinstance(step, PlaceFiles):

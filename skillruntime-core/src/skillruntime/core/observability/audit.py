@@ -5,11 +5,12 @@ create/attach/replace/destroy and artifact or Viking materialization produces on
 :class:`AuditEvent` when it ends (successfully or not). The event goes to
 
 - every implementation of the ``skillruntime_audit_event(event)`` hook
-  (:class:`~skillruntime.core.plugins.SkillRuntimeHookSpecs`); a hook that raises is logged and
-  skipped, never breaking the operation;
+  (:class:`~skillruntime.core.plugins.registry.SkillRuntimeHookSpecs`); a hook that raises is logged
+  and skipped, never breaking the operation;
 - the logger :data:`AUDIT_LOGGER_NAME` (``skillruntime.audit``) at ``INFO``: the message is the
   event as one line of JSON and the record carries the event's fields as ``record.audit``;
-- an OpenTelemetry span (:mod:`skillruntime.core.tracing`) when ``opentelemetry-api`` is installed.
+- an OpenTelemetry span (:mod:`skillruntime.core.observability.tracing`) when ``opentelemetry-api``
+  is installed.
 
 An event never holds an environment value, a key or token, a file's content, a command or its
 output, or an exception message: only the fields of :class:`AuditEvent`. Paths are left out too
@@ -28,10 +29,10 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator
 from contextlib import asynccontextmanager
 from functools import wraps
-from types import ModuleType, TracebackType
+from types import TracebackType
 from typing import Any, Literal, NamedTuple, ParamSpec, Protocol, TypeVar
 
-from . import tracing
+from . import hooks, tracing
 
 __all__ = [
     "AUDIT_LOGGER_NAME",
@@ -277,31 +278,10 @@ class AuditRecorder:
         )
 
 
-_hook_cache: tuple[Any, Any] = (None, None)
-"""(plugin manager, its ``skillruntime_audit_event`` hook caller), read without the plugins
-lock; rebuilt when the manager is created again (:func:`~.plugins.reset_plugin_manager`)."""
-
-
-_plugins: ModuleType | None = None
-
-
 def _hook_implementations() -> list[Any]:
-    """The current implementations of the audit hook (registrations show at once: pluggy keeps
-    one list per hook caller and edits it in place)."""
-    global _hook_cache, _plugins  # noqa: PLW0603 - one cache per process
-    plugins = _plugins
-    if plugins is None:
-        from . import plugins as module  # lazily: plugins imports the runtimes
-
-        plugins = _plugins = module
-    cached_manager, caller = _hook_cache
-    manager = plugins.loaded_plugin_manager()
-    if manager is None or manager is not cached_manager:
-        manager = plugins.get_plugin_manager()
-        caller = manager.hook.skillruntime_audit_event
-        _hook_cache = (manager, caller)
-    implementations: list[Any] = caller.get_hookimpls()
-    return implementations
+    """The current implementations of the audit hook, from the source handed in to
+    :func:`~skillruntime.core.observability.hooks.set_hook_source` (none without)."""
+    return hooks.hook_implementations()
 
 
 def _finish_event(recorder: AuditRecorder, timestamp: float, duration: float) -> None:

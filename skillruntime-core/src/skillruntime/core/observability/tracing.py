@@ -6,11 +6,12 @@ no provider set, they are non-recording and cost next to nothing. This module ne
 provider or an exporter itself.
 
 Span names are ``skillruntime.<kind>`` (``skillruntime.execute``, ``skillruntime.file.read``…,
-see :data:`skillruntime.core.audit.EVENT_KINDS`). Attributes follow the OpenTelemetry semantic
-conventions where one exists (``process.exit.code``, ``error.type``, ``gen_ai.conversation.id``);
-the rest are under the ``skillruntime.`` prefix (:data:`SPAN_ATTRIBUTES`). A failed operation sets
-the span status to ``ERROR`` with the exception's type name as description; the exception message
-and traceback are never recorded, since they may quote command output.
+see :data:`skillruntime.core.observability.audit.EVENT_KINDS`). Attributes follow the OpenTelemetry
+semantic conventions where one exists (``process.exit.code``, ``error.type``,
+``gen_ai.conversation.id``); the rest are under the ``skillruntime.`` prefix
+(:data:`SPAN_ATTRIBUTES`). A failed operation sets the span status to ``ERROR`` with the exception's
+type name as description; the exception message and traceback are never recorded, since they may
+quote command output.
 """
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from ._version import __version__
+from .._version import __version__
 
 
 class SpanFields(Protocol):
     """What :func:`annotate_span` reads: the fields of an
-    :class:`~skillruntime.core.audit.AuditEvent` (or of the recorder that builds one)."""
+    :class:`~skillruntime.core.observability.audit.AuditEvent` (or of the recorder that builds
+    one)."""
 
     @property
     def runtime(self) -> str | None: ...

@@ -16,9 +16,18 @@ import posixpath
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import BinaryIO
 
-from .filesystem import (
+from ..models import FileInfo
+from .search import (
+    GlobQuery,
+    GrepQuery,
+    GrepResult,
+    SearchResult,
+    async_default_glob,
+    async_default_grep,
+)
+from .spi import (
     CHUNK_SIZE,
     DEFAULT_LIST_LIMIT,
     DEFAULT_READ_LIMIT,
@@ -31,10 +40,6 @@ from .filesystem import (
     read_limit_exceeded,
     upload_executable,
 )
-from .models import FileInfo
-
-if TYPE_CHECKING:
-    from .file_search import GlobQuery, GrepQuery, GrepResult, SearchResult
 
 __all__ = ["AsyncChunks", "AsyncSkillRuntimeFileSystem", "aiter_chunks", "aiter_local_file"]
 
@@ -213,7 +218,6 @@ class AsyncSkillRuntimeFileSystem(ABC):
         """Regular files below ``root`` matching ``query``, in walk order; the async twin of
         ``SkillRuntimeFileSystem.glob``
         (an override must return what this default returns)."""
-        from .file_search import async_default_glob
 
         return await async_default_glob(self, root, query)
 
@@ -228,7 +232,6 @@ class AsyncSkillRuntimeFileSystem(ABC):
         ``SkillRuntimeFileSystem.grep`` (an override must return what this default returns).
         ``read_text(path, max_bytes)`` (default :meth:`read_text`) reads every file the search
         reads on the client, so a wrapper can keep its checks on them."""
-        from .file_search import async_default_grep
 
         return await async_default_grep(self, root, query, read_text=read_text)
 

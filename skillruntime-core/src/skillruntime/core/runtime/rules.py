@@ -1,8 +1,8 @@
 """The rules every runtime base class follows, free of I/O so sync and async bases share them.
 
-:class:`~skillruntime.core.runtime.BaseSkillRuntime` and
-:class:`~skillruntime.core.async_runtime.AsyncBaseSkillRuntime` both build on these functions: the
-working directory of a command, environment precedence, the content digest of a skill, the cache
+:class:`~skillruntime.core.runtime.spi.BaseSkillRuntime` and
+:class:`~skillruntime.core.runtime.async_spi.AsyncBaseSkillRuntime` both build on these functions:
+the working directory of a command, environment precedence, the content digest of a skill, the cache
 key of a prepared skill, the steps of one preparation (:func:`preparation_plan`, a generator that
 *asks* for each I/O step and is driven by :func:`drive` or by an ``async`` loop), and the errors a
 failed step turns into.
@@ -17,15 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .errors import RuntimeClosedError, SkillPrepareError, SkillRuntimeError
-from .models import (
+from ..errors import RuntimeClosedError, SkillPrepareError, SkillRuntimeError
+from ..models import (
     BootstrapCommand,
     Skill,
     SkillExecutionRequest,
     SkillExecutionResult,
     SkillRuntimeConfig,
 )
-from .skills.files import (
+from ..skills.files import (
     SkillFile,
     UploadPolicy,
     iter_skill_files,

@@ -1,7 +1,7 @@
 """Bridges between the sync and the async SPI: :func:`to_async` and :func:`to_sync`.
 
-:func:`to_async` serves a sync :class:`~skillruntime.core.runtime.SkillRuntime` to asyncio code by
-running each call in a bounded thread pool owned by the bridge (at most ``max_workers`` calls run
+:func:`to_async` serves a sync :class:`~skillruntime.core.runtime.spi.SkillRuntime` to asyncio code
+by running each call in a bounded thread pool owned by the bridge (at most ``max_workers`` calls run
 at once; the others wait for a worker without blocking the event loop). The sync runtime's own
 overrides (one-archive uploads, native searches) are kept: every file-system operation is one
 call of the wrapped file system.
@@ -18,7 +18,7 @@ that clears its environment escapes it. Elsewhere, or with ``kill_on_cancel=Fals
 runs to its end or until its own ``timeout_seconds`` kills its tree. Other calls are not
 interrupted: a cancelled ``prepare`` runs on in its worker (bootstrap included) and is cached when
 it succeeds. A runtime with a native async class does better;
-``skillruntime.core.plugins.create_async_runtime`` prefers it.
+``skillruntime.core.plugins.registry.create_async_runtime`` prefers it.
 
 :func:`to_sync` is the reverse: a sync runtime over an async one, running the async runtime on a
 private event loop in one daemon thread. Calls from several threads are served concurrently by
@@ -38,22 +38,22 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .async_filesystem import AsyncChunks, AsyncSkillRuntimeFileSystem, aiter_chunks
-from .async_runtime import AsyncSkillRuntime
-from .filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT, DEFAULT_READ_LIMIT, SkillRuntimeFileSystem
-from .models import (
+from ..files.async_spi import AsyncChunks, AsyncSkillRuntimeFileSystem, aiter_chunks
+from ..files.spi import CHUNK_SIZE, DEFAULT_LIST_LIMIT, DEFAULT_READ_LIMIT, SkillRuntimeFileSystem
+from ..models import (
     FileInfo,
     Skill,
     SkillExecutionRequest,
     SkillExecutionResult,
     SkillPreparationRequest,
 )
-from .runtime import SkillRuntime
-from .runtime_rules import closed_error
+from .async_spi import AsyncSkillRuntime
+from .rules import closed_error
+from .spi import SkillRuntime
 from .workspace import ScopedFileSystem
 
 if TYPE_CHECKING:
-    from .file_search import GlobQuery, GrepQuery, GrepResult, SearchResult
+    from ..files.search import GlobQuery, GrepQuery, GrepResult, SearchResult
 
 __all__ = [
     "CANCEL_MARKER_VARIABLE",

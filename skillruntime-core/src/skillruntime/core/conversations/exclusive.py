@@ -18,7 +18,7 @@
   :func:`~skillruntime.core.conversations.sweeps.sweep_conversations` measures idleness by.
 
 :class:`ExclusiveRuntimeMixin` wires a guard into a :class:`~.runtime.BaseSkillRuntime`. The
-async runtimes use the twins in :mod:`skillruntime.core.async_exclusive`, which share
+async runtimes use the twins in :mod:`skillruntime.core.conversations.async_exclusive`, which share
 :class:`ConversationGuardBase` (settings and activity rules) with this guard.
 """
 
@@ -33,31 +33,31 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
-from .conversations import (
-    ConversationRecord,
-    ConversationStore,
-    modify_record,
-    open_conversation_store,
-    storage_key_for,
-)
-from .conversations.leases import (
-    DEFAULT_LEASE_TTL_SECONDS,
-    DEFAULT_LEASE_WAIT_SECONDS,
-    ConversationLease,
-    LeaseKeeper,
-)
-from .filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT, DEFAULT_READ_LIMIT, SkillRuntimeFileSystem
-from .models import (
+from ..files.spi import CHUNK_SIZE, DEFAULT_LIST_LIMIT, DEFAULT_READ_LIMIT, SkillRuntimeFileSystem
+from ..models import (
     FileInfo,
     Skill,
     SkillExecutionRequest,
     SkillExecutionResult,
     SkillPreparationRequest,
 )
-from .workspace import ConversationWorkspace
+from ..runtime.workspace import ConversationWorkspace
+from .leases import (
+    DEFAULT_LEASE_TTL_SECONDS,
+    DEFAULT_LEASE_WAIT_SECONDS,
+    LeaseKeeper,
+)
+from .spi import (
+    ConversationLease,
+    ConversationRecord,
+    ConversationStore,
+    modify_record,
+    open_conversation_store,
+    storage_key_for,
+)
 
 if TYPE_CHECKING:
-    from .file_search import GlobQuery, GrepQuery, GrepResult, SearchResult
+    from ..files.search import GlobQuery, GrepQuery, GrepResult, SearchResult
 
 __all__ = [
     "DEFAULT_ACTIVITY_INTERVAL_SECONDS",
@@ -362,7 +362,7 @@ def workspace_guard(
     ``register`` inserts a record for the conversation on first use (runtimes that keep no
     record of their own, so that sweeps find the workspace). ``guard_type`` is
     :class:`ConversationGuard` for sync runtimes and
-    :class:`~skillruntime.core.async_exclusive.AsyncConversationGuard` for async ones.
+    :class:`~skillruntime.core.conversations.async_exclusive.AsyncConversationGuard` for async ones.
     """
     if workspace is None:
         if exclusive or store is not None:

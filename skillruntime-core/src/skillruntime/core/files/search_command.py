@@ -3,8 +3,8 @@
 For a backend that runs commands in its sandbox (AIO, OpenSandbox): :func:`search_script` is the
 command, :func:`parse_glob_output` / :func:`parse_grep_output` read what it printed, and
 :func:`glob_from_listing` / :func:`grep_from_output` (and :func:`async_grep_from_output`) replay
-the walk of :func:`skillruntime.core.tools.globbing.walk_plan` over the listing and match with
-:class:`~skillruntime.core.file_search.GrepEngine`, so the result equals the default
+the walk of :func:`skillruntime.core.files.globbing.walk_plan` over the listing and match with
+:class:`~skillruntime.core.files.search.GrepEngine`, so the result equals the default
 implementation's on the primitives.
 
 The command lists the tree below the search root once, with GNU ``find`` (noise directories
@@ -39,15 +39,15 @@ import shlex
 import zlib
 from collections.abc import Awaitable, Callable, Generator
 
-from .file_search import GlobQuery, GrepEngine, GrepQuery, GrepResult, SearchResult, literal_pattern
-from .models import FileInfo
-from .tools.globbing import (
+from ..models import FileInfo
+from .globbing import (
     IGNORED_DIRECTORIES,
     GlobMatcher,
     WalkResult,
     relative_path,
     walk_plan,
 )
+from .search import GlobQuery, GrepEngine, GrepQuery, GrepResult, SearchResult, literal_pattern
 
 __all__ = [
     "MAX_UNPACKED_BYTES",

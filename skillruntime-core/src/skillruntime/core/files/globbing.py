@@ -14,8 +14,8 @@ import posixpath
 from collections import deque
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
+from typing import Protocol
 
-from ..filesystem import SkillRuntimeFileSystem
 from ..models import FileInfo
 from .wildcard import STAR, char_matches, compile_wildcard, match_sequence
 
@@ -194,8 +194,17 @@ def walk_plan(
     return WalkResult(found, False)
 
 
+class DirectoryLister(Protocol):
+    """The one primitive a walk needs: ``list_directory`` of a
+    :class:`~skillruntime.core.files.spi.SkillRuntimeFileSystem`."""
+
+    def list_directory(self, path: str, depth: int = ..., limit: int = ...) -> list[FileInfo]:
+        """The entries below ``path`` down to ``depth`` levels, at most ``limit``."""
+        ...
+
+
 def walk(
-    files: SkillRuntimeFileSystem,
+    files: DirectoryLister,
     root: FileInfo,
     *,
     depth: int,

@@ -1,8 +1,8 @@
 """``RuntimeOptions``: the pydantic-settings base class of every runtime's options model.
 
-Kept apart from :mod:`skillruntime.core.plugins` so that loading the plugins (and listing the
-runtimes) does not import pydantic-settings; ``skillruntime.core.plugins.RuntimeOptions`` is
-this class too.
+Kept apart from :mod:`skillruntime.core.plugins.registry` so that loading the plugins (and listing
+the runtimes) does not import pydantic-settings;
+``skillruntime.core.plugins.registry.RuntimeOptions`` is this class too.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ class RuntimeOptions(BaseSettings):
     A backend subclasses it, declares its options as fields (secrets as ``SecretStr``) and sets
     ``model_config = SettingsConfigDict(env_prefix="SKILLRUNTIME_<NAME>_", extra="forbid",
     frozen=True)``. When the subclass sets no ``env_prefix``,
-    :func:`~skillruntime.core.plugins.create_runtime` applies
-    :func:`~skillruntime.core.plugins.env_prefix_for` of the runtime name, so environment
+    :func:`~skillruntime.core.plugins.registry.create_runtime` applies
+    :func:`~skillruntime.core.plugins.registry.env_prefix_for` of the runtime name, so environment
     variables are always namespaced.
     """
 

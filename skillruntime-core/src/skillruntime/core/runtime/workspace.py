@@ -14,13 +14,13 @@ from collections.abc import Callable, Generator, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .audit import audit_stream, audited
-from .errors import InvalidPathError, RuntimeClosedError, WorkspaceEscapeError
-from .filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT, DEFAULT_READ_LIMIT, SkillRuntimeFileSystem
-from .models import FileInfo
+from ..errors import InvalidPathError, RuntimeClosedError, WorkspaceEscapeError
+from ..files.spi import CHUNK_SIZE, DEFAULT_LIST_LIMIT, DEFAULT_READ_LIMIT, SkillRuntimeFileSystem
+from ..models import FileInfo
+from ..observability.audit import audit_stream, audited
 
 if TYPE_CHECKING:
-    from .file_search import GlobQuery, GrepQuery, GrepResult, SearchResult
+    from ..files.search import GlobQuery, GrepQuery, GrepResult, SearchResult
 
 __all__ = [
     "CONVERSATION_ID_PATTERN",
@@ -203,8 +203,8 @@ class ScopedFileSystem(SkillRuntimeFileSystem):
 
     The arguments are those of :class:`PathScope`, whose rules apply to every path. Every
     operation emits one audit event (``file.read``, ``file.write``…, see
-    :mod:`skillruntime.core.audit`) with the fields of ``audit`` (default: the runtime name and
-    conversation id); a derived operation (``read_text``, ``exists``…) is audited as the
+    :mod:`skillruntime.core.observability.audit`) with the fields of ``audit`` (default: the runtime
+    name and conversation id); a derived operation (``read_text``, ``exists``…) is audited as the
     primitive it runs.
     """
 

@@ -27,18 +27,18 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import click
 import pluggy
 
-from ._lazy import lazy_attributes
-from .errors import PluginNotFoundError, SkillRuntimeError
-from .runtime_listings import RuntimeListing, RuntimeOptionInfo
+from .._lazy import lazy_attributes
+from ..errors import PluginNotFoundError, SkillRuntimeError
+from .listings import RuntimeListing, RuntimeOptionInfo
 
 if TYPE_CHECKING:  # the runtime modules load when a runtime is built, not with the plugins
     from pydantic import ValidationError
     from pydantic_settings import SettingsError
 
-    from .async_runtime import AsyncSkillRuntime
-    from .audit import AuditEvent
-    from .runtime import SkillRuntime
-    from .runtime_options import RuntimeOptions
+    from ..observability.audit import AuditEvent
+    from ..runtime.async_spi import AsyncSkillRuntime
+    from ..runtime.spi import SkillRuntime
+    from .options import RuntimeOptions
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -54,6 +54,7 @@ __all__ = [
     "RuntimeOptionsError",
     "RuntimeProvider",
     "SkillRuntimeHookSpecs",
+    "audit_hook_implementations",
     "available_artifact_stores",
     "available_conversation_reapers",
     "available_conversation_stores",
@@ -99,7 +100,7 @@ hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 
 
 __getattr__, __dir__ = lazy_attributes(
-    __name__, {"RuntimeOptions": "skillruntime.core.runtime_options"}
+    __name__, {"RuntimeOptions": "skillruntime.core.plugins.options"}
 )
 # RuntimeOptions (the options models' base class) lives in .runtime_options and is served from
 # here on first access, so loading the plugins does not import pydantic-settings.
@@ -115,7 +116,8 @@ class RuntimeProvider(Generic[OptionsT]):
     ``options_model`` validates options, ``factory`` builds a runtime from validated options and
     ``distribution`` names the distribution that ships it (shown in listings and errors).
     ``async_factory`` (optional) builds the backend's native
-    :class:`~skillruntime.core.async_runtime.AsyncSkillRuntime` from the same options; without it
+    :class:`~skillruntime.core.runtime.async_spi.AsyncSkillRuntime` from the same options; without
+    it
     :func:`create_async_runtime` serves the sync runtime through the thread bridge.
     """
 
@@ -223,7 +225,8 @@ class SkillRuntimeHookSpecs:
 
     @hookspec
     def skillruntime_audit_event(self, event: AuditEvent) -> None:
-        """Receive one finished operation's audit event (see :mod:`skillruntime.core.audit`).
+        """Receive one finished operation's audit event (see
+        :mod:`skillruntime.core.observability.audit`).
 
         Called synchronously on the thread that ran the operation: keep it fast, hand slow work
         to a queue. An exception is logged and ignored; it never fails the operation.
@@ -297,6 +300,27 @@ def plugin_problems() -> list[PluginProblem]:
     get_plugin_manager()
     with _lock:
         return list(_problems)
+
+
+_audit_hook_cache: tuple[Any, Any] = (None, None)
+"""(plugin manager, its ``skillruntime_audit_event`` hook caller), read without the lock;
+rebuilt when the manager is created again (:func:`reset_plugin_manager`)."""
+
+
+def audit_hook_implementations() -> list[Any]:
+    """The current implementations of the ``skillruntime_audit_event`` hook, loading the entry
+    points on first use: the source :func:`~skillruntime.core.observability.hooks.set_hook_source`
+    is handed (registrations show at once: pluggy keeps one list per hook caller and edits it in
+    place)."""
+    global _audit_hook_cache  # noqa: PLW0603 - one cache per process
+    cached_manager, caller = _audit_hook_cache
+    manager = loaded_plugin_manager()
+    if manager is None or manager is not cached_manager:
+        manager = get_plugin_manager()
+        caller = manager.hook.skillruntime_audit_event
+        _audit_hook_cache = (manager, caller)
+    implementations: list[Any] = caller.get_hookimpls()
+    return implementations
 
 
 def reset_plugin_manager() -> None:
@@ -649,14 +673,14 @@ def create_async_runtime(name: str, /, **options: Any) -> AsyncSkillRuntime:
     :func:`create_runtime`).
 
     The provider's native async runtime is used when it has one (``async_factory``); otherwise
-    its sync runtime is served through :func:`~skillruntime.core.bridge.to_async`, whose
-    cancellation guarantees are weaker (see :mod:`skillruntime.core.bridge`).
+    its sync runtime is served through :func:`~skillruntime.core.runtime.bridge.to_async`, whose
+    cancellation guarantees are weaker (see :mod:`skillruntime.core.runtime.bridge`).
     """
     provider = get_runtime_provider(name)
     validated = build_runtime_options(provider, options)
     logger.debug("creating async runtime %s with options %s", name, sorted(options))
     if provider.async_factory is not None:
         return provider.async_factory(validated)
-    from .bridge import to_async
+    from ..runtime.bridge import to_async
 
     return to_async(provider.factory(validated))

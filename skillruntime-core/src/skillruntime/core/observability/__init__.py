@@ -1,0 +1,1 @@
+"""Observability: audit events and OpenTelemetry spans of every operation."""
