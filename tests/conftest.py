@@ -82,6 +82,18 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         end_run(run_dir)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Write the number of collected tests marked ``serial`` (before any ``-m`` selection) to the
+    file that ``SKILLRUNTIME_SERIAL_COUNT_FILE`` names, if any: ``scripts/run-tests.sh`` skips its
+    serial part (a whole collection) when there is none. Under xdist the first worker writes it."""
+    target = os.environ.get("SKILLRUNTIME_SERIAL_COUNT_FILE")
+    if not target or os.environ.get("PYTEST_XDIST_WORKER", "gw0") != "gw0":
+        return
+    count = sum(1 for item in items if item.get_closest_marker("serial") is not None)
+    Path(target).write_text(f"{count}\n")
+
+
 def pytest_itemcollected(item: pytest.Item) -> None:
     """Mark ``slow`` the tests of :data:`SLOW_MODULES` and those of :data:`SLOW_TESTS` (as each
     item is collected, before any ``-m`` selection)."""

@@ -206,13 +206,16 @@ def write_durations(
 
 
 def defined_tests(module: Path) -> set[str]:
-    """``name`` and ``Class::name`` of each test function defined in ``module`` (by its syntax)."""
+    """What ``module`` defines at its top level, by its syntax: each function's ``name``, each
+    class's ``Class::`` (its test methods may be inherited, e.g. from the conformance kits) and
+    ``Class::name`` of each method written in it."""
     tree = ast.parse(module.read_text())
     names: set[str] = set()
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             names.add(node.name)
         elif isinstance(node, ast.ClassDef):
+            names.add(f"{node.name}::")
             for member in node.body:
                 if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     names.add(f"{node.name}::{member.name}")
@@ -230,6 +233,7 @@ def main(argv: Iterable[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("runs", nargs="+", type=Path, help="--record-durations files or JUnit XML")
     parser.add_argument("--add", action="store_true", help="keep the tests already listed")
+    parser.add_argument("--source", help="how the runs were made (default: their file names)")
     args = parser.parse_args(list(argv) if argv is not None else None)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     seconds: dict[str, float] = {}
@@ -237,7 +241,7 @@ def main(argv: Iterable[str] | None = None) -> int:
         seconds.update(read_run(run))
     tests = load_slow_tests() if args.add else {}
     tests.update(slow_set(seconds, THRESHOLD_SECONDS))
-    write_durations(tests, source=", ".join(run.name for run in args.runs))
+    write_durations(tests, source=args.source or ", ".join(run.name for run in args.runs))
     logger.info(
         "%s: %d of %d measured tests at %s s or more",
         DURATIONS_FILE.relative_to(ROOT),

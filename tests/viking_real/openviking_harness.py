@@ -386,15 +386,15 @@ class OpenVikingServer:
         except OSError:
             return ""
 
-    def stop(self) -> None:
-        """Close the proxy; if this object started the server, SIGTERM it, then SIGKILL after a
-        bounded wait, and stop the model stub."""
+    def stop(self, grace: float = _STOP_TIMEOUT) -> None:
+        """Close the proxy; if this object started the server, SIGTERM its process group, then
+        SIGKILL after ``grace`` seconds, and stop the model stub."""
         self._session.close()
         self.proxy.close()
         if self.process is not None and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)
             try:
-                self.process.wait(timeout=_STOP_TIMEOUT)
+                self.process.wait(timeout=grace)
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait(timeout=_STOP_TIMEOUT)
@@ -484,6 +484,7 @@ def start_server(root: Path, venv: Path | None = None) -> OpenVikingServer:
 # ------------------------------------------------------------------------------ sharing
 
 _SERVICE_FILE = "server.json"
+_SERVICE_STOP_GRACE = 2.0
 
 
 def begin_run() -> Path:
@@ -603,7 +604,9 @@ def serve(run_dir: Path) -> int:
                 logger.info("the run's controller (pid %d) is gone: stopping", owner)
                 break
     finally:
-        server.stop()
+        # The workspace is thrown away with the run folder: nothing is gained by waiting out a
+        # graceful shutdown (tens of seconds on a busy machine).
+        server.stop(grace=_SERVICE_STOP_GRACE)
     return 0
 
 
