@@ -7,9 +7,11 @@ at :data:`THRESHOLD_SECONDS` or more (its node id and seconds), so the quick set
 fast part of every distribution's tests.
 
 What is measured is a test's own cost: its setup, call and teardown, less the time spent starting
-fixtures wider than a function (a module's double, the session's server). Those are paid once per
-worker by whichever test happens to need them first, so counting them would mark a different test
-each run; a module whose shared fixture alone is slow belongs in ``SLOW_MODULES`` instead.
+fixtures wider than a function (a module's double, the session's server), and less its teardown
+when the next test of the process is in another module (or there is none), where wider fixtures
+are stopped. Those are paid once per worker by whichever test happens to come first or last, so
+counting them would mark a different test each run; a module whose shared fixture alone is slow
+belongs in ``SLOW_MODULES`` instead.
 
 Keeping the file true:
 
@@ -81,6 +83,7 @@ class DurationRecorder:
         self._unmarked: dict[str, float] = {}
         self._shared = 0.0
         self._depth = 0
+        self._wide_teardown = False
 
     # ---- in the processes that run tests
 
@@ -100,6 +103,13 @@ class DurationRecorder:
                 self._shared += time.perf_counter() - started
 
     @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_teardown(
+        self, item: pytest.Item, nextitem: pytest.Item | None
+    ) -> Generator[None, None, None]:
+        self._wide_teardown = nextitem is None or nextitem.path != item.path
+        return (yield)
+
+    @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
@@ -107,6 +117,8 @@ class DurationRecorder:
         if call.when == "setup":
             report.user_properties.append((_SHARED_PROPERTY, self._shared))
             self._shared = 0.0
+        elif call.when == "teardown" and self._wide_teardown:
+            report.user_properties.append((_SHARED_PROPERTY, report.duration))
         return report
 
     # ---- where the reports arrive
@@ -114,10 +126,8 @@ class DurationRecorder:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if hasattr(self._config, "workerinput"):
             return
-        seconds = report.duration
-        if report.when == "setup":
-            shared = dict(report.user_properties).get(_SHARED_PROPERTY, 0.0)
-            seconds = max(0.0, seconds - float(shared))  # type: ignore[arg-type]
+        shared = dict(report.user_properties).get(_SHARED_PROPERTY, 0.0)
+        seconds = max(0.0, report.duration - float(shared))  # type: ignore[arg-type]
         total = self._seconds.get(report.nodeid, 0.0) + seconds
         self._seconds[report.nodeid] = total
         slow = "slow" in report.keywords
