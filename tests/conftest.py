@@ -9,9 +9,10 @@
   tests on one worker with ``xdist_group`` does not work with pytest 9.2 and pytest-xdist 3.8:
   xdist renames ``item._nodeid``, which pytest 9.2 no longer reads.)
 - ``make test-quick`` and the lowest-versions run leave out the tests marked ``slow``: besides
-  those marked where they are written, every test of the modules in :data:`SLOW_MODULES` and every
-  test that ``tests/durations.json`` lists as measured at ``slow_tests.THRESHOLD_SECONDS`` or more
-  (``tests/slow_tests.py`` says how the file is kept true). The modules are end-to-end costs
+  those marked where they are written, every test of the modules in ``slow_tests.SLOW_MODULES``
+  and every test that ``tests/durations.json`` lists as measured at
+  ``slow_tests.THRESHOLD_SECONDS`` or more (``tests/slow_tests.py`` says how the file is kept
+  true). The modules are end-to-end costs
   (real servers, racing processes, process restarts, fault workloads, the peer suites,
   symlink-swap races, the benchmarks' quick mode); what each distribution does is also tested by
   its fast tests, so the quick set covers every distribution (``tests/core/test_suite_rules.py``).
@@ -26,33 +27,11 @@ from pathlib import Path
 
 import pytest
 
-from slow_tests import DurationRecorder, load_slow_tests
+from slow_tests import SLOW_MODULES, SLOW_TESTS, DurationRecorder
 from viking_real.openviking_harness import begin_run, end_run
 
 os.environ["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
 
-SLOW_MODULES = frozenset(
-    {
-        "agent_turn/test_turn_viking_real.py",
-        "benchmarks/test_bench_quick.py",
-        "conversations/test_async_exclusive_conversations.py",
-        "conversations/test_exclusive_conversations.py",
-        "deepagents/test_peer_suite.py",
-        "faults/test_opensandbox_faults.py",
-        "faults/test_store_faults.py",
-        "mcp/test_mcp_backends.py",
-        "openai_agents/test_resume_process.py",
-        "opensandbox/test_opensandbox_hangups.py",
-        "opensandbox/test_opensandbox_multinode.py",
-        "security/test_local_symlink_race.py",
-        "viking_cli/test_viking_cli_real.py",
-        "viking_real/test_viking_real_store.py",
-        "viking_tools/test_viking_tools_real.py",
-    }
-)
-"""Modules (relative to ``tests/``) whose every test is marked ``slow``."""
-SLOW_TESTS = frozenset(load_slow_tests())
-"""Node ids measured slow (``tests/durations.json``)."""
 _TESTS = Path(__file__).resolve().parent
 
 
@@ -95,7 +74,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:
-    """Mark ``slow`` the tests of :data:`SLOW_MODULES` and those of :data:`SLOW_TESTS` (as each
-    item is collected, before any ``-m`` selection)."""
+    """Mark ``slow`` the tests of ``slow_tests.SLOW_MODULES`` and those of
+    ``slow_tests.SLOW_TESTS`` (as each item is collected, before any ``-m`` selection)."""
     if item.nodeid in SLOW_TESTS or item.path.relative_to(_TESTS).as_posix() in SLOW_MODULES:
         item.add_marker(pytest.mark.slow)

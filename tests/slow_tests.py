@@ -1,7 +1,7 @@
 """Which tests are slow, by measurement: ``tests/durations.json`` and the tools that keep it true.
 
 ``make test-quick`` and the lowest-versions run leave out the tests marked ``slow``. Besides the
-modules of ``SLOW_MODULES`` in ``tests/conftest.py`` and the tests marked where they are written,
+modules of :data:`SLOW_MODULES` and the tests marked where they are written,
 every test that ``tests/durations.json`` lists is marked ``slow``: the file holds each test measured
 at :data:`THRESHOLD_SECONDS` or more (its node id and seconds), so the quick set is the measured
 fast part of every distribution's tests.
@@ -53,6 +53,27 @@ folder of ``tests/`` keeps most of its tests in the quick set."""
 
 _SHARED_PROPERTY = "shared_fixture_setup_seconds"
 
+SLOW_MODULES = frozenset(
+    {
+        "agent_turn/test_turn_viking_real.py",
+        "benchmarks/test_bench_quick.py",
+        "conversations/test_async_exclusive_conversations.py",
+        "conversations/test_exclusive_conversations.py",
+        "deepagents/test_peer_suite.py",
+        "faults/test_opensandbox_faults.py",
+        "faults/test_store_faults.py",
+        "mcp/test_mcp_backends.py",
+        "openai_agents/test_resume_process.py",
+        "opensandbox/test_opensandbox_hangups.py",
+        "opensandbox/test_opensandbox_multinode.py",
+        "security/test_local_symlink_race.py",
+        "viking_cli/test_viking_cli_real.py",
+        "viking_real/test_viking_real_store.py",
+        "viking_tools/test_viking_tools_real.py",
+    }
+)
+"""Modules (relative to ``tests/``) whose every test is marked ``slow``."""
+
 
 def load_slow_tests(path: Path = DURATIONS_FILE) -> dict[str, float]:
     """The node ids (rootdir-relative, as pytest prints them) listed in ``path`` with their
@@ -63,6 +84,10 @@ def load_slow_tests(path: Path = DURATIONS_FILE) -> dict[str, float]:
         return {}
     tests: dict[str, float] = data["tests"]
     return tests
+
+
+SLOW_TESTS = frozenset(load_slow_tests())
+"""Node ids measured slow (``tests/durations.json``)."""
 
 
 # ------------------------------------------------------------------------------ measuring

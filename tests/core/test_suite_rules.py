@@ -1,4 +1,5 @@
-"""The suite-wide rules of ``tests/conftest.py`` stay true as the suite changes."""
+"""The suite-wide rules of ``tests/conftest.py`` and ``tests/slow_tests.py`` stay true as the suite
+changes."""
 
 from __future__ import annotations
 
@@ -6,8 +7,14 @@ import ast
 import json
 from pathlib import Path
 
-from conftest import SLOW_MODULES, SLOW_TESTS
-from slow_tests import DURATIONS_FILE, THRESHOLD_SECONDS, defined_tests, split_nodeid
+from slow_tests import (
+    DURATIONS_FILE,
+    SLOW_MODULES,
+    SLOW_TESTS,
+    THRESHOLD_SECONDS,
+    defined_tests,
+    split_nodeid,
+)
 
 TESTS = Path(__file__).resolve().parents[1]
 ROOT = TESTS.parent
