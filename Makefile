@@ -1,6 +1,6 @@
 # The two commands of the README: `make demo` (set up, run the main job) and `make test`.
 # `make test-quick` is the inner loop: every distribution's tests but those marked slow.
-.PHONY: setup demo test test-quick test-lowest lint bench dist
+.PHONY: setup demo test test-quick test-lowest lint bench dist durations
 # Tests run under pytest-xdist, TEST_WORKERS workers (default 4: most tests wait on subprocesses,
 # sockets and databases, so twice the cores keeps both cores busy); tests marked `serial` run after
 # the parallel part, alone (scripts/run-tests.sh). PYTEST_ARGS go to pytest.
@@ -34,6 +34,14 @@ test:
 
 test-quick: .venv/bin/python
 	bash scripts/run-tests.sh .venv/bin/python -m "not slow" -q $(PYTEST_ARGS)
+
+# Measure every test and rewrite tests/durations.json: the tests at the threshold or more
+# (tests/slow_tests.py), which test-quick and test-lowest leave out.
+durations:
+	SETUP_OPENVIKING=1 bash scripts/setup.sh
+	rm -f .durations.json
+	bash scripts/run-tests.sh .venv/bin/python -q --record-durations=.durations.json $(PYTEST_ARGS)
+	.venv/bin/python tests/slow_tests.py .durations.json
 
 dist: .venv/bin/python
 	bash scripts/check-dist.sh

@@ -5,8 +5,9 @@
 # is not run at all (SETUP_FORCE=1 reinstalls anyway). Editable installs pick up source changes by
 # themselves; a changed dependency, entry point or tool pin changes the stamp.
 # With SETUP_OPENVIKING=1 (make test does this) it also builds the real OpenViking server's own
-# environment that the real-server tests run (tests/viking_real/openviking_env.py: about 270 MB
-# under ~/.cache/skillruntime, a few minutes once per machine, reused afterwards).
+# environment that the real-server tests run (tests/viking_real/openviking_env.py: about 1.1 GB
+# under ~/.cache/skillruntime, once per machine, reused afterwards; 2 minutes on a 2-core machine
+# with pip's download cache warm, about 11 minutes with every download fresh).
 # Progress: one line per step and one per package pip collects (numbered); pip's full output goes to
 # .venv/setup.log (its end is shown when pip fails).
 set -euo pipefail

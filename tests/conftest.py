@@ -3,15 +3,21 @@
 - No test exports traces: the OpenAI Agents SDK's trace exporter is switched off before any test
   imports the SDK (its background exporter would otherwise try to reach the real service with
   whatever key a test sets, and report a failed export at interpreter exit).
-- The real OpenViking server is started once per test process that needs it: under xdist, once
-  per worker (at most ``TEST_WORKERS`` servers, each a few seconds to start). Grouping its tests
-  on one worker with ``xdist_group`` does not work with pytest 9.2 and pytest-xdist 3.8 (xdist
-  renames ``item._nodeid``, which pytest 9.2 no longer reads), so the suite does not rely on it.
+- The real OpenViking server is started once per run, by the first test process that needs it,
+  and shared by every xdist worker, each in an account of its own
+  (``viking_real.openviking_harness``); the controller stops it when the run ends. (Grouping its
+  tests on one worker with ``xdist_group`` does not work with pytest 9.2 and pytest-xdist 3.8:
+  xdist renames ``item._nodeid``, which pytest 9.2 no longer reads.)
 - ``make test-quick`` and the lowest-versions run leave out the tests marked ``slow``: besides
-  those marked where they are written, every test of the modules in :data:`SLOW_MODULES`. They
-  are end-to-end costs (real servers, racing processes, process restarts, fault workloads, the
-  peer suites, symlink-swap races, the benchmarks' quick mode); what each distribution does is
-  also tested by its fast modules, so the quick set covers every distribution.
+  those marked where they are written, every test of the modules in ``slow_tests.SLOW_MODULES``
+  and every test that ``tests/durations.json`` lists as measured at
+  ``slow_tests.THRESHOLD_SECONDS`` or more (``tests/slow_tests.py`` says how the file is kept
+  true). The modules are end-to-end costs
+  (real servers, racing processes, process restarts, fault workloads, the peer suites,
+  symlink-swap races, the benchmarks' quick mode); what each distribution does is also tested by
+  its fast tests, so the quick set covers every distribution (``tests/core/test_suite_rules.py``).
+- ``--record-durations=PATH`` records each test's own seconds into ``PATH``; every run lists the
+  tests that took the threshold or more without being marked ``slow``.
 """
 
 from __future__ import annotations
@@ -21,33 +27,54 @@ from pathlib import Path
 
 import pytest
 
+from slow_tests import SLOW_MODULES, SLOW_TESTS, DurationRecorder
+from viking_real.openviking_harness import begin_run, end_run
+
 os.environ["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
 
-SLOW_MODULES = frozenset(
-    {
-        "agent_turn/test_turn_viking_real.py",
-        "benchmarks/test_bench_quick.py",
-        "conversations/test_async_exclusive_conversations.py",
-        "conversations/test_exclusive_conversations.py",
-        "deepagents/test_peer_suite.py",
-        "faults/test_opensandbox_faults.py",
-        "faults/test_store_faults.py",
-        "mcp/test_mcp_backends.py",
-        "openai_agents/test_resume_process.py",
-        "opensandbox/test_opensandbox_hangups.py",
-        "opensandbox/test_opensandbox_multinode.py",
-        "security/test_local_symlink_race.py",
-        "viking_cli/test_viking_cli_real.py",
-        "viking_real/test_viking_real_store.py",
-        "viking_tools/test_viking_tools_real.py",
-    }
-)
-"""Modules (relative to ``tests/``) whose every test is marked ``slow``."""
 _TESTS = Path(__file__).resolve().parent
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--record-durations",
+        metavar="PATH",
+        default=None,
+        help="add each test's own seconds to the JSON object in PATH (see tests/slow_tests.py)",
+    )
+
+
+_RUN_DIR = pytest.StashKey[Path]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(DurationRecorder(config), "skillruntime-durations")
+    if not hasattr(config, "workerinput"):
+        # The controller (or the only process): the workers it starts inherit the environment
+        # that names the run folder of the shared OpenViking server.
+        config.stash[_RUN_DIR] = begin_run()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    run_dir = config.stash.get(_RUN_DIR, None)
+    if run_dir is not None:
+        end_run(run_dir)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Write the number of collected tests marked ``serial`` (before any ``-m`` selection) to the
+    file that ``SKILLRUNTIME_SERIAL_COUNT_FILE`` names, if any: ``scripts/run-tests.sh`` skips its
+    serial part (a whole collection) when there is none. Under xdist the first worker writes it."""
+    target = os.environ.get("SKILLRUNTIME_SERIAL_COUNT_FILE")
+    if not target or os.environ.get("PYTEST_XDIST_WORKER", "gw0") != "gw0":
+        return
+    count = sum(1 for item in items if item.get_closest_marker("serial") is not None)
+    Path(target).write_text(f"{count}\n")
+
+
 def pytest_itemcollected(item: pytest.Item) -> None:
-    """Mark the tests of :data:`SLOW_MODULES` ``slow`` (as each item is collected, before any
-    ``-m`` selection)."""
-    if item.path.relative_to(_TESTS).as_posix() in SLOW_MODULES:
+    """Mark ``slow`` the tests of ``slow_tests.SLOW_MODULES`` and those of
+    ``slow_tests.SLOW_TESTS`` (as each item is collected, before any ``-m`` selection)."""
+    if item.nodeid in SLOW_TESTS or item.path.relative_to(_TESTS).as_posix() in SLOW_MODULES:
         item.add_marker(pytest.mark.slow)

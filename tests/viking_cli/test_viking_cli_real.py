@@ -59,6 +59,7 @@ def invoke(
         monkeypatch.delenv(f"SKILLRUNTIME_VIKING_{name}", raising=False)
     env = {
         "SKILLRUNTIME_VIKING_SERVER_URL": seeded.url,
+        "SKILLRUNTIME_VIKING_ACCOUNT": IDENTITY.account,
         "SKILLRUNTIME_VIKING_USER": IDENTITY.user,
         "SKILLRUNTIME_VIKING_CACHE_DIR": str(tmp_path / "cache"),
     }

@@ -10,12 +10,19 @@ works without network access. Tests reach the server through :class:`CountingPro
 forwards every request unchanged and records its method and path; that is how a test proves that
 a cache hit downloads nothing.
 
-:func:`shared_server` hands one server to every fixture of a pytest process (reference counted),
-so the suites that need it start it once.
+:func:`shared_server` hands one server to every fixture of a test run. The run's controller (the
+xdist controller, or the only pytest process) makes a run folder (:func:`begin_run`, passed to the
+workers in the environment); the first process that needs the server starts it there, under a file
+lock, as a detached service (``python -m viking_real.openviking_harness RUN_DIR``: the server and
+its model stub), and every process attaches to it with a counting proxy of its own. Each xdist
+worker uses its own account (:func:`worker_account`, the default of :class:`Identity`), so workers
+sharing the server never see each other's skills. The controller stops the service when the run
+ends (:func:`end_run`); the service also stops by itself once the controller is gone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import io
 import json
@@ -25,6 +32,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -36,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import requests
+from filelock import FileLock
 
 from doubles._http import BackgroundHTTPServer
 from viking_real.openviking_env import require_openviking_venv
@@ -241,11 +250,24 @@ def downloads(seen: list[SeenRequest]) -> list[SeenRequest]:
 # ------------------------------------------------------------------------------ the server
 
 
+RUN_DIR_ENV = "SKILLRUNTIME_TEST_OPENVIKING_RUN"
+"""The environment variable naming the run folder of :func:`begin_run`."""
+
+
+def worker_account() -> str:
+    """This test process's account on the shared server: ``default`` outside xdist, else
+    ``default-<worker id>`` (so workers never see each other's skills)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    return f"default-{worker}" if worker else "default"
+
+
 @dataclass(frozen=True)
 class Identity:
-    """Dev-mode identity headers (no API key: the server runs in dev auth mode on loopback)."""
+    """Dev-mode identity headers (no API key: the server runs in dev auth mode on loopback).
 
-    account: str = "default"
+    The account defaults to this process's own (:func:`worker_account`)."""
+
+    account: str = field(default_factory=worker_account)
     user: str = "default"
 
     def headers(self) -> dict[str, str]:
@@ -256,12 +278,13 @@ class Identity:
 class OpenVikingServer:
     """A running server: its direct URL, a counting proxy in front, and its workspace."""
 
-    process: subprocess.Popen[bytes]
+    process: subprocess.Popen[bytes] | None
+    """The server process when this object started it; ``None`` when attached to a service."""
     port: int
     workspace: Path
     log_path: Path
     proxy: CountingProxy
-    models: ModelStub
+    models: ModelStub | None
     _session: requests.Session = field(default_factory=requests.Session)
 
     @property
@@ -363,18 +386,20 @@ class OpenVikingServer:
         except OSError:
             return ""
 
-    def stop(self) -> None:
-        """SIGTERM, then SIGKILL after a bounded wait; also stops the proxy and the model stub."""
+    def stop(self, grace: float = _STOP_TIMEOUT) -> None:
+        """Close the proxy; if this object started the server, SIGTERM its process group, then
+        SIGKILL after ``grace`` seconds, and stop the model stub."""
         self._session.close()
         self.proxy.close()
-        if self.process.poll() is None:
+        if self.process is not None and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)
             try:
-                self.process.wait(timeout=_STOP_TIMEOUT)
+                self.process.wait(timeout=grace)
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait(timeout=_STOP_TIMEOUT)
-        self.models.close()
+        if self.models is not None:
+            self.models.close()
 
 
 def start_server(root: Path, venv: Path | None = None) -> OpenVikingServer:
@@ -458,6 +483,132 @@ def start_server(root: Path, venv: Path | None = None) -> OpenVikingServer:
 
 # ------------------------------------------------------------------------------ sharing
 
+_SERVICE_FILE = "server.json"
+_SERVICE_STOP_GRACE = 2.0
+
+
+def begin_run() -> Path:
+    """Make the run folder (in the controller, before any test) and name it in the environment,
+    where :func:`shared_server` looks for it."""
+    run_dir = Path(tempfile.mkdtemp(prefix="openviking-run-"))
+    (run_dir / "owner.pid").write_text(f"{os.getpid()}\n")
+    os.environ[RUN_DIR_ENV] = str(run_dir)
+    return run_dir
+
+
+def end_run(run_dir: Path) -> None:
+    """Stop the run's service if one was started (SIGTERM, bounded wait, then SIGKILL), and remove
+    the run folder."""
+    try:
+        info = json.loads((run_dir / _SERVICE_FILE).read_text())
+    except FileNotFoundError:
+        info = None
+    if info is not None:
+        pid = int(info["service_pid"])
+        try:
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + _STOP_TIMEOUT
+            while _alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if _alive(pid):
+                for group in (pid, int(info["server_pid"])):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(group, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A child that exited but was not reaped yet counts as gone.
+    try:
+        done, _status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return done == 0
+
+
+def _attach(run_dir: Path) -> OpenVikingServer:
+    """The run's service (started by the first caller, under a file lock), seen through a counting
+    proxy of this process."""
+    info_path = run_dir / _SERVICE_FILE
+    with FileLock(str(run_dir / "start.lock"), timeout=_START_TIMEOUT + 30):
+        if not info_path.is_file():
+            _launch_service(run_dir)
+    info = json.loads(info_path.read_text())
+    port = int(info["port"])
+    return OpenVikingServer(
+        process=None,
+        port=port,
+        workspace=Path(info["workspace"]),
+        log_path=Path(info["log_path"]),
+        proxy=CountingProxy(port),
+        models=None,
+    )
+
+
+def _launch_service(run_dir: Path) -> None:
+    """Start the detached service and wait (bounded) until it has written its file."""
+    log_path = run_dir / "service.log"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(Path(__file__).resolve().parents[1]), *filter(None, [env.get("PYTHONPATH")])]
+    )
+    with log_path.open("wb") as log:
+        service = subprocess.Popen(
+            [sys.executable, "-m", "viking_real.openviking_harness", str(run_dir)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + _START_TIMEOUT + 10
+    while not (run_dir / _SERVICE_FILE).is_file():
+        if service.poll() is not None or time.monotonic() > deadline:
+            if service.poll() is None:
+                service.kill()
+            tail = log_path.read_text(errors="replace")[-4000:]
+            raise RuntimeError(f"the OpenViking test service did not start:\n{tail}")
+        time.sleep(0.1)
+
+
+def serve(run_dir: Path) -> int:
+    """The service's body: start the server under ``run_dir``, publish its port, and keep it
+    running until SIGTERM or until the run's controller (``owner.pid``) is gone."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    owner = int((run_dir / "owner.pid").read_text())
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    server = start_server(run_dir / "server")
+    try:
+        info = {
+            "port": server.port,
+            "workspace": str(server.workspace),
+            "log_path": str(server.log_path),
+            "service_pid": os.getpid(),
+            "server_pid": server.process.pid if server.process is not None else None,
+        }
+        partial = run_dir / (_SERVICE_FILE + ".part")
+        partial.write_text(json.dumps(info))
+        partial.replace(run_dir / _SERVICE_FILE)
+        logger.info("openviking-server ready on port %d", server.port)
+        while not stopping.wait(0.5):
+            if not _alive(owner):
+                logger.info("the run's controller (pid %d) is gone: stopping", owner)
+                break
+    finally:
+        # The workspace is thrown away with the run folder: nothing is gained by waiting out a
+        # graceful shutdown (tens of seconds on a busy machine).
+        server.stop(grace=_SERVICE_STOP_GRACE)
+    return 0
+
 
 class _Shared:
     """The process-wide server and how many fixtures hold it."""
@@ -469,17 +620,25 @@ class _Shared:
 
 
 def acquire_shared_server() -> OpenVikingServer:
-    """The process-wide server (started on first use); pair with :func:`release_shared_server`."""
+    """The run's server (started on first use); pair with :func:`release_shared_server`.
+
+    Without a run folder (:func:`begin_run` not called) the process starts a server of its own.
+    """
     with _Shared.lock:
         if _Shared.server is None:
-            _Shared.root = Path(tempfile.mkdtemp(prefix="openviking-test-"))
-            _Shared.server = start_server(_Shared.root)
+            run_dir = os.environ.get(RUN_DIR_ENV)
+            if run_dir:
+                _Shared.server = _attach(Path(run_dir))
+            else:
+                _Shared.root = Path(tempfile.mkdtemp(prefix="openviking-test-"))
+                _Shared.server = start_server(_Shared.root)
         _Shared.users += 1
         return _Shared.server
 
 
 def release_shared_server() -> None:
-    """Stop the process-wide server once its last user releases it, and remove its files."""
+    """Once the last user releases it: detach from the run's server, or stop this process's own
+    server and remove its files."""
     with _Shared.lock:
         _Shared.users -= 1
         if _Shared.users > 0 or _Shared.server is None:
@@ -498,3 +657,7 @@ def shared_server() -> Iterator[OpenVikingServer]:
         yield server
     finally:
         release_shared_server()
+
+
+if __name__ == "__main__":
+    sys.exit(serve(Path(sys.argv[1])))

@@ -169,8 +169,8 @@ def test_two_identities_never_share_a_cache_entry_even_for_identical_skills(
     server = openviking_server
     # Same user name in two accounts: the server gives both the same root URI and, for
     # identical bytes, the same revision; only the identity tells them apart.
-    alice = Identity(account="default", user="alice")
-    alice_acme = Identity(account="acme", user="alice")
+    alice = Identity(user="alice")
+    alice_acme = Identity(account=f"{alice.account}-acme", user="alice")
     files = _files("real-ident")
     server.upload_skill("real-ident", files, identity=alice)
     server.upload_skill("real-ident", files, identity=alice_acme)
