@@ -74,7 +74,9 @@ def tar_stream(
     now = time.time()
     for entry in entries:
         if isinstance(entry, DirectoryEntry):
-            yield _header(entry.name.rstrip("/") + "/", tarfile.DIRTYPE, 0, entry.mode, uid, gid, now)
+            yield _header(
+                entry.name.rstrip("/") + "/", tarfile.DIRTYPE, 0, entry.mode, uid, gid, now
+            )
             continue
         yield _header(entry.name, tarfile.REGTYPE, entry.size, entry.mode, uid, gid, now)
         left = entry.size

@@ -702,7 +702,7 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         if option is None:
             info = self._engine.inspect(container_id) or {}
             image_user = str(info.get("Config", {}).get("User") or "")
-            if image_user and image_user.split(":")[0] not in {"root", "0"}:
+            if image_user and image_user.split(":", maxsplit=1)[0] not in {"root", "0"}:
                 option = image_user
         if option is not None:
             name, _, group = option.partition(":")
