@@ -32,7 +32,7 @@ import tempfile
 from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, NoReturn, cast
 
 from skillruntime.core.errors import (
     InvalidPathError,
@@ -218,12 +218,12 @@ class DockerFileSystem(SkillRuntimeFileSystem):
         except DockerEngineError as exc:
             if exc.status_code in {400, 500}:
                 # The engine refuses a path below a regular file.
-                return self._parent_is_file(target, path, operation, exc)
+                self._parent_is_file(target, path, operation, exc)
             raise _engine_error(exc, path, operation) from exc
 
     def _parent_is_file(
         self, target: ContainerTarget, path: str, operation: str, exc: DockerEngineError
-    ) -> None:
+    ) -> NoReturn:
         parent = posixpath.dirname(path)
         while parent not in {"", "/"}:
             try:
@@ -527,7 +527,7 @@ class DockerFileSystem(SkillRuntimeFileSystem):
                     parent = posixpath.dirname(parent)
                 entries.extend(DirectoryEntry(name) for name in reversed(chain))
                 try:
-                    handle = local.open("rb")
+                    handle: IO[bytes] = local.open("rb")
                 except OSError as exc:
                     raise RuntimeFileError(
                         f"Cannot upload {local}: {exc.strerror}", path=relative
@@ -593,7 +593,7 @@ class DockerFileSystem(SkillRuntimeFileSystem):
         top = posixpath.basename(directory.rstrip("/")) or "/"
         parent = root.path.rstrip("/")
         try:
-            with tarfile.open(fileobj=reader, mode="r|") as archive:  # type: ignore[call-overload]
+            with tarfile.open(fileobj=cast("IO[bytes]", reader), mode="r|") as archive:
                 for member in archive:
                     name = member.name.rstrip("/")
                     if name.startswith("/") or ".." in name.split("/"):
@@ -622,7 +622,7 @@ class DockerFileSystem(SkillRuntimeFileSystem):
                         if kept > _SEARCH_CAP:
                             return None
                         contents[path] = data
-        except (tarfile.TarError, ArchiveMemberError, _TooLarge) as exc:
+        except (tarfile.TarError, ArchiveMemberError, _TooLargeError) as exc:
             logger.debug("archive of %s unusable (%s); walking instead", directory, exc)
             return None
         finally:
@@ -633,7 +633,7 @@ class DockerFileSystem(SkillRuntimeFileSystem):
         return listing, contents
 
 
-class _TooLarge(Exception):
+class _TooLargeError(Exception):
     """The archive passed its byte limit."""
 
 
@@ -653,7 +653,7 @@ class _CountingChunks:
                 break
             self._seen += len(chunk)
             if self._seen > self._limit:
-                raise _TooLarge
+                raise _TooLargeError
             self._buffer += chunk
         if size < 0:
             data, self._buffer = self._buffer, b""
