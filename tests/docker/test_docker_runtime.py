@@ -4,7 +4,9 @@ nothing left behind."""
 
 from __future__ import annotations
 
+import importlib
 import io
+import logging
 import sys
 import tarfile
 import threading
@@ -21,12 +23,13 @@ sys.path.insert(0, str(Path(__file__).parent))  # docker_fixtures.py sits beside
 import docker_fixtures
 from docker_fixtures import IMAGE, engine_client, labelled, suite_labels
 
+from skillruntime.core.audit import AUDIT_LOGGER_NAME
 from skillruntime.core.conversations import ConversationStore
 from skillruntime.core.conversations.sql import SqlConversationStore
 from skillruntime.core.conversations.sweeps import sweep_conversations
 from skillruntime.core.errors import NotRegularFileError, WorkspaceEscapeError
 from skillruntime.core.models import SkillExecutionRequest, SkillPreparationRequest
-from skillruntime.core.plugins import create_runtime
+from skillruntime.core.plugins import create_runtime, listing_drift
 from skillruntime.core.skills import load_skill
 from skillruntime.core.testing import SkillFactory
 from skillruntime.docker import DockerReaper, DockerRuntimeOptions, DockerSkillRuntime
@@ -414,3 +417,32 @@ def test_exclusive_runtimes_of_one_conversation_take_turns(
         assert log.split() == ["run"] * 9
         runtime.destroy_conversation()
     assert labelled(docker_run) == ([], [])
+
+
+# ------------------------------------------------------------------ plugin and audit
+
+
+def test_the_listing_equals_the_one_derived_from_the_options_model() -> None:
+    module = importlib.import_module("skillruntime.docker.plugin")
+    assert listing_drift(module) == []
+    (listing,) = module.skillruntime_runtime_listings()
+    assert listing.name == "docker"
+    assert listing.options
+
+
+def test_container_lifecycle_and_commands_are_audited(
+    docker_run: str, sql_store: SqlConversationStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger=AUDIT_LOGGER_NAME)
+    with _runtime(docker_run, sql_store, "audit-1") as runtime:
+        _run(runtime, "exit 3")
+        runtime.destroy_conversation()
+    events = [record.audit for record in caplog.records if record.name == AUDIT_LOGGER_NAME]
+    kinds = [event["kind"] for event in events]
+    for kind in ("sandbox.create", "sandbox.attach", "execute", "sandbox.destroy"):
+        assert kind in kinds
+    executed = next(event for event in events if event["kind"] == "execute")
+    assert executed["exit_code"] == 3
+    assert executed["runtime"] == "docker"
+    assert executed["conversation_id"] == "audit-1"
+    assert executed["sandbox_id"]
