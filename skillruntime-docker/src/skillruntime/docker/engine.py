@@ -213,8 +213,12 @@ class DockerEngine:
         security: ContainerSecurity,
         volume: tuple[str, str] | None,
         environment: Mapping[str, str],
+        prepare: Callable[[str], None] | None = None,
     ) -> str:
-        """Create and start a container; returns its id. ``volume`` is ``(name, mount point)``."""
+        """Create and start a container; returns its id. ``volume`` is ``(name, mount point)``.
+
+        ``prepare(container_id)`` (archive work on the created container) runs while the engine
+        starts it, in this thread; when either fails the container is removed."""
         binds = list(security.binds)
         if volume is not None:
             binds.append(f"{volume[0]}:{volume[1]}:rw")
@@ -233,11 +237,27 @@ class DockerEngine:
             return str(created["Id"])
 
         container_id = self.call(f"creating a container from image {image}", create)
+        failures: list[BaseException] = []
+
+        def start() -> None:
+            try:
+                self.start(container_id)
+            except BaseException as exc:  # handed to the creating thread below
+                failures.append(exc)
+
+        starter = threading.Thread(target=start, name="skillruntime-docker-start", daemon=True)
+        starter.start()
         try:
-            self.start(container_id)
+            if prepare is not None:
+                prepare(container_id)
         except BaseException:
+            starter.join()
             self.remove_container(container_id)
             raise
+        starter.join()
+        if failures:
+            self.remove_container(container_id)
+            raise failures[0]
         return container_id
 
     def start(self, container_id: str) -> None:

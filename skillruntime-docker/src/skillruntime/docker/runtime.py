@@ -115,6 +115,10 @@ _LIST_PAGE = 500
 _ENDED_STATES = {"dead", "removing"}
 _FALLBACK_USER = (65534, 65534)
 _MARKER_PREFIX = "container "
+_USERS: dict[tuple[str, str, str | None], tuple[int, int]] = {}
+"""The user an image resolves to, per engine, image and ``user`` option (read once per process:
+the image's ``USER`` and ``/etc/passwd`` do not change under one name while it runs)."""
+_USERS_LOCK = threading.Lock()
 
 
 def shared_memory_store() -> InMemoryConversationStore:
@@ -493,10 +497,18 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
                 security=self._security,
                 volume=volume,
                 environment=self._base_environment,
+                prepare=self._prepare_container,
             )
             record.sandbox_id = container_id
         logger.info("created container %s", container_id[:12])
         return container_id
+
+    def _prepare_container(self, container_id: str) -> None:
+        """Archive work on a new container while it starts: resolve its user, create the
+        workspace (or ``remote_root``) owned by that user."""
+        target = self._target_for(container_id)
+        directory = self._workspace.directory if self._workspace else self._remote_root
+        self._make_tree(target, directory)
 
     def _ensure_volume(self) -> str:
         assert self._storage_key is not None
@@ -510,14 +522,7 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
 
     def _acquire(self) -> ContainerTarget:
         if self._store is None:
-            container_id = self._create()
-            try:
-                target = self._target_for(container_id)
-                self._make_tree(target, self._remote_root)
-            except BaseException:
-                self._engine.remove_container(container_id)
-                raise
-            return target
+            return self._target_for(self._create())  # the tree was made by _prepare_container
         container_id = self._attach_conversation()
         try:
             self._kill_orphans(container_id)
@@ -699,8 +704,14 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
     # -------------------------------------------------------------- users
 
     def _target_for(self, container_id: str) -> ContainerTarget:
-        uid, gid = self._resolve_user(container_id)
-        return ContainerTarget(container_id, uid, gid)
+        key = (self._engine.address, self._image, self._user_option)
+        with _USERS_LOCK:
+            known = _USERS.get(key)
+        if known is None:
+            known = self._resolve_user(container_id)
+            with _USERS_LOCK:
+                _USERS[key] = known
+        return ContainerTarget(container_id, *known)
 
     def _resolve_user(self, container_id: str) -> tuple[int, int]:
         option = self._user_option
