@@ -446,3 +446,17 @@ def test_container_lifecycle_and_commands_are_audited(
     assert executed["runtime"] == "docker"
     assert executed["conversation_id"] == "audit-1"
     assert executed["sandbox_id"]
+
+
+def test_a_read_only_image_keeps_a_writable_workspace(
+    docker_run: str, sql_store: SqlConversationStore
+) -> None:
+    with _runtime(docker_run, sql_store, "readonly-1", read_only_root=True) as runtime:
+        fs = runtime.get_file_system()
+        fs.write_text("a/b.txt", "ok")
+        assert [info.name for info in fs.list_directory("a")] == ["b.txt"]
+        result = _run(runtime, "touch /etc/x")
+        assert result.exit_code != 0
+        assert "Read-only file system" in result.stderr
+        runtime.destroy_conversation()
+    assert labelled(docker_run) == ([], [])

@@ -104,6 +104,8 @@ class ContainerSecurity:
             "memswap_limit": self.memory_bytes,
             "nano_cpus": int(self.cpus * 1e9),
             "read_only": self.read_only_root,
+            # A read-only image still needs a writable /tmp (the file scripts' scratch space).
+            "tmpfs": {"/tmp": "rw,nosuid,nodev,size=64m"} if self.read_only_root else None,
             "privileged": False,
             "init": True,
         }
