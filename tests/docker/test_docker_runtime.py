@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import io
+import json
 import logging
 import sys
 import tarfile
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from sqlalchemy import update
 
 sys.path.insert(0, str(Path(__file__).parent))  # docker_fixtures.py sits beside this module
@@ -24,6 +26,7 @@ import docker_fixtures
 from docker_fixtures import IMAGE, engine_client, labelled, suite_labels
 
 from skillruntime.core.audit import AUDIT_LOGGER_NAME
+from skillruntime.core.cli import build_cli
 from skillruntime.core.conversations import ConversationStore
 from skillruntime.core.conversations.sql import SqlConversationStore
 from skillruntime.core.conversations.sweeps import sweep_conversations
@@ -459,4 +462,32 @@ def test_a_read_only_image_keeps_a_writable_workspace(
         assert result.exit_code != 0
         assert "Read-only file system" in result.stderr
         runtime.destroy_conversation()
+    assert labelled(docker_run) == ([], [])
+
+
+def test_the_sweep_command_removes_an_idle_conversation_through_the_plugin(
+    docker_run: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path / 'sweep.db'}"
+    with SqlConversationStore(url, create_schema=True) as store:
+        with _runtime(docker_run, store, "cli-idle") as runtime:
+            _run(runtime, "echo hi > note.txt")
+            record = runtime.conversation_record
+            assert record is not None
+        table = store._table
+        with store._engine.begin() as connection:
+            connection.execute(
+                update(table)
+                .where(table.c.storage_key == record.storage_key)
+                .values(updated_at=OLD)
+            )
+    assert [len(found) for found in labelled(docker_run)] == [1, 1]
+    monkeypatch.setenv("SKILLRUNTIME_DOCKER_LABELS", json.dumps(suite_labels(docker_run)))
+    result = CliRunner().invoke(
+        build_cli(),
+        ["conversations", "sweep", "--idle", "1h", "--url", url, "--runtime", "docker", "--json"],
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["destroyed"] == 1
     assert labelled(docker_run) == ([], [])
