@@ -11,6 +11,7 @@ import logging
 import sys
 import tarfile
 import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,7 +36,12 @@ from skillruntime.core.models import SkillExecutionRequest, SkillPreparationRequ
 from skillruntime.core.plugins import create_runtime, listing_drift
 from skillruntime.core.skills import load_skill
 from skillruntime.core.testing import SkillFactory
-from skillruntime.docker import DockerReaper, DockerRuntimeOptions, DockerSkillRuntime
+from skillruntime.docker import (
+    ContainerReplacedError,
+    DockerReaper,
+    DockerRuntimeOptions,
+    DockerSkillRuntime,
+)
 from skillruntime.docker.archive import ArchiveMemberError, MemberReader, checked_member
 
 OLD = datetime(2020, 1, 1, tzinfo=UTC)
@@ -490,4 +496,44 @@ def test_the_sweep_command_removes_an_idle_conversation_through_the_plugin(
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert report["destroyed"] == 1
+    assert labelled(docker_run) == ([], [])
+
+
+def test_a_command_whose_container_vanishes_raises_and_is_not_retried(
+    docker_run: str, sql_store: SqlConversationStore
+) -> None:
+    with _runtime(docker_run, sql_store, "gone-1") as runtime:
+        _run(runtime, "true")
+        old = runtime.container_id
+        assert old is not None
+        workspace = runtime.default_working_directory
+        outcome: list[BaseException] = []
+
+        def long_command() -> None:
+            try:
+                _run(runtime, "echo started >> runs; sleep 30", timeout_seconds=60)
+            except BaseException as error:  # collected and asserted below
+                outcome.append(error)
+
+        thread = threading.Thread(target=long_command)
+        thread.start()
+        deadline = time.monotonic() + 20
+        client = engine_client()
+        try:
+            while time.monotonic() < deadline:
+                ran = client.containers.get(old).exec_run(["cat", "runs"], workdir=workspace)
+                if ran.exit_code == 0:
+                    break
+                time.sleep(0.1)
+            client.containers.get(old).remove(force=True)
+        finally:
+            client.close()
+        thread.join(30)
+        assert len(outcome) == 1
+        assert isinstance(outcome[0], ContainerReplacedError)
+        assert outcome[0].container_id == old
+        # The next call attaches to a replacement on the same volume; the command ran once.
+        assert _run(runtime, "cat runs").stdout == "started\n"
+        assert runtime.container_id != old
+        runtime.destroy_conversation()
     assert labelled(docker_run) == ([], [])

@@ -40,6 +40,7 @@ __all__ = [
     "KILL_GRACE_SECONDS",
     "MISSING_CWD",
     "WRAPPER",
+    "CommandNotStartedError",
     "CommandRunner",
     "RawOutcome",
 ]
@@ -63,6 +64,10 @@ WRAPPER = (
 """The wrapper (``sh -c WRAPPER skillruntime <cwd> <command>``); see the module docs."""
 
 _KILL_GROUP = 'kill -9 -- "-$1" 2>/dev/null; exit 0'
+
+
+class CommandNotStartedError(DockerEngineError):
+    """The engine refused to create the command's exec: the command never ran."""
 
 
 @dataclass
@@ -123,12 +128,15 @@ class CommandRunner:
     ) -> SkillExecutionResult:
         """Run ``command`` through the wrapper; see the module docs."""
         started = time.monotonic()
-        exec_id = self._engine.exec_create(
-            container_id,
-            ["/bin/sh", "-c", WRAPPER, "skillruntime", working_directory, command],
-            user=user,
-            environment=environment,
-        )
+        try:
+            exec_id = self._engine.exec_create(
+                container_id,
+                ["/bin/sh", "-c", WRAPPER, "skillruntime", working_directory, command],
+                user=user,
+                environment=environment,
+            )
+        except DockerEngineError as exc:
+            raise CommandNotStartedError(str(exc), status_code=exc.status_code) from exc
         stdout = HeadTailBuffer(max_output_bytes)
         stderr = HeadTailBuffer(max_output_bytes)
         header = bytearray()

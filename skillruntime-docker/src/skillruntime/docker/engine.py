@@ -9,10 +9,12 @@ it. Nothing here logs a request body, so environment values and file contents st
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 import os
 import posixpath
+import socket
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
@@ -45,6 +47,8 @@ KEEP_ALIVE_COMMAND = ("/bin/sh", "-c", "trap 'exit 0' TERM; while sleep 3600; do
 """The container's main process: it only keeps the container running (the engine's init reaps
 the command trees that exec starts)."""
 
+_FRAME_HEADER = 8
+_FRAME_CHUNK = 64 * 1024
 _MODE_DIR = 1 << 31
 _MODE_SYMLINK = 1 << 27
 _MODE_SPECIAL = (1 << 26) | (1 << 25) | (1 << 24) | (1 << 21) | (1 << 19)  # device, pipe, socket…
@@ -132,6 +136,46 @@ def _explanation(exc: BaseException) -> str:
     if isinstance(exc, docker.errors.APIError):
         return str(exc.explanation or exc)
     return f"{type(exc).__name__}: {exc}"
+
+
+class ExecStream:
+    """The multiplexed output of one exec: iterate ``(stdout, stderr)`` pairs (one of them
+    ``None``) of at most 64 KiB; :meth:`close` (from any thread) ends the iteration.
+
+    Frames are read from the HTTP response's own buffered reader, never from the socket under
+    it: bytes the engine sent together with the response headers (a command that prints and
+    exits at once) sit in that buffer and would be lost to a reader of the bare socket.
+    """
+
+    def __init__(self, response: Any) -> None:
+        self._response = response
+        self._reader: Any = response.raw._fp.fp
+        raw: Any = getattr(self._reader, "raw", None)
+        self._socket: Any = getattr(raw, "_sock", raw)
+        with contextlib.suppress(AttributeError, OSError):
+            self._socket.settimeout(None)
+
+    def __iter__(self) -> Iterator[tuple[bytes | None, bytes | None]]:
+        reader = self._reader
+        while True:
+            header = reader.read(_FRAME_HEADER)
+            if not header or len(header) < _FRAME_HEADER:
+                return
+            kind = header[0]
+            left = int.from_bytes(header[4:8], "big")
+            while left > 0:
+                chunk = reader.read(min(left, _FRAME_CHUNK))
+                if not chunk:
+                    return
+                left -= len(chunk)
+                yield (None, chunk) if kind == 2 else (chunk, None)
+
+    def close(self) -> None:
+        """Shut the connection down (a blocked read returns) and release the response."""
+        with contextlib.suppress(AttributeError, OSError):
+            self._socket.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(Exception):
+            self._response.close()
 
 
 class DockerEngine:
@@ -390,11 +434,20 @@ class DockerEngine:
         )
         return str(created["Id"])
 
-    def exec_stream(self, exec_id: str) -> Any:
-        """Start an exec; a closable stream of ``(stdout, stderr)`` chunks (one is ``None``)."""
-        return self.call(
-            "starting a command", lambda api: api.exec_start(exec_id, stream=True, demux=True)
-        )
+    def exec_stream(self, exec_id: str) -> ExecStream:
+        """Start an exec; its output as an :class:`ExecStream`."""
+
+        def start(api: Any) -> ExecStream:
+            response = api._post_json(
+                api._url("/exec/{0}/start", exec_id),
+                headers={"Connection": "Upgrade", "Upgrade": "tcp"},
+                data={"Tty": False, "Detach": False},
+                stream=True,
+            )
+            api._raise_for_status(response)
+            return ExecStream(response)
+
+        return self.call("starting a command", start)
 
     def exec_socket(self, exec_id: str) -> Any:
         """Start an exec with stdin attached: the raw socket of the hijacked connection."""

@@ -67,9 +67,9 @@ from skillruntime.core.skills.files import DEFAULT_UPLOAD_POLICY, SkillFile, Upl
 from skillruntime.core.workspace import ConversationWorkspace, validate_conversations_root
 
 from .archive import ArchiveMemberError, DirectoryEntry, MemberReader, tar_stream
-from .commands import CommandRunner, RawOutcome
+from .commands import CommandNotStartedError, CommandRunner, RawOutcome
 from .engine import DockerEngine, engine_service_key
-from .errors import ContainerReplacedError, DockerEngineError
+from .errors import ContainerReplacedError, DockerEngineError, DockerExecutionError
 from .files import ContainerTarget, DockerFileSystem
 from .options import (
     DEFAULT_CONVERSATIONS_ROOT,
@@ -150,6 +150,15 @@ def _passwd_user(passwd: str, name: str | None) -> tuple[int, int] | None:
         if name is not None and fields[0] == name:
             return uid, gid
     return None
+
+
+def _replaced(target: ContainerTarget) -> ContainerReplacedError:
+    return ContainerReplacedError(
+        f"The container {target.container_id[:12]} vanished while the command ran; the command "
+        "died with it and was not retried. The next call uses a replacement container on the "
+        "same volume",
+        container_id=target.container_id,
+    )
 
 
 class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
@@ -335,20 +344,19 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         target = self._handle()
         try:
             result = self._run_in(target, request, working_directory, environment)
-        except DockerEngineError as exc:
+        except CommandNotStartedError as exc:
             if exc.status_code not in {404, 409} or not self._vanished(target):
                 raise
             # The exec could not even be created: the command never ran, so it goes to the
             # replacement container.
             logger.warning("container %s vanished before a command started", target.container_id)
             return self._run_in(self._handle(), request, working_directory, environment)
+        except (DockerEngineError, DockerExecutionError) as exc:
+            if self._vanished(target):
+                raise _replaced(target) from exc
+            raise
         if result.exit_code in {-1, 137} and not result.timed_out and self._vanished(target):
-            raise ContainerReplacedError(
-                f"The container {target.container_id[:12]} vanished while the command ran; the "
-                "command died with it and was not retried. The next call uses a replacement "
-                "container on the same volume",
-                container_id=target.container_id,
-            )
+            raise _replaced(target)
         return result
 
     def _run_in(
