@@ -13,9 +13,9 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import docker
 import pytest
 
-import docker
 from skillruntime.core.conversations import InMemoryConversationStore
 
 IMAGE = os.environ.get("SKILLRUNTIME_DOCKER_TEST_IMAGE", "srt-test:1")

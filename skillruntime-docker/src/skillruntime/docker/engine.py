@@ -20,10 +20,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-import requests
-
 import docker
 import docker.errors
+
 from skillruntime.core.conversations import service_key_for_url
 
 from .errors import DockerEngineError
@@ -210,7 +209,10 @@ class DockerEngine:
                     self._api = docker.APIClient(
                         version=self._api_version, timeout=self._timeout, **options
                     )
-                except (docker.errors.DockerException, requests.RequestException) as exc:
+                except (
+                    docker.errors.DockerException,
+                    OSError,
+                ) as exc:  # requests' errors are OSErrors
                     raise DockerEngineError(
                         f"cannot reach the Docker Engine at {self.address}: {_explanation(exc)}"
                     ) from exc
@@ -227,7 +229,7 @@ class DockerEngine:
             if missing_ok:
                 raise
             raise DockerEngineError(f"{what}: not found", status_code=404) from None
-        except (docker.errors.DockerException, requests.RequestException) as exc:
+        except (docker.errors.DockerException, OSError) as exc:  # requests' errors are OSErrors
             raise DockerEngineError(
                 f"{what} failed: {_explanation(exc)}", status_code=_status(exc)
             ) from exc
