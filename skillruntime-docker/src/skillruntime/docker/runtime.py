@@ -355,7 +355,8 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
             if self._vanished(target):
                 raise _replaced(target) from exc
             raise
-        if result.exit_code in {-1, 137} and not result.timed_out and self._vanished(target):
+        if result.exit_code in {-1, 137} and self._vanished(target, settle_seconds=1.0):
+            # Killed with its container (a stream the engine left open ends at the deadline).
             raise _replaced(target)
         return result
 
@@ -478,14 +479,22 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
                 self._target = target
             return self._target
 
-    def _vanished(self, target: ContainerTarget) -> bool:
-        """Whether ``target``'s container has ended; if so the handle is dropped."""
-        try:
-            info = self._engine.inspect(target.container_id)
-        except DockerEngineError:
-            return False
-        if info is not None and info.get("State", {}).get("Running"):
-            return False
+    def _vanished(self, target: ContainerTarget, *, settle_seconds: float = 0.0) -> bool:
+        """Whether ``target``'s container has ended; if so the handle is dropped.
+
+        ``settle_seconds``: after a command came back killed, keep asking that long (a container
+        being removed still reports itself running for a moment after its processes died)."""
+        deadline = time.monotonic() + settle_seconds
+        while True:
+            try:
+                info = self._engine.inspect(target.container_id)
+            except DockerEngineError:
+                return False
+            if info is None or not info.get("State", {}).get("Running"):
+                break
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.2)
         logger.warning("container %s has vanished or stopped", target.container_id)
         with self._target_lock:
             if self._target is target:
