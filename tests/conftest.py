@@ -12,6 +12,8 @@
   are end-to-end costs (real servers, racing processes, process restarts, fault workloads, the
   peer suites, symlink-swap races, the benchmarks' quick mode); what each distribution does is
   also tested by its fast modules, so the quick set covers every distribution.
+- The Docker tests' engine, and the check that they leave no container or volume behind, are
+  the plugin :mod:`docker_engine`.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ from pathlib import Path
 import pytest
 
 os.environ["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
+
+# The Docker Engine of the Docker tests and the leak check at the end of the session.
+pytest_plugins = ["docker_engine"]
 
 SLOW_MODULES = frozenset(
     {

@@ -1,0 +1,28 @@
+"""The Docker tests run on a real Docker Engine: this session fixture makes sure there is one
+and that the test images are on it, before any Docker test runs.
+
+``docker_engine`` (session-scoped, used by every test of this folder) is
+:func:`docker_engine.ensure_engine`: ``DOCKER_HOST`` when a daemon answers there, else the
+suite's private daemon (``scripts/docker-engine.sh start``, its images built by
+``scripts/docker-engine.sh image``), once for all pytest-xdist workers under a file lock. It
+exports ``DOCKER_HOST``, ``SKILLRUNTIME_DOCKER_TEST_IMAGE`` (busybox and bash, a non-root user
+``skill``) and ``SKILLRUNTIME_DOCKER_TEST_PYTHON_IMAGE`` (the same with python3), which the
+runtime's fixtures read. When no engine can be had, every Docker test fails with the one-line
+reason (never skipped). The leak check at the end of the session is in
+:mod:`docker_engine` (a plugin of the suite's ``conftest.py``).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from docker_engine import Engine, EngineUnavailableError, ensure_engine
+
+
+@pytest.fixture(scope="session", autouse=True)
+def docker_engine() -> Engine:
+    """The real Docker Engine of the session and its test images (exported to the environment)."""
+    try:
+        return ensure_engine()
+    except EngineUnavailableError as error:
+        pytest.fail(str(error), pytrace=False)
