@@ -1,0 +1,155 @@
+"""Tar streams for the Engine's archive API, written and read in bounded memory.
+
+:func:`tar_stream` writes an archive of regular files and directories as a generator of chunks
+(headers, file bytes read from their source one chunk at a time, padding), so an upload of any
+size streams. :class:`MemberReader` reads an archive the engine sends, one member at a time,
+and :func:`checked_member` refuses every member a download must not accept: an absolute name,
+a name with a ``..`` component, a hard or symbolic link, a device, a FIFO — anything but the
+regular file or directory that was asked for.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import tarfile
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import IO
+
+__all__ = [
+    "ArchiveMemberError",
+    "DirectoryEntry",
+    "FileEntry",
+    "MemberReader",
+    "checked_member",
+    "tar_stream",
+]
+
+_BLOCK = 512
+_CHUNK = 256 * 1024
+
+
+class ArchiveMemberError(ValueError):
+    """A member of an archive from the container that the client refuses to accept."""
+
+
+@dataclass(frozen=True)
+class DirectoryEntry:
+    """A directory member: ``name`` relative to the extraction directory."""
+
+    name: str
+    mode: int = 0o755
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """A regular file member of ``size`` bytes read from ``source`` (an open binary file)."""
+
+    name: str
+    size: int
+    source: IO[bytes]
+    mode: int = 0o644
+
+
+def _header(
+    name: str, kind: bytes, size: int, mode: int, uid: int, gid: int, mtime: float
+) -> bytes:
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    info.size = size
+    info.mode = mode
+    info.uid = uid
+    info.gid = gid
+    info.mtime = int(mtime)
+    return info.tobuf(format=tarfile.PAX_FORMAT, encoding="utf-8", errors="surrogateescape")
+
+
+def tar_stream(
+    entries: Iterable[DirectoryEntry | FileEntry], *, uid: int, gid: int
+) -> Iterator[bytes]:
+    """The archive of ``entries`` as chunks, owned by ``uid``/``gid``. A file source that ends
+    early is padded with zero bytes and one that grew is cut at its declared size, so the
+    archive is always well formed."""
+    now = time.time()
+    for entry in entries:
+        if isinstance(entry, DirectoryEntry):
+            yield _header(entry.name.rstrip("/") + "/", tarfile.DIRTYPE, 0, entry.mode, uid, gid, now)
+            continue
+        yield _header(entry.name, tarfile.REGTYPE, entry.size, entry.mode, uid, gid, now)
+        left = entry.size
+        while left > 0:
+            chunk = entry.source.read(min(_CHUNK, left))
+            if not chunk:
+                yield bytes(left)
+                left = 0
+                break
+            left -= len(chunk)
+            yield chunk
+        padding = -entry.size % _BLOCK
+        if padding:
+            yield bytes(padding)
+    yield bytes(2 * _BLOCK)
+
+
+class _ChunkReader:
+    """A minimal binary reader over an iterator of chunks (what ``tarfile``'s stream mode
+    needs: ``read(n)``)."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks = chunks
+        self._buffer = b""
+
+    def read(self, size: int = -1) -> bytes:
+        if size < 0:
+            data = self._buffer + b"".join(self._chunks)
+            self._buffer = b""
+            return data
+        while len(self._buffer) < size:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                break
+            self._buffer += chunk
+        data, self._buffer = self._buffer[:size], self._buffer[size:]
+        return data
+
+
+def checked_member(member: tarfile.TarInfo) -> tarfile.TarInfo:
+    """``member`` if a download may accept it; :class:`ArchiveMemberError` otherwise."""
+    name = member.name
+    if name.startswith("/") or posixpath.isabs(name):
+        raise ArchiveMemberError(f"archive member with an absolute name refused: {name!r}")
+    if ".." in name.split("/"):
+        raise ArchiveMemberError(f"archive member leaving its directory refused: {name!r}")
+    if member.islnk() or member.issym():
+        raise ArchiveMemberError(f"archive member that is a link refused: {name!r}")
+    if not (member.isreg() or member.isdir()):
+        raise ArchiveMemberError(f"archive member that is a device or FIFO refused: {name!r}")
+    return member
+
+
+class MemberReader:
+    """Reads an archive sent as ``chunks``: :meth:`first` gives its first member (checked),
+    :meth:`content` that member's bytes in chunks."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._tar = tarfile.open(fileobj=_ChunkReader(chunks), mode="r|")  # type: ignore[call-overload]
+
+    def first(self) -> tarfile.TarInfo | None:
+        """The first member, checked with :func:`checked_member` (``None``: empty archive)."""
+        member = self._tar.next()
+        return None if member is None else checked_member(member)
+
+    def content(self, member: tarfile.TarInfo, chunk_size: int) -> Iterator[bytes]:
+        """The bytes of the regular file ``member``, ``chunk_size`` at a time."""
+        handle = self._tar.extractfile(member)
+        if handle is None:
+            return
+        while True:
+            chunk = handle.read(chunk_size)
+            if not chunk:
+                return
+            yield chunk
+
+    def close(self) -> None:
+        self._tar.close()

@@ -1,0 +1,330 @@
+"""Commands through the Engine's exec API: exact exit codes, separate streams, bounded output,
+and a deadline that kills the command's whole process tree inside the container.
+
+Each command is one exec of a small POSIX shell wrapper (run as the runtime's user, with the
+command's environment set on the exec). The wrapper changes to the working directory (exit
+:data:`MISSING_CWD` without printing anything when it does not exist), then starts a child
+shell that prints its own pid as the first line of stdout and replaces itself, through
+``setsid``, with ``bash -c <command>`` (``sh -c`` without bash): the command is then the leader
+of a session and a process group of its own whose id the client has read before the command
+printed a byte. stdin is ``/dev/null``.
+
+The engine sends stdout and stderr multiplexed on one connection (frames of at most 32 KiB);
+each frame goes straight into a :class:`~skillruntime.core.output.HeadTailBuffer`, so client
+memory stays bounded whatever a command prints. The exit code is the exec's, read from the
+engine once the stream has ended.
+
+At the deadline a timer thread runs a second exec, ``kill -KILL -<pgid>``, which ends every
+process of the command's group (its children and grandchildren, unless one left the group on
+purpose); the stream then ends and the result says ``timed_out=True``, ``exit_code=-1``, with the
+output read so far. A process that left the group and still holds the output pipe cannot keep
+the call waiting: :data:`KILL_GRACE_SECONDS` after the kill the client closes the stream.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from skillruntime.core.models import SkillExecutionResult
+from skillruntime.core.output import HeadTailBuffer
+
+from .engine import DockerEngine
+from .errors import DockerEngineError, DockerExecutionError
+
+__all__ = [
+    "KILL_GRACE_SECONDS",
+    "MISSING_CWD",
+    "WRAPPER",
+    "CommandRunner",
+    "RawOutcome",
+]
+
+logger = logging.getLogger(__name__)
+
+MISSING_CWD = 97
+"""Exit status of the wrapper when the working directory does not exist (no header printed)."""
+
+KILL_GRACE_SECONDS = 2.0
+"""After the deadline's kill, how long the client waits for the stream to end before closing it."""
+
+_EXIT_POLL_SECONDS = 5.0
+_HEADER_LIMIT = 32
+
+WRAPPER = (
+    'cd -- "$1" 2>/dev/null || exit 97\n'
+    "if command -v bash >/dev/null 2>&1; then s=bash; else s=sh; fi\n"
+    '"$s" -c \'printf "%s\\n" "$$"; exec setsid "$0" -c "$1"\' "$s" "$2" </dev/null\n'
+)
+"""The wrapper (``sh -c WRAPPER skillruntime <cwd> <command>``); see the module docs."""
+
+_KILL_GROUP = 'kill -9 -- "-$1" 2>/dev/null; exit 0'
+
+
+@dataclass
+class RawOutcome:
+    """What a plain exec gave: its exit code and both streams (each cut to ``cap`` bytes)."""
+
+    exit_code: int
+    stdout: bytes
+    stderr: bytes
+    stdout_truncated: bool
+    stderr_truncated: bool
+    timed_out: bool
+
+
+def _close(stream: Any) -> None:
+    try:
+        stream.close()
+    except Exception:  # closing a stream that already ended or broke
+        logger.debug("closing a command stream failed", exc_info=True)
+
+
+class _Capped:
+    """Keeps the first ``cap`` bytes of a stream and whether more came."""
+
+    __slots__ = ("cap", "data", "truncated")
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.data = bytearray()
+        self.truncated = False
+
+    def feed(self, chunk: bytes) -> None:
+        room = self.cap - len(self.data)
+        if len(chunk) > room:
+            self.truncated = True
+            chunk = chunk[: max(room, 0)]
+        self.data += chunk
+
+
+class CommandRunner:
+    """Runs commands and file scripts in containers of one engine."""
+
+    def __init__(self, engine: DockerEngine) -> None:
+        self._engine = engine
+
+    # ------------------------------------------------------------ commands
+
+    def run(
+        self,
+        container_id: str,
+        command: str,
+        *,
+        working_directory: str,
+        environment: Mapping[str, str],
+        user: str | None,
+        timeout_seconds: float,
+        max_output_bytes: int,
+    ) -> SkillExecutionResult:
+        """Run ``command`` through the wrapper; see the module docs."""
+        started = time.monotonic()
+        exec_id = self._engine.exec_create(
+            container_id,
+            ["/bin/sh", "-c", WRAPPER, "skillruntime", working_directory, command],
+            user=user,
+            environment=environment,
+        )
+        stdout = HeadTailBuffer(max_output_bytes)
+        stderr = HeadTailBuffer(max_output_bytes)
+        header = bytearray()
+        state = _Deadline(lambda pgid: self._kill_group(container_id, pgid, user))
+
+        def on_stdout(chunk: bytes) -> None:
+            if state.pgid is not None:
+                stdout.feed(chunk)
+                return
+            header.extend(chunk)
+            end = header.find(b"\n")
+            if end < 0:
+                if len(header) > _HEADER_LIMIT:
+                    raise DockerExecutionError("the command wrapper sent no process id")
+                return
+            pgid = header[:end].decode("ascii", "replace")
+            if not pgid.isdigit():
+                raise DockerExecutionError("the command wrapper sent no process id")
+            rest = bytes(header[end + 1 :])
+            header.clear()
+            state.started(int(pgid))
+            if rest:
+                stdout.feed(rest)
+
+        self._pump(exec_id, on_stdout, stderr.feed, timeout_seconds, state)
+        duration = time.monotonic() - started
+        out_text, out_cut = stdout.text()
+        err_text, err_cut = stderr.text()
+        if state.timed_out:
+            exit_code = -1
+        else:
+            exit_code = self._exit_code(exec_id)
+            if state.pgid is None:
+                if exit_code == MISSING_CWD:
+                    raise DockerExecutionError(
+                        f"Working directory does not exist: {working_directory}"
+                    )
+                raise DockerExecutionError(
+                    f"the command could not be started in the container (exit code {exit_code})"
+                )
+        return SkillExecutionResult(
+            exit_code=exit_code,
+            stdout=out_text,
+            stderr=err_text,
+            timed_out=state.timed_out,
+            duration_seconds=duration,
+            stdout_truncated=out_cut,
+            stderr_truncated=err_cut,
+        )
+
+    def run_plain(
+        self,
+        container_id: str,
+        argv: Sequence[str],
+        *,
+        user: str | None,
+        timeout_seconds: float = 300.0,
+        cap: int = 64 * 1024 * 1024,
+    ) -> RawOutcome:
+        """Run ``argv`` as it is (no wrapper; file scripts), keeping at most ``cap`` bytes per
+        stream; at the deadline the stream is closed and ``timed_out`` set."""
+        exec_id = self._engine.exec_create(container_id, argv, user=user)
+        stdout = _Capped(cap)
+        stderr = _Capped(cap)
+        state = _Deadline(None)
+        self._pump(exec_id, stdout.feed, stderr.feed, timeout_seconds, state)
+        exit_code = -1 if state.timed_out else self._exit_code(exec_id)
+        return RawOutcome(
+            exit_code=exit_code,
+            stdout=bytes(stdout.data),
+            stderr=bytes(stderr.data),
+            stdout_truncated=stdout.truncated,
+            stderr_truncated=stderr.truncated,
+            timed_out=state.timed_out,
+        )
+
+    # ------------------------------------------------------------- helpers
+
+    def _pump(
+        self,
+        exec_id: str,
+        on_stdout: Callable[[bytes], None],
+        on_stderr: Callable[[bytes], None],
+        timeout_seconds: float,
+        state: _Deadline,
+    ) -> None:
+        stream = self._engine.exec_stream(exec_id)
+        state.stream = stream
+        timer = threading.Timer(timeout_seconds, state.expire)
+        timer.daemon = True
+        timer.start()
+        try:
+            for out_chunk, err_chunk in stream:
+                if out_chunk:
+                    on_stdout(out_chunk)
+                if err_chunk:
+                    on_stderr(err_chunk)
+        except DockerExecutionError:
+            raise
+        except Exception as exc:  # a broken or closed connection, whatever the layer says
+            if not state.closed:
+                raise DockerExecutionError(
+                    f"the command's output stream broke: {type(exc).__name__}"
+                ) from exc
+        finally:
+            timer.cancel()
+            state.finish()
+            _close(stream)
+
+    def _exit_code(self, exec_id: str) -> int:
+        """The exec's exit code, once the engine has seen the process end."""
+        deadline = time.monotonic() + _EXIT_POLL_SECONDS
+        delay = 0.002
+        while True:
+            info = self._engine.exec_inspect(exec_id)
+            code = info.get("ExitCode")
+            if not info.get("Running") and code is not None:
+                return int(code)
+            if time.monotonic() > deadline:
+                raise DockerExecutionError("the engine did not report the command's exit code")
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+
+    def _kill_group(self, container_id: str, pgid: int, user: str | None) -> None:
+        """Send ``SIGKILL`` to the process group ``pgid`` in the container (a second exec)."""
+        try:
+            outcome = self.run_plain(
+                container_id,
+                ["/bin/sh", "-c", _KILL_GROUP, "skillruntime-kill", str(pgid)],
+                user=user,
+                timeout_seconds=30.0,
+                cap=4096,
+            )
+        except (DockerEngineError, DockerExecutionError):
+            logger.warning("killing the process group of a timed-out command failed", exc_info=True)
+            return
+        if outcome.exit_code != 0:
+            logger.warning("killing the process group of a timed-out command exited %d",
+                           outcome.exit_code)
+
+
+class _Deadline:
+    """The deadline of one exec: kills the command's group (when ``kill`` is given and its pgid
+    known), then closes the stream :data:`KILL_GRACE_SECONDS` later if it has not ended."""
+
+    def __init__(self, kill: Callable[[int], None] | None) -> None:
+        self._kill = kill
+        self._lock = threading.Lock()
+        self._done = False
+        self._closer: threading.Timer | None = None
+        self.stream: Any = None
+        self.pgid: int | None = None
+        self.timed_out = False
+        self.closed = False
+
+    def started(self, pgid: int) -> None:
+        """The command runs as group ``pgid``; kill it now if the deadline already passed."""
+        with self._lock:
+            self.pgid = pgid
+            late = self.timed_out and not self._done
+        if late and self._kill is not None:
+            self._kill(pgid)
+
+    def expire(self) -> None:
+        """The deadline passed (timer thread)."""
+        with self._lock:
+            if self._done:
+                return
+            self.timed_out = True
+            pgid = self.pgid
+        if self._kill is None:
+            self._close_now()
+            return
+        if pgid is not None:
+            self._kill(pgid)
+        closer = threading.Timer(KILL_GRACE_SECONDS, self._close_now)
+        closer.daemon = True
+        with self._lock:
+            if self._done:
+                return
+            self._closer = closer
+        closer.start()
+
+    def _close_now(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self.closed = True
+            stream = self.stream
+        if stream is not None:
+            _close(stream)
+
+    def finish(self) -> None:
+        """The stream ended: stop the timers."""
+        with self._lock:
+            self._done = True
+            closer = self._closer
+        if closer is not None:
+            closer.cancel()

@@ -1,0 +1,382 @@
+"""``DockerEngine``: the few Engine API calls the runtime makes, on the ``docker`` SDK's
+``APIClient`` (one HTTP session per engine object, created on first use).
+
+Every call maps the SDK's errors to :class:`~.errors.DockerEngineError` (with the engine's
+status code); a missing container or volume is ``None`` or ignored where the caller asks for
+it. Nothing here logs a request body, so environment values and file contents stay out of logs.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import posixpath
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import docker
+import docker.errors
+import requests
+
+from skillruntime.core.conversations import service_key_for_url
+
+from .errors import DockerEngineError
+from .security import ContainerSecurity
+
+__all__ = [
+    "DEFAULT_DOCKER_HOST",
+    "DockerEngine",
+    "PathStat",
+    "engine_address",
+    "engine_service_key",
+    "parse_time",
+]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
+KEEP_ALIVE_COMMAND = ("/bin/sh", "-c", "trap 'exit 0' TERM; while sleep 3600; do :; done")
+"""The container's main process: it only keeps the container running (the engine's init reaps
+the command trees that exec starts)."""
+
+_MODE_DIR = 1 << 31
+_MODE_SYMLINK = 1 << 27
+_MODE_SPECIAL = (1 << 26) | (1 << 25) | (1 << 24) | (1 << 21) | (1 << 19)  # device, pipe, socket…
+
+
+def engine_address(docker_host: str | None) -> str:
+    """The engine's address: ``docker_host``, else ``DOCKER_HOST``, else the local socket."""
+    return docker_host or os.environ.get("DOCKER_HOST") or DEFAULT_DOCKER_HOST
+
+
+def engine_service_key(address: str) -> str:
+    """The conversation identity of an engine: its address, normalised (a unix socket is named by
+    its path, a TCP engine by host and port), so every node naming the engine alike shares its
+    conversations."""
+    if address.startswith("unix://"):
+        return "unix://localhost" + posixpath.normpath("/" + address[len("unix://") :].lstrip("/"))
+    if address.startswith("tcp://"):
+        return service_key_for_url("http://" + address[len("tcp://") :])
+    return service_key_for_url(address)
+
+
+def parse_time(text: str | None) -> datetime | None:
+    """An engine timestamp (RFC 3339 with nanoseconds) as an aware datetime."""
+    if not text or text.startswith("0001-"):
+        return None
+    value = text.rstrip("Z")
+    if "." in value:
+        head, fraction = value.split(".", 1)
+        digits = "".join(ch for ch in fraction if ch.isdigit())[:6]
+        rest = fraction[len("".join(ch for ch in fraction if ch.isdigit())) :]
+        value = f"{head}.{digits}{rest}"
+    if text.endswith("Z"):
+        value += "+00:00"
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+class PathStat:
+    """What the engine reports of one container path (``HEAD /containers/{id}/archive``)."""
+
+    __slots__ = ("link_target", "mode", "mtime", "name", "size")
+
+    def __init__(self, header: str) -> None:
+        data = json.loads(base64.b64decode(header))
+        self.name = str(data.get("name", ""))
+        self.size = int(data.get("size", 0))
+        self.mode = int(data.get("mode", 0))
+        self.link_target = str(data.get("linkTarget") or "")
+        moment = parse_time(data.get("mtime"))
+        self.mtime = moment.timestamp() if moment is not None else None
+
+    @property
+    def is_directory(self) -> bool:
+        return bool(self.mode & _MODE_DIR)
+
+    @property
+    def is_symlink(self) -> bool:
+        return bool(self.mode & _MODE_SYMLINK)
+
+    @property
+    def is_special(self) -> bool:
+        return bool(self.mode & _MODE_SPECIAL)
+
+    @property
+    def permissions(self) -> int:
+        return self.mode & 0o777
+
+
+def _status(exc: BaseException) -> int | None:
+    if isinstance(exc, docker.errors.APIError) and exc.response is not None:
+        return int(exc.response.status_code)
+    return None
+
+
+def _explanation(exc: BaseException) -> str:
+    if isinstance(exc, docker.errors.APIError):
+        return str(exc.explanation or exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
+class DockerEngine:
+    """One Docker Engine, reached at ``docker_host`` (``None``: ``DOCKER_HOST`` or the local
+    socket; TLS settings come from ``DOCKER_TLS_VERIFY``/``DOCKER_CERT_PATH`` as the ``docker``
+    CLI reads them). Nothing is contacted before the first call."""
+
+    def __init__(
+        self,
+        docker_host: str | None = None,
+        *,
+        api_version: str = "auto",
+        request_timeout_seconds: float = 60.0,
+    ) -> None:
+        self.address = engine_address(docker_host)
+        self._api_version = api_version
+        self._timeout = request_timeout_seconds
+        self._api: Any = None
+        self._lock = threading.Lock()
+        self.requests = 0
+
+    # ------------------------------------------------------------ plumbing
+
+    @property
+    def api(self) -> Any:
+        """The SDK's ``APIClient`` (created, and the API version negotiated, on first use)."""
+        with self._lock:
+            if self._api is None:
+                options = docker.utils.kwargs_from_env()
+                options["base_url"] = self.address
+                try:
+                    self._api = docker.APIClient(
+                        version=self._api_version, timeout=self._timeout, **options
+                    )
+                except (docker.errors.DockerException, requests.RequestException) as exc:
+                    raise DockerEngineError(
+                        f"cannot reach the Docker Engine at {self.address}: {_explanation(exc)}"
+                    ) from exc
+            return self._api
+
+    def call(self, what: str, function: Callable[[Any], T], *, missing_ok: bool = False) -> T:
+        """``function(api)`` with the SDK's errors mapped; a 404 raises unless ``missing_ok``
+        (then the caller gets what ``function`` returned for it: use :meth:`maybe`)."""
+        api = self.api
+        self.requests += 1
+        try:
+            return function(api)
+        except docker.errors.NotFound:
+            if missing_ok:
+                raise
+            raise DockerEngineError(f"{what}: not found", status_code=404) from None
+        except (docker.errors.DockerException, requests.RequestException) as exc:
+            raise DockerEngineError(
+                f"{what} failed: {_explanation(exc)}", status_code=_status(exc)
+            ) from exc
+
+    def maybe(self, what: str, function: Callable[[Any], T]) -> T | None:
+        """``function(api)``; ``None`` when the engine answers 404."""
+        try:
+            return self.call(what, function, missing_ok=True)
+        except docker.errors.NotFound:
+            return None
+
+    def close(self) -> None:
+        """Close the HTTP session (idempotent)."""
+        with self._lock:
+            api, self._api = self._api, None
+        if api is not None:
+            api.close()
+
+    # ---------------------------------------------------------- containers
+
+    def create_container(
+        self,
+        *,
+        image: str,
+        user: str | None,
+        labels: Mapping[str, str],
+        security: ContainerSecurity,
+        volume: tuple[str, str] | None,
+        environment: Mapping[str, str],
+    ) -> str:
+        """Create and start a container; returns its id. ``volume`` is ``(name, mount point)``."""
+        binds = list(security.binds)
+        if volume is not None:
+            binds.append(f"{volume[0]}:{volume[1]}:rw")
+
+        def create(api: Any) -> str:
+            host_config = api.create_host_config(binds=binds or None, **security.host_config())
+            created = api.create_container(
+                image,
+                command=list(KEEP_ALIVE_COMMAND),
+                user=user or "",
+                labels=dict(labels),
+                host_config=host_config,
+                environment=dict(environment) or None,
+                detach=True,
+            )
+            return str(created["Id"])
+
+        container_id = self.call(f"creating a container from image {image}", create)
+        try:
+            self.start(container_id)
+        except BaseException:
+            self.remove_container(container_id)
+            raise
+        return container_id
+
+    def start(self, container_id: str) -> None:
+        """Start a created or stopped container."""
+        self.call(f"starting container {container_id[:12]}", lambda api: api.start(container_id))
+
+    def inspect(self, container_id: str) -> dict[str, Any] | None:
+        """The container's inspection document, ``None`` when it does not exist."""
+        found: dict[str, Any] | None = self.maybe(
+            f"inspecting container {container_id[:12]}",
+            lambda api: api.inspect_container(container_id),
+        )
+        return found
+
+    def remove_container(self, container_id: str) -> None:
+        """Remove a container, killing it first (one already gone counts as removed)."""
+        self.maybe(
+            f"removing container {container_id[:12]}",
+            lambda api: api.remove_container(container_id, force=True, v=False),
+        )
+
+    def list_containers(self, labels: Mapping[str, str]) -> list[dict[str, Any]]:
+        """Containers (running or not) the engine says carry ``labels``; callers check the
+        labels again themselves."""
+        filters = {"label": [f"{key}={value}" for key, value in labels.items()]}
+        found: list[dict[str, Any]] = self.call(
+            "listing containers", lambda api: api.containers(all=True, filters=filters)
+        )
+        return found
+
+    # ------------------------------------------------------------- volumes
+
+    def ensure_volume(self, name: str, labels: Mapping[str, str]) -> dict[str, Any]:
+        """The volume ``name``, created with ``labels`` when missing."""
+        existing: dict[str, Any] | None = self.maybe(
+            f"inspecting volume {name}", lambda api: api.inspect_volume(name)
+        )
+        if existing is not None:
+            return existing
+        created: dict[str, Any] = self.call(
+            f"creating volume {name}",
+            lambda api: api.create_volume(name=name, driver="local", labels=dict(labels)),
+        )
+        return created
+
+    def inspect_volume(self, name: str) -> dict[str, Any] | None:
+        """The volume's inspection document, ``None`` when it does not exist."""
+        found: dict[str, Any] | None = self.maybe(
+            f"inspecting volume {name}", lambda api: api.inspect_volume(name)
+        )
+        return found
+
+    def remove_volume(self, name: str) -> None:
+        """Remove a volume (one already gone counts as removed)."""
+        self.maybe(f"removing volume {name}", lambda api: api.remove_volume(name, force=True))
+
+    def list_volumes(self, labels: Mapping[str, str]) -> list[dict[str, Any]]:
+        """Volumes the engine says carry ``labels``; callers check the labels again."""
+        filters = {"label": [f"{key}={value}" for key, value in labels.items()]}
+        answer: dict[str, Any] = self.call(
+            "listing volumes", lambda api: api.volumes(filters=filters)
+        )
+        return list(answer.get("Volumes") or [])
+
+    # ------------------------------------------------------------ archives
+
+    def stat_path(self, container_id: str, path: str) -> PathStat | None:
+        """The engine's stat of ``path`` (a final symbolic link is not followed); ``None`` when
+        missing. Raises :class:`DockerEngineError` with the status for other refusals (a parent
+        that is a regular file answers 500 or 400)."""
+
+        def head(api: Any) -> PathStat | None:
+            response = api.head(
+                api._url("/containers/{0}/archive", container_id), params={"path": path}
+            )
+            if response.status_code == 404:
+                return None
+            if response.status_code >= 400:
+                raise DockerEngineError(
+                    f"stat of {path} refused by the engine (HTTP {response.status_code})",
+                    status_code=response.status_code,
+                )
+            header = response.headers.get("X-Docker-Container-Path-Stat")
+            if not header:
+                raise DockerEngineError(f"the engine sent no stat for {path}")
+            return PathStat(header)
+
+        return self.call(f"stat of {path}", head)
+
+    def get_archive(self, container_id: str, path: str, chunk_size: int) -> Iterator[bytes]:
+        """The tar stream of ``path`` as the engine sends it, in chunks of ``chunk_size``."""
+        stream, _ = self.call(
+            f"reading {path}",
+            lambda api: api.get_archive(container_id, path, chunk_size=chunk_size),
+        )
+        chunks: Iterator[bytes] = stream
+        return chunks
+
+    def put_archive(self, container_id: str, path: str, data: Iterator[bytes] | bytes) -> None:
+        """Extract a tar stream into the existing directory ``path`` of the container."""
+        ok = self.call(
+            f"writing into {path}", lambda api: api.put_archive(container_id, path, data)
+        )
+        if not ok:
+            raise DockerEngineError(f"the engine refused the archive for {path}")
+
+    # ----------------------------------------------------------------- exec
+
+    def exec_create(
+        self,
+        container_id: str,
+        argv: Sequence[str],
+        *,
+        user: str | None,
+        environment: Mapping[str, str] | None = None,
+        stdin: bool = False,
+    ) -> str:
+        """Create an exec of ``argv`` in the container; returns its id."""
+        created = self.call(
+            "creating a command",
+            lambda api: api.exec_create(
+                container_id,
+                list(argv),
+                stdout=True,
+                stderr=True,
+                stdin=stdin,
+                user=user or "",
+                environment=dict(environment) if environment else None,
+            ),
+        )
+        return str(created["Id"])
+
+    def exec_stream(self, exec_id: str) -> Any:
+        """Start an exec; a closable stream of ``(stdout, stderr)`` chunks (one is ``None``)."""
+        return self.call(
+            "starting a command", lambda api: api.exec_start(exec_id, stream=True, demux=True)
+        )
+
+    def exec_socket(self, exec_id: str) -> Any:
+        """Start an exec with stdin attached: the raw socket of the hijacked connection."""
+        return self.call("starting a command", lambda api: api.exec_start(exec_id, socket=True))
+
+    def exec_inspect(self, exec_id: str) -> dict[str, Any]:
+        """The exec's state (``Running``, ``ExitCode``, ``Pid``)."""
+        found: dict[str, Any] = self.call(
+            "reading a command's exit code", lambda api: api.exec_inspect(exec_id)
+        )
+        return found

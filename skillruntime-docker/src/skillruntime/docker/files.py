@@ -1,0 +1,542 @@
+"""``DockerFileSystem``: the container's files through the archive API and a few file scripts.
+
+* ``read_stream`` is one ``GET /containers/{id}/archive`` (the path's tar stream, read member by
+  member in bounded memory; every member is checked, see :mod:`.archive`); ``stat`` is one
+  ``HEAD`` of the same endpoint.
+* ``write_stream`` spools the chunks (in memory up to 8 MiB, then in a temporary file), then
+  sends one ``PUT /containers/{id}/archive`` with the file owned by the runtime's user;
+  :meth:`upload_files` sends every file of a batch as **one** tar stream.
+* ``list_directory``, ``delete`` and ``make_directory`` are one exec each of a small shell script
+  run as the runtime's user (so its permissions apply), with ``LC_ALL=C``; failures are mapped to
+  the core's typed file errors from the script's exit status or the system's error text.
+* ``glob``/``grep`` run the core's one-command search (:mod:`skillruntime.core.search_command`)
+  and walk with the primitives where the image lacks its tools (GNU ``find``/``tar``: a busybox
+  image walks).
+
+In a conversation, the workspace is a path boundary: a symbolic link on the way to a path (a
+parent component, or the path itself for a read) is followed only while it stays inside the
+workspace, lexically resolved; one that leaves it raises
+:class:`~skillruntime.core.errors.WorkspaceEscapeError`. Archive writes are done by the engine
+(as root, owned by the runtime's user afterwards), so the user's write permission on the parent
+is not checked for them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import posixpath
+import stat as stat_module
+import tempfile
+from collections.abc import Callable, Generator, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from skillruntime.core.errors import (
+    InvalidPathError,
+    NotADirectoryFileError,
+    NotRegularFileError,
+    RuntimeFileError,
+    RuntimeFileNotFoundError,
+    RuntimeIsADirectoryError,
+    RuntimePermissionError,
+    WorkspaceEscapeError,
+)
+from skillruntime.core.file_search import GlobQuery, GrepEngine, GrepQuery, GrepResult, SearchResult
+from skillruntime.core.filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT, SkillRuntimeFileSystem
+from skillruntime.core.models import FileInfo, SkillExecutionResult
+from skillruntime.core.search_command import (
+    glob_from_listing,
+    grep_from_output,
+    parse_glob_output,
+    parse_grep_output,
+    search_script,
+)
+from skillruntime.core.tools.globbing import GlobMatcher
+
+from .archive import ArchiveMemberError, DirectoryEntry, FileEntry, MemberReader, tar_stream
+from .commands import RawOutcome
+from .engine import DockerEngine, PathStat
+from .errors import DockerEngineError
+
+__all__ = ["ContainerTarget", "DockerFileSystem"]
+
+logger = logging.getLogger(__name__)
+
+_SPOOL_BYTES = 8 * 1024 * 1024
+_LINK_HOPS = 8
+_SEARCH_CAP = 64 * 1024 * 1024
+_SEARCH_TIMEOUT = 60.0
+_EXECUTABLE_BITS = 0o100
+_MISSING = 2
+_NOT_DIRECTORY = 3
+_DENIED = 5
+_ESCAPE = 6
+
+_PRELUDE = (
+    "export LC_ALL=C\n"
+    'B="$1"; p="$2"\n'
+    "inside() {\n"
+    '  [ -n "$B" ] || return 0\n'
+    '  d="$1"\n'
+    '  while [ ! -e "$d" ] && [ ! -L "$d" ] && [ "$d" != / ]; do d=$(dirname -- "$d"); done\n'
+    '  r=$(realpath -- "$d" 2>/dev/null) || return 0\n'
+    '  case "$r/" in "$B"/*) return 0;; esac\n'
+    "  return 1\n"
+    "}\n"
+    "missing() {\n"
+    '  a=$(dirname -- "$p")\n'
+    '  while [ "$a" != / ] && [ ! -e "$a" ]; do a=$(dirname -- "$a"); done\n'
+    '  if [ -e "$a" ] && [ ! -d "$a" ]; then exit 3; fi\n'
+    "  exit 2\n"
+    "}\n"
+    'inside "$(dirname -- "$p")" || exit 6\n'
+)
+
+_LIST_SCRIPT = _PRELUDE + (
+    'depth="$3"\n'
+    'if [ ! -e "$p" ] && [ ! -L "$p" ]; then missing; fi\n'
+    't=$(mktemp) || exit 4\n'
+    "trap 'rm -f \"$t\"' EXIT\n"
+    'if [ -d "$p" ] && [ ! -L "$p" ]; then\n'
+    '  { [ -r "$p" ] && [ -x "$p" ]; } || exit 5\n'
+    '  find "$p" -mindepth 1 -maxdepth "$depth" -print0 > "$t" 2>/dev/null\n'
+    "else\n"
+    "  printf '%s\\0' \"$p\" > \"$t\"\n"
+    "fi\n"
+    'cat "$t"\n'
+    "printf '\\0'\n"
+    "xargs -0 -r stat -c '%f %s %Y' -- < \"$t\" 2>/dev/null\n"
+    "exit 0\n"
+)
+
+_DELETE_SCRIPT = _PRELUDE + (
+    'if [ ! -e "$p" ] && [ ! -L "$p" ]; then exit 0; fi\n'
+    'rm -rf -- "$p"\n'
+)
+
+_MKDIR_SCRIPT = _PRELUDE + (
+    'if [ -d "$p" ]; then exit 0; fi\n'
+    'if [ -e "$p" ] || [ -L "$p" ]; then exit 3; fi\n'
+    'mkdir -p -- "$p"\n'
+)
+
+
+@dataclass(frozen=True)
+class ContainerTarget:
+    """The container file operations go to, and the user they run as (``uid``/``gid`` own the
+    files written through the archive API)."""
+
+    container_id: str
+    uid: int
+    gid: int
+
+    @property
+    def user(self) -> str:
+        """The exec user, ``uid:gid``."""
+        return f"{self.uid}:{self.gid}"
+
+
+ScriptRunner = Callable[[ContainerTarget, list[str], float, int], RawOutcome]
+CommandRunnerHook = Callable[[str, float, int], SkillExecutionResult]
+
+
+def _classify(text: str, path: str, operation: str) -> RuntimeFileError:
+    """The typed error of a file script's failure from the system's (C locale) error text."""
+    lowered = text.lower()
+    reason = text.strip().splitlines()[-1] if text.strip() else "failed"
+    message = f"Cannot {operation} {path}: {reason}"
+    if "permission denied" in lowered or "operation not permitted" in lowered:
+        return RuntimePermissionError(message, path=path)
+    if "read-only file system" in lowered:
+        return RuntimePermissionError(message, path=path)
+    if "not a directory" in lowered or "file exists" in lowered:
+        return NotADirectoryFileError(message, path=path)
+    if "is a directory" in lowered:
+        return RuntimeIsADirectoryError(message, path=path)
+    if "no such file" in lowered:
+        return RuntimeFileNotFoundError(message, path=path)
+    if "too long" in lowered or "too many levels" in lowered:
+        return InvalidPathError(message, path=path)
+    return RuntimeFileError(message, path=path)
+
+
+def _engine_error(exc: DockerEngineError, path: str, operation: str) -> RuntimeFileError:
+    text = str(exc)
+    if exc.status_code == 404:
+        return RuntimeFileNotFoundError(f"Cannot {operation} {path}: not found", path=path)
+    if exc.status_code == 403:
+        return RuntimePermissionError(f"Cannot {operation} {path}: {text}", path=path)
+    return _classify(text, path, operation)
+
+
+class DockerFileSystem(SkillRuntimeFileSystem):
+    """The file system of the runtime's container; see the module docs.
+
+    ``target`` returns the container to use (attaching it on first use); ``boundary`` is the
+    workspace directory in a conversation (``None``: no boundary); ``run_script`` runs a file
+    script; ``run_command`` runs a search command through the command wrapper.
+    """
+
+    def __init__(
+        self,
+        engine: DockerEngine,
+        target: Callable[[], ContainerTarget],
+        *,
+        boundary: str | None,
+        run_script: ScriptRunner,
+        run_command: CommandRunnerHook,
+    ) -> None:
+        self._engine = engine
+        self._target = target
+        self._boundary = boundary
+        self._run_script = run_script
+        self._run_command = run_command
+
+    # ------------------------------------------------------------- helpers
+
+    def _inside(self, path: str) -> bool:
+        boundary = self._boundary
+        return boundary is None or path == boundary or path.startswith(boundary.rstrip("/") + "/")
+
+    def _stat_raw(self, target: ContainerTarget, path: str, operation: str) -> PathStat | None:
+        try:
+            return self._engine.stat_path(target.container_id, path)
+        except DockerEngineError as exc:
+            if exc.status_code in {400, 500}:
+                # The engine refuses a path below a regular file.
+                return self._parent_is_file(target, path, operation, exc)
+            raise _engine_error(exc, path, operation) from exc
+
+    def _parent_is_file(
+        self, target: ContainerTarget, path: str, operation: str, exc: DockerEngineError
+    ) -> None:
+        parent = posixpath.dirname(path)
+        while parent not in {"", "/"}:
+            try:
+                found = self._engine.stat_path(target.container_id, parent)
+            except DockerEngineError:
+                parent = posixpath.dirname(parent)
+                continue
+            if found is not None and not found.is_directory:
+                raise NotADirectoryFileError(
+                    f"Cannot {operation} {path}: {parent} is not a directory", path=path
+                ) from exc
+            break
+        raise _engine_error(exc, path, operation) from exc
+
+    def _resolved(self, target: ContainerTarget, path: str, operation: str) -> str:
+        """``path`` with every symbolic link among its parents followed lexically, refused when
+        one leads out of the workspace (no check without a workspace)."""
+        if self._boundary is None:
+            return path
+        hops = 0
+        boundary = self._boundary
+        current = path
+        restart = True
+        while restart:
+            restart = False
+            if not self._inside(current):
+                raise WorkspaceEscapeError(
+                    f"Cannot {operation} {path}: a symbolic link leads out of the workspace"
+                )
+            relative = posixpath.relpath(current, boundary)
+            parts = [] if relative == "." else relative.split("/")
+            probe = boundary
+            for index, part in enumerate(parts[:-1]):
+                probe = posixpath.join(probe, part)
+                found = self._stat_raw(target, probe, operation)
+                if found is None:
+                    return current
+                if found.is_symlink:
+                    hops += 1
+                    if hops > _LINK_HOPS:
+                        raise InvalidPathError(
+                            f"Cannot {operation} {path}: too many levels of symbolic links",
+                            path=path,
+                        )
+                    link = posixpath.normpath(
+                        posixpath.join(posixpath.dirname(probe), found.link_target)
+                    )
+                    current = posixpath.join(link, *parts[index + 1 :])
+                    restart = True
+                    break
+        return current
+
+    def _follow(self, target: ContainerTarget, path: str, operation: str) -> tuple[str, PathStat | None]:
+        """The path a read reaches (final links followed inside the workspace) and its stat."""
+        current = self._resolved(target, path, operation)
+        for _ in range(_LINK_HOPS):
+            found = self._stat_raw(target, current, operation)
+            if found is None or not found.is_symlink:
+                return current, found
+            link = posixpath.normpath(
+                posixpath.join(posixpath.dirname(current), found.link_target)
+            )
+            if not self._inside(link):
+                raise WorkspaceEscapeError(
+                    f"Cannot {operation} {path}: a symbolic link leads out of the workspace"
+                )
+            current = self._resolved(target, link, operation)
+        raise InvalidPathError(
+            f"Cannot {operation} {path}: too many levels of symbolic links", path=path
+        )
+
+    def _script(self, script: str, path: str, operation: str, *extra: str) -> RawOutcome:
+        target = self._target()
+        argv = ["/bin/sh", "-c", script, "skillruntime-files", self._boundary or "", path, *extra]
+        outcome = self._run_script(target, argv, 120.0, _SEARCH_CAP)
+        code = outcome.exit_code
+        if code == 0:
+            return outcome
+        if code == _MISSING:
+            raise RuntimeFileNotFoundError(f"No such file or directory: {path}", path=path)
+        if code == _NOT_DIRECTORY:
+            raise NotADirectoryFileError(f"Cannot {operation} {path}: not a directory", path=path)
+        if code == _DENIED:
+            raise RuntimePermissionError(f"Cannot {operation} {path}: permission denied", path=path)
+        if code == _ESCAPE:
+            raise WorkspaceEscapeError(
+                f"Cannot {operation} {path}: a symbolic link leads out of the workspace"
+            )
+        raise _classify(outcome.stderr.decode("utf-8", "replace"), path, operation)
+
+    # ---------------------------------------------------------- primitives
+
+    def read_stream(self, path: str, chunk_size: int = CHUNK_SIZE) -> Generator[bytes, None, None]:
+        target = self._target()
+        resolved, found = self._follow(target, path, "read")
+        if found is None:
+            raise RuntimeFileNotFoundError(f"No such file: {path}", path=path)
+        if found.is_directory:
+            raise RuntimeIsADirectoryError(f"Is a directory: {path}", path=path)
+        if found.is_special:
+            raise NotRegularFileError(f"Not a regular file: {path}", path=path)
+        try:
+            chunks = self._engine.get_archive(target.container_id, resolved, chunk_size)
+        except DockerEngineError as exc:
+            raise _engine_error(exc, path, "read") from exc
+        return self._member_bytes(chunks, path, chunk_size)
+
+    def _member_bytes(
+        self, chunks: Iterator[bytes], path: str, chunk_size: int
+    ) -> Generator[bytes, None, None]:
+        reader = MemberReader(chunks)
+        try:
+            try:
+                member = reader.first()
+            except ArchiveMemberError as exc:
+                raise NotRegularFileError(f"Cannot read {path}: {exc}", path=path) from exc
+            if member is None:
+                raise RuntimeFileNotFoundError(f"No such file: {path}", path=path)
+            if member.isdir():
+                raise RuntimeIsADirectoryError(f"Is a directory: {path}", path=path)
+            yield from reader.content(member, chunk_size)
+        finally:
+            reader.close()
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()
+
+    def write_stream(self, path: str, chunks: Iterable[bytes], *, executable: bool = False) -> int:
+        target = self._target()
+        resolved = self._resolved(target, path, "write")
+        parent = posixpath.dirname(resolved)
+        existing = self._stat_raw(target, resolved, "write")
+        if existing is not None and existing.is_directory:
+            raise RuntimeIsADirectoryError(f"Is a directory: {path}", path=path)
+        parent_stat = self._stat_raw(target, parent, "write")
+        if parent_stat is None:
+            self.make_directory(parent)
+        elif not parent_stat.is_directory:
+            raise NotADirectoryFileError(f"Cannot write {path}: {parent} is not a directory", path=path)
+        with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as spool:
+            size = 0
+            for chunk in chunks:
+                spool.write(chunk)
+                size += len(chunk)
+            spool.seek(0)
+            entry = FileEntry(
+                posixpath.basename(resolved), size, spool, 0o755 if executable else 0o644
+            )
+            self._put(target, parent, [entry], path)
+        return size
+
+    def _put(
+        self,
+        target: ContainerTarget,
+        directory: str,
+        entries: list[DirectoryEntry | FileEntry],
+        path: str,
+    ) -> None:
+        try:
+            self._engine.put_archive(
+                target.container_id,
+                directory,
+                tar_stream(entries, uid=target.uid, gid=target.gid),
+            )
+        except DockerEngineError as exc:
+            raise _engine_error(exc, path, "write") from exc
+
+    def stat(self, path: str) -> FileInfo | None:
+        target = self._target()
+        try:
+            _, found = self._follow(target, path, "stat")
+        except NotADirectoryFileError:
+            return None
+        if found is None:
+            return None
+        return FileInfo(
+            path=path,
+            is_directory=found.is_directory,
+            size=0 if found.is_directory else found.size,
+            modified_time=found.mtime,
+            is_executable=not found.is_directory and bool(found.permissions & _EXECUTABLE_BITS),
+            is_special=found.is_special,
+        )
+
+    def list_directory(
+        self, path: str, depth: int = 1, limit: int = DEFAULT_LIST_LIMIT
+    ) -> list[FileInfo]:
+        if depth < 1:
+            raise ValueError("depth must be at least 1")
+        outcome = self._script(_LIST_SCRIPT, path, "list", str(depth))
+        if outcome.stdout_truncated:
+            raise RuntimeFileError(f"Cannot list {path}: the listing is too large", path=path)
+        if outcome.stdout.startswith(b"\0"):
+            names_part, stats_part = b"", outcome.stdout[1:]
+        else:
+            names_part, _, stats_part = outcome.stdout.partition(b"\0\0")
+        names = names_part.split(b"\0") if names_part else []
+        stats = stats_part.decode("ascii", "replace").splitlines()
+        if len(stats) != len(names):
+            raise RuntimeFileError(
+                f"Cannot list {path}: entries changed while it was listed; try again", path=path
+            )
+        entries = []
+        for raw_name, line in zip(names, stats, strict=True):
+            mode_hex, size, mtime = line.split()
+            mode = int(mode_hex, 16)
+            is_dir = stat_module.S_ISDIR(mode)
+            is_reg = stat_module.S_ISREG(mode)
+            special = not (is_dir or is_reg or stat_module.S_ISLNK(mode))
+            entries.append(
+                FileInfo(
+                    path=raw_name.decode("utf-8", "surrogateescape"),
+                    is_directory=is_dir,
+                    size=int(size) if is_reg else 0,
+                    modified_time=float(mtime),
+                    is_executable=is_reg and bool(mode & _EXECUTABLE_BITS),
+                    is_special=special,
+                )
+            )
+        entries.sort(key=lambda item: item.path)
+        return entries[:limit]
+
+    def delete(self, path: str) -> None:
+        self._script(_DELETE_SCRIPT, path, "delete")
+
+    def make_directory(self, path: str) -> None:
+        self._script(_MKDIR_SCRIPT, path, "create directory")
+
+    # ------------------------------------------------------ derived, faster
+
+    def upload_files(self, files: Iterable[tuple[Path, str, bool]]) -> int:
+        """Every file as one tar stream (one ``PUT``), below their deepest common directory,
+        which is created first when missing."""
+        items = [(Path(local), remote, executable) for local, remote, executable in files]
+        if not items:
+            return 0
+        target = self._target()
+        common = posixpath.commonpath([posixpath.dirname(remote) for _, remote, _ in items])
+        common = self._resolved(target, posixpath.join(common, "x"), "upload")
+        common = posixpath.dirname(common)
+        found = self._stat_raw(target, common, "upload")
+        if found is None:
+            self.make_directory(common)
+        elif not found.is_directory:
+            raise NotADirectoryFileError(f"Cannot upload into {common}: not a directory", path=common)
+        self.upload_tree(target, common, [(local, posixpath.relpath(remote, common), executable) for local, remote, executable in items])
+        return len(items)
+
+    def upload_tree(
+        self,
+        target: ContainerTarget,
+        directory: str,
+        files: list[tuple[Path, str, bool]],
+    ) -> None:
+        """Extract ``files`` (local path, path relative to ``directory``, executable) into the
+        existing ``directory`` as one tar stream; their parent directories are members too."""
+        handles: list[IO[bytes]] = []
+        try:
+            entries: list[DirectoryEntry | FileEntry] = []
+            seen: set[str] = set()
+            for local, relative, executable in files:
+                parent = posixpath.dirname(relative)
+                chain = []
+                while parent and parent not in seen:
+                    seen.add(parent)
+                    chain.append(parent)
+                    parent = posixpath.dirname(parent)
+                entries.extend(DirectoryEntry(name) for name in reversed(chain))
+                try:
+                    handle = local.open("rb")
+                except OSError as exc:
+                    raise RuntimeFileError(
+                        f"Cannot upload {local}: {exc.strerror}", path=relative
+                    ) from exc
+                handles.append(handle)
+                size = os.fstat(handle.fileno()).st_size
+                entries.append(FileEntry(relative, size, handle, 0o755 if executable else 0o644))
+            self._put(target, directory, entries, directory)
+        finally:
+            for handle in handles:
+                handle.close()
+
+    def glob(self, root: FileInfo, query: GlobQuery) -> SearchResult:
+        """One command for the whole walk; the default walk when the image lacks its tools."""
+        if not root.is_directory or root.is_special:
+            return super().glob(root, query)
+        GlobMatcher(query.pattern)
+        result = self._search(search_script(root.path, query.max_depth, content=None))
+        if result is not None:
+            listing = parse_glob_output(
+                result.stdout.encode(), executable_bits=_EXECUTABLE_BITS, microseconds=True
+            )
+            if listing is not None:
+                return glob_from_listing(listing, root, query)
+        return super().glob(root, query)
+
+    def grep(
+        self,
+        root: FileInfo,
+        query: GrepQuery,
+        *,
+        read_text: Callable[[str, int], str] | None = None,
+    ) -> GrepResult:
+        """One command for the walk and the candidate files; the default walk when the image
+        lacks its tools."""
+        if not root.is_directory or root.is_special:
+            return super().grep(root, query, read_text=read_text)
+        GrepEngine(query, root.path)
+        result = self._search(search_script(root.path, query.max_depth, content=query))
+        if result is not None:
+            found = parse_grep_output(
+                result.stdout.encode(), result.stderr.encode(), executable_bits=_EXECUTABLE_BITS
+            )
+            if found is not None:
+                listing, contents = found
+                return grep_from_output(
+                    listing, contents, root, query, read_text or self.read_text
+                )
+        return super().grep(root, query, read_text=read_text)
+
+    def _search(self, script: str) -> SkillExecutionResult | None:
+        result = self._run_command("export LC_ALL=C; " + script, _SEARCH_TIMEOUT, _SEARCH_CAP)
+        if result.exit_code != 0 or result.timed_out:
+            logger.debug("search command failed (exit %d); walking instead", result.exit_code)
+            return None
+        if result.stdout_truncated or result.stderr_truncated:
+            return None
+        return result

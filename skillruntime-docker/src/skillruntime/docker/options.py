@@ -1,0 +1,164 @@
+"""Options of the ``docker`` runtime (``SKILLRUNTIME_DOCKER_*`` variables)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import SettingsConfigDict
+
+from skillruntime.core.conversations import ConversationStore
+from skillruntime.core.conversations.leases import (
+    DEFAULT_LEASE_TTL_SECONDS,
+    DEFAULT_LEASE_WAIT_SECONDS,
+)
+from skillruntime.core.models import validate_environment
+from skillruntime.core.runtime_options import RuntimeOptions
+from skillruntime.core.skills.files import DEFAULT_UPLOAD_POLICY, UploadPolicy
+from skillruntime.core.workspace import validate_conversation_id, validate_conversations_root
+
+from .security import check_binds
+
+__all__ = [
+    "DEFAULT_CONVERSATIONS_ROOT",
+    "DEFAULT_CPUS",
+    "DEFAULT_IMAGE",
+    "DEFAULT_MEMORY",
+    "DEFAULT_PIDS_LIMIT",
+    "DEFAULT_REMOTE_ROOT",
+    "DockerRuntimeOptions",
+]
+
+DEFAULT_IMAGE = "python:3.12-slim"
+DEFAULT_REMOTE_ROOT = "/workspace/skills"
+DEFAULT_CONVERSATIONS_ROOT = "/workspace/conversations"
+DEFAULT_PIDS_LIMIT = 256
+DEFAULT_MEMORY = "1g"
+DEFAULT_CPUS = 1.0
+
+
+class DockerRuntimeOptions(RuntimeOptions):
+    """Options of :class:`~skillruntime.docker.DockerSkillRuntime`.
+
+    Each option can also be set as ``SKILLRUNTIME_DOCKER_<OPTION>`` (mappings and lists as
+    JSON). ``docker_host`` falls back to the engine's own ``DOCKER_HOST`` (and
+    ``DOCKER_TLS_VERIFY``/``DOCKER_CERT_PATH``) when unset.
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix="SKILLRUNTIME_DOCKER_",
+        extra="forbid",
+        frozen=True,
+        arbitrary_types_allowed=True,
+    )
+
+    docker_host: str | None = Field(
+        default=None, description="Engine address, e.g. unix:///var/run/docker.sock (DOCKER_HOST)."
+    )
+    api_version: str = Field(default="auto", description="Engine API version ('auto': negotiate).")
+    request_timeout_seconds: float = Field(
+        default=60.0, gt=0, description="Timeout of one engine request (not of a command)."
+    )
+    image: str = Field(default=DEFAULT_IMAGE, min_length=1, description="Container image.")
+    user: str | None = Field(
+        default=None,
+        description="Container user (name or uid[:gid]); unset: the image's, else a non-root one.",
+    )
+    network_mode: str = Field(default="none", description="Container network ('none': no network).")
+    cap_add: tuple[str, ...] = Field(default=(), description="Capabilities added back (all dropped).")
+    pids_limit: int = Field(default=DEFAULT_PIDS_LIMIT, ge=1, description="Process limit.")
+    memory: str = Field(default=DEFAULT_MEMORY, min_length=1, description="Memory limit, e.g. 1g.")
+    cpus: float = Field(default=DEFAULT_CPUS, gt=0, description="CPU limit in cores.")
+    read_only_root: bool = Field(default=False, description="Mount the image's file system read-only.")
+    no_new_privileges: bool = Field(default=True, description="Set no-new-privileges.")
+    binds: tuple[str, ...] = Field(
+        default=(), description="Extra binds host:container[:mode] (never the Docker socket)."
+    )
+    labels: dict[str, str] = Field(
+        default_factory=dict, description="Deployment labels set on (and required of) containers."
+    )
+    base_environment: dict[str, str] = Field(
+        default_factory=dict, repr=False, description="Lowest layer of the command environment."
+    )
+    remote_root: str = Field(
+        default=DEFAULT_REMOTE_ROOT, description="Prepared skills without a conversation."
+    )
+    conversations_root: str = Field(
+        default=DEFAULT_CONVERSATIONS_ROOT,
+        description="Parent of conversation workspaces (the conversation volume's mount point).",
+    )
+    conversation_id: str | None = Field(
+        default=None, description="Conversation whose container and volume to use."
+    )
+    conversation_store: ConversationStore | str | None = Field(
+        default=None,
+        description="A ConversationStore or a URL (sqlite:///…, postgresql+psycopg://…).",
+    )
+    upload_policy: UploadPolicy = Field(
+        default=DEFAULT_UPLOAD_POLICY, description="Names skipped when skills are uploaded."
+    )
+    exclusive: bool = Field(
+        default=False,
+        description="Hold the conversation's lease in the store during every operation.",
+    )
+    lease_ttl_seconds: float = Field(
+        default=DEFAULT_LEASE_TTL_SECONDS, gt=0, le=86400, description="Lease TTL (renewed)."
+    )
+    lease_wait_seconds: float = Field(
+        default=DEFAULT_LEASE_WAIT_SECONDS, ge=0, description="How long to wait for the lease."
+    )
+
+    @field_validator("base_environment")
+    @classmethod
+    def _valid_environment(cls, value: dict[str, str]) -> dict[str, str]:
+        return validate_environment(value)
+
+    @field_validator("remote_root", "conversations_root")
+    @classmethod
+    def _valid_root(cls, value: str) -> str:
+        return validate_conversations_root(value)
+
+    @field_validator("conversation_id")
+    @classmethod
+    def _valid_conversation(cls, value: str | None) -> str | None:
+        return None if value is None else validate_conversation_id(value)
+
+    @field_validator("binds")
+    @classmethod
+    def _safe_binds(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        check_binds(value)
+        return value
+
+    @model_validator(mode="after")
+    def _check_combinations(self) -> DockerRuntimeOptions:
+        if self.conversation_store is not None and self.conversation_id is None:
+            raise ValueError("conversation_store needs a conversation_id")
+        return self
+
+    def runtime_arguments(self) -> dict[str, Any]:
+        """Keyword arguments for :class:`~skillruntime.docker.DockerSkillRuntime`."""
+        return {
+            "docker_host": self.docker_host,
+            "api_version": self.api_version,
+            "request_timeout_seconds": self.request_timeout_seconds,
+            "image": self.image,
+            "user": self.user,
+            "network_mode": self.network_mode,
+            "cap_add": list(self.cap_add),
+            "pids_limit": self.pids_limit,
+            "memory": self.memory,
+            "cpus": self.cpus,
+            "read_only_root": self.read_only_root,
+            "no_new_privileges": self.no_new_privileges,
+            "binds": list(self.binds),
+            "labels": dict(self.labels),
+            "base_environment": dict(self.base_environment),
+            "remote_root": self.remote_root,
+            "conversations_root": self.conversations_root,
+            "conversation_id": self.conversation_id,
+            "conversation_store": self.conversation_store,
+            "upload_policy": self.upload_policy,
+            "exclusive": self.exclusive,
+            "lease_ttl_seconds": self.lease_ttl_seconds,
+            "lease_wait_seconds": self.lease_wait_seconds,
+        }

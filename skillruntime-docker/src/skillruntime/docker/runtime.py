@@ -1,0 +1,776 @@
+"""``DockerSkillRuntime``: skill commands and files in a Docker container, one per conversation.
+
+Building the runtime contacts nothing; the container is created (or, for a conversation, found)
+on the first prepare, execute or file call.
+
+* **Without a conversation** the runtime owns a private container: skills go to ``remote_root``
+  (the default working directory) and :meth:`close` removes the container.
+* **With a conversation** the container and a named volume belong to the conversation. The
+  volume (``skillruntime-<key>``) is mounted at ``conversations_root`` and holds the workspace
+  ``<conversations_root>/<id>``, so the files outlive any container. The container's id is kept
+  in the conversation's record of a
+  :class:`~skillruntime.core.conversations.ConversationStore`: a later runtime object, in this
+  process or another one reaching the same engine, attaches to it. Without a record a candidate
+  container is created and the record inserted; the loser of that race removes its candidate
+  and joins the winner's. A recorded container that vanished is replaced by a new one on the same
+  volume (prepared skills are bootstrapped again there) and the record updated. :meth:`close`
+  only releases the local handle; :meth:`destroy_conversation` removes the record, the
+  container and the volume.
+
+Every container and volume carries labels: ``skillruntime-runtime=docker``, the conversation's
+key and id (or ``skillruntime-role=private``) and the deployment's own ``labels``. Nothing is
+removed unless it carries every one of them at exactly its value, checked on the client whatever
+the engine's filter returned. On attach, the conversation's containers that no record names and
+that are older than ``orphan_grace_seconds`` are removed (left by a process that died between
+creating and recording its candidate).
+
+A prepared copy is complete when its ready marker (next to it, in the volume) holds the id of the
+container it was bootstrapped in: a replacement container bootstraps the copy again, a new
+runtime object on the same container uploads nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+import threading
+import time
+from collections.abc import Mapping, Sequence
+
+from skillruntime.core.audit import audited
+from skillruntime.core.conversations import (
+    ConversationRecord,
+    ConversationStore,
+    InMemoryConversationStore,
+    modify_record,
+    open_conversation_store,
+    storage_key_for,
+)
+from skillruntime.core.conversations.leases import (
+    DEFAULT_LEASE_TTL_SECONDS,
+    DEFAULT_LEASE_WAIT_SECONDS,
+)
+from skillruntime.core.errors import RuntimeFileError, SkillRuntimeError
+from skillruntime.core.exclusive import (
+    DEFAULT_ACTIVITY_INTERVAL_SECONDS,
+    ConversationGuard,
+    ExclusiveRuntimeMixin,
+)
+from skillruntime.core.filesystem import SkillRuntimeFileSystem
+from skillruntime.core.models import (
+    Skill,
+    SkillExecutionRequest,
+    SkillExecutionResult,
+)
+from skillruntime.core.runtime import BaseSkillRuntime, ready_marker_path
+from skillruntime.core.skills.files import DEFAULT_UPLOAD_POLICY, SkillFile, UploadPolicy
+from skillruntime.core.workspace import ConversationWorkspace, validate_conversations_root
+
+from .archive import ArchiveMemberError, DirectoryEntry, MemberReader, tar_stream
+from .commands import CommandRunner, RawOutcome
+from .engine import DockerEngine, engine_service_key
+from .errors import ContainerReplacedError, DockerEngineError
+from .files import ContainerTarget, DockerFileSystem
+from .options import (
+    DEFAULT_CONVERSATIONS_ROOT,
+    DEFAULT_CPUS,
+    DEFAULT_IMAGE,
+    DEFAULT_MEMORY,
+    DEFAULT_PIDS_LIMIT,
+    DEFAULT_REMOTE_ROOT,
+)
+from .security import ContainerSecurity, parse_memory
+
+__all__ = [
+    "DEFAULT_ORPHAN_GRACE_SECONDS",
+    "LABEL_CONVERSATION_ID",
+    "LABEL_CONVERSATION_KEY",
+    "LABEL_ROLE",
+    "LABEL_RUNTIME",
+    "LABEL_VOLUME",
+    "DockerSkillRuntime",
+    "labels_match",
+    "shared_memory_store",
+    "volume_name",
+]
+
+logger = logging.getLogger(__name__)
+
+LABEL_RUNTIME = "skillruntime-runtime"
+LABEL_CONVERSATION_KEY = "skillruntime-conversation-key"
+LABEL_CONVERSATION_ID = "skillruntime-conversation-id"
+LABEL_VOLUME = "skillruntime-volume"
+LABEL_ROLE = "skillruntime-role"
+ROLE_PRIVATE = "private"
+ROLE_CONVERSATION = "conversation"
+RUNTIME_NAME = "docker"
+
+DEFAULT_ORPHAN_GRACE_SECONDS = 300.0
+"""Age after which a conversation's container that no record names counts as orphaned."""
+
+_SHARED_STORE = InMemoryConversationStore()
+_ACQUIRE_ATTEMPTS = 8
+_LIST_PAGE = 500
+_ENDED_STATES = {"dead", "removing"}
+_FALLBACK_USER = (65534, 65534)
+_MARKER_PREFIX = "container "
+
+
+def shared_memory_store() -> InMemoryConversationStore:
+    """The process-wide in-memory store used when a conversation names no store."""
+    return _SHARED_STORE
+
+
+def volume_name(storage_key: str) -> str:
+    """The name of a conversation's volume (from its record's storage key)."""
+    return f"skillruntime-{storage_key[:40]}"
+
+
+def labels_match(found: Mapping[str, str] | None, required: Mapping[str, str]) -> bool:
+    """Whether ``found`` carries every label of ``required`` at exactly its value."""
+    found = found or {}
+    return all(found.get(key) == value for key, value in required.items())
+
+
+def _passwd_user(passwd: str, name: str | None) -> tuple[int, int] | None:
+    """``(uid, gid)`` of account ``name`` in an ``/etc/passwd`` text, or (``name`` ``None``) of
+    the first ordinary account (uid 1000–59999)."""
+    for line in passwd.splitlines():
+        fields = line.split(":")
+        if len(fields) < 4 or not fields[2].isdigit() or not fields[3].isdigit():
+            continue
+        uid, gid = int(fields[2]), int(fields[3])
+        if name is None and 1000 <= uid < 60000:
+            return uid, gid
+        if name is not None and fields[0] == name:
+            return uid, gid
+    return None
+
+
+class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
+    """Runs skills in a Docker container; see the module docs for the two modes.
+
+    ``docker_host`` falls back to ``DOCKER_HOST`` (then the local socket). ``user`` is a name or
+    ``uid[:gid]``; unset, the image's ``USER`` when it is not root, else the image's first
+    ordinary account (uid 1000–59999), else ``65534:65534``; ``"root"`` asks for root. The
+    isolation options (``network_mode``, ``cap_add``, ``pids_limit``, ``memory``, ``cpus``,
+    ``read_only_root``, ``no_new_privileges``, ``binds``) are described in
+    :mod:`.security`; a bind of the engine's socket is refused. ``labels`` tag every container
+    and volume of this deployment. ``conversation_store`` is a store or a URL (one built from a
+    URL is closed with the runtime); without one a process-wide in-memory store is used.
+    ``exclusive=True`` holds the conversation's lease during every operation.
+    """
+
+    def __init__(
+        self,
+        *,
+        docker_host: str | None = None,
+        api_version: str = "auto",
+        request_timeout_seconds: float = 60.0,
+        image: str = DEFAULT_IMAGE,
+        user: str | None = None,
+        network_mode: str = "none",
+        cap_add: Sequence[str] = (),
+        pids_limit: int = DEFAULT_PIDS_LIMIT,
+        memory: str = DEFAULT_MEMORY,
+        cpus: float = DEFAULT_CPUS,
+        read_only_root: bool = False,
+        no_new_privileges: bool = True,
+        binds: Sequence[str] = (),
+        labels: Mapping[str, str] | None = None,
+        base_environment: Mapping[str, str] | None = None,
+        remote_root: str = DEFAULT_REMOTE_ROOT,
+        conversations_root: str = DEFAULT_CONVERSATIONS_ROOT,
+        conversation_id: str | None = None,
+        conversation_store: ConversationStore | str | None = None,
+        upload_policy: UploadPolicy = DEFAULT_UPLOAD_POLICY,
+        orphan_grace_seconds: float = DEFAULT_ORPHAN_GRACE_SECONDS,
+        exclusive: bool = False,
+        lease_ttl_seconds: float = DEFAULT_LEASE_TTL_SECONDS,
+        lease_wait_seconds: float = DEFAULT_LEASE_WAIT_SECONDS,
+        activity_interval_seconds: float = DEFAULT_ACTIVITY_INTERVAL_SECONDS,
+        engine: DockerEngine | None = None,
+    ) -> None:
+        workspace = (
+            ConversationWorkspace(conversations_root, conversation_id)
+            if conversation_id is not None
+            else None
+        )
+        super().__init__(
+            base_environment=base_environment, workspace=workspace, upload_policy=upload_policy
+        )
+        if not image.strip():
+            raise ValueError("image must not be empty")
+        try:
+            self._remote_root = validate_conversations_root(remote_root)
+        except ValueError as exc:
+            raise ValueError(f"remote_root must be an absolute path other than '/': {exc}") from exc
+        if conversation_store is not None and workspace is None:
+            raise ValueError("conversation_store needs a conversation_id")
+        if exclusive and workspace is None:
+            raise ValueError("exclusive=True needs a conversation_id")
+        if orphan_grace_seconds < 0:
+            raise ValueError("orphan_grace_seconds must not be negative")
+        self._security = ContainerSecurity(
+            network_mode=network_mode,
+            cap_add=tuple(cap_add),
+            pids_limit=pids_limit,
+            memory_bytes=parse_memory(memory),
+            cpus=cpus,
+            read_only_root=read_only_root,
+            no_new_privileges=no_new_privileges,
+            binds=tuple(binds),
+        )
+        self._image = image
+        self._user_option = user
+        self._labels = dict(labels or {})
+        self._orphan_grace_seconds = orphan_grace_seconds
+        self._owns_engine = engine is None
+        self._engine = engine or DockerEngine(
+            docker_host, api_version=api_version, request_timeout_seconds=request_timeout_seconds
+        )
+        self._runner = CommandRunner(self._engine)
+        self._target: ContainerTarget | None = None
+        self._last_container: str | None = None
+        self._target_lock = threading.RLock()
+        self._record: ConversationRecord | None = None
+        self._store: ConversationStore | None = None
+        self._owns_store = isinstance(conversation_store, str)
+        self._storage_key: str | None = None
+        self._service_key = engine_service_key(self._engine.address)
+        if workspace is not None:
+            if conversation_store is None:
+                self._store = _SHARED_STORE
+            elif isinstance(conversation_store, str):
+                self._store = open_conversation_store(conversation_store)
+            else:
+                self._store = conversation_store
+            self._storage_key = storage_key_for(self._service_key, workspace.conversation_id)
+            self._guard = ConversationGuard(
+                self._store,
+                self._storage_key,
+                description=f"conversation {workspace.conversation_id}",
+                exclusive=exclusive,
+                lease_ttl_seconds=lease_ttl_seconds,
+                lease_wait_seconds=lease_wait_seconds,
+                activity_interval_seconds=activity_interval_seconds,
+            )
+        self._files = DockerFileSystem(
+            self._engine,
+            self._handle,
+            boundary=workspace.directory if workspace else None,
+            run_script=self._run_script,
+            run_command=self._run_file_command,
+        )
+
+    # ------------------------------------------------------------------- SPI
+
+    @property
+    def name(self) -> str:
+        return RUNTIME_NAME
+
+    @property
+    def default_working_directory(self) -> str:
+        return self._workspace.directory if self._workspace else self._remote_root
+
+    @property
+    def sandbox_id(self) -> str | None:
+        """Id of the container this runtime is attached to (``None`` before first use)."""
+        with self._target_lock:
+            return self._target.container_id if self._target is not None else None
+
+    @property
+    def container_id(self) -> str | None:
+        """The same as :attr:`sandbox_id`."""
+        return self.sandbox_id
+
+    @property
+    def engine(self) -> DockerEngine:
+        """The engine client (its ``requests`` counts the calls made)."""
+        return self._engine
+
+    @property
+    def conversation_record(self) -> ConversationRecord | None:
+        """The conversation record as last read or written by this runtime."""
+        return self._record
+
+    @property
+    def volume(self) -> str | None:
+        """Name of the conversation's volume (``None`` without a conversation)."""
+        return volume_name(self._storage_key) if self._storage_key else None
+
+    def destroy_conversation(self) -> None:
+        """End the conversation: delete its record, then remove its container and volume.
+
+        Call it when the conversation is over, not after each turn. An exclusive runtime does
+        it under the conversation's lease.
+        """
+        if self._store is None or self._storage_key is None:
+            raise DockerEngineError("destroy_conversation() needs a conversation_id")
+        with self.exclusive_session():
+            removed = self._store.delete(self._storage_key)
+            with self._target_lock:
+                local, self._target = self._target, None
+                self._record = None
+            with self._lock:
+                self._prepared.clear()
+            ids = {local.container_id} if local is not None else set()
+            if removed is not None and removed.sandbox_id:
+                ids.add(removed.sandbox_id)
+            with audited("sandbox.destroy", **self._audit_fields()):
+                for container_id in ids:
+                    self._remove_if_ours(container_id)
+                self._remove_volume_if_ours()
+
+    # ----------------------------------------------------------------- hooks
+
+    def _run(
+        self, request: SkillExecutionRequest, working_directory: str, environment: dict[str, str]
+    ) -> SkillExecutionResult:
+        target = self._handle()
+        try:
+            result = self._run_in(target, request, working_directory, environment)
+        except DockerEngineError as exc:
+            if exc.status_code not in {404, 409} or not self._vanished(target):
+                raise
+            # The exec could not even be created: the command never ran, so it goes to the
+            # replacement container.
+            logger.warning("container %s vanished before a command started", target.container_id)
+            return self._run_in(self._handle(), request, working_directory, environment)
+        if result.exit_code in {-1, 137} and not result.timed_out and self._vanished(target):
+            raise ContainerReplacedError(
+                f"The container {target.container_id[:12]} vanished while the command ran; the "
+                "command died with it and was not retried. The next call uses a replacement "
+                "container on the same volume",
+                container_id=target.container_id,
+            )
+        return result
+
+    def _run_in(
+        self,
+        target: ContainerTarget,
+        request: SkillExecutionRequest,
+        working_directory: str,
+        environment: dict[str, str],
+    ) -> SkillExecutionResult:
+        return self._runner.run(
+            target.container_id,
+            request.command,
+            working_directory=working_directory,
+            environment=environment,
+            user=target.user,
+            timeout_seconds=request.timeout_seconds,
+            max_output_bytes=request.max_output_bytes,
+        )
+
+    def _run_script(
+        self, target: ContainerTarget, argv: list[str], timeout: float, cap: int
+    ) -> RawOutcome:
+        return self._runner.run_plain(
+            target.container_id, argv, user=target.user, timeout_seconds=timeout, cap=cap
+        )
+
+    def _run_file_command(self, command: str, timeout: float, cap: int) -> SkillExecutionResult:
+        target = self._handle()
+        return self._runner.run(
+            target.container_id,
+            command,
+            working_directory="/",
+            environment={},
+            user=target.user,
+            timeout_seconds=timeout,
+            max_output_bytes=cap,
+        )
+
+    def _raw_file_system(self) -> SkillRuntimeFileSystem:
+        return self._files
+
+    def _skills_root(self) -> str | None:
+        return self._workspace.skills_directory if self._workspace else self._remote_root
+
+    def _place_skill(self, skill: Skill, files: Sequence[SkillFile], target: str) -> None:
+        """One directory script and one tar stream (``PUT``) for the whole skill.
+
+        Same digest means same bytes, so an earlier incomplete copy is simply overwritten.
+        """
+        container = self._handle()
+        self._files.make_directory(target)
+        self._files.upload_tree(
+            container,
+            target,
+            [(item.local_path, item.relative_path, item.executable) for item in files],
+        )
+
+    def _is_ready(self, target: str) -> bool:
+        container = self._handle()
+        try:
+            marker = self._files.read_text(ready_marker_path(target), 4096)
+        except RuntimeFileError:
+            return False
+        return marker.strip() == _MARKER_PREFIX + container.container_id
+
+    def _mark_ready(self, target: str, *, digest: str) -> None:
+        container = self._handle()
+        self._files.write_text(
+            ready_marker_path(target), f"{_MARKER_PREFIX}{container.container_id}\n"
+        )
+
+    def _close_resources(self) -> None:
+        with self._target_lock:
+            target, self._target = self._target, None
+        try:
+            if target is not None and self._store is None:
+                try:
+                    with audited("sandbox.destroy", **self._audit_fields()):
+                        self._remove_if_ours(target.container_id)
+                except SkillRuntimeError:
+                    logger.warning(
+                        "removing container %s at close failed", target.container_id, exc_info=True
+                    )
+        finally:
+            try:
+                if self._owns_engine:
+                    self._engine.close()
+            finally:
+                if self._owns_store and self._store is not None:
+                    self._store.close()
+
+    # ------------------------------------------------------------ container
+
+    def _container_labels(self) -> dict[str, str]:
+        """The labels of this runtime's containers and volumes (see the module docs)."""
+        labels = {**self._labels, LABEL_RUNTIME: RUNTIME_NAME}
+        if self._storage_key is not None:
+            assert self._workspace is not None
+            labels[LABEL_CONVERSATION_KEY] = self._storage_key
+            labels[LABEL_CONVERSATION_ID] = self._workspace.conversation_id
+            labels[LABEL_VOLUME] = volume_name(self._storage_key)
+            labels[LABEL_ROLE] = ROLE_CONVERSATION
+        else:
+            labels[LABEL_ROLE] = ROLE_PRIVATE
+        return labels
+
+    def _handle(self) -> ContainerTarget:
+        """The live container, created or attached on first use."""
+        with self._target_lock:
+            self._ensure_open()
+            if self._target is None:
+                with audited("sandbox.attach", **self._audit_fields()) as record:
+                    target = self._acquire()
+                    record.sandbox_id = target.container_id
+                if self._last_container is not None and self._last_container != target.container_id:
+                    with self._lock:  # a new container has bootstrapped none of the copies
+                        self._prepared.clear()
+                self._last_container = target.container_id
+                self._target = target
+            return self._target
+
+    def _vanished(self, target: ContainerTarget) -> bool:
+        """Whether ``target``'s container has ended; if so the handle is dropped."""
+        try:
+            info = self._engine.inspect(target.container_id)
+        except DockerEngineError:
+            return False
+        if info is not None and info.get("State", {}).get("Running"):
+            return False
+        logger.warning("container %s has vanished or stopped", target.container_id)
+        with self._target_lock:
+            if self._target is target:
+                self._target = None
+        return True
+
+    def _create(self) -> str:
+        volume = None
+        if self._storage_key is not None:
+            assert self._workspace is not None
+            volume = (self._ensure_volume(), self._workspace.conversations_root)
+        with audited("sandbox.create", **self._audit_fields()) as record:
+            container_id = self._engine.create_container(
+                image=self._image,
+                user=None,
+                labels=self._container_labels(),
+                security=self._security,
+                volume=volume,
+                environment=self._base_environment,
+            )
+            record.sandbox_id = container_id
+        logger.info("created container %s", container_id[:12])
+        return container_id
+
+    def _ensure_volume(self) -> str:
+        assert self._storage_key is not None
+        name = volume_name(self._storage_key)
+        info = self._engine.ensure_volume(name, self._container_labels())
+        if not labels_match(info.get("Labels"), self._container_labels()):
+            raise DockerEngineError(
+                f"volume {name} exists without this conversation's labels; refusing to use it"
+            )
+        return name
+
+    def _acquire(self) -> ContainerTarget:
+        if self._store is None:
+            container_id = self._create()
+            try:
+                target = self._target_for(container_id)
+                self._make_tree(target, self._remote_root)
+            except BaseException:
+                self._engine.remove_container(container_id)
+                raise
+            return target
+        container_id = self._attach_conversation()
+        try:
+            self._kill_orphans(container_id)
+        except Exception:
+            logger.warning("looking for orphaned containers failed", exc_info=True)
+        target = self._target_for(container_id)
+        assert self._workspace is not None
+        self._make_tree(target, self._workspace.directory)
+        return target
+
+    def _attach_conversation(self) -> str:
+        store, key = self._store, self._storage_key
+        assert store is not None and key is not None and self._workspace is not None
+        for _ in range(_ACQUIRE_ATTEMPTS):
+            record = store.get(key)
+            if record is not None and record.workspace_root != self._workspace.conversations_root:
+                raise DockerEngineError(
+                    f"conversation {self._workspace.conversation_id} is recorded with workspace "
+                    f"root {record.workspace_root}, not {self._workspace.conversations_root}"
+                )
+            if record is None:
+                candidate = self._create()
+                fresh = ConversationRecord.new(
+                    service_key=self._service_key,
+                    conversation_id=self._workspace.conversation_id,
+                    runtime=self.name,
+                    workspace_root=self._workspace.conversations_root,
+                    sandbox_id=candidate,
+                )
+                try:
+                    won = store.create(fresh) or self._names(candidate)
+                except BaseException:
+                    if not self._names_safely(candidate):
+                        self._engine.remove_container(candidate)
+                    raise
+                if won:
+                    self._record = store.get(key)
+                    return candidate
+                self._engine.remove_container(candidate)
+                continue
+            container_id = record.sandbox_id
+            if container_id:
+                info = self._engine.inspect(container_id)
+                state = (info or {}).get("State", {})
+                usable = (
+                    info is not None
+                    and state.get("Status") not in _ENDED_STATES
+                    and labels_match(info.get("Config", {}).get("Labels"), self._container_labels())
+                )
+                if usable:
+                    if not state.get("Running"):
+                        self._engine.start(container_id)
+                    self._record = record
+                    return container_id
+                logger.warning(
+                    "container %s of conversation %s is gone; replacing it",
+                    container_id[:12],
+                    self._workspace.conversation_id,
+                )
+            replaced = self._replace(container_id)
+            if replaced is not None:
+                return replaced
+        raise DockerEngineError(
+            f"the record of conversation {self._workspace.conversation_id} kept changing while "
+            f"attaching to its container ({_ACQUIRE_ATTEMPTS} attempts)"
+        )
+
+    def _replace(self, old_id: str | None) -> str | None:
+        """Create a container on the same volume and swap it into the record (``None`` when
+        another process replaced it first: its container is used then)."""
+        store, key = self._store, self._storage_key
+        assert store is not None and key is not None
+        with audited("sandbox.replace", **self._audit_fields()) as audit:
+            candidate = self._create()
+
+            def change(current: ConversationRecord) -> ConversationRecord | None:
+                if current.sandbox_id != old_id:
+                    return None
+                return current.with_changes(
+                    sandbox_id=candidate, prepared_skills={}, workspace_ready=False
+                )
+
+            try:
+                updated = modify_record(store, key, change)
+            except BaseException:
+                if not self._names_safely(candidate):
+                    self._engine.remove_container(candidate)
+                raise
+            if updated is not None and updated.sandbox_id == candidate:
+                self._record = updated
+                audit.sandbox_id = candidate
+                if old_id is not None:
+                    self._remove_if_ours(old_id)
+                return candidate
+            self._engine.remove_container(candidate)
+            return None
+
+    def _names(self, container_id: str) -> bool:
+        assert self._store is not None and self._storage_key is not None
+        record = self._store.get(self._storage_key)
+        return record is not None and record.sandbox_id == container_id
+
+    def _names_safely(self, container_id: str) -> bool:
+        try:
+            return self._names(container_id)
+        except Exception:
+            logger.warning("cannot tell whether container %s was recorded", container_id[:12])
+            return False
+
+    def _remove_if_ours(self, container_id: str) -> None:
+        """Remove a container only when it carries every label of this runtime's containers."""
+        info = self._engine.inspect(container_id)
+        if info is None:
+            return
+        if not labels_match(info.get("Config", {}).get("Labels"), self._container_labels()):
+            logger.warning(
+                "not removing container %s: it lacks this runtime's labels", container_id[:12]
+            )
+            return
+        self._engine.remove_container(container_id)
+
+    def _remove_volume_if_ours(self) -> None:
+        name = self.volume
+        if name is None:
+            return
+        info = self._engine.inspect_volume(name)
+        if info is None:
+            return
+        if not labels_match(info.get("Labels"), self._container_labels()):
+            logger.warning("not removing volume %s: it lacks this conversation's labels", name)
+            return
+        self._engine.remove_volume(name)
+
+    def _kill_orphans(self, recorded_id: str) -> None:
+        """Remove the conversation's containers that no record names, older than
+        ``orphan_grace_seconds`` (labels checked on the client; nothing removed when the store
+        cannot list its records)."""
+        required = self._container_labels()
+        now = time.time()
+        stale = []
+        for item in self._engine.list_containers(required):
+            container_id = str(item.get("Id", ""))
+            if not container_id or container_id == recorded_id:
+                continue
+            if not labels_match(item.get("Labels"), required):
+                continue
+            created = float(item.get("Created") or now)
+            if now - created < self._orphan_grace_seconds:
+                continue
+            stale.append(container_id)
+        if not stale:
+            return
+        recorded = self._recorded_ids()
+        for container_id in stale:
+            if recorded is None or container_id in recorded or self._names(container_id):
+                continue
+            logger.warning("removing orphaned container %s", container_id[:12])
+            self._engine.remove_container(container_id)
+
+    def _recorded_ids(self) -> set[str] | None:
+        assert self._store is not None
+        ids: set[str] = set()
+        after: str | None = None
+        try:
+            while True:
+                batch = self._store.list_records(after=after, limit=_LIST_PAGE)
+                ids.update(record.sandbox_id for record in batch if record.sandbox_id)
+                if len(batch) < _LIST_PAGE:
+                    return ids
+                after = batch[-1].storage_key
+        except SkillRuntimeError:
+            logger.warning("listing the conversation records failed", exc_info=True)
+            return None
+
+    # -------------------------------------------------------------- users
+
+    def _target_for(self, container_id: str) -> ContainerTarget:
+        uid, gid = self._resolve_user(container_id)
+        return ContainerTarget(container_id, uid, gid)
+
+    def _resolve_user(self, container_id: str) -> tuple[int, int]:
+        option = self._user_option
+        if option is None:
+            info = self._engine.inspect(container_id) or {}
+            image_user = str(info.get("Config", {}).get("User") or "")
+            if image_user and image_user.split(":")[0] not in {"root", "0"}:
+                option = image_user
+        if option is not None:
+            name, _, group = option.partition(":")
+            if name == "root":
+                name = "0"
+            if name.isdigit():
+                uid = int(name)
+                if group.isdigit():
+                    return uid, int(group)
+                found = self._passwd_entry(container_id, None, uid=uid)
+                return uid, found[1] if found else uid
+            entry = self._passwd_entry(container_id, name)
+            if entry is None:
+                raise DockerEngineError(f"user {name} does not exist in image {self._image}")
+            return entry[0], int(group) if group.isdigit() else entry[1]
+        found = self._passwd_entry(container_id, None)
+        return found if found is not None else _FALLBACK_USER
+
+    def _passwd_entry(
+        self, container_id: str, name: str | None, *, uid: int | None = None
+    ) -> tuple[int, int] | None:
+        text = self._read_small(container_id, "/etc/passwd")
+        if text is None:
+            return None
+        if uid is not None:
+            for line in text.splitlines():
+                fields = line.split(":")
+                if len(fields) >= 4 and fields[2] == str(uid) and fields[3].isdigit():
+                    return uid, int(fields[3])
+            return None
+        return _passwd_user(text, name)
+
+    def _read_small(self, container_id: str, path: str) -> str | None:
+        """A small regular file of the container read through the archive API (no exec)."""
+        try:
+            chunks = self._engine.get_archive(container_id, path, 65536)
+        except DockerEngineError as exc:
+            if exc.status_code == 404:
+                return None
+            raise
+        reader = MemberReader(chunks)
+        try:
+            member = reader.first()
+            if member is None or not member.isreg() or member.size > 1024 * 1024:
+                return None
+            return b"".join(reader.content(member, 65536)).decode("utf-8", "replace")
+        except ArchiveMemberError:
+            return None
+        finally:
+            reader.close()
+
+    def _make_tree(self, target: ContainerTarget, directory: str) -> None:
+        """Create ``directory`` and its missing parents owned by the runtime's user (the archive
+        API writes as the engine, whatever the container's capabilities)."""
+        missing: list[str] = []
+        probe = directory
+        while probe != "/":
+            found = self._engine.stat_path(target.container_id, probe)
+            if found is not None:
+                if not found.is_directory:
+                    raise DockerEngineError(f"{probe} exists in the container and is no directory")
+                break
+            missing.append(probe)
+            probe = posixpath.dirname(probe)
+        if not missing:
+            return
+        base = probe
+        entries = [DirectoryEntry(posixpath.relpath(path, base)) for path in reversed(missing)]
+        self._engine.put_archive(
+            target.container_id, base, tar_stream(entries, uid=target.uid, gid=target.gid)
+        )
