@@ -19,9 +19,10 @@ As a pytest plugin (``pytest_plugins`` of ``tests/conftest.py``), in the control
 - ``pytest_sessionfinish`` runs the **leak check** when a test used the engine: every container
   and volume carrying a ``skillruntime`` label (any label whose key starts with ``skillruntime``)
   created since the session started must be gone. A leak fails the session (exit status 1, one
-  line naming what was left) and is then removed. A daemon this session started itself is then
-  stopped. On a daemon shared with another test run at the same time, that run's objects would
-  count too: the suite's own runs use a private daemon (``scripts/run-tests.sh``).
+  line naming what was left); on the suite's private daemon the leaked objects are then
+  removed. A daemon this session started itself is then stopped. On a daemon shared with other
+  work at the same time (another test run, a benchmark), that work's objects count too: the
+  suite's own runs use the private daemon (``scripts/run-tests.sh``).
 """
 
 from __future__ import annotations
@@ -75,6 +76,8 @@ class Engine:
     python_image: str
     started: bool
     """Whether this session started the daemon (then it stops it at the end)."""
+    private: bool = False
+    """Whether it is the suite's private daemon (then leaked objects are also removed)."""
 
     def client(self, **options: Any) -> Any:
         """A ``docker.DockerClient`` of this engine."""
@@ -156,6 +159,7 @@ def _find_engine() -> Engine:
         image=os.environ.get(IMAGE_VARIABLE) or private[IMAGE_VARIABLE],
         python_image=os.environ.get(PYTHON_IMAGE_VARIABLE) or private[PYTHON_IMAGE_VARIABLE],
         started=started,
+        private=host == private["DOCKER_HOST"],
     )
 
 
@@ -203,6 +207,7 @@ def ensure_engine() -> Engine:
                         "image": found.image,
                         "python_image": found.python_image,
                         "started": found.started,
+                        "private": found.private,
                     }
             if os.environ.get(SESSION_VARIABLE):
                 record.write_text(json.dumps(known))
@@ -213,6 +218,7 @@ def ensure_engine() -> Engine:
         image=known["image"],
         python_image=known["python_image"],
         started=known["started"],
+        private=known.get("private", False),
     )
     os.environ["DOCKER_HOST"] = engine.host
     os.environ[IMAGE_VARIABLE] = engine.image
@@ -325,7 +331,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
                     f"containers {sorted(containers)}, volumes {sorted(volumes)}"
                 )
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
-                remove(known["host"], containers, volumes)
+                if known.get("private"):
+                    remove(known["host"], containers, volumes)
             else:
                 messages.append(
                     "Docker leak check: no container or volume left (engine " + known["host"] + ")"

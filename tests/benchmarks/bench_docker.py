@@ -99,9 +99,11 @@ class Bench:
     def close(self) -> None:
         selector = {"label": f"{TEST_LABEL}={self.run_id}"}
         for container in self.client.containers.list(all=True, filters=selector):
-            container.remove(force=True)
+            with contextlib.suppress(docker.errors.NotFound):
+                container.remove(force=True)
         for volume in self.client.volumes.list(filters=selector):
-            volume.remove(force=True)
+            with contextlib.suppress(docker.errors.NotFound):
+                volume.remove(force=True)
         self.client.close()
 
 
