@@ -340,8 +340,8 @@ def measure(runs: int, cold_runs: int, files: int, prepare_runs: int, output_mib
                 64.0,
                 unit="MiB",
                 target=1.0,
-                note=f"bound 64 MiB ('true' grew {small['growth_kib'] / 1024:.1f} MiB; "
-                f"{big['seconds']:.1f} s)",
+                note=f"bound 64 MiB (peak RSS {big['peak_kib'] / 1024:.0f} MiB, 'true' "
+                f"{small['peak_kib'] / 1024:.0f} MiB; {big['seconds']:.1f} s)",
             )
         )
     finally:
