@@ -14,4 +14,5 @@ def docker_engine() -> Engine:
     try:
         return ensure_engine()
     except EngineUnavailableError as error:
-        pytest.fail(str(error), pytrace=False)
+        reason = str(error)
+    pytest.fail(reason, pytrace=False)
