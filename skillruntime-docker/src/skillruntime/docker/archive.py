@@ -15,7 +15,7 @@ import tarfile
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, cast
 
 __all__ = [
     "ArchiveMemberError",
@@ -52,16 +52,13 @@ class FileEntry:
     mode: int = 0o644
 
 
-def _header(
-    name: str, kind: bytes, size: int, mode: int, uid: int, gid: int, mtime: float
-) -> bytes:
+def _header(name: str, kind: bytes, size: int, mode: int, *, owner: tuple[int, int]) -> bytes:
     info = tarfile.TarInfo(name)
     info.type = kind
     info.size = size
     info.mode = mode
-    info.uid = uid
-    info.gid = gid
-    info.mtime = int(mtime)
+    info.uid, info.gid = owner
+    info.mtime = int(time.time())
     return info.tobuf(format=tarfile.PAX_FORMAT, encoding="utf-8", errors="surrogateescape")
 
 
@@ -71,12 +68,12 @@ def tar_stream(
     """The archive of ``entries`` as chunks, owned by ``uid``/``gid``. A file source that ends
     early is padded with zero bytes and one that grew is cut at its declared size, so the
     archive is always well formed."""
-    now = time.time()
+    owner = (uid, gid)
     for entry in entries:
         if isinstance(entry, DirectoryEntry):
-            yield _header(entry.name.rstrip("/") + "/", tarfile.DIRTYPE, 0, entry.mode, uid, gid, now)
+            yield _header(entry.name.rstrip("/") + "/", tarfile.DIRTYPE, 0, entry.mode, owner=owner)
             continue
-        yield _header(entry.name, tarfile.REGTYPE, entry.size, entry.mode, uid, gid, now)
+        yield _header(entry.name, tarfile.REGTYPE, entry.size, entry.mode, owner=owner)
         left = entry.size
         while left > 0:
             chunk = entry.source.read(min(_CHUNK, left))
@@ -133,7 +130,7 @@ class MemberReader:
     :meth:`content` that member's bytes in chunks."""
 
     def __init__(self, chunks: Iterator[bytes]) -> None:
-        self._tar = tarfile.open(fileobj=_ChunkReader(chunks), mode="r|")  # type: ignore[call-overload]
+        self._tar = tarfile.open(fileobj=cast("IO[bytes]", _ChunkReader(chunks)), mode="r|")  # noqa: SIM115
 
     def first(self) -> tarfile.TarInfo | None:
         """The first member, checked with :func:`checked_member` (``None``: empty archive)."""

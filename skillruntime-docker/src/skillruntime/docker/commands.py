@@ -266,8 +266,9 @@ class CommandRunner:
             logger.warning("killing the process group of a timed-out command failed", exc_info=True)
             return
         if outcome.exit_code != 0:
-            logger.warning("killing the process group of a timed-out command exited %d",
-                           outcome.exit_code)
+            logger.warning(
+                "killing the process group of a timed-out command exited %d", outcome.exit_code
+            )
 
 
 class _Deadline:

@@ -18,10 +18,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-import docker
-import docker.errors
 import requests
 
+import docker
+import docker.errors
 from skillruntime.core.conversations import service_key_for_url
 
 from .errors import DockerEngineError
@@ -114,6 +114,12 @@ class PathStat:
     @property
     def permissions(self) -> int:
         return self.mode & 0o777
+
+
+def _wire(path: str) -> bytes:
+    """A path as the engine's query string carries it: its bytes (a name decoded with
+    ``surrogateescape`` gets its undecodable bytes back)."""
+    return path.encode("utf-8", "surrogateescape")
 
 
 def _status(exc: BaseException) -> int | None:
@@ -305,7 +311,7 @@ class DockerEngine:
 
         def head(api: Any) -> PathStat | None:
             response = api.head(
-                api._url("/containers/{0}/archive", container_id), params={"path": path}
+                api._url("/containers/{0}/archive", container_id), params={"path": _wire(path)}
             )
             if response.status_code == 404:
                 return None
@@ -325,7 +331,7 @@ class DockerEngine:
         """The tar stream of ``path`` as the engine sends it, in chunks of ``chunk_size``."""
         stream, _ = self.call(
             f"reading {path}",
-            lambda api: api.get_archive(container_id, path, chunk_size=chunk_size),
+            lambda api: api.get_archive(container_id, _wire(path), chunk_size=chunk_size),
         )
         chunks: Iterator[bytes] = stream
         return chunks
@@ -333,7 +339,7 @@ class DockerEngine:
     def put_archive(self, container_id: str, path: str, data: Iterator[bytes] | bytes) -> None:
         """Extract a tar stream into the existing directory ``path`` of the container."""
         ok = self.call(
-            f"writing into {path}", lambda api: api.put_archive(container_id, path, data)
+            f"writing into {path}", lambda api: api.put_archive(container_id, _wire(path), data)
         )
         if not ok:
             raise DockerEngineError(f"the engine refused the archive for {path}")

@@ -27,11 +27,12 @@ import logging
 import os
 import posixpath
 import stat as stat_module
+import tarfile
 import tempfile
 from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, NoReturn, cast
 
 from skillruntime.core.errors import (
     InvalidPathError,
@@ -46,13 +47,7 @@ from skillruntime.core.errors import (
 from skillruntime.core.file_search import GlobQuery, GrepEngine, GrepQuery, GrepResult, SearchResult
 from skillruntime.core.filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT, SkillRuntimeFileSystem
 from skillruntime.core.models import FileInfo, SkillExecutionResult
-from skillruntime.core.search_command import (
-    glob_from_listing,
-    grep_from_output,
-    parse_glob_output,
-    parse_grep_output,
-    search_script,
-)
+from skillruntime.core.search_command import Listing, glob_from_listing, grep_from_output
 from skillruntime.core.tools.globbing import GlobMatcher
 
 from .archive import ArchiveMemberError, DirectoryEntry, FileEntry, MemberReader, tar_stream
@@ -67,7 +62,7 @@ logger = logging.getLogger(__name__)
 _SPOOL_BYTES = 8 * 1024 * 1024
 _LINK_HOPS = 8
 _SEARCH_CAP = 64 * 1024 * 1024
-_SEARCH_TIMEOUT = 60.0
+_TREE_BYTES = 256 * 1024 * 1024
 _EXECUTABLE_BITS = 0o100
 _MISSING = 2
 _NOT_DIRECTORY = 3
@@ -76,7 +71,7 @@ _ESCAPE = 6
 
 _PRELUDE = (
     "export LC_ALL=C\n"
-    'B="$1"; p="$2"\n'
+    "B=$(printf '%b.' \"$1\"); B=${B%.}; p=$(printf '%b.' \"$2\"); p=${p%.}\n"
     "inside() {\n"
     '  [ -n "$B" ] || return 0\n'
     '  d="$1"\n'
@@ -97,13 +92,13 @@ _PRELUDE = (
 _LIST_SCRIPT = _PRELUDE + (
     'depth="$3"\n'
     'if [ ! -e "$p" ] && [ ! -L "$p" ]; then missing; fi\n'
-    't=$(mktemp) || exit 4\n'
+    "t=$(mktemp) || exit 4\n"
     "trap 'rm -f \"$t\"' EXIT\n"
     'if [ -d "$p" ] && [ ! -L "$p" ]; then\n'
     '  { [ -r "$p" ] && [ -x "$p" ]; } || exit 5\n'
     '  find "$p" -mindepth 1 -maxdepth "$depth" -print0 > "$t" 2>/dev/null\n'
     "else\n"
-    "  printf '%s\\0' \"$p\" > \"$t\"\n"
+    '  printf \'%s\\0\' "$p" > "$t"\n'
     "fi\n"
     'cat "$t"\n'
     "printf '\\0'\n"
@@ -111,10 +106,14 @@ _LIST_SCRIPT = _PRELUDE + (
     "exit 0\n"
 )
 
-_DELETE_SCRIPT = _PRELUDE + (
-    'if [ ! -e "$p" ] && [ ! -L "$p" ]; then exit 0; fi\n'
-    'rm -rf -- "$p"\n'
+_CAT_SCRIPT = _PRELUDE + (
+    'if [ ! -e "$p" ]; then missing; fi\n'
+    'if [ -d "$p" ]; then exit 7; fi\n'
+    'if [ ! -f "$p" ]; then exit 8; fi\n'
+    'exec cat -- "$p"\n'
 )
+
+_DELETE_SCRIPT = _PRELUDE + ('if [ ! -e "$p" ] && [ ! -L "$p" ]; then exit 0; fi\nrm -rf -- "$p"\n')
 
 _MKDIR_SCRIPT = _PRELUDE + (
     'if [ -d "$p" ]; then exit 0; fi\n'
@@ -136,6 +135,19 @@ class ContainerTarget:
     def user(self) -> str:
         """The exec user, ``uid:gid``."""
         return f"{self.uid}:{self.gid}"
+
+
+def shell_argument(path: str) -> str:
+    """``path`` as a ``printf %b`` argument: its bytes with every backslash and every byte
+    outside printable ASCII as ``\\0ooo``, so a name that is not UTF-8 survives the JSON of the
+    exec request (the scripts decode it with ``printf '%b'``)."""
+    out = []
+    for byte in path.encode("utf-8", "surrogateescape"):
+        if byte == 0x5C or byte < 0x20 or byte >= 0x7F:
+            out.append(f"\\0{byte:03o}")
+        else:
+            out.append(chr(byte))
+    return "".join(out)
 
 
 ScriptRunner = Callable[[ContainerTarget, list[str], float, int], RawOutcome]
@@ -206,12 +218,12 @@ class DockerFileSystem(SkillRuntimeFileSystem):
         except DockerEngineError as exc:
             if exc.status_code in {400, 500}:
                 # The engine refuses a path below a regular file.
-                return self._parent_is_file(target, path, operation, exc)
+                self._parent_is_file(target, path, operation, exc)
             raise _engine_error(exc, path, operation) from exc
 
     def _parent_is_file(
         self, target: ContainerTarget, path: str, operation: str, exc: DockerEngineError
-    ) -> None:
+    ) -> NoReturn:
         parent = posixpath.dirname(path)
         while parent not in {"", "/"}:
             try:
@@ -264,16 +276,16 @@ class DockerFileSystem(SkillRuntimeFileSystem):
                     break
         return current
 
-    def _follow(self, target: ContainerTarget, path: str, operation: str) -> tuple[str, PathStat | None]:
+    def _follow(
+        self, target: ContainerTarget, path: str, operation: str
+    ) -> tuple[str, PathStat | None]:
         """The path a read reaches (final links followed inside the workspace) and its stat."""
         current = self._resolved(target, path, operation)
         for _ in range(_LINK_HOPS):
             found = self._stat_raw(target, current, operation)
             if found is None or not found.is_symlink:
                 return current, found
-            link = posixpath.normpath(
-                posixpath.join(posixpath.dirname(current), found.link_target)
-            )
+            link = posixpath.normpath(posixpath.join(posixpath.dirname(current), found.link_target))
             if not self._inside(link):
                 raise WorkspaceEscapeError(
                     f"Cannot {operation} {path}: a symbolic link leads out of the workspace"
@@ -285,7 +297,15 @@ class DockerFileSystem(SkillRuntimeFileSystem):
 
     def _script(self, script: str, path: str, operation: str, *extra: str) -> RawOutcome:
         target = self._target()
-        argv = ["/bin/sh", "-c", script, "skillruntime-files", self._boundary or "", path, *extra]
+        argv = [
+            "/bin/sh",
+            "-c",
+            script,
+            "skillruntime-files",
+            shell_argument(self._boundary or ""),
+            shell_argument(path),
+            *extra,
+        ]
         outcome = self._run_script(target, argv, 120.0, _SEARCH_CAP)
         code = outcome.exit_code
         if code == 0:
@@ -296,6 +316,10 @@ class DockerFileSystem(SkillRuntimeFileSystem):
             raise NotADirectoryFileError(f"Cannot {operation} {path}: not a directory", path=path)
         if code == _DENIED:
             raise RuntimePermissionError(f"Cannot {operation} {path}: permission denied", path=path)
+        if code == 7:
+            raise RuntimeIsADirectoryError(f"Is a directory: {path}", path=path)
+        if code == 8:
+            raise NotRegularFileError(f"Not a regular file: {path}", path=path)
         if code == _ESCAPE:
             raise WorkspaceEscapeError(
                 f"Cannot {operation} {path}: a symbolic link leads out of the workspace"
@@ -329,7 +353,10 @@ class DockerFileSystem(SkillRuntimeFileSystem):
             except ArchiveMemberError as exc:
                 raise NotRegularFileError(f"Cannot read {path}: {exc}", path=path) from exc
             if member is None:
-                raise RuntimeFileNotFoundError(f"No such file: {path}", path=path)
+                # The engine sends an empty archive for a name that is not UTF-8: read it
+                # with one exec instead (bounded, as the search output is).
+                yield from self._cat(path, chunk_size)
+                return
             if member.isdir():
                 raise RuntimeIsADirectoryError(f"Is a directory: {path}", path=path)
             yield from reader.content(member, chunk_size)
@@ -338,6 +365,14 @@ class DockerFileSystem(SkillRuntimeFileSystem):
             close = getattr(chunks, "close", None)
             if close is not None:
                 close()
+
+    def _cat(self, path: str, chunk_size: int) -> Iterator[bytes]:
+        outcome = self._script(_CAT_SCRIPT, path, "read")
+        if outcome.stdout_truncated:
+            raise RuntimeFileError(f"Cannot read {path}: too large for this path", path=path)
+        data = outcome.stdout
+        for start in range(0, len(data), chunk_size):
+            yield data[start : start + chunk_size]
 
     def write_stream(self, path: str, chunks: Iterable[bytes], *, executable: bool = False) -> int:
         target = self._target()
@@ -350,7 +385,9 @@ class DockerFileSystem(SkillRuntimeFileSystem):
         if parent_stat is None:
             self.make_directory(parent)
         elif not parent_stat.is_directory:
-            raise NotADirectoryFileError(f"Cannot write {path}: {parent} is not a directory", path=path)
+            raise NotADirectoryFileError(
+                f"Cannot write {path}: {parent} is not a directory", path=path
+            )
         with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as spool:
             size = 0
             for chunk in chunks:
@@ -456,8 +493,17 @@ class DockerFileSystem(SkillRuntimeFileSystem):
         if found is None:
             self.make_directory(common)
         elif not found.is_directory:
-            raise NotADirectoryFileError(f"Cannot upload into {common}: not a directory", path=common)
-        self.upload_tree(target, common, [(local, posixpath.relpath(remote, common), executable) for local, remote, executable in items])
+            raise NotADirectoryFileError(
+                f"Cannot upload into {common}: not a directory", path=common
+            )
+        self.upload_tree(
+            target,
+            common,
+            [
+                (local, posixpath.relpath(remote, common), executable)
+                for local, remote, executable in items
+            ],
+        )
         return len(items)
 
     def upload_tree(
@@ -481,7 +527,7 @@ class DockerFileSystem(SkillRuntimeFileSystem):
                     parent = posixpath.dirname(parent)
                 entries.extend(DirectoryEntry(name) for name in reversed(chain))
                 try:
-                    handle = local.open("rb")
+                    handle: IO[bytes] = local.open("rb")
                 except OSError as exc:
                     raise RuntimeFileError(
                         f"Cannot upload {local}: {exc.strerror}", path=relative
@@ -495,18 +541,15 @@ class DockerFileSystem(SkillRuntimeFileSystem):
                 handle.close()
 
     def glob(self, root: FileInfo, query: GlobQuery) -> SearchResult:
-        """One command for the whole walk; the default walk when the image lacks its tools."""
+        """One archive of the tree (one ``GET``) replayed as the default walk; the default walk
+        on the primitives when the tree is too large (see :meth:`_tree`)."""
         if not root.is_directory or root.is_special:
             return super().glob(root, query)
         GlobMatcher(query.pattern)
-        result = self._search(search_script(root.path, query.max_depth, content=None))
-        if result is not None:
-            listing = parse_glob_output(
-                result.stdout.encode(), executable_bits=_EXECUTABLE_BITS, microseconds=True
-            )
-            if listing is not None:
-                return glob_from_listing(listing, root, query)
-        return super().glob(root, query)
+        found = self._tree(root, content_limit=None)
+        if found is None:
+            return super().glob(root, query)
+        return glob_from_listing(found[0], root, query)
 
     def grep(
         self,
@@ -515,28 +558,105 @@ class DockerFileSystem(SkillRuntimeFileSystem):
         *,
         read_text: Callable[[str, int], str] | None = None,
     ) -> GrepResult:
-        """One command for the walk and the candidate files; the default walk when the image
-        lacks its tools."""
+        """One archive of the tree and its files (one ``GET``), searched as the default does;
+        links are read with ``read_text``."""
         if not root.is_directory or root.is_special:
             return super().grep(root, query, read_text=read_text)
         GrepEngine(query, root.path)
-        result = self._search(search_script(root.path, query.max_depth, content=query))
-        if result is not None:
-            found = parse_grep_output(
-                result.stdout.encode(), result.stderr.encode(), executable_bits=_EXECUTABLE_BITS
-            )
-            if found is not None:
-                listing, contents = found
-                return grep_from_output(
-                    listing, contents, root, query, read_text or self.read_text
-                )
-        return super().grep(root, query, read_text=read_text)
+        found = self._tree(root, content_limit=query.max_file_bytes)
+        if found is None:
+            return super().grep(root, query, read_text=read_text)
+        listing, contents = found
+        return grep_from_output(listing, contents, root, query, read_text or self.read_text)
 
-    def _search(self, script: str) -> SkillExecutionResult | None:
-        result = self._run_command("export LC_ALL=C; " + script, _SEARCH_TIMEOUT, _SEARCH_CAP)
-        if result.exit_code != 0 or result.timed_out:
-            logger.debug("search command failed (exit %d); walking instead", result.exit_code)
+    def _tree(
+        self, root: FileInfo, *, content_limit: int | None
+    ) -> tuple[Listing, dict[str, bytes]] | None:
+        """The listing below ``root`` and (``content_limit`` set) the regular files no larger
+        than it, from one archive of the directory; ``None`` when the archive passes
+        :data:`_TREE_BYTES` or holds more than :data:`_SEARCH_CAP` of kept files (walk then).
+
+        Archive members are taken as the engine names them below the directory; a member whose
+        name leaves it is refused (the search walks instead)."""
+        target = self._target()
+        resolved = self._resolved(target, posixpath.join(root.path, "x"), "search")
+        directory = posixpath.dirname(resolved)
+        try:
+            chunks = self._engine.get_archive(target.container_id, directory, CHUNK_SIZE)
+        except DockerEngineError as exc:
+            logger.debug("archive of %s refused (%s); walking instead", directory, exc)
             return None
-        if result.stdout_truncated or result.stderr_truncated:
+        reader = _CountingChunks(chunks, _TREE_BYTES)
+        records: list[bytes] = []
+        contents: dict[str, bytes] = {}
+        kept = 0
+        top = posixpath.basename(directory.rstrip("/")) or "/"
+        parent = root.path.rstrip("/")
+        try:
+            with tarfile.open(fileobj=cast("IO[bytes]", reader), mode="r|") as archive:
+                for member in archive:
+                    name = member.name.rstrip("/")
+                    if name.startswith("/") or ".." in name.split("/"):
+                        raise ArchiveMemberError(f"archive member refused: {name!r}")
+                    if name == top:
+                        continue
+                    if not name.startswith(top + "/"):
+                        raise ArchiveMemberError(f"archive member outside {top}: {name!r}")
+                    path = parent + "/" + name[len(top) + 1 :]
+                    kind = (
+                        "d"
+                        if member.isdir()
+                        else "f"
+                        if member.isreg()
+                        else "l"
+                        if member.issym()
+                        else "s"
+                    )
+                    size = member.size if member.isreg() else 0
+                    record = f"{kind}\t{size}\t{int(member.mtime)}\t{member.mode:o}\t{path}"
+                    records.append(record.encode("utf-8", "surrogateescape"))
+                    if content_limit is not None and member.isreg() and size <= content_limit:
+                        handle = archive.extractfile(member)
+                        data = handle.read() if handle is not None else b""
+                        kept += len(data)
+                        if kept > _SEARCH_CAP:
+                            return None
+                        contents[path] = data
+        except (tarfile.TarError, ArchiveMemberError, _TooLargeError) as exc:
+            logger.debug("archive of %s unusable (%s); walking instead", directory, exc)
             return None
-        return result
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()
+        listing = Listing(b"\0".join(records), executable_bits=_EXECUTABLE_BITS)
+        return listing, contents
+
+
+class _TooLargeError(Exception):
+    """The archive passed its byte limit."""
+
+
+class _CountingChunks:
+    """A reader over chunks that fails past ``limit`` bytes (what ``tarfile`` reads from)."""
+
+    def __init__(self, chunks: Iterator[bytes], limit: int) -> None:
+        self._chunks = chunks
+        self._limit = limit
+        self._seen = 0
+        self._buffer = b""
+
+    def read(self, size: int = -1) -> bytes:
+        while size < 0 or len(self._buffer) < size:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                break
+            self._seen += len(chunk)
+            if self._seen > self._limit:
+                raise _TooLargeError
+            self._buffer += chunk
+        if size < 0:
+            data, self._buffer = self._buffer, b""
+        else:
+            data, self._buffer = self._buffer[:size], self._buffer[size:]
+        return data

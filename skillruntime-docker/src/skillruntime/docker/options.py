@@ -65,11 +65,15 @@ class DockerRuntimeOptions(RuntimeOptions):
         description="Container user (name or uid[:gid]); unset: the image's, else a non-root one.",
     )
     network_mode: str = Field(default="none", description="Container network ('none': no network).")
-    cap_add: tuple[str, ...] = Field(default=(), description="Capabilities added back (all dropped).")
+    cap_add: tuple[str, ...] = Field(
+        default=(), description="Capabilities added back (all dropped)."
+    )
     pids_limit: int = Field(default=DEFAULT_PIDS_LIMIT, ge=1, description="Process limit.")
     memory: str = Field(default=DEFAULT_MEMORY, min_length=1, description="Memory limit, e.g. 1g.")
     cpus: float = Field(default=DEFAULT_CPUS, gt=0, description="CPU limit in cores.")
-    read_only_root: bool = Field(default=False, description="Mount the image's file system read-only.")
+    read_only_root: bool = Field(
+        default=False, description="Mount the image's file system read-only."
+    )
     no_new_privileges: bool = Field(default=True, description="Set no-new-privileges.")
     binds: tuple[str, ...] = Field(
         default=(), description="Extra binds host:container[:mode] (never the Docker socket)."

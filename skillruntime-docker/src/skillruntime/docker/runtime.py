@@ -88,6 +88,7 @@ __all__ = [
     "LABEL_ROLE",
     "LABEL_RUNTIME",
     "LABEL_VOLUME",
+    "RUNTIME_NAME",
     "DockerSkillRuntime",
     "labels_match",
     "shared_memory_store",
@@ -529,7 +530,9 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
 
     def _attach_conversation(self) -> str:
         store, key = self._store, self._storage_key
-        assert store is not None and key is not None and self._workspace is not None
+        assert store is not None
+        assert key is not None
+        assert self._workspace is not None
         for _ in range(_ACQUIRE_ATTEMPTS):
             record = store.get(key)
             if record is not None and record.workspace_root != self._workspace.conversations_root:
@@ -588,7 +591,8 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         """Create a container on the same volume and swap it into the record (``None`` when
         another process replaced it first: its container is used then)."""
         store, key = self._store, self._storage_key
-        assert store is not None and key is not None
+        assert store is not None
+        assert key is not None
         with audited("sandbox.replace", **self._audit_fields()) as audit:
             candidate = self._create()
 
@@ -615,7 +619,8 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
             return None
 
     def _names(self, container_id: str) -> bool:
-        assert self._store is not None and self._storage_key is not None
+        assert self._store is not None
+        assert self._storage_key is not None
         record = self._store.get(self._storage_key)
         return record is not None and record.sandbox_id == container_id
 
@@ -702,7 +707,7 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         if option is None:
             info = self._engine.inspect(container_id) or {}
             image_user = str(info.get("Config", {}).get("User") or "")
-            if image_user and image_user.split(":")[0] not in {"root", "0"}:
+            if image_user and image_user.split(":", maxsplit=1)[0] not in {"root", "0"}:
                 option = image_user
         if option is not None:
             name, _, group = option.partition(":")

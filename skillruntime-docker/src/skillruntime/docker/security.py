@@ -46,7 +46,9 @@ def check_binds(binds: Iterable[str]) -> None:
         if posixpath.basename(host) in _SOCKET_NAMES:
             raise ValueError(f"refusing to bind an engine socket into the container: {host}")
         for socket in ENGINE_SOCKETS:
-            if host.startswith("/") and (socket == host or socket.startswith(host.rstrip("/") + "/")):
+            if host.startswith("/") and (
+                socket == host or socket.startswith(host.rstrip("/") + "/")
+            ):
                 raise ValueError(
                     f"refusing to bind {host}: it holds the engine socket {socket}, which would "
                     "give the container control of the engine"

@@ -1,0 +1,194 @@
+"""``DockerReaper``: what expiry sweeps do with Docker conversations.
+
+:meth:`DockerReaper.destroy` removes the container an idle conversation's record named and the
+conversation's volume (the sweep deleted the record first). :meth:`DockerReaper.orphans` lists
+the containers and volumes the runtime labelled with a conversation
+(``skillruntime-runtime=docker`` and ``skillruntime-conversation-key``) that no record names,
+once they are older than ``orphan_grace_seconds``. Only conversations of this reaper's engine
+are considered (records carry the engine's service key).
+
+An engine shared by deployments with *different* stores must tell their containers apart, or one
+deployment's sweep would take the other's for orphans: give each deployment's runtimes a
+``labels`` tag (e.g. ``{"app": "billing"}``) and its reaper the same ``labels``. Every label is
+checked on the client before anything is removed (whatever the engine's filter returned), and a
+container or volume any record names is never an orphan.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+
+from skillruntime.core.conversations import ConversationRecord, storage_key_for
+from skillruntime.core.conversations.sweeps import OrphanSandbox
+
+from .engine import DockerEngine, engine_service_key, parse_time
+from .options import DockerRuntimeOptions
+from .runtime import (
+    DEFAULT_ORPHAN_GRACE_SECONDS,
+    LABEL_CONVERSATION_ID,
+    LABEL_CONVERSATION_KEY,
+    LABEL_RUNTIME,
+    LABEL_VOLUME,
+    RUNTIME_NAME,
+    labels_match,
+    volume_name,
+)
+
+__all__ = ["VOLUME_PREFIX", "DockerReaper", "reaper_from_environment"]
+
+logger = logging.getLogger(__name__)
+
+VOLUME_PREFIX = "volume:"
+"""How :meth:`DockerReaper.orphans` names an orphan volume in ``OrphanSandbox.sandbox_id``."""
+
+
+class DockerReaper:
+    """Removes idle conversations' containers and volumes and finds orphans on one engine.
+
+    ``docker_host`` falls back to ``DOCKER_HOST`` like the runtime's; ``labels`` are the
+    deployment's own labels, required (exactly) of everything it removes.
+    """
+
+    runtime = RUNTIME_NAME
+
+    def __init__(
+        self,
+        *,
+        docker_host: str | None = None,
+        api_version: str = "auto",
+        request_timeout_seconds: float = 60.0,
+        labels: Mapping[str, str] | None = None,
+        orphan_grace_seconds: float = DEFAULT_ORPHAN_GRACE_SECONDS,
+        engine: DockerEngine | None = None,
+    ) -> None:
+        if orphan_grace_seconds < 0:
+            raise ValueError("orphan_grace_seconds must not be negative")
+        self._owns_engine = engine is None
+        self._engine = engine or DockerEngine(
+            docker_host, api_version=api_version, request_timeout_seconds=request_timeout_seconds
+        )
+        self._labels = dict(labels or {})
+        self._grace = orphan_grace_seconds
+        self.service_key = engine_service_key(self._engine.address)
+
+    def _required(self, record: ConversationRecord) -> dict[str, str]:
+        key = storage_key_for(record.service_key, record.conversation_id)
+        return {
+            **self._labels,
+            LABEL_RUNTIME: RUNTIME_NAME,
+            LABEL_CONVERSATION_KEY: key,
+            LABEL_CONVERSATION_ID: record.conversation_id,
+        }
+
+    def destroy(self, record: ConversationRecord) -> None:
+        """Remove the record's container and the conversation's volume, each only when it
+        carries every label of this conversation and deployment (one already gone counts as
+        removed)."""
+        if record.service_key != self.service_key:
+            raise ValueError(f"conversation {record.conversation_id} lives on another engine")
+        required = self._required(record)
+        if record.sandbox_id:
+            info = self._engine.inspect(record.sandbox_id)
+            if info is not None:
+                if labels_match(info.get("Config", {}).get("Labels"), required):
+                    self._engine.remove_container(record.sandbox_id)
+                else:
+                    logger.warning(
+                        "not removing container %s: it lacks the conversation's labels",
+                        record.sandbox_id[:12],
+                    )
+        name = volume_name(storage_key_for(record.service_key, record.conversation_id))
+        volume = self._engine.inspect_volume(name)
+        if volume is not None:
+            if labels_match(volume.get("Labels"), required):
+                self._engine.remove_volume(name)
+            else:
+                logger.warning("not removing volume %s: it lacks the conversation's labels", name)
+
+    def orphans(self, records: Sequence[ConversationRecord]) -> list[OrphanSandbox]:
+        """Labelled containers and volumes of this engine that no record in ``records`` names
+        (a volume appears as ``volume:<name>``)."""
+        ours = [
+            record
+            for record in records
+            if record.runtime == self.runtime and record.service_key == self.service_key
+        ]
+        named_containers = {record.sandbox_id for record in records if record.sandbox_id}
+        named_keys = {storage_key_for(r.service_key, r.conversation_id) for r in ours}
+        required = {**self._labels, LABEL_RUNTIME: RUNTIME_NAME}
+        now = time.time()
+        found: list[OrphanSandbox] = []
+        for item in self._engine.list_containers(required):
+            labels = item.get("Labels") or {}
+            container_id = str(item.get("Id", ""))
+            key = labels.get(LABEL_CONVERSATION_KEY)
+            if not container_id or key is None or not labels_match(labels, required):
+                continue  # a private container: its runtime removes it at close
+            if container_id in named_containers:
+                continue
+            created = float(item.get("Created") or now)
+            if now - created < self._grace:
+                continue
+            found.append(
+                OrphanSandbox(
+                    runtime=self.runtime,
+                    sandbox_id=container_id,
+                    conversation_id=labels.get(LABEL_CONVERSATION_ID),
+                    created_at=datetime.fromtimestamp(created, UTC),
+                )
+            )
+        for volume in self._engine.list_volumes(required):
+            labels = volume.get("Labels") or {}
+            key = labels.get(LABEL_CONVERSATION_KEY)
+            name = str(volume.get("Name", ""))
+            if key is None or not labels_match(labels, required) or key in named_keys:
+                continue
+            if labels.get(LABEL_VOLUME) != name:
+                continue
+            created_at = parse_time(volume.get("CreatedAt"))
+            if created_at is not None and (now - created_at.timestamp()) < self._grace:
+                continue
+            found.append(
+                OrphanSandbox(
+                    runtime=self.runtime,
+                    sandbox_id=VOLUME_PREFIX + name,
+                    conversation_id=labels.get(LABEL_CONVERSATION_ID),
+                    created_at=created_at,
+                )
+            )
+        return found
+
+    def destroy_orphan(self, orphan: OrphanSandbox) -> None:
+        """Remove one orphan container or volume (its labels checked again first)."""
+        required = {**self._labels, LABEL_RUNTIME: RUNTIME_NAME}
+        if orphan.sandbox_id.startswith(VOLUME_PREFIX):
+            name = orphan.sandbox_id[len(VOLUME_PREFIX) :]
+            info = self._engine.inspect_volume(name)
+            if info is not None and labels_match(info.get("Labels"), required):
+                logger.warning("removing orphan volume %s", name)
+                self._engine.remove_volume(name)
+            return
+        info = self._engine.inspect(orphan.sandbox_id)
+        if info is not None and labels_match(info.get("Config", {}).get("Labels"), required):
+            logger.warning("removing orphan container %s", orphan.sandbox_id[:12])
+            self._engine.remove_container(orphan.sandbox_id)
+
+    def close(self) -> None:
+        """Release the engine's HTTP session (idempotent)."""
+        if self._owns_engine:
+            self._engine.close()
+
+
+def reaper_from_environment() -> DockerReaper:
+    """A reaper configured like the runtime from ``SKILLRUNTIME_DOCKER_*`` variables
+    (``docker_host``, ``api_version``, ``request_timeout_seconds``, ``labels``)."""
+    options = DockerRuntimeOptions()
+    return DockerReaper(
+        docker_host=options.docker_host,
+        api_version=options.api_version,
+        request_timeout_seconds=options.request_timeout_seconds,
+        labels=dict(options.labels),
+    )
