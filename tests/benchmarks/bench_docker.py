@@ -46,13 +46,13 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench_common import Row, make_skill
-from skillruntime.docker import DockerSkillRuntime
-from skillruntime.docker.engine import KEEP_ALIVE_COMMAND
-from skillruntime.docker.security import ContainerSecurity
 
 import docker
 from docker_engine import TEST_LABEL, Engine, ensure_engine
 from skillruntime.core.models import Skill, SkillExecutionRequest, SkillPreparationRequest
+from skillruntime.docker import DockerSkillRuntime
+from skillruntime.docker.engine import KEEP_ALIVE_COMMAND
+from skillruntime.docker.security import ContainerSecurity
 
 TRUE = SkillExecutionRequest(command="true")
 

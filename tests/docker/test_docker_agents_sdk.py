@@ -26,12 +26,12 @@ from typing import Any
 import pytest
 from agents import Runner
 from agents.testing import ScriptedModel, function_call
-from skillruntime.docker import AsyncDockerSkillRuntime, DockerSkillRuntime
 from skillruntime.openai_agents import SkillRuntimeSandboxClient
 
 import agents_sdk_runs as scripted
 from docker_engine import IMAGE_VARIABLE, TEST_LABEL, Engine
 from skillruntime.core.models import SkillExecutionRequest
+from skillruntime.docker import AsyncDockerSkillRuntime, DockerSkillRuntime
 
 
 @dataclass

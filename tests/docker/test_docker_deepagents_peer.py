@@ -23,12 +23,12 @@ from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import pytest
-from skillruntime.docker import AsyncDockerSkillRuntime, DockerSkillRuntime
 
 from deepagents_peer import SkillRuntimeSandboxTests
 from docker_engine import PYTHON_IMAGE_VARIABLE, TEST_LABEL, Engine
 from skillruntime.core.conversations import InMemoryConversationStore
 from skillruntime.deepagents import SkillRuntimeBackend
+from skillruntime.docker import AsyncDockerSkillRuntime, DockerSkillRuntime
 
 CONVERSATION = f"deepagents-suite-{uuid.uuid4().hex[:8]}"
 DOCKER_ROOT = "/workspace/conversations"
