@@ -67,6 +67,14 @@ our_pid() { # prints the pid of the daemon started in $DIR, if it still runs
     esac
 }
 
+why() { # the daemon's reason, from its log: its fatal line, else its last error, else its last line
+    local line
+    line=$(grep -m1 'level=fatal' "$LOG" 2>/dev/null ||
+        grep -iE 'level=error|failed' "$LOG" 2>/dev/null | tail -n1 ||
+        tail -n1 "$LOG" 2>/dev/null || true)
+    printf '%s\n' "${line:-no message}" | cut -c1-240
+}
+
 install_engine() {
     command -v dockerd >/dev/null 2>&1 && command -v docker >/dev/null 2>&1 && return 0
     [ "$(id -u)" -eq 0 ] || fail "dockerd is not installed and installing docker.io needs root"
@@ -90,6 +98,7 @@ start() {
     [ "${#EXEC}" -lt 60 ] || fail "SKILLRUNTIME_DOCKER_DIR is too long for the daemon's sockets: $DIR"
     local namespace
     namespace=skillruntime-$(printf '%s' "$DIR" | sha256sum | cut -c1-12)
+    : >"$LOG"
     # setsid: the daemon outlives the shell that started it and its signals (stop ends it).
     setsid dockerd \
         --host "unix://$SOCKET" \
@@ -103,10 +112,12 @@ start() {
     local launched=$! waited=0
     while ! answers "unix://$SOCKET"; do
         if ! kill -0 "$launched" 2>/dev/null; then
-            fail "the private Docker daemon did not start: $(grep -m1 -iE 'level=(fatal|error)|failed' "$LOG" | cut -c1-200 || true) (log: $LOG)"
+            stop_daemon
+            fail "the private Docker daemon did not start: $(why) (log: $LOG)"
         fi
         if [ "$waited" -ge $((START_TIMEOUT * 2)) ]; then
             kill -TERM "$launched" 2>/dev/null || true
+            stop_daemon
             fail "the private Docker daemon did not answer within ${START_TIMEOUT}s (log: $LOG)"
         fi
         sleep 0.5
