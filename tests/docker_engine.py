@@ -17,12 +17,13 @@ As a pytest plugin (``pytest_plugins`` of ``tests/conftest.py``), in the control
 - ``pytest_configure`` creates the session's state directory (``SKILLRUNTIME_DOCKER_SESSION``,
   inherited by the workers) and records when the session started;
 - ``pytest_sessionfinish`` runs the **leak check** when a test used the engine: every container
-  and volume carrying a ``skillruntime`` label (any label whose key starts with ``skillruntime``)
-  created since the session started must be gone. A leak fails the session (exit status 1, one
-  line naming what was left); on the suite's private daemon the leaked objects are then
-  removed. A daemon this session started itself is then stopped. On a daemon shared with other
-  work at the same time (another test run, a benchmark), that work's objects count too: the
-  suite's own runs use the private daemon (``scripts/run-tests.sh``).
+  and volume carrying a ``skillruntime`` label (any label whose key starts with ``skillruntime``;
+  on the suite's private daemon, any at all) created since the session started must be gone. A
+  leak fails the session (exit status 1, one line naming what was left); on the private daemon
+  the leaked objects are then removed. A daemon this session started itself is then stopped.
+  On a daemon shared with other work at the same time (another test run, a benchmark), that
+  work's objects count too: the suite's own runs use the private daemon
+  (``scripts/run-tests.sh``).
 """
 
 from __future__ import annotations
@@ -84,14 +85,14 @@ class Engine:
 
     def client(self, **options: Any) -> Any:
         """A ``docker.DockerClient`` of this engine."""
-        import docker  # type: ignore[import-untyped]
+        import docker  # type: ignore[import-untyped,unused-ignore]
 
         return docker.DockerClient(base_url=self.host, **options)
 
 
 def _answers(host: str) -> bool:
     """The daemon at ``host`` answers a ping."""
-    import docker
+    import docker  # type: ignore[import-untyped,unused-ignore]
 
     try:
         client = docker.DockerClient(base_url=host, timeout=10)
@@ -249,22 +250,24 @@ def _ours(labels: dict[str, str] | None) -> bool:
     return any(key.startswith(LABEL_PREFIX) for key in labels or {})
 
 
-def leaks(host: str, since: float) -> tuple[list[str], list[str]]:
-    """Names of the containers and volumes with a ``skillruntime`` label created at or after
-    ``since`` (seconds since the epoch, with one second of slack for clock rounding)."""
-    import docker
+def leaks(host: str, since: float, *, everything: bool = False) -> tuple[list[str], list[str]]:
+    """Names of the containers and volumes with a ``skillruntime`` label (any at all when
+    ``everything``: on the suite's private daemon every object is the suite's) created at or
+    after ``since`` (seconds since the epoch, with one second of slack for clock rounding)."""
+    import docker  # type: ignore[import-untyped,unused-ignore]
 
     client = docker.DockerClient(base_url=host, timeout=30)
     try:
         containers = [
             container.name
             for container in client.containers.list(all=True, ignore_removed=True)
-            if _ours(container.labels) and _created(container.attrs["Created"]) >= since - 1
+            if (everything or _ours(container.labels))
+            and _created(container.attrs["Created"]) >= since - 1
         ]
         volumes = [
             volume.name
             for volume in client.volumes.list()
-            if _ours(volume.attrs.get("Labels"))
+            if (everything or _ours(volume.attrs.get("Labels")))
             and _created(volume.attrs.get("CreatedAt", "1970-01-01T00:00:00Z")) >= since - 1
         ]
     finally:
@@ -274,9 +277,9 @@ def leaks(host: str, since: float) -> tuple[list[str], list[str]]:
 
 def remove(host: str, containers: list[str], volumes: list[str]) -> None:
     """Remove the named containers (forced) and volumes; missing ones are fine."""
-    from docker.errors import NotFound  # type: ignore[import-untyped]
+    from docker.errors import NotFound  # type: ignore[import-untyped,unused-ignore]
 
-    import docker
+    import docker  # type: ignore[import-untyped,unused-ignore]
 
     client = docker.DockerClient(base_url=host, timeout=60)
     try:
@@ -327,14 +330,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             messages.append(f"Docker tests FAILED: {known['error']}")
         else:
             since = float((state / "started").read_text())
-            containers, volumes = leaks(known["host"], since)
+            private = bool(known.get("private"))
+            containers, volumes = leaks(known["host"], since, everything=private)
             if containers or volumes:
                 messages.append(
                     "Docker leak check FAILED: left after the suite: "
                     f"containers {sorted(containers)}, volumes {sorted(volumes)}"
                 )
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
-                if known.get("private"):
+                if private:
                     remove(known["host"], containers, volumes)
             else:
                 messages.append(
