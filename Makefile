@@ -23,7 +23,7 @@ test-lowest:
 lint: setup
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
-	.venv/bin/mypy skillruntime-core/src skillruntime-local/src skillruntime-opensandbox/src skillruntime-aio/src skillruntime-viking/src skillruntime-mcp/src skillruntime-openai-agents/src skillruntime-deepagents/src tests/tools/sdk_typing.py
+	.venv/bin/mypy skillruntime-core/src skillruntime-local/src skillruntime-opensandbox/src skillruntime-aio/src skillruntime-docker/src skillruntime-viking/src skillruntime-mcp/src skillruntime-openai-agents/src skillruntime-deepagents/src tests/tools/sdk_typing.py
 
 test:
 	SETUP_OPENVIKING=1 bash scripts/setup.sh

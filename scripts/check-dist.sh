@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/skillruntime-dist.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
-DISTRIBUTIONS=(core local opensandbox aio viking mcp openai-agents deepagents)
+DISTRIBUTIONS=(core local opensandbox aio docker viking mcp openai-agents deepagents)
 
 step() { printf '==> %s\n' "$*"; }
 

@@ -75,6 +75,7 @@ pip_install \
     -e ./skillruntime-local \
     -e ./skillruntime-opensandbox \
     -e ./skillruntime-aio \
+    -e ./skillruntime-docker \
     -e ./skillruntime-viking \
     -e ./skillruntime-mcp \
     -e ./skillruntime-openai-agents \

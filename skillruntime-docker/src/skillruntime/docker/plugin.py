@@ -9,6 +9,7 @@ from skillruntime.core.plugins import ConversationReaperProvider, RuntimeProvide
 if TYPE_CHECKING:
     from skillruntime.core.async_runtime import AsyncSkillRuntime
     from skillruntime.core.runtime import SkillRuntime
+    from skillruntime.core.runtime_listings import RuntimeListing
 
     from .options import DockerRuntimeOptions
 
@@ -16,6 +17,7 @@ __all__ = [
     "create_async_docker_runtime",
     "create_docker_runtime",
     "skillruntime_conversation_reapers",
+    "skillruntime_runtime_listings",
     "skillruntime_runtimes",
 ]
 
@@ -37,6 +39,14 @@ def create_async_docker_runtime(options: DockerRuntimeOptions) -> AsyncSkillRunt
     from .async_runtime import AsyncDockerSkillRuntime
 
     return AsyncDockerSkillRuntime(**options.runtime_arguments())
+
+
+@hookimpl
+def skillruntime_runtime_listings() -> list[RuntimeListing]:
+    """The ``docker`` runtime as ``skillruntime runtimes`` lists it (no options model)."""
+    from .listing import DOCKER_LISTING
+
+    return [DOCKER_LISTING]
 
 
 @hookimpl
