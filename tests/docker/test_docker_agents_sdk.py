@@ -7,10 +7,10 @@ container (its bootstrap runs there), ``exec_command`` runs its script there, an
 in the conversation's workspace inside the container's volume, not on the SDK's side. A failing
 bootstrap, an unknown skill and malformed arguments are tool results and the run goes on.
 
-The client is :class:`SkillRuntimeSandboxClient` with a factory of ``AsyncDockerSkillRuntime``
-per conversation (what ``SkillRuntimeSandboxClient.for_runtime("docker", ...)`` builds through
-the entry point); the workspace is then read through a second runtime object attaching the same
-conversation (same SQLite conversation store), which also destroys the conversation at the end.
+The client is ``SkillRuntimeSandboxClient.for_runtime("docker", ...)`` (the runtime found
+through its entry point, as for every backend); the workspace is then read through a second
+runtime object attaching the same conversation (same SQLite conversation store), which also
+destroys the conversation at the end.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from skillruntime.openai_agents import SkillRuntimeSandboxClient
 import agents_sdk_runs as scripted
 from docker_engine import IMAGE_VARIABLE, TEST_LABEL, Engine
 from skillruntime.core.models import SkillExecutionRequest
-from skillruntime.docker import AsyncDockerSkillRuntime, DockerSkillRuntime
+from skillruntime.docker import DockerSkillRuntime
 
 
 @dataclass
@@ -41,12 +41,7 @@ class DockerBackend:
     options: dict[str, Any]
 
     def client(self) -> SkillRuntimeSandboxClient:
-        options = self.options
-
-        def factory(conversation_id: str) -> AsyncDockerSkillRuntime:
-            return AsyncDockerSkillRuntime(conversation_id=conversation_id, **options)
-
-        return SkillRuntimeSandboxClient(factory)
+        return SkillRuntimeSandboxClient.for_runtime("docker", **self.options)
 
     def runtime(self, conversation_id: str) -> DockerSkillRuntime:
         return DockerSkillRuntime(conversation_id=conversation_id, **self.options)
