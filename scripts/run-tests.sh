@@ -3,6 +3,11 @@
 # pytest-xdist (TEST_WORKERS workers, default 4, tests handed out one by one as workers free up),
 # then the `serial` ones in one process (skipped when no test is marked serial).
 #
+# The Docker tests use the suite's private Docker daemon (scripts/docker-engine.sh): started here
+# before the tests (with its test images) unless it already runs, and then stopped at the end.
+# If it cannot start, its one-line reason is printed and handed to the tests
+# (SKILLRUNTIME_DOCKER_UNAVAILABLE): the Docker tests fail on it, the others run.
+#
 # Usage: scripts/run-tests.sh PYTHON [-m EXPR] [pytest arguments...]
 #   -m EXPR (first, optional) narrows both parts further, e.g. -m "not slow".
 # Exit status: pytest's, except that a part with no test selected (pytest's 5) counts as passed
@@ -27,10 +32,31 @@ workers=${TEST_WORKERS:-4}
 export PYTHONDONTWRITEBYTECODE=
 export PYTHONPYCACHEPREFIX=${PYTHONPYCACHEPREFIX:-${XDG_CACHE_HOME:-$HOME/.cache}/skillruntime/pycache}
 
-# The parallel part's collection counts the tests marked serial (tests/conftest.py); with none,
-# the serial part (a whole collection of its own, half a minute) is not run at all.
+engine=scripts/docker-engine.sh
+eval "$(bash "$engine" env)"
+engine_was_running=0
+if docker --host "$DOCKER_HOST" version >/dev/null 2>&1; then
+    engine_was_running=1
+fi
+stop_engine() {
+    if [ "$engine_was_running" -eq 0 ]; then
+        bash "$engine" stop || true
+    fi
+}
 serial_count=$(mktemp)
-trap 'rm -f "$serial_count"' EXIT
+trap 'rm -f "$serial_count"; stop_engine' EXIT
+trap 'exit 130' INT TERM
+if said=$( { bash "$engine" start && bash "$engine" image; } 2>&1 >/dev/null); then
+    [ -z "$said" ] || printf '%s\n' "$said" >&2
+else
+    reason=$(printf '%s\n' "$said" | grep -v '^$' | tail -n1)
+    echo "Docker tests: no Docker Engine: ${reason}" >&2
+    export SKILLRUNTIME_DOCKER_UNAVAILABLE="$reason"
+fi
+
+# The parallel part's collection counts the tests marked serial (tests/conftest.py, into
+# $serial_count); with none, the serial part (a whole collection of its own, half a minute) is
+# not run at all.
 SKILLRUNTIME_SERIAL_COUNT_FILE=$serial_count \
     "$python" -m pytest -n "$workers" --dist load -m "$parallel_marks" "$@"
 parallel=$?

@@ -60,6 +60,7 @@ SLOW_MODULES = frozenset(
         "conversations/test_async_exclusive_conversations.py",
         "conversations/test_exclusive_conversations.py",
         "deepagents/test_peer_suite.py",
+        "docker/test_docker_deepagents_peer.py",
         "faults/test_opensandbox_faults.py",
         "faults/test_store_faults.py",
         "mcp/test_mcp_backends.py",
