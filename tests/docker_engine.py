@@ -277,9 +277,8 @@ def leaks(host: str, since: float, *, everything: bool = False) -> tuple[list[st
 
 def remove(host: str, containers: list[str], volumes: list[str]) -> None:
     """Remove the named containers (forced) and volumes; missing ones are fine."""
-    from docker.errors import NotFound  # type: ignore[import-untyped,unused-ignore]
-
     import docker  # type: ignore[import-untyped,unused-ignore]
+    from docker.errors import NotFound  # type: ignore[import-untyped,unused-ignore]
 
     client = docker.DockerClient(base_url=host, timeout=60)
     try:

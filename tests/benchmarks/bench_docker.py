@@ -45,9 +45,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import docker
 from bench_common import Row, make_skill
 
-import docker
 from docker_engine import TEST_LABEL, Engine, ensure_engine
 from skillruntime.core.models import Skill, SkillExecutionRequest, SkillPreparationRequest
 from skillruntime.docker import DockerSkillRuntime

@@ -17,9 +17,9 @@ sys.path.insert(0, str(Path(__file__).parent))  # docker_fixtures.py sits beside
 
 from docker_fixtures import IMAGE, ROOT, remove_labelled, suite_labels
 
-from skillruntime.core.async_runtime import AsyncSkillRuntime
 from skillruntime.core.conversations import InMemoryConversationStore
-from skillruntime.core.runtime import SkillRuntime
+from skillruntime.core.runtime.async_spi import AsyncSkillRuntime
+from skillruntime.core.runtime.spi import SkillRuntime
 from skillruntime.core.testing import AsyncRuntimeConformance, RuntimeConformance
 from skillruntime.docker import AsyncDockerSkillRuntime, DockerSkillRuntime
 

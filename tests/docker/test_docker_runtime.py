@@ -26,14 +26,14 @@ sys.path.insert(0, str(Path(__file__).parent))  # docker_fixtures.py sits beside
 import docker_fixtures
 from docker_fixtures import IMAGE, engine_client, labelled, suite_labels
 
-from skillruntime.core.audit import AUDIT_LOGGER_NAME
 from skillruntime.core.cli import build_cli
 from skillruntime.core.conversations import ConversationStore
 from skillruntime.core.conversations.sql import SqlConversationStore
 from skillruntime.core.conversations.sweeps import sweep_conversations
 from skillruntime.core.errors import NotRegularFileError, WorkspaceEscapeError
 from skillruntime.core.models import SkillExecutionRequest, SkillPreparationRequest
-from skillruntime.core.plugins import create_runtime, listing_drift
+from skillruntime.core.observability.audit import AUDIT_LOGGER_NAME
+from skillruntime.core.plugins.registry import create_runtime, listing_drift
 from skillruntime.core.skills import load_skill
 from skillruntime.core.testing import SkillFactory
 from skillruntime.docker import (

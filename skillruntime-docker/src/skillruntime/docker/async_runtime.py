@@ -2,7 +2,7 @@
 
 The Engine API client is synchronous (``requests``); every call of the async runtime runs the
 sync :class:`~skillruntime.docker.DockerSkillRuntime` in a worker thread of the bridge
-(:class:`~skillruntime.core.bridge.ThreadedAsyncRuntime`). A command costs a few exec round
+(:class:`~skillruntime.core.runtime.bridge.ThreadedAsyncRuntime`). A command costs a few exec round
 trips to the engine, far more than the thread hop (measured in ``docs/docker-runtime.md``).
 Cancelling an ``execute`` kills the command's processes in the container: the bridge marks each
 command's environment and, on cancellation, runs one more command that kills every process
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from skillruntime.core.bridge import DEFAULT_BRIDGE_WORKERS, ThreadedAsyncRuntime
+from skillruntime.core.runtime.bridge import DEFAULT_BRIDGE_WORKERS, ThreadedAsyncRuntime
 
 from .runtime import DockerSkillRuntime
 

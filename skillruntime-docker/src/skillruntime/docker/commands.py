@@ -10,7 +10,7 @@ of a session and a process group of its own whose id the client has read before 
 printed a byte. stdin is ``/dev/null``.
 
 The engine sends stdout and stderr multiplexed on one connection (frames of at most 32 KiB);
-each frame goes straight into a :class:`~skillruntime.core.output.HeadTailBuffer`, so client
+each frame goes straight into a :class:`~skillruntime.core.runtime.output.HeadTailBuffer`, so client
 memory stays bounded whatever a command prints. The exit code is the exec's, read from the
 engine once the stream has ended.
 
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from skillruntime.core.models import SkillExecutionResult
-from skillruntime.core.output import HeadTailBuffer
+from skillruntime.core.runtime.output import HeadTailBuffer
 
 from .engine import DockerEngine
 from .errors import DockerEngineError, DockerExecutionError

@@ -9,9 +9,9 @@
 * ``list_directory``, ``delete`` and ``make_directory`` are one exec each of a small shell script
   run as the runtime's user (so its permissions apply), with ``LC_ALL=C``; failures are mapped to
   the core's typed file errors from the script's exit status or the system's error text.
-* ``glob``/``grep`` run the core's one-command search (:mod:`skillruntime.core.search_command`)
-  and walk with the primitives where the image lacks its tools (GNU ``find``/``tar``: a busybox
-  image walks).
+* ``glob``/``grep`` run the core's one-command search
+  (:mod:`skillruntime.core.files.search_command`) and walk with the primitives where the image
+  lacks its tools (GNU ``find``/``tar``: a busybox image walks).
 
 In a conversation, the workspace is a path boundary: a symbolic link on the way to a path (a
 parent component, or the path itself for a read) is followed only while it stays inside the
@@ -44,11 +44,17 @@ from skillruntime.core.errors import (
     RuntimePermissionError,
     WorkspaceEscapeError,
 )
-from skillruntime.core.file_search import GlobQuery, GrepEngine, GrepQuery, GrepResult, SearchResult
-from skillruntime.core.filesystem import CHUNK_SIZE, DEFAULT_LIST_LIMIT, SkillRuntimeFileSystem
+from skillruntime.core.files.globbing import GlobMatcher
+from skillruntime.core.files.search import (
+    GlobQuery,
+    GrepEngine,
+    GrepQuery,
+    GrepResult,
+    SearchResult,
+)
+from skillruntime.core.files.search_command import Listing, glob_from_listing, grep_from_output
+from skillruntime.core.files.spi import CHUNK_SIZE, DEFAULT_LIST_LIMIT, SkillRuntimeFileSystem
 from skillruntime.core.models import FileInfo, SkillExecutionResult
-from skillruntime.core.search_command import Listing, glob_from_listing, grep_from_output
-from skillruntime.core.tools.globbing import GlobMatcher
 
 from .archive import ArchiveMemberError, DirectoryEntry, FileEntry, MemberReader, tar_stream
 from .commands import RawOutcome

@@ -2,12 +2,12 @@
 
 The plugin returns :data:`DOCKER_LISTING` from ``skillruntime_runtime_listings``; the tests check
 it equals the listing derived from the options model
-(:func:`skillruntime.core.plugins.listing_drift`), so change both together.
+(:func:`skillruntime.core.plugins.registry.listing_drift`), so change both together.
 """
 
 from __future__ import annotations
 
-from skillruntime.core.runtime_listings import (
+from skillruntime.core.plugins.listings import (
     UPLOAD_POLICY_DEFAULT,
     RuntimeListing,
     options,

@@ -13,9 +13,12 @@ from skillruntime.core.conversations.leases import (
     DEFAULT_LEASE_WAIT_SECONDS,
 )
 from skillruntime.core.models import validate_environment
-from skillruntime.core.runtime_options import RuntimeOptions
+from skillruntime.core.plugins.options import RuntimeOptions
+from skillruntime.core.runtime.workspace import (
+    validate_conversation_id,
+    validate_conversations_root,
+)
 from skillruntime.core.skills.files import DEFAULT_UPLOAD_POLICY, UploadPolicy
-from skillruntime.core.workspace import validate_conversation_id, validate_conversations_root
 
 from .security import check_binds
 

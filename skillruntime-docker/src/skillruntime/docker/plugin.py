@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from skillruntime.core.plugins import ConversationReaperProvider, RuntimeProvider, hookimpl
+from skillruntime.core.plugins.registry import ConversationReaperProvider, RuntimeProvider, hookimpl
 
 if TYPE_CHECKING:
-    from skillruntime.core.async_runtime import AsyncSkillRuntime
-    from skillruntime.core.runtime import SkillRuntime
-    from skillruntime.core.runtime_listings import RuntimeListing
+    from skillruntime.core.plugins.listings import RuntimeListing
+    from skillruntime.core.runtime.async_spi import AsyncSkillRuntime
+    from skillruntime.core.runtime.spi import SkillRuntime
 
     from .options import DockerRuntimeOptions
 
@@ -34,8 +34,8 @@ def create_docker_runtime(options: DockerRuntimeOptions) -> SkillRuntime:
 
 def create_async_docker_runtime(options: DockerRuntimeOptions) -> AsyncSkillRuntime:
     """Async factory of the ``docker`` provider: the sync runtime through the core's thread
-    bridge (:func:`skillruntime.core.bridge.to_async`), whose cancellation kills the command's
-    processes in the container."""
+    bridge (:func:`skillruntime.core.runtime.bridge.to_async`), whose cancellation kills the
+    command's processes in the container."""
     from .async_runtime import AsyncDockerSkillRuntime
 
     return AsyncDockerSkillRuntime(**options.runtime_arguments())

@@ -37,7 +37,6 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 
-from skillruntime.core.audit import audited
 from skillruntime.core.conversations import (
     ConversationRecord,
     ConversationStore,
@@ -46,25 +45,26 @@ from skillruntime.core.conversations import (
     open_conversation_store,
     storage_key_for,
 )
+from skillruntime.core.conversations.exclusive import (
+    DEFAULT_ACTIVITY_INTERVAL_SECONDS,
+    ConversationGuard,
+    ExclusiveRuntimeMixin,
+)
 from skillruntime.core.conversations.leases import (
     DEFAULT_LEASE_TTL_SECONDS,
     DEFAULT_LEASE_WAIT_SECONDS,
 )
 from skillruntime.core.errors import RuntimeFileError, SkillRuntimeError
-from skillruntime.core.exclusive import (
-    DEFAULT_ACTIVITY_INTERVAL_SECONDS,
-    ConversationGuard,
-    ExclusiveRuntimeMixin,
-)
-from skillruntime.core.filesystem import SkillRuntimeFileSystem
+from skillruntime.core.files.spi import SkillRuntimeFileSystem
 from skillruntime.core.models import (
     Skill,
     SkillExecutionRequest,
     SkillExecutionResult,
 )
-from skillruntime.core.runtime import BaseSkillRuntime, ready_marker_path
+from skillruntime.core.observability.audit import audited
+from skillruntime.core.runtime.spi import BaseSkillRuntime, ready_marker_path
+from skillruntime.core.runtime.workspace import ConversationWorkspace, validate_conversations_root
 from skillruntime.core.skills.files import DEFAULT_UPLOAD_POLICY, SkillFile, UploadPolicy
-from skillruntime.core.workspace import ConversationWorkspace, validate_conversations_root
 
 from .archive import ArchiveMemberError, DirectoryEntry, MemberReader, tar_stream
 from .commands import CommandNotStartedError, CommandRunner, RawOutcome
