@@ -55,6 +55,8 @@ KILL_GRACE_SECONDS = 2.0
 
 _EXIT_POLL_SECONDS = 5.0
 _HEADER_LIMIT = 32
+_ENGINE_START_FAILURE = "OCI runtime exec failed"
+"""How the engine's own error begins when it cannot start an exec's process."""
 
 WRAPPER = (
     'cd -- "$1" 2>/dev/null || exit 97\n'
@@ -149,11 +151,18 @@ class CommandRunner:
             header.extend(chunk)
             end = header.find(b"\n")
             if end < 0:
-                if len(header) > _HEADER_LIMIT:
+                if len(header) > (4096 if header.startswith(b"OCI") else _HEADER_LIMIT):
                     raise DockerExecutionError("the command wrapper sent no process id")
                 return
             pgid = header[:end].decode("ascii", "replace")
             if not pgid.isdigit():
+                line = bytes(header[:end]).decode("utf-8", "replace").strip()
+                if line.startswith(_ENGINE_START_FAILURE):
+                    # The engine could not start the exec's process (a full process table of
+                    # the container, for one): it wrote its own error where output goes.
+                    raise CommandNotStartedError(
+                        f"the engine could not start the command: {line[:300]}"
+                    )
                 raise DockerExecutionError("the command wrapper sent no process id")
             rest = bytes(header[end + 1 :])
             header.clear()
