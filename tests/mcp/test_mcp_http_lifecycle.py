@@ -164,6 +164,41 @@ def test_sigterm_with_a_stuck_request_exits_0_at_the_grace(
         assert elapsed < 2 + 8, f"the server took {elapsed:.1f}s with a 2s grace"
 
 
+def test_a_second_sigterm_cuts_a_long_shutdown_short_with_status_143(
+    skills_root: Path, conversations_root: Path
+) -> None:
+    args = local_args(skills_root, conversations_root, "--shutdown-grace", "120")
+    with http_server(args) as server, httpx2.Client(timeout=30) as client:
+        session_id = initialize(client, server.url)
+        stream = open_get_stream(server.url, session_id)
+        parts = urlsplit(server.url)
+        assert parts.hostname is not None
+        assert parts.port is not None
+        with stream, socket.create_connection((parts.hostname, parts.port), timeout=30) as stuck:
+            # a request whose body never arrives holds the shutdown for the whole grace
+            stuck.sendall(
+                (
+                    f"POST {parts.path} HTTP/1.1\r\nHost: {parts.netloc}\r\n"
+                    f"Content-Type: application/json\r\nmcp-session-id: {session_id}\r\n"
+                    "Accept: application/json, text/event-stream\r\nContent-Length: 500\r\n\r\n{"
+                ).encode()
+            )
+            probe = client.post(
+                server.url,
+                headers={**MCP_HEADERS, "mcp-session-id": session_id},
+                content=json.dumps({"jsonrpc": "2.0", "id": 5, "method": "ping"}),
+            )
+            assert probe.status_code == 200
+            server.process.send_signal(signal.SIGTERM)
+            read_to_end(stream)  # the GET stream is closed: the shutdown is under way
+            assert server.process.poll() is None  # and held by the stuck request
+            started = time.monotonic()
+            server.process.send_signal(signal.SIGTERM)
+            assert server.process.wait(timeout=60) == 128 + signal.SIGTERM
+            elapsed = time.monotonic() - started
+        assert elapsed < 30, f"the second signal took {elapsed:.1f}s to end a 120s grace"
+
+
 def test_an_oversized_body_is_answered_413_to_requests_and_urllib(
     skills_root: Path, conversations_root: Path
 ) -> None:

@@ -5,6 +5,10 @@ first (killing the commands still running, so in-flight tool calls end) and then
 serving. The stdio transport reads stdin in a worker thread that no signal
 can interrupt (and the SDK waits for it), so after a signal the process ends with status 0
 without joining that thread, once every runtime is closed.
+
+A second signal during the shutdown cuts it short: the process exits at once with status
+128 + the signal's number (130 for SIGINT, 143 for SIGTERM), without waiting for the runtimes
+to close or the grace to run out: the answer to a user pressing Ctrl+C twice.
 """
 
 from __future__ import annotations
@@ -33,6 +37,9 @@ async def _main(main: Callable[[asyncio.Event], Coroutine[Any, Any, None]]) -> b
     stop = asyncio.Event()
 
     def on_signal(signum: int) -> None:
+        if stop.is_set():
+            logger.warning("received signal %d again: exiting now, shutdown cut short", signum)
+            _exit_now(128 + signum)
         logger.info("received signal %d: shutting down", signum)
         stop.set()
 
@@ -51,8 +58,9 @@ async def _main(main: Callable[[asyncio.Event], Coroutine[Any, Any, None]]) -> b
 def run_until_signal(main: Callable[[asyncio.Event], Coroutine[Any, Any, None]]) -> None:
     """Run ``main(stop)`` on a new event loop; SIGINT and SIGTERM set ``stop``.
 
-    When ``main`` returns after a signal, the process exits with status 0 (see the module
-    docstring). Exceptions of ``main`` propagate.
+    When ``main`` returns after a signal, the process exits with status 0; a second signal
+    before that exits at once with status 128 + its number (see the module docstring).
+    Exceptions of ``main`` propagate.
     """
     asyncio.run(_main(main))
 
@@ -92,9 +100,15 @@ async def serve_until(
 
 
 def _exit_after_signal() -> None:
-    """End the process with status 0: flush the standard streams and the logging handlers,
+    """End the process with status 0 (see :func:`_exit_now`)."""
+    _exit_now(0)
+
+
+def _exit_now(status: int) -> None:
+    """End the process with ``status``: flush the standard streams and the logging handlers,
     then exit without waiting for threads still blocked reading stdin."""
     for stream in (sys.stdout, sys.stderr):
-        stream.flush()
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
     logging.shutdown()
-    os._exit(0)
+    os._exit(status)
