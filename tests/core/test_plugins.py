@@ -244,7 +244,11 @@ def test_missing_known_runtime_names_its_distribution() -> None:
 
 @pytest.mark.parametrize(
     ("name", "distribution"),
-    [("opensandbox", "skillruntime-opensandbox"), ("aio", "skillruntime-aio")],
+    [
+        ("opensandbox", "skillruntime-opensandbox"),
+        ("aio", "skillruntime-aio"),
+        ("docker", "skillruntime-docker"),
+    ],
 )
 def test_missing_backend_runtimes_name_their_distributions(name: str, distribution: str) -> None:
     with pytest.raises(PluginNotFoundError, match=f"pip install {distribution}"):

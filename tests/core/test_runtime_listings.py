@@ -32,6 +32,7 @@ BACKENDS = (
     "skillruntime.local.plugin",
     "skillruntime.aio.plugin",
     "skillruntime.opensandbox.plugin",
+    "skillruntime.docker.plugin",
 )
 
 

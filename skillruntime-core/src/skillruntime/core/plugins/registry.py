@@ -92,6 +92,7 @@ KNOWN_RUNTIME_DISTRIBUTIONS: Mapping[str, str] = {
     "local": "skillruntime-local",
     "opensandbox": "skillruntime-opensandbox",
     "aio": "skillruntime-aio",
+    "docker": "skillruntime-docker",
 }
 """Runtime names of this project mapped to the distribution that provides them."""
 
