@@ -9,7 +9,9 @@ import socket
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -107,6 +109,30 @@ def wait_for_file(pattern: str, root: Path) -> Path:
         time.sleep(0.05)
 
 
+@contextmanager
+def stuck_request(client: httpx2.Client, url: str, session_id: str) -> Iterator[None]:
+    """A request whose body never arrives, keeping its connection busy until this exits; the
+    server has taken it in (a ping on ``client`` answered after it was sent)."""
+    parts = urlsplit(url)
+    assert parts.hostname is not None
+    assert parts.port is not None
+    with socket.create_connection((parts.hostname, parts.port), timeout=30) as stuck:
+        stuck.sendall(
+            (
+                f"POST {parts.path} HTTP/1.1\r\nHost: {parts.netloc}\r\n"
+                f"Content-Type: application/json\r\nmcp-session-id: {session_id}\r\n"
+                "Accept: application/json, text/event-stream\r\nContent-Length: 500\r\n\r\n{"
+            ).encode()
+        )
+        probe = client.post(
+            url,
+            headers={**MCP_HEADERS, "mcp-session-id": session_id},
+            content=json.dumps({"jsonrpc": "2.0", "id": 5, "method": "ping"}),
+        )
+        assert probe.status_code == 200
+        yield
+
+
 def test_sigterm_kills_the_command_closes_the_get_stream_and_exits_0_within_the_grace(
     skills_root: Path, conversations_root: Path
 ) -> None:
@@ -138,25 +164,7 @@ def test_sigterm_with_a_stuck_request_exits_0_at_the_grace(
     args = local_args(skills_root, conversations_root, "--shutdown-grace", "2")
     with http_server(args) as server, httpx2.Client(timeout=30) as client:
         session_id = initialize(client, server.url)
-        stream = open_get_stream(server.url, session_id)
-        parts = urlsplit(server.url)
-        assert parts.hostname is not None
-        assert parts.port is not None
-        with stream, socket.create_connection((parts.hostname, parts.port), timeout=30) as stuck:
-            # a request whose body never arrives keeps its connection busy
-            stuck.sendall(
-                (
-                    f"POST {parts.path} HTTP/1.1\r\nHost: {parts.netloc}\r\n"
-                    f"Content-Type: application/json\r\nmcp-session-id: {session_id}\r\n"
-                    "Accept: application/json, text/event-stream\r\nContent-Length: 500\r\n\r\n{"
-                ).encode()
-            )
-            probe = client.post(
-                server.url,
-                headers={**MCP_HEADERS, "mcp-session-id": session_id},
-                content=json.dumps({"jsonrpc": "2.0", "id": 5, "method": "ping"}),
-            )
-            assert probe.status_code == 200  # the server has taken the stuck request in
+        with open_get_stream(server.url, session_id), stuck_request(client, server.url, session_id):
             started = time.monotonic()
             server.process.send_signal(signal.SIGTERM)
             assert server.process.wait(timeout=30) == 0
@@ -171,24 +179,7 @@ def test_a_second_sigterm_cuts_a_long_shutdown_short_with_status_143(
     with http_server(args) as server, httpx2.Client(timeout=30) as client:
         session_id = initialize(client, server.url)
         stream = open_get_stream(server.url, session_id)
-        parts = urlsplit(server.url)
-        assert parts.hostname is not None
-        assert parts.port is not None
-        with stream, socket.create_connection((parts.hostname, parts.port), timeout=30) as stuck:
-            # a request whose body never arrives holds the shutdown for the whole grace
-            stuck.sendall(
-                (
-                    f"POST {parts.path} HTTP/1.1\r\nHost: {parts.netloc}\r\n"
-                    f"Content-Type: application/json\r\nmcp-session-id: {session_id}\r\n"
-                    "Accept: application/json, text/event-stream\r\nContent-Length: 500\r\n\r\n{"
-                ).encode()
-            )
-            probe = client.post(
-                server.url,
-                headers={**MCP_HEADERS, "mcp-session-id": session_id},
-                content=json.dumps({"jsonrpc": "2.0", "id": 5, "method": "ping"}),
-            )
-            assert probe.status_code == 200
+        with stream, stuck_request(client, server.url, session_id):
             server.process.send_signal(signal.SIGTERM)
             read_to_end(stream)  # the GET stream is closed: the shutdown is under way
             assert server.process.poll() is None  # and held by the stuck request
