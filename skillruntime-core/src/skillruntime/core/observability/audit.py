@@ -79,6 +79,7 @@ Outcome = Literal["ok", "error"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
+S = TypeVar("S")
 
 
 class _CommandResult(Protocol):
@@ -354,8 +355,29 @@ async def audited_async(kind: str, **context: Any) -> AsyncIterator[AuditRecorde
         yield recorder
 
 
-def _stream_start(kind: str) -> tuple[Any, float, float]:
-    return tracing.start_span(kind), time.time(), time.perf_counter()
+class _StreamAudit:
+    """The recorder and span of one audited stream: started when the stream is asked for,
+    finished exactly once (:meth:`end`) when it fails to open, ends, fails or is closed."""
+
+    def __init__(self, kind: str, context: dict[str, Any]) -> None:
+        self.recorder = AuditRecorder(kind, **context)
+        self.span = tracing.start_span(kind)
+        self.timestamp = time.time()
+        self.started = time.perf_counter()
+
+    def open(self, open_stream: Callable[[], S]) -> S:
+        """``open_stream()``; its error is recorded, the audit ended and the error raised."""
+        try:
+            return open_stream()
+        except BaseException as error:
+            self.recorder.failed(error)
+            self.end()
+            raise
+
+    def end(self) -> None:
+        _finish(self.recorder, self.span, self.timestamp, self.started)
+        if self.span is not None:
+            self.span.end()
 
 
 def audit_stream(
@@ -369,26 +391,14 @@ def audit_stream(
     """
     if not _enabled:
         return open_stream()
-    recorder = AuditRecorder(kind, **context)
-    span, timestamp, started = _stream_start(kind)
-    try:
-        stream = open_stream()
-    except BaseException as error:
-        recorder.failed(error)
-        _finish(recorder, span, timestamp, started)
-        if span is not None:
-            span.end()
-        raise
-    return _counted(stream, recorder, span, timestamp, started)
+    audit = _StreamAudit(kind, context)
+    return _counted(audit.open(open_stream), audit)
 
 
 def _counted(
-    stream: Generator[bytes, None, None],
-    recorder: AuditRecorder,
-    span: Any,
-    timestamp: float,
-    started: float,
+    stream: Generator[bytes, None, None], audit: _StreamAudit
 ) -> Generator[bytes, None, None]:
+    recorder = audit.recorder
     recorder.bytes = 0
     try:
         for chunk in stream:
@@ -401,37 +411,23 @@ def _counted(
         recorder.failed(error)
         raise
     finally:
-        _finish(recorder, span, timestamp, started)
-        if span is not None:
-            span.end()
+        audit.end()
 
 
 def audit_async_stream(
     kind: str, open_stream: Callable[[], AsyncGenerator[bytes, None]], **context: Any
 ) -> AsyncGenerator[bytes, None]:
-    """The async twin of :func:`audit_stream`."""
+    """The async twin of :func:`audit_stream` (the same rules; only the iteration differs)."""
     if not _enabled:
         return open_stream()
-    recorder = AuditRecorder(kind, **context)
-    span, timestamp, started = _stream_start(kind)
-    try:
-        stream = open_stream()
-    except BaseException as error:
-        recorder.failed(error)
-        _finish(recorder, span, timestamp, started)
-        if span is not None:
-            span.end()
-        raise
-    return _counted_async(stream, recorder, span, timestamp, started)
+    audit = _StreamAudit(kind, context)
+    return _counted_async(audit.open(open_stream), audit)
 
 
 async def _counted_async(
-    stream: AsyncGenerator[bytes, None],
-    recorder: AuditRecorder,
-    span: Any,
-    timestamp: float,
-    started: float,
+    stream: AsyncGenerator[bytes, None], audit: _StreamAudit
 ) -> AsyncGenerator[bytes, None]:
+    recorder = audit.recorder
     recorder.bytes = 0
     try:
         async for chunk in stream:
@@ -444,9 +440,7 @@ async def _counted_async(
         recorder.failed(error)
         raise
     finally:
-        _finish(recorder, span, timestamp, started)
-        if span is not None:
-            span.end()
+        audit.end()
 
 
 def audited_call(
