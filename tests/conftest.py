@@ -16,6 +16,8 @@
   (real servers, racing processes, process restarts, fault workloads, the peer suites,
   symlink-swap races, the benchmarks' quick mode); what each distribution does is also tested by
   its fast tests, so the quick set covers every distribution (``tests/core/test_suite_rules.py``).
+- Under pytest-xdist the heaviest modules (by ``tests/durations.json``) run first
+  (``slow_tests.heaviest_modules_first``), so the run does not end on one worker's long test.
 - ``--record-durations=PATH`` records each test's own seconds into ``PATH``; every run lists the
   tests that took the threshold or more without being marked ``slow``.
 - The Docker tests' engine, and the check that they leave no container or volume behind, are
@@ -29,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from slow_tests import SLOW_MODULES, SLOW_TESTS, DurationRecorder
+from slow_tests import SLOW_MODULES, SLOW_TESTS, DurationRecorder, heaviest_modules_first
 from viking_real.openviking_harness import begin_run, end_run
 
 os.environ["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
@@ -70,7 +72,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Write the number of collected tests marked ``serial`` (before any ``-m`` selection) to the
     file that ``SKILLRUNTIME_SERIAL_COUNT_FILE`` names, if any: ``scripts/run-tests.sh`` skips its
-    serial part (a whole collection) when there is none. Under xdist the first worker writes it."""
+    serial part (a whole collection) when there is none. Under xdist the first worker writes it.
+
+    Under xdist, also order the items heaviest module first (see the module docstring)."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is not None:
+        items[:] = heaviest_modules_first(items)
     target = os.environ.get("SKILLRUNTIME_SERIAL_COUNT_FILE")
     if not target or os.environ.get("PYTEST_XDIST_WORKER", "gw0") != "gw0":
         return

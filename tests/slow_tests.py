@@ -87,8 +87,30 @@ def load_slow_tests(path: Path = DURATIONS_FILE) -> dict[str, float]:
     return tests
 
 
-SLOW_TESTS = frozenset(load_slow_tests())
+MEASURED_SECONDS = load_slow_tests()
+"""The seconds of each test measured slow (``tests/durations.json``), by node id."""
+
+SLOW_TESTS = frozenset(MEASURED_SECONDS)
 """Node ids measured slow (``tests/durations.json``)."""
+
+
+def heaviest_modules_first(
+    items: list[pytest.Item], seconds: Mapping[str, float] = MEASURED_SECONDS
+) -> list[pytest.Item]:
+    """``items`` with whole modules reordered by their measured seconds (the sum of their tests in
+    ``seconds``), the heaviest first; the order inside a module, and of modules with equal sums
+    (those with none measured, say), is kept.
+
+    Under pytest-xdist's ``load`` distribution the tests are handed out in this order, so the long
+    modules start while every worker is busy and the run does not end waiting for one worker on a
+    long test collected last. Every worker computes the same order from the same file, as xdist
+    requires; a module's fixtures still see its tests together.
+    """
+    weight: dict[str, float] = {}
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        weight[module] = weight.get(module, 0.0) + seconds.get(item.nodeid, 0.0)
+    return sorted(items, key=lambda item: -weight[item.nodeid.split("::", 1)[0]])
 
 
 # ------------------------------------------------------------------------------ measuring

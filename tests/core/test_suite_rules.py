@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 import json
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
 
 from slow_tests import (
     DURATIONS_FILE,
@@ -13,6 +15,7 @@ from slow_tests import (
     SLOW_TESTS,
     THRESHOLD_SECONDS,
     defined_tests,
+    heaviest_modules_first,
     split_nodeid,
 )
 
@@ -109,3 +112,11 @@ def test_every_area_keeps_tests_outside_the_slow_set() -> None:
     # The benchmarks' quick mode and the real server's own tier (viking/ tests the store on the
     # double) are end-to-end by nature; `make test` runs them.
     assert only_slow == ["benchmarks", "viking_real"]
+
+
+def test_heaviest_modules_come_first_and_keep_their_inner_order() -> None:
+    ids = ["a.py::one", "a.py::two", "b.py::one", "c.py::one", "c.py::two", "d.py::one"]
+    items = cast(list[Any], [SimpleNamespace(nodeid=nodeid) for nodeid in ids])
+    seconds = {"a.py::two": 2.0, "b.py::one": 1.0, "c.py::one": 3.0, "c.py::two": 0.5}
+    ordered = [item.nodeid for item in heaviest_modules_first(items, seconds)]
+    assert ordered == ["c.py::one", "c.py::two", "a.py::one", "a.py::two", "b.py::one", "d.py::one"]
