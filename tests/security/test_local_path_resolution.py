@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from skillruntime.core.errors import (
@@ -83,6 +83,9 @@ def _inside(path: Path, workspace: Path) -> bool:
     max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(specs=link_specs, query=queries)
+# a link to "name/." or "name/" needs a directory: to a file it is not-a-directory
+@example(specs=[("l1", "relative", "f/.")], query="l1")
+@example(specs=[("a/l2", "inside", "a/f/")], query="a/l2")
 def test_reads_match_the_kernel_inside_and_never_reach_outside(
     tree: tuple[LocalSkillRuntime, Path, Path], specs: list[tuple[str, str, str]], query: str
 ) -> None:

@@ -94,6 +94,16 @@ def _split(path: str) -> list[str]:
     return [part for part in path.split("/") if part not in ("", ".")]
 
 
+def _split_target(target: str) -> list[str]:
+    """The components of a link target, ending in ``"."`` when the target ends in ``/`` or
+    ``/.``: as for the kernel, its last name must then be a directory (``f/.`` naming a file is
+    not a directory error, not the file)."""
+    parts = _split(target)
+    if parts and (target.endswith("/") or target.endswith("/.")):
+        parts.append(".")
+    return parts
+
+
 class ConfinedRoot:
     """Resolves paths below ``root`` (an absolute host path) race-free; see the module docs.
 
@@ -253,7 +263,7 @@ class ConfinedRoot:
                     os.close(stack.pop())
                 pending.extendleft(reversed(beneath))
             else:
-                pending.extendleft(reversed(_split(target) or ["."]))
+                pending.extendleft(reversed(_split_target(target) or ["."]))
         return ".", None
 
     @staticmethod
@@ -319,7 +329,7 @@ class ConfinedRoot:
             pass
 
     def _beneath(self, target: str) -> list[str] | None:
-        parts = _split(target)
+        parts = _split_target(target)
         for root_parts in (self._root_parts, _split(os.path.realpath(self.root))):
             if parts[: len(root_parts)] == root_parts:
                 return parts[len(root_parts) :]
