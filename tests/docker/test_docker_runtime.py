@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import docker
 import pytest
 from click.testing import CliRunner
 from sqlalchemy import update
@@ -363,6 +364,80 @@ def test_preparing_a_skill_of_many_files_takes_one_archive(docker_run: str, tmp_
         (skill,) = runtime.prepare(SkillPreparationRequest(skills=(load_skill(root),)))
         assert _run(runtime, f"ls {skill.base_path}/files | wc -l").stdout.strip() == "300"
         assert len(puts) == 2  # the skill's archive and its ready marker
+
+
+class _Requests:
+    """HTTP requests sent by every ``docker.APIClient`` of the process while counting (the
+    benchmark's counter)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        original = docker.APIClient.send
+
+        def send(client: Any, request: Any, **options: Any) -> Any:
+            self.count += 1
+            return original(client, request, **options)
+
+        monkeypatch.setattr(docker.APIClient, "send", send)
+
+
+def _many_files_skill(root: Path, count: int) -> Path:
+    (root / "files" / "deep").mkdir(parents=True)
+    (root / "SKILL.md").write_text("---\nname: many\ndescription: many files\n---\nbody\n")
+    for index in range(count):
+        (root / "files" / f"f{index:04d}.txt").write_text(f"{index}\n")
+    (root / "files" / "deep" / "run.sh").write_text("#!/bin/sh\necho deep\n")
+    (root / "files" / "deep" / "run.sh").chmod(0o755)
+    return root
+
+
+@pytest.mark.parametrize("conversation", [None, "count-1"], ids=["private", "conversation"])
+def test_preparing_a_skill_of_1000_files_takes_at_most_three_engine_requests(
+    docker_run: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    conversation: str | None,
+) -> None:
+    skill = load_skill(_many_files_skill(tmp_path / "many", 1000))
+    with _runtime(docker_run, None, conversation) as runtime:
+        _run(runtime, "true")  # the container runs
+        requests = _Requests(monkeypatch)
+        (prepared,) = runtime.prepare(SkillPreparationRequest(skills=(skill,)))
+        assert requests.count <= 3  # the ready check, the skill's archive, its ready marker
+        listed = _run(
+            runtime,
+            f"ls {prepared.base_path}/files | wc -l; {prepared.base_path}/files/deep/run.sh",
+        )
+        assert listed.stdout == "1001\ndeep\n"
+        owner = _run(runtime, f"stat -c %u {prepared.base_path}/files/f0001.txt")
+        assert owner.stdout == "1000\n"
+        if conversation is not None:
+            runtime.destroy_conversation()
+
+
+def test_a_prepare_replaces_links_planted_in_the_workspace_and_in_an_old_copy(
+    docker_run: str, sql_store: SqlConversationStore, tmp_path: Path
+) -> None:
+    skill = load_skill(_many_files_skill(tmp_path / "many", 3))
+    with _runtime(docker_run, sql_store, "plant-1") as runtime:
+        # A link where the skills directory goes must not carry the copy out of the workspace.
+        _run(runtime, "mkdir -p /tmp/out && rm -rf skills && ln -s /tmp/out skills")
+        (prepared,) = runtime.prepare(SkillPreparationRequest(skills=(skill,)))
+        assert _run(runtime, "ls -A /tmp/out | wc -l; test -L skills || echo real").stdout == (
+            "0\nreal\n"
+        )
+        base = prepared.base_path
+        # An old copy whose file became a link and whose marker is gone is placed again
+        # without writing through the link.
+        _run(runtime, f"rm {base}/../.*.ready; ln -sf /etc/hostname {base}/files/f0001.txt")
+    with _runtime(docker_run, sql_store, "plant-1") as runtime:
+        before = _run(runtime, "cat /etc/hostname").stdout
+        (again,) = runtime.prepare(SkillPreparationRequest(skills=(skill,)))
+        assert again.base_path == base
+        checked = _run(runtime, f"test -L {base}/files/f0001.txt || cat {base}/files/f0001.txt")
+        assert checked.stdout == "1\n"
+        assert _run(runtime, "cat /etc/hostname").stdout == before
+        runtime.destroy_conversation()
 
 
 # ------------------------------------------------------------------ sweeps and leases

@@ -23,6 +23,7 @@ is not checked for them.
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import posixpath
@@ -517,13 +518,21 @@ class DockerFileSystem(SkillRuntimeFileSystem):
         target: ContainerTarget,
         directory: str,
         files: list[tuple[Path, str, bool]],
+        *,
+        extra: Iterable[FileEntry] = (),
+        leading: Iterable[str] = (),
     ) -> None:
         """Extract ``files`` (local path, path relative to ``directory``, executable) into the
-        existing ``directory`` as one tar stream; their parent directories are members too."""
+        existing ``directory`` as one tar stream; their parent directories are members too, as
+        are the directories ``leading`` (relative, before anything else), and the in-memory
+        files ``extra`` come last."""
         handles: list[IO[bytes]] = []
         try:
             entries: list[DirectoryEntry | FileEntry] = []
             seen: set[str] = set()
+            for name in leading:
+                seen.add(name)
+                entries.append(DirectoryEntry(name))
             for local, relative, executable in files:
                 parent = posixpath.dirname(relative)
                 chain = []
@@ -541,10 +550,65 @@ class DockerFileSystem(SkillRuntimeFileSystem):
                 handles.append(handle)
                 size = os.fstat(handle.fileno()).st_size
                 entries.append(FileEntry(relative, size, handle, 0o755 if executable else 0o644))
+            entries.extend(extra)
             self._put(target, directory, entries, directory)
         finally:
             for handle in handles:
                 handle.close()
+
+    def place_below(
+        self,
+        target: ContainerTarget,
+        anchor: str,
+        directory: str,
+        files: list[tuple[Path, str, bool]],
+        *,
+        extra: Iterable[tuple[str, bytes]] = (),
+    ) -> bool:
+        """Write ``files`` (local path, path relative to ``directory``, executable) and the
+        in-memory files ``extra`` (path relative to ``directory``, bytes; written last) below
+        ``directory`` with **one** ``PUT`` to ``anchor``, an existing directory that is no
+        symbolic link (the workspace volume's mount point, or the container's ``remote_root``)
+        at or above ``directory``. No stat or exec is needed first:
+
+        * every directory from ``anchor`` (exclusive) down to ``directory`` and every file's
+          parent is a member of the archive, in order, so the engine's extraction creates what
+          is missing and *replaces* whatever non-directory it finds on the way — a symbolic
+          link planted in the workspace is removed and a real directory made in its place, so
+          nothing is written through a link (and a link the container plants cannot make the
+          write leave the workspace);
+        * a file of a member replaces a link or directory at its place the same way (the
+          engine removes a non-matching entry before extracting).
+
+        Directories on the way are owned by the runtime's user with mode ``0755`` afterwards.
+        ``False`` (nothing written) when ``anchor`` does not exist in the container; engine
+        refusals are the typed file errors of a write."""
+        relative = posixpath.relpath(directory, anchor)
+        if relative.startswith("..") or posixpath.isabs(relative):
+            raise ValueError(f"{directory} is not below {anchor}")
+        prefix = "" if relative == "." else relative
+        leading: list[str] = []
+        if prefix:
+            parts = prefix.split("/")
+            leading = ["/".join(parts[: index + 1]) for index in range(len(parts))]
+        memory = [
+            FileEntry(posixpath.join(prefix, name), len(data), io.BytesIO(data))
+            for name, data in extra
+        ]
+        try:
+            self.upload_tree(
+                target,
+                anchor,
+                [
+                    (local, posixpath.join(prefix, relative_path), executable)
+                    for local, relative_path, executable in files
+                ],
+                extra=memory,
+                leading=leading,
+            )
+        except RuntimeFileNotFoundError:
+            return False
+        return True
 
     def glob(self, root: FileInfo, query: GlobQuery) -> SearchResult:
         """One archive of the tree (one ``GET``) replayed as the default walk; the default walk

@@ -54,7 +54,7 @@ from skillruntime.core.conversations.leases import (
     DEFAULT_LEASE_TTL_SECONDS,
     DEFAULT_LEASE_WAIT_SECONDS,
 )
-from skillruntime.core.errors import RuntimeFileError, SkillRuntimeError
+from skillruntime.core.errors import SkillRuntimeError
 from skillruntime.core.files.spi import SkillRuntimeFileSystem
 from skillruntime.core.models import (
     Skill,
@@ -402,32 +402,49 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
     def _skills_root(self) -> str | None:
         return self._workspace.skills_directory if self._workspace else self._remote_root
 
-    def _place_skill(self, skill: Skill, files: Sequence[SkillFile], target: str) -> None:
-        """One directory script and one tar stream (``PUT``) for the whole skill.
+    def _anchor(self) -> str:
+        """The directory skills are placed below with one archive: the workspace volume's mount
+        point (a mount point cannot be replaced by a link), or ``remote_root``."""
+        return self._workspace.conversations_root if self._workspace else self._remote_root
 
-        Same digest means same bytes, so an earlier incomplete copy is simply overwritten.
+    def _place_skill(self, skill: Skill, files: Sequence[SkillFile], target: str) -> None:
+        """One tar stream (one ``PUT`` to :meth:`_anchor`, see
+        :meth:`DockerFileSystem.place_below`) for the whole skill and the directories above it.
+
+        Same digest means same bytes, so an earlier incomplete copy is simply overwritten (a
+        link or directory where the copy has a file, or a link where it has a directory, is
+        replaced). When the anchor is missing (``remote_root`` removed by a command), the
+        directory is made first and the tree sent into it.
         """
         container = self._handle()
+        items = [(item.local_path, item.relative_path, item.executable) for item in files]
+        if self._files.place_below(container, self._anchor(), target, items):
+            return
         self._files.make_directory(target)
-        self._files.upload_tree(
-            container,
-            target,
-            [(item.local_path, item.relative_path, item.executable) for item in files],
-        )
+        self._files.upload_tree(container, target, items)
 
     def _is_ready(self, target: str) -> bool:
+        """One ``GET`` of the ready marker. Its parents are resolved by the engine inside the
+        container; that is enough here: the answer is only whether the marker names this
+        container, which the container's user could write in place anyway; a marker that is a
+        link, or anything but a small regular file, is not ready."""
         container = self._handle()
         try:
-            marker = self._files.read_text(ready_marker_path(target), 4096)
-        except RuntimeFileError:
+            text = self._read_small(container.container_id, ready_marker_path(target))
+        except DockerEngineError:
             return False
-        return marker.strip() == _MARKER_PREFIX + container.container_id
+        return text is not None and text.strip() == _MARKER_PREFIX + container.container_id
 
     def _mark_ready(self, target: str, *, digest: str) -> None:
+        """The marker written with one ``PUT`` to :meth:`_anchor` (the directories above it are
+        members too, see :meth:`DockerFileSystem.place_below`)."""
         container = self._handle()
-        self._files.write_text(
-            ready_marker_path(target), f"{_MARKER_PREFIX}{container.container_id}\n"
-        )
+        marker = ready_marker_path(target)
+        data = f"{_MARKER_PREFIX}{container.container_id}\n".encode()
+        parent, name = posixpath.split(marker)
+        if self._files.place_below(container, self._anchor(), parent, [], extra=[(name, data)]):
+            return
+        self._files.write_text(marker, data.decode())
 
     def _close_resources(self) -> None:
         with self._target_lock:
