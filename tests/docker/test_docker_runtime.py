@@ -440,6 +440,22 @@ def test_a_prepare_replaces_links_planted_in_the_workspace_and_in_an_old_copy(
         runtime.destroy_conversation()
 
 
+def test_the_cold_first_command_of_a_conversation_takes_seven_engine_requests(
+    docker_run: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with _runtime(docker_run, None, "warm-1") as warm:
+        _run(warm, "true")  # the API version and the image's user are known in the process
+        with _runtime(docker_run, None, "cold-1") as cold:
+            requests = _Requests(monkeypatch)
+            assert _run(cold, "true").exit_code == 0
+            # volume, create, start, the workspace's archive, and the exec's three requests
+            assert requests.count <= 7
+            monkeypatch.undo()
+            assert _run(cold, "test -d . && test -w . && stat -c %u .").stdout == "1000\n"
+            cold.destroy_conversation()
+        warm.destroy_conversation()
+
+
 # ------------------------------------------------------------------ sweeps and leases
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import email.utils
 import json
 import logging
 import os
@@ -47,6 +48,10 @@ KEEP_ALIVE_COMMAND = ("/bin/sh", "-c", "trap 'exit 0' TERM; while sleep 3600; do
 the command trees that exec starts)."""
 
 _FRAME_HEADER = 8
+_VERSIONS: dict[tuple[str, str], str] = {}
+"""The API version negotiated per engine address and TLS settings (one ``GET /version`` per
+process and engine, not per runtime object)."""
+_VERSIONS_LOCK = threading.Lock()
 _FRAME_CHUNK = 64 * 1024
 _MODE_DIR = 1 << 31
 _MODE_SYMLINK = 1 << 27
@@ -117,6 +122,18 @@ class PathStat:
     @property
     def permissions(self) -> int:
         return self.mode & 0o777
+
+
+def _age(created: str | None, now: str | None) -> float:
+    """Seconds from ``created`` (RFC 3339) to ``now`` (an HTTP date); ``inf`` when unknown."""
+    start = parse_time(created)
+    if start is None or not now:
+        return float("inf")
+    try:
+        end = email.utils.parsedate_to_datetime(now)
+    except (TypeError, ValueError):
+        return float("inf")
+    return max(0.0, (end - start).total_seconds())
 
 
 def _wire(path: str) -> bytes:
@@ -200,15 +217,23 @@ class DockerEngine:
 
     @property
     def api(self) -> Any:
-        """The SDK's ``APIClient`` (created, and the API version negotiated, on first use)."""
+        """The SDK's ``APIClient``, created on first use; with ``api_version="auto"`` the version
+        is negotiated once per process and engine (an engine replaced by an older one under the
+        same address while the process runs answers 400 until the process restarts)."""
         with self._lock:
             if self._api is None:
                 options = docker.utils.kwargs_from_env()
                 options["base_url"] = self.address
+                key = (self.address, repr(sorted((k, repr(v)) for k, v in options.items())))
+                version = self._api_version
+                if version == "auto":
+                    with _VERSIONS_LOCK:
+                        version = _VERSIONS.get(key, version)
                 try:
-                    self._api = docker.APIClient(
-                        version=self._api_version, timeout=self._timeout, **options
-                    )
+                    self._api = docker.APIClient(version=version, timeout=self._timeout, **options)
+                    if self._api_version == "auto":
+                        with _VERSIONS_LOCK:
+                            _VERSIONS[key] = str(self._api.api_version)
                 except (
                     docker.errors.DockerException,
                     OSError,
@@ -336,18 +361,21 @@ class DockerEngine:
 
     # ------------------------------------------------------------- volumes
 
-    def ensure_volume(self, name: str, labels: Mapping[str, str]) -> dict[str, Any]:
-        """The volume ``name``, created with ``labels`` when missing."""
-        existing: dict[str, Any] | None = self.maybe(
-            f"inspecting volume {name}", lambda api: api.inspect_volume(name)
-        )
-        if existing is not None:
-            return existing
-        created: dict[str, Any] = self.call(
-            f"creating volume {name}",
-            lambda api: api.create_volume(name=name, driver="local", labels=dict(labels)),
-        )
-        return created
+    def ensure_volume(self, name: str, labels: Mapping[str, str]) -> tuple[dict[str, Any], float]:
+        """The volume ``name``, created with ``labels`` when missing — one ``POST
+        /volumes/create``, which answers an existing volume as it is (its own labels) — and its
+        age in seconds on the engine's clock (its ``CreatedAt`` against the answer's ``Date``;
+        ``inf`` when either is missing)."""
+
+        def create(api: Any) -> tuple[dict[str, Any], float]:
+            response = api._post_json(
+                api._url("/volumes/create"),
+                data={"Name": name, "Driver": "local", "Labels": dict(labels)},
+            )
+            info: dict[str, Any] = api._result(response, True)
+            return info, _age(info.get("CreatedAt"), response.headers.get("Date"))
+
+        return self.call(f"creating volume {name}", create)
 
     def inspect_volume(self, name: str) -> dict[str, Any] | None:
         """The volume's inspection document, ``None`` when it does not exist."""
