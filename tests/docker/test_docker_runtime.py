@@ -31,7 +31,11 @@ from skillruntime.core.cli import build_cli
 from skillruntime.core.conversations import ConversationStore
 from skillruntime.core.conversations.sql import SqlConversationStore
 from skillruntime.core.conversations.sweeps import sweep_conversations
-from skillruntime.core.errors import NotRegularFileError, WorkspaceEscapeError
+from skillruntime.core.errors import (
+    NotRegularFileError,
+    RuntimePermissionError,
+    WorkspaceEscapeError,
+)
 from skillruntime.core.models import SkillExecutionRequest, SkillPreparationRequest
 from skillruntime.core.observability.audit import AUDIT_LOGGER_NAME
 from skillruntime.core.plugins.registry import create_runtime, listing_drift
@@ -454,6 +458,23 @@ def test_the_cold_first_command_of_a_conversation_takes_seven_engine_requests(
             assert _run(cold, "test -d . && test -w . && stat -c %u .").stdout == "1000\n"
             cold.destroy_conversation()
         warm.destroy_conversation()
+
+
+def test_file_writes_honour_the_container_users_permissions(docker_run: str) -> None:
+    with _runtime(docker_run, None, None) as runtime:
+        fs = runtime.get_file_system()
+        _run(runtime, "mkdir -p /tmp/mine /tmp/locked && chmod 0555 /tmp/locked")
+        with pytest.raises(RuntimePermissionError):
+            fs.write_text("/etc/skillruntime-denied", "no")  # root's 0755: the owner is read
+        with pytest.raises(RuntimePermissionError):
+            fs.write_text("/tmp/locked/f", "no")  # no write bit at all
+        with pytest.raises(RuntimePermissionError):
+            fs.write_bytes("/tmp/locked/g", b"x", executable=True)
+        fs.write_text("/tmp/shared", "yes")  # 1777
+        fs.write_text("/tmp/mine/f", "yes")  # the user's own 0755 directory, outside its tree
+        assert _run(
+            runtime, "cat /tmp/shared /tmp/mine/f; test -e /etc/skillruntime-denied || echo none"
+        ).stdout == ("yesyesnone\n")
 
 
 # ------------------------------------------------------------------ sweeps and leases

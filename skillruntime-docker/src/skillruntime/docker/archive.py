@@ -20,6 +20,7 @@ from typing import IO, cast
 
 __all__ = [
     "ArchiveMemberError",
+    "ChunkReader",
     "DirectoryEntry",
     "FileEntry",
     "MemberReader",
@@ -139,7 +140,7 @@ def tar_stream(
     yield bytes(buffer)
 
 
-class _ChunkReader:
+class ChunkReader:
     """A minimal binary reader over an iterator of chunks (what ``tarfile``'s stream mode
     needs: ``read(n)``)."""
 
@@ -180,7 +181,7 @@ class MemberReader:
     :meth:`content` that member's bytes in chunks."""
 
     def __init__(self, chunks: Iterator[bytes]) -> None:
-        self._tar = tarfile.open(fileobj=cast("IO[bytes]", _ChunkReader(chunks)), mode="r|")  # noqa: SIM115
+        self._tar = tarfile.open(fileobj=cast("IO[bytes]", ChunkReader(chunks)), mode="r|")  # noqa: SIM115
 
     def first(self) -> tarfile.TarInfo | None:
         """The first member, checked with :func:`checked_member` (``None``: empty archive)."""

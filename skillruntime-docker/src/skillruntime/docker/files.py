@@ -17,8 +17,10 @@ In a conversation, the workspace is a path boundary: a symbolic link on the way 
 parent component, or the path itself for a read) is followed only while it stays inside the
 workspace, lexically resolved; one that leaves it raises
 :class:`~skillruntime.core.errors.WorkspaceEscapeError`. Archive writes are done by the engine
-(as root, owned by the runtime's user afterwards), so the user's write permission on the parent
-is not checked for them.
+(as root, owned by the runtime's user afterwards); the user's permission to write into the
+parent directory is checked from the stat the write makes anyway, and a write the user could
+not make raises :class:`~skillruntime.core.errors.RuntimePermissionError` (see
+:meth:`DockerFileSystem._check_writable`).
 """
 
 from __future__ import annotations
@@ -195,7 +197,8 @@ class DockerFileSystem(SkillRuntimeFileSystem):
 
     ``target`` returns the container to use (attaching it on first use); ``boundary`` is the
     workspace directory in a conversation (``None``: no boundary); ``run_script`` runs a file
-    script; ``run_command`` runs a search command through the command wrapper.
+    script; ``run_command`` runs a search command through the command wrapper; ``owned_roots``
+    are the trees of the runtime's user (see :meth:`_check_writable`).
     """
 
     def __init__(
@@ -206,8 +209,10 @@ class DockerFileSystem(SkillRuntimeFileSystem):
         boundary: str | None,
         run_script: ScriptRunner,
         run_command: CommandRunnerHook,
+        owned_roots: tuple[str, ...] = (),
     ) -> None:
         self._engine = engine
+        self._owned_roots = owned_roots
         self._target = target
         self._boundary = boundary
         self._run_script = run_script
@@ -244,6 +249,51 @@ class DockerFileSystem(SkillRuntimeFileSystem):
                 ) from exc
             break
         raise _engine_error(exc, path, operation) from exc
+
+    def _owned(self, path: str) -> bool:
+        """Whether ``path`` lies in a tree of the runtime's user (see :meth:`_check_writable`)."""
+        return any(
+            path == root or path.startswith(root.rstrip("/") + "/") for root in self._owned_roots
+        )
+
+    def _check_writable(
+        self, target: ContainerTarget, directory: str, found: PathStat, path: str, operation: str
+    ) -> None:
+        """Refuse with :class:`RuntimePermissionError` a write into ``directory`` (its stat
+        ``found``) that the runtime's user could not make itself — the archive API writes as
+        the engine, so the user's permissions are applied here, as the kernel would apply them
+        to the user (write and search permission on the directory; root may write anywhere).
+
+        The stat the write already made gives the mode, not the owner. In the runtime's own
+        trees (the workspace, or ``remote_root``: made for the user, and written only by its
+        commands and by this runtime as that user) a directory is taken as the user's own, so
+        its owner bits decide with no further request. Elsewhere, when the mode alone does not
+        decide, the owner is read with one more request (:meth:`DockerEngine.stat_owned`)."""
+        if target.uid == 0:
+            return
+        mode = found.permissions
+        if self._owned(directory):
+            allowed = mode & 0o300 == 0o300
+        elif mode & 0o333 == 0o333:
+            allowed = True
+        elif mode & 0o333 == 0:
+            allowed = False
+        else:
+            try:
+                owned = self._engine.stat_owned(target.container_id, directory)
+            except DockerEngineError as exc:
+                raise _engine_error(exc, path, operation) from exc
+            if owned is None:
+                raise RuntimeFileNotFoundError(f"No such directory: {directory}", path=path)
+            _, uid, gid = owned
+            bits = mode >> 6 if uid == target.uid else mode >> 3 if gid == target.gid else mode
+            allowed = bits & 0o3 == 0o3
+        if not allowed:
+            raise RuntimePermissionError(
+                f"Cannot {operation} {path}: permission denied ({directory} is not writable by "
+                f"uid {target.uid})",
+                path=path,
+            )
 
     def _resolved(self, target: ContainerTarget, path: str, operation: str) -> str:
         """``path`` with every symbolic link among its parents followed lexically, refused when
@@ -395,6 +445,8 @@ class DockerFileSystem(SkillRuntimeFileSystem):
             raise NotADirectoryFileError(
                 f"Cannot write {path}: {parent} is not a directory", path=path
             )
+        else:
+            self._check_writable(target, parent, parent_stat, path, "write")
         with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as spool:
             size = 0
             for chunk in chunks:
@@ -503,6 +555,8 @@ class DockerFileSystem(SkillRuntimeFileSystem):
             raise NotADirectoryFileError(
                 f"Cannot upload into {common}: not a directory", path=common
             )
+        else:
+            self._check_writable(target, common, found, common, "upload into")
         self.upload_tree(
             target,
             common,

@@ -280,6 +280,7 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
             boundary=workspace.directory if workspace else None,
             run_script=self._run_script,
             run_command=self._run_file_command,
+            owned_roots=(workspace.directory,) if workspace else (self._remote_root,),
         )
 
     # ------------------------------------------------------------------- SPI
