@@ -523,6 +523,40 @@ def test_a_sweep_removes_idle_containers_and_volumes_and_orphans_by_label(
     assert labelled(docker_run) == ([], [])
 
 
+def test_a_sweep_reaps_private_containers_whose_keep_alive_process_ended(
+    docker_run: str, sql_store: SqlConversationStore
+) -> None:
+    client = engine_client()
+    alive = _runtime(docker_run, None, None)
+    dead = _runtime(docker_run, None, None)
+    try:
+        _run(alive, "true")
+        _run(dead, "true")
+        assert dead.container_id is not None
+        client.api.kill(dead.container_id)  # the keep-alive process is gone, the runtime too
+        reaper = DockerReaper(labels=suite_labels(docker_run), orphan_grace_seconds=0)
+        try:
+            found = reaper.orphans(sql_store.list_records(limit=1000))
+            assert [orphan.sandbox_id for orphan in found] == [dead.container_id]
+            assert found[0].conversation_id is None
+            report = sweep_conversations(sql_store, 3600, [reaper], orphans="destroy")
+        finally:
+            reaper.close()
+        assert report.orphans_destroyed == 1
+        assert labelled(docker_run)[0] == [alive.container_id]
+        assert _run(alive, "echo still").stdout == "still\n"
+        patient = DockerReaper(labels=suite_labels(docker_run), orphan_grace_seconds=3600)
+        try:
+            client.api.kill(alive.container_id)
+            assert patient.orphans([]) == []  # younger than the grace
+        finally:
+            patient.close()
+    finally:
+        dead.close()
+        alive.close()
+        client.close()
+
+
 def test_exclusive_runtimes_of_one_conversation_take_turns(
     docker_run: str, sql_store: SqlConversationStore
 ) -> None:
