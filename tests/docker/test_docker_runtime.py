@@ -444,6 +444,28 @@ def test_a_prepare_replaces_links_planted_in_the_workspace_and_in_an_old_copy(
         runtime.destroy_conversation()
 
 
+def test_a_prepare_without_a_conversation_replaces_a_link_put_in_place_of_remote_root(
+    docker_run: str, tmp_path: Path
+) -> None:
+    skill = load_skill(_many_files_skill(tmp_path / "many", 3))
+    with _runtime(docker_run, None, None, remote_root="/tmp/srt-remote") as runtime:
+        _run(
+            runtime,
+            "mkdir /tmp/elsewhere && rm -rf /tmp/srt-remote"
+            " && ln -s /tmp/elsewhere /tmp/srt-remote",
+        )
+        (prepared,) = runtime.prepare(SkillPreparationRequest(skills=(skill,)))
+        assert prepared.base_path.startswith("/tmp/srt-remote/")
+        found = _run(runtime, "ls -A /tmp/elsewhere | wc -l; test -L /tmp/srt-remote || echo real")
+        assert found.stdout == "0\nreal\n"
+        fs = runtime.get_file_system()
+        _run(runtime, "mkdir -p /tmp/srt-remote/a && ln -s / /tmp/srt-remote/a/top")
+        with pytest.raises(RuntimePermissionError):  # root's /etc reached through a link
+            fs.write_text("/tmp/srt-remote/a/top/etc/skillruntime-denied", "no")
+        fs.write_text("/tmp/srt-remote/a/mine.txt", "yes")
+        assert _run(runtime, "cat a/mine.txt; ls /etc | grep -c skillruntime").stdout == "yes0\n"
+
+
 def test_the_cold_first_command_of_a_conversation_takes_seven_engine_requests(
     docker_run: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -250,11 +250,29 @@ class DockerFileSystem(SkillRuntimeFileSystem):
             break
         raise _engine_error(exc, path, operation) from exc
 
-    def _owned(self, path: str) -> bool:
-        """Whether ``path`` lies in a tree of the runtime's user (see :meth:`_check_writable`)."""
-        return any(
-            path == root or path.startswith(root.rstrip("/") + "/") for root in self._owned_roots
-        )
+    def _owned(self, target: ContainerTarget, directory: str) -> bool:
+        """Whether the existing directory ``directory`` lies in a tree of the runtime's user
+        (see :meth:`_check_writable`) with no symbolic link on the way: in a workspace its
+        links were resolved lexically already; without one, the tree's root and every
+        directory between it and ``directory`` are stat'ed (none for the root itself)."""
+        for root in self._owned_roots:
+            if directory == root:
+                return True
+            if not directory.startswith(root.rstrip("/") + "/"):
+                continue
+            if self._boundary is not None:
+                return True
+            probe = root
+            for part in ["", *posixpath.relpath(directory, root).split("/")[:-1]]:
+                probe = posixpath.join(probe, part) if part else probe
+                try:
+                    found = self._engine.stat_path(target.container_id, probe)
+                except DockerEngineError:
+                    return False
+                if found is None or not found.is_directory or found.is_symlink:
+                    return False
+            return True
+        return False
 
     def _check_writable(
         self, target: ContainerTarget, directory: str, found: PathStat, path: str, operation: str
@@ -266,13 +284,15 @@ class DockerFileSystem(SkillRuntimeFileSystem):
 
         The stat the write already made gives the mode, not the owner. In the runtime's own
         trees (the workspace, or ``remote_root``: made for the user, and written only by its
-        commands and by this runtime as that user) a directory is taken as the user's own, so
-        its owner bits decide with no further request. Elsewhere, when the mode alone does not
-        decide, the owner is read with one more request (:meth:`DockerEngine.stat_owned`)."""
+        commands and by this runtime as that user) a directory reached without a link is taken
+        as the user's own, so its owner bits decide (no further request in a workspace; without
+        one, a stat per directory between ``remote_root`` and it). Elsewhere, when the mode
+        alone does not decide, the owner is read with one more request
+        (:meth:`DockerEngine.stat_owned`)."""
         if target.uid == 0:
             return
         mode = found.permissions
-        if self._owned(directory):
+        if self._owned(target, directory):
             allowed = mode & 0o300 == 0o300
         elif mode & 0o333 == 0o333:
             allowed = True

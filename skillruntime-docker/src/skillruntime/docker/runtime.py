@@ -410,8 +410,18 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
 
     def _anchor(self) -> str:
         """The directory skills are placed below with one archive: the workspace volume's mount
-        point (a mount point cannot be replaced by a link), or ``remote_root``."""
-        return self._workspace.conversations_root if self._workspace else self._remote_root
+        point (a mount point cannot be replaced by a link); without a conversation the parent of
+        ``remote_root`` when this runtime made ``remote_root`` (so it is a member too: a link
+        put in its place is replaced, not followed), else ``remote_root`` itself (a directory
+        of the image, left as it is: its mode and owner are not the runtime's to change)."""
+        if self._workspace is not None:
+            return self._workspace.conversations_root
+        key = (self._engine.address, self._image, self._remote_root)
+        with _USERS_LOCK:
+            base = _TREE_BASES.get(key)
+        if base is None or base == self._remote_root:
+            return self._remote_root
+        return posixpath.dirname(self._remote_root)
 
     def _place_skill(self, skill: Skill, files: Sequence[SkillFile], target: str) -> None:
         """One tar stream (one ``PUT`` to :meth:`_anchor`, see
