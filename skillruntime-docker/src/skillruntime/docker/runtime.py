@@ -851,7 +851,9 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
             if self._files.place_below(target, self._anchor(), directory, []):
                 return
             raise DockerEngineError(
-                f"the workspace volume is not mounted at {self._workspace.conversations_root}"
+                f"cannot create the workspace {directory}: the container or its volume's mount "
+                f"point {self._workspace.conversations_root} was not found",
+                status_code=404,
             )
         directory = self._remote_root
         key = (self._engine.address, self._image, directory)
