@@ -5,9 +5,10 @@ without one (a private container per runtime object)."""
 from __future__ import annotations
 
 import contextlib
+import shlex
 import sys
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import ClassVar
 
@@ -18,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).parent))  # docker_fixtures.py sits beside
 from docker_fixtures import IMAGE, ROOT, remove_labelled, suite_labels
 
 from skillruntime.core.conversations import InMemoryConversationStore
+from skillruntime.core.models import SkillExecutionRequest
 from skillruntime.core.runtime.async_spi import AsyncSkillRuntime
 from skillruntime.core.runtime.spi import SkillRuntime
 from skillruntime.core.testing import AsyncRuntimeConformance, RuntimeConformance
@@ -29,6 +31,7 @@ class _DockerHooks:
 
     resolves_symlinks: ClassVar[bool] = False
     timeout_seconds: ClassVar[float] = 1.5
+    makes_unwritable_directories: ClassVar[bool] = True
 
     @pytest.fixture(autouse=True)
     def _engine(self) -> Iterator[None]:
@@ -39,6 +42,17 @@ class _DockerHooks:
 
     def conversations_root(self, tmp_path: Path) -> str:
         return ROOT
+
+    def make_directory_unwritable(self, runtime: SkillRuntime, path: str) -> Callable[[], None]:
+        # Commands run as the image's non-root user, who owns the directory: its mode decides.
+        def chmod(mode: str) -> None:
+            result = runtime.execute(
+                SkillExecutionRequest(command=f"chmod {mode} {shlex.quote(path)}")
+            )
+            assert result.exit_code == 0, result.stderr
+
+        chmod("a-w")
+        return lambda: chmod("u+w")
 
     def options(self, **extra: object) -> dict[str, object]:
         return {"image": IMAGE, "labels": suite_labels(self.run), **extra}

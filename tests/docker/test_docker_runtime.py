@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import docker
 import pytest
 from click.testing import CliRunner
 from sqlalchemy import update
@@ -30,7 +31,11 @@ from skillruntime.core.cli import build_cli
 from skillruntime.core.conversations import ConversationStore
 from skillruntime.core.conversations.sql import SqlConversationStore
 from skillruntime.core.conversations.sweeps import sweep_conversations
-from skillruntime.core.errors import NotRegularFileError, WorkspaceEscapeError
+from skillruntime.core.errors import (
+    NotRegularFileError,
+    RuntimePermissionError,
+    WorkspaceEscapeError,
+)
 from skillruntime.core.models import SkillExecutionRequest, SkillPreparationRequest
 from skillruntime.core.observability.audit import AUDIT_LOGGER_NAME
 from skillruntime.core.plugins.registry import create_runtime, listing_drift
@@ -365,6 +370,135 @@ def test_preparing_a_skill_of_many_files_takes_one_archive(docker_run: str, tmp_
         assert len(puts) == 2  # the skill's archive and its ready marker
 
 
+class _Requests:
+    """HTTP requests sent by every ``docker.APIClient`` of the process while counting (the
+    benchmark's counter)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        original = docker.APIClient.send
+
+        def send(client: Any, request: Any, **options: Any) -> Any:
+            self.count += 1
+            return original(client, request, **options)
+
+        monkeypatch.setattr(docker.APIClient, "send", send)
+
+
+def _many_files_skill(root: Path, count: int) -> Path:
+    (root / "files" / "deep").mkdir(parents=True)
+    (root / "SKILL.md").write_text("---\nname: many\ndescription: many files\n---\nbody\n")
+    for index in range(count):
+        (root / "files" / f"f{index:04d}.txt").write_text(f"{index}\n")
+    (root / "files" / "deep" / "run.sh").write_text("#!/bin/sh\necho deep\n")
+    (root / "files" / "deep" / "run.sh").chmod(0o755)
+    return root
+
+
+@pytest.mark.parametrize("conversation", [None, "count-1"], ids=["private", "conversation"])
+def test_preparing_a_skill_of_1000_files_takes_at_most_three_engine_requests(
+    docker_run: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    conversation: str | None,
+) -> None:
+    skill = load_skill(_many_files_skill(tmp_path / "many", 1000))
+    with _runtime(docker_run, None, conversation) as runtime:
+        _run(runtime, "true")  # the container runs
+        requests = _Requests(monkeypatch)
+        (prepared,) = runtime.prepare(SkillPreparationRequest(skills=(skill,)))
+        assert requests.count <= 3  # the ready check, the skill's archive, its ready marker
+        listed = _run(
+            runtime,
+            f"ls {prepared.base_path}/files | wc -l; {prepared.base_path}/files/deep/run.sh",
+        )
+        assert listed.stdout == "1001\ndeep\n"
+        owner = _run(runtime, f"stat -c %u {prepared.base_path}/files/f0001.txt")
+        assert owner.stdout == "1000\n"
+        if conversation is not None:
+            runtime.destroy_conversation()
+
+
+def test_a_prepare_replaces_links_planted_in_the_workspace_and_in_an_old_copy(
+    docker_run: str, sql_store: SqlConversationStore, tmp_path: Path
+) -> None:
+    skill = load_skill(_many_files_skill(tmp_path / "many", 3))
+    with _runtime(docker_run, sql_store, "plant-1") as runtime:
+        # A link where the skills directory goes must not carry the copy out of the workspace.
+        _run(runtime, "mkdir -p /tmp/out && rm -rf skills && ln -s /tmp/out skills")
+        (prepared,) = runtime.prepare(SkillPreparationRequest(skills=(skill,)))
+        assert _run(runtime, "ls -A /tmp/out | wc -l; test -L skills || echo real").stdout == (
+            "0\nreal\n"
+        )
+        base = prepared.base_path
+        # An old copy whose file became a link and whose marker is gone is placed again
+        # without writing through the link.
+        _run(runtime, f"rm {base}/../.*.ready; ln -sf /etc/hostname {base}/files/f0001.txt")
+    with _runtime(docker_run, sql_store, "plant-1") as runtime:
+        before = _run(runtime, "cat /etc/hostname").stdout
+        (again,) = runtime.prepare(SkillPreparationRequest(skills=(skill,)))
+        assert again.base_path == base
+        checked = _run(runtime, f"test -L {base}/files/f0001.txt || cat {base}/files/f0001.txt")
+        assert checked.stdout == "1\n"
+        assert _run(runtime, "cat /etc/hostname").stdout == before
+        runtime.destroy_conversation()
+
+
+def test_a_prepare_without_a_conversation_replaces_a_link_put_in_place_of_remote_root(
+    docker_run: str, tmp_path: Path
+) -> None:
+    skill = load_skill(_many_files_skill(tmp_path / "many", 3))
+    with _runtime(docker_run, None, None, remote_root="/tmp/srt-remote") as runtime:
+        _run(
+            runtime,
+            "mkdir /tmp/elsewhere && rm -rf /tmp/srt-remote"
+            " && ln -s /tmp/elsewhere /tmp/srt-remote",
+        )
+        (prepared,) = runtime.prepare(SkillPreparationRequest(skills=(skill,)))
+        assert prepared.base_path.startswith("/tmp/srt-remote/")
+        found = _run(runtime, "ls -A /tmp/elsewhere | wc -l; test -L /tmp/srt-remote || echo real")
+        assert found.stdout == "0\nreal\n"
+        fs = runtime.get_file_system()
+        _run(runtime, "mkdir -p /tmp/srt-remote/a && ln -s / /tmp/srt-remote/a/top")
+        with pytest.raises(RuntimePermissionError):  # root's /etc reached through a link
+            fs.write_text("/tmp/srt-remote/a/top/etc/skillruntime-denied", "no")
+        fs.write_text("/tmp/srt-remote/a/mine.txt", "yes")
+        assert _run(runtime, "cat a/mine.txt; ls /etc | grep -c skillruntime").stdout == "yes0\n"
+
+
+def test_the_cold_first_command_of_a_conversation_takes_seven_engine_requests(
+    docker_run: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with _runtime(docker_run, None, "warm-1") as warm:
+        _run(warm, "true")  # the API version and the image's user are known in the process
+        with _runtime(docker_run, None, "cold-1") as cold:
+            requests = _Requests(monkeypatch)
+            assert _run(cold, "true").exit_code == 0
+            # volume, create, start, the workspace's archive, and the exec's three requests
+            assert requests.count <= 7
+            monkeypatch.undo()
+            assert _run(cold, "test -d . && test -w . && stat -c %u .").stdout == "1000\n"
+            cold.destroy_conversation()
+        warm.destroy_conversation()
+
+
+def test_file_writes_honour_the_container_users_permissions(docker_run: str) -> None:
+    with _runtime(docker_run, None, None) as runtime:
+        fs = runtime.get_file_system()
+        _run(runtime, "mkdir -p /tmp/mine /tmp/locked && chmod 0555 /tmp/locked")
+        with pytest.raises(RuntimePermissionError):
+            fs.write_text("/etc/skillruntime-denied", "no")  # root's 0755: the owner is read
+        with pytest.raises(RuntimePermissionError):
+            fs.write_text("/tmp/locked/f", "no")  # no write bit at all
+        with pytest.raises(RuntimePermissionError):
+            fs.write_bytes("/tmp/locked/g", b"x", executable=True)
+        fs.write_text("/tmp/shared", "yes")  # 1777
+        fs.write_text("/tmp/mine/f", "yes")  # the user's own 0755 directory, outside its tree
+        assert _run(
+            runtime, "cat /tmp/shared /tmp/mine/f; test -e /etc/skillruntime-denied || echo none"
+        ).stdout == ("yesyesnone\n")
+
+
 # ------------------------------------------------------------------ sweeps and leases
 
 
@@ -409,6 +543,40 @@ def test_a_sweep_removes_idle_containers_and_volumes_and_orphans_by_label(
         assert _run(runtime, "cat note.txt").stdout == "hi\n"
         runtime.destroy_conversation()
     assert labelled(docker_run) == ([], [])
+
+
+def test_a_sweep_reaps_private_containers_whose_keep_alive_process_ended(
+    docker_run: str, sql_store: SqlConversationStore
+) -> None:
+    client = engine_client()
+    alive = _runtime(docker_run, None, None)
+    dead = _runtime(docker_run, None, None)
+    try:
+        _run(alive, "true")
+        _run(dead, "true")
+        assert dead.container_id is not None
+        client.api.kill(dead.container_id)  # the keep-alive process is gone, the runtime too
+        reaper = DockerReaper(labels=suite_labels(docker_run), orphan_grace_seconds=0)
+        try:
+            found = reaper.orphans(sql_store.list_records(limit=1000))
+            assert [orphan.sandbox_id for orphan in found] == [dead.container_id]
+            assert found[0].conversation_id is None
+            report = sweep_conversations(sql_store, 3600, [reaper], orphans="destroy")
+        finally:
+            reaper.close()
+        assert report.orphans_destroyed == 1
+        assert labelled(docker_run)[0] == [alive.container_id]
+        assert _run(alive, "echo still").stdout == "still\n"
+        patient = DockerReaper(labels=suite_labels(docker_run), orphan_grace_seconds=3600)
+        try:
+            client.api.kill(alive.container_id)
+            assert patient.orphans([]) == []  # younger than the grace
+        finally:
+            patient.close()
+    finally:
+        dead.close()
+        alive.close()
+        client.close()
 
 
 def test_exclusive_runtimes_of_one_conversation_take_turns(

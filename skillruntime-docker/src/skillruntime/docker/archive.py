@@ -11,6 +11,7 @@ regular file or directory that was asked for.
 from __future__ import annotations
 
 import posixpath
+import struct
 import tarfile
 import time
 from collections.abc import Iterable, Iterator
@@ -19,6 +20,7 @@ from typing import IO, cast
 
 __all__ = [
     "ArchiveMemberError",
+    "ChunkReader",
     "DirectoryEntry",
     "FileEntry",
     "MemberReader",
@@ -28,6 +30,7 @@ __all__ = [
 
 _BLOCK = 512
 _CHUNK = 256 * 1024
+_USTAR = struct.Struct("100s8s8s8s12s12s8s1s100s8s32s32s8s8s155s12x")
 
 
 class ArchiveMemberError(ValueError):
@@ -52,44 +55,92 @@ class FileEntry:
     mode: int = 0o644
 
 
-def _header(name: str, kind: bytes, size: int, mode: int, *, owner: tuple[int, int]) -> bytes:
+def _header(
+    name: str, kind: bytes, size: int, mode: int, *, owner: tuple[int, int], mtime: int
+) -> bytes:
+    """The header block(s) of one member: a plain ustar block for a short ASCII name (the
+    common case, built directly), else ``tarfile``'s PAX header (long or non-ASCII names)."""
+    encoded = name.encode("utf-8", "surrogateescape")
+    if len(encoded) < 100 and encoded.isascii() and 0 <= size < 0o77777777777:
+        block = bytearray(
+            _USTAR.pack(
+                encoded,
+                b"%07o\0" % (mode & 0o7777),
+                b"%07o\0" % owner[0],
+                b"%07o\0" % owner[1],
+                b"%011o\0" % size,
+                b"%011o\0" % mtime,
+                b"        ",
+                kind,
+                b"",
+                b"ustar\x0000",
+                b"",
+                b"",
+                b"",
+                b"",
+                b"",
+            )
+        )
+        block[148:156] = b"%06o\0 " % sum(block)
+        return bytes(block)
     info = tarfile.TarInfo(name)
     info.type = kind
     info.size = size
     info.mode = mode
     info.uid, info.gid = owner
-    info.mtime = int(time.time())
+    info.mtime = mtime
     return info.tobuf(format=tarfile.PAX_FORMAT, encoding="utf-8", errors="surrogateescape")
 
 
 def tar_stream(
     entries: Iterable[DirectoryEntry | FileEntry], *, uid: int, gid: int
 ) -> Iterator[bytes]:
-    """The archive of ``entries`` as chunks, owned by ``uid``/``gid``. A file source that ends
-    early is padded with zero bytes and one that grew is cut at its declared size, so the
-    archive is always well formed."""
+    """The archive of ``entries`` as chunks of about 256 KiB (headers, small files and padding
+    are gathered, so a tree of many small files is a few large writes, not one per member),
+    owned by ``uid``/``gid``. A file source that ends early is padded with zero bytes and one
+    that grew is cut at its declared size, so the archive is always well formed."""
     owner = (uid, gid)
+    mtime = int(time.time())
+    buffer = bytearray()
     for entry in entries:
         if isinstance(entry, DirectoryEntry):
-            yield _header(entry.name.rstrip("/") + "/", tarfile.DIRTYPE, 0, entry.mode, owner=owner)
+            buffer += _header(
+                entry.name.rstrip("/") + "/",
+                tarfile.DIRTYPE,
+                0,
+                entry.mode,
+                owner=owner,
+                mtime=mtime,
+            )
             continue
-        yield _header(entry.name, tarfile.REGTYPE, entry.size, entry.mode, owner=owner)
+        buffer += _header(
+            entry.name, tarfile.REGTYPE, entry.size, entry.mode, owner=owner, mtime=mtime
+        )
         left = entry.size
         while left > 0:
             chunk = entry.source.read(min(_CHUNK, left))
             if not chunk:
-                yield bytes(left)
+                buffer += bytes(left)
                 left = 0
                 break
+            if len(chunk) > left:
+                chunk = chunk[:left]
             left -= len(chunk)
-            yield chunk
+            buffer += chunk
+            if len(buffer) >= _CHUNK:
+                yield bytes(buffer)
+                buffer.clear()
         padding = -entry.size % _BLOCK
         if padding:
-            yield bytes(padding)
-    yield bytes(2 * _BLOCK)
+            buffer += bytes(padding)
+        if len(buffer) >= _CHUNK:
+            yield bytes(buffer)
+            buffer.clear()
+    buffer += bytes(2 * _BLOCK)
+    yield bytes(buffer)
 
 
-class _ChunkReader:
+class ChunkReader:
     """A minimal binary reader over an iterator of chunks (what ``tarfile``'s stream mode
     needs: ``read(n)``)."""
 
@@ -130,7 +181,7 @@ class MemberReader:
     :meth:`content` that member's bytes in chunks."""
 
     def __init__(self, chunks: Iterator[bytes]) -> None:
-        self._tar = tarfile.open(fileobj=cast("IO[bytes]", _ChunkReader(chunks)), mode="r|")  # noqa: SIM115
+        self._tar = tarfile.open(fileobj=cast("IO[bytes]", ChunkReader(chunks)), mode="r|")  # noqa: SIM115
 
     def first(self) -> tarfile.TarInfo | None:
         """The first member, checked with :func:`checked_member` (``None``: empty archive)."""

@@ -10,21 +10,24 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import email.utils
 import json
 import logging
 import os
 import posixpath
 import socket
+import tarfile
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar, cast
 
 import docker
 import docker.errors
 
 from skillruntime.core.conversations import service_key_for_url
 
+from .archive import ChunkReader as _ChunkReader
 from .errors import DockerEngineError
 from .security import ContainerSecurity
 
@@ -47,6 +50,11 @@ KEEP_ALIVE_COMMAND = ("/bin/sh", "-c", "trap 'exit 0' TERM; while sleep 3600; do
 the command trees that exec starts)."""
 
 _FRAME_HEADER = 8
+_OWNER_READ = 16 * 1024
+_VERSIONS: dict[tuple[str, str], str] = {}
+"""The API version negotiated per engine address and TLS settings (one ``GET /version`` per
+process and engine, not per runtime object)."""
+_VERSIONS_LOCK = threading.Lock()
 _FRAME_CHUNK = 64 * 1024
 _MODE_DIR = 1 << 31
 _MODE_SYMLINK = 1 << 27
@@ -117,6 +125,18 @@ class PathStat:
     @property
     def permissions(self) -> int:
         return self.mode & 0o777
+
+
+def _age(created: str | None, now: str | None) -> float:
+    """Seconds from ``created`` (RFC 3339) to ``now`` (an HTTP date); ``inf`` when unknown."""
+    start = parse_time(created)
+    if start is None or not now:
+        return float("inf")
+    try:
+        end = email.utils.parsedate_to_datetime(now)
+    except (TypeError, ValueError):
+        return float("inf")
+    return max(0.0, (end - start).total_seconds())
 
 
 def _wire(path: str) -> bytes:
@@ -200,15 +220,23 @@ class DockerEngine:
 
     @property
     def api(self) -> Any:
-        """The SDK's ``APIClient`` (created, and the API version negotiated, on first use)."""
+        """The SDK's ``APIClient``, created on first use; with ``api_version="auto"`` the version
+        is negotiated once per process and engine (an engine replaced by an older one under the
+        same address while the process runs answers 400 until the process restarts)."""
         with self._lock:
             if self._api is None:
                 options = docker.utils.kwargs_from_env()
                 options["base_url"] = self.address
+                key = (self.address, repr(sorted((k, repr(v)) for k, v in options.items())))
+                version = self._api_version
+                if version == "auto":
+                    with _VERSIONS_LOCK:
+                        version = _VERSIONS.get(key, version)
                 try:
-                    self._api = docker.APIClient(
-                        version=self._api_version, timeout=self._timeout, **options
-                    )
+                    self._api = docker.APIClient(version=version, timeout=self._timeout, **options)
+                    if self._api_version == "auto":
+                        with _VERSIONS_LOCK:
+                            _VERSIONS[key] = str(self._api.api_version)
                 except (
                     docker.errors.DockerException,
                     OSError,
@@ -336,18 +364,21 @@ class DockerEngine:
 
     # ------------------------------------------------------------- volumes
 
-    def ensure_volume(self, name: str, labels: Mapping[str, str]) -> dict[str, Any]:
-        """The volume ``name``, created with ``labels`` when missing."""
-        existing: dict[str, Any] | None = self.maybe(
-            f"inspecting volume {name}", lambda api: api.inspect_volume(name)
-        )
-        if existing is not None:
-            return existing
-        created: dict[str, Any] = self.call(
-            f"creating volume {name}",
-            lambda api: api.create_volume(name=name, driver="local", labels=dict(labels)),
-        )
-        return created
+    def ensure_volume(self, name: str, labels: Mapping[str, str]) -> tuple[dict[str, Any], float]:
+        """The volume ``name``, created with ``labels`` when missing — one ``POST
+        /volumes/create``, which answers an existing volume as it is (its own labels) — and its
+        age in seconds on the engine's clock (its ``CreatedAt`` against the answer's ``Date``;
+        ``inf`` when either is missing)."""
+
+        def create(api: Any) -> tuple[dict[str, Any], float]:
+            response = api._post_json(
+                api._url("/volumes/create"),
+                data={"Name": name, "Driver": "local", "Labels": dict(labels)},
+            )
+            info: dict[str, Any] = api._result(response, True)
+            return info, _age(info.get("CreatedAt"), response.headers.get("Date"))
+
+        return self.call(f"creating volume {name}", create)
 
     def inspect_volume(self, name: str) -> dict[str, Any] | None:
         """The volume's inspection document, ``None`` when it does not exist."""
@@ -392,6 +423,44 @@ class DockerEngine:
             return PathStat(header)
 
         return self.call(f"stat of {path}", head)
+
+    def stat_owned(self, container_id: str, path: str) -> tuple[PathStat, int, int] | None:
+        """The engine's stat of ``path`` with its owner ``(uid, gid)`` (a ``HEAD`` gives no
+        owner): one ``GET /containers/{id}/archive`` of which only the stat header and the first
+        tar header are read, the response then closed (the engine stops its archive when the
+        connection goes). ``None`` when missing; refusals as :meth:`stat_path`."""
+
+        def get(api: Any) -> tuple[PathStat, int, int] | None:
+            response = api._get(
+                api._url("/containers/{0}/archive", container_id),
+                params={"path": _wire(path)},
+                stream=True,
+            )
+            try:
+                if response.status_code == 404:
+                    return None
+                if response.status_code >= 400:
+                    raise DockerEngineError(
+                        f"stat of {path} refused by the engine (HTTP {response.status_code})",
+                        status_code=response.status_code,
+                    )
+                header = response.headers.get("X-Docker-Container-Path-Stat")
+                if not header:
+                    raise DockerEngineError(f"the engine sent no stat for {path}")
+                found = PathStat(header)
+                try:
+                    reader = _ChunkReader(response.iter_content(_OWNER_READ))
+                    with tarfile.open(fileobj=cast("IO[bytes]", reader), mode="r|") as archive:
+                        member = archive.next()
+                except tarfile.TarError as exc:
+                    raise DockerEngineError(f"unreadable archive of {path}: {exc}") from exc
+                if member is None:
+                    raise DockerEngineError(f"the engine sent an empty archive of {path}")
+                return found, member.uid, member.gid
+            finally:
+                response.close()
+
+        return self.call(f"stat of {path}", get)
 
     def get_archive(self, container_id: str, path: str, chunk_size: int) -> Iterator[bytes]:
         """The tar stream of ``path`` as the engine sends it, in chunks of ``chunk_size``."""

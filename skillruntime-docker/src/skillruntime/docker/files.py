@@ -17,12 +17,15 @@ In a conversation, the workspace is a path boundary: a symbolic link on the way 
 parent component, or the path itself for a read) is followed only while it stays inside the
 workspace, lexically resolved; one that leaves it raises
 :class:`~skillruntime.core.errors.WorkspaceEscapeError`. Archive writes are done by the engine
-(as root, owned by the runtime's user afterwards), so the user's write permission on the parent
-is not checked for them.
+(as root, owned by the runtime's user afterwards); the user's permission to write into the
+parent directory is checked from the stat the write makes anyway, and a write the user could
+not make raises :class:`~skillruntime.core.errors.RuntimePermissionError` (see
+:meth:`DockerFileSystem._check_writable`).
 """
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import posixpath
@@ -194,7 +197,8 @@ class DockerFileSystem(SkillRuntimeFileSystem):
 
     ``target`` returns the container to use (attaching it on first use); ``boundary`` is the
     workspace directory in a conversation (``None``: no boundary); ``run_script`` runs a file
-    script; ``run_command`` runs a search command through the command wrapper.
+    script; ``run_command`` runs a search command through the command wrapper; ``owned_roots``
+    are the trees of the runtime's user (see :meth:`_check_writable`).
     """
 
     def __init__(
@@ -205,8 +209,10 @@ class DockerFileSystem(SkillRuntimeFileSystem):
         boundary: str | None,
         run_script: ScriptRunner,
         run_command: CommandRunnerHook,
+        owned_roots: tuple[str, ...] = (),
     ) -> None:
         self._engine = engine
+        self._owned_roots = owned_roots
         self._target = target
         self._boundary = boundary
         self._run_script = run_script
@@ -243,6 +249,71 @@ class DockerFileSystem(SkillRuntimeFileSystem):
                 ) from exc
             break
         raise _engine_error(exc, path, operation) from exc
+
+    def _owned(self, target: ContainerTarget, directory: str) -> bool:
+        """Whether the existing directory ``directory`` lies in a tree of the runtime's user
+        (see :meth:`_check_writable`) with no symbolic link on the way: in a workspace its
+        links were resolved lexically already; without one, the tree's root and every
+        directory between it and ``directory`` are stat'ed (none for the root itself)."""
+        for root in self._owned_roots:
+            if directory == root:
+                return True
+            if not directory.startswith(root.rstrip("/") + "/"):
+                continue
+            if self._boundary is not None:
+                return True
+            probe = root
+            for part in ["", *posixpath.relpath(directory, root).split("/")[:-1]]:
+                probe = posixpath.join(probe, part) if part else probe
+                try:
+                    found = self._engine.stat_path(target.container_id, probe)
+                except DockerEngineError:
+                    return False
+                if found is None or not found.is_directory or found.is_symlink:
+                    return False
+            return True
+        return False
+
+    def _check_writable(
+        self, target: ContainerTarget, directory: str, found: PathStat, path: str, operation: str
+    ) -> None:
+        """Refuse with :class:`RuntimePermissionError` a write into ``directory`` (its stat
+        ``found``) that the runtime's user could not make itself — the archive API writes as
+        the engine, so the user's permissions are applied here, as the kernel would apply them
+        to the user (write and search permission on the directory; root may write anywhere).
+
+        The stat the write already made gives the mode, not the owner. In the runtime's own
+        trees (the workspace, or ``remote_root``: made for the user, and written only by its
+        commands and by this runtime as that user) a directory reached without a link is taken
+        as the user's own, so its owner bits decide (no further request in a workspace; without
+        one, a stat per directory between ``remote_root`` and it). Elsewhere, when the mode
+        alone does not decide, the owner is read with one more request
+        (:meth:`DockerEngine.stat_owned`)."""
+        if target.uid == 0:
+            return
+        mode = found.permissions
+        if self._owned(target, directory):
+            allowed = mode & 0o300 == 0o300
+        elif mode & 0o333 == 0o333:
+            allowed = True
+        elif mode & 0o333 == 0:
+            allowed = False
+        else:
+            try:
+                owned = self._engine.stat_owned(target.container_id, directory)
+            except DockerEngineError as exc:
+                raise _engine_error(exc, path, operation) from exc
+            if owned is None:
+                raise RuntimeFileNotFoundError(f"No such directory: {directory}", path=path)
+            _, uid, gid = owned
+            bits = mode >> 6 if uid == target.uid else mode >> 3 if gid == target.gid else mode
+            allowed = bits & 0o3 == 0o3
+        if not allowed:
+            raise RuntimePermissionError(
+                f"Cannot {operation} {path}: permission denied ({directory} is not writable by "
+                f"uid {target.uid})",
+                path=path,
+            )
 
     def _resolved(self, target: ContainerTarget, path: str, operation: str) -> str:
         """``path`` with every symbolic link among its parents followed lexically, refused when
@@ -394,6 +465,8 @@ class DockerFileSystem(SkillRuntimeFileSystem):
             raise NotADirectoryFileError(
                 f"Cannot write {path}: {parent} is not a directory", path=path
             )
+        else:
+            self._check_writable(target, parent, parent_stat, path, "write")
         with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as spool:
             size = 0
             for chunk in chunks:
@@ -502,6 +575,8 @@ class DockerFileSystem(SkillRuntimeFileSystem):
             raise NotADirectoryFileError(
                 f"Cannot upload into {common}: not a directory", path=common
             )
+        else:
+            self._check_writable(target, common, found, common, "upload into")
         self.upload_tree(
             target,
             common,
@@ -517,13 +592,21 @@ class DockerFileSystem(SkillRuntimeFileSystem):
         target: ContainerTarget,
         directory: str,
         files: list[tuple[Path, str, bool]],
+        *,
+        extra: Iterable[FileEntry] = (),
+        leading: Iterable[str] = (),
     ) -> None:
         """Extract ``files`` (local path, path relative to ``directory``, executable) into the
-        existing ``directory`` as one tar stream; their parent directories are members too."""
+        existing ``directory`` as one tar stream; their parent directories are members too, as
+        are the directories ``leading`` (relative, before anything else), and the in-memory
+        files ``extra`` come last."""
         handles: list[IO[bytes]] = []
         try:
             entries: list[DirectoryEntry | FileEntry] = []
             seen: set[str] = set()
+            for name in leading:
+                seen.add(name)
+                entries.append(DirectoryEntry(name))
             for local, relative, executable in files:
                 parent = posixpath.dirname(relative)
                 chain = []
@@ -541,10 +624,65 @@ class DockerFileSystem(SkillRuntimeFileSystem):
                 handles.append(handle)
                 size = os.fstat(handle.fileno()).st_size
                 entries.append(FileEntry(relative, size, handle, 0o755 if executable else 0o644))
+            entries.extend(extra)
             self._put(target, directory, entries, directory)
         finally:
             for handle in handles:
                 handle.close()
+
+    def place_below(
+        self,
+        target: ContainerTarget,
+        anchor: str,
+        directory: str,
+        files: list[tuple[Path, str, bool]],
+        *,
+        extra: Iterable[tuple[str, bytes]] = (),
+    ) -> bool:
+        """Write ``files`` (local path, path relative to ``directory``, executable) and the
+        in-memory files ``extra`` (path relative to ``directory``, bytes; written last) below
+        ``directory`` with **one** ``PUT`` to ``anchor``, an existing directory that is no
+        symbolic link (the workspace volume's mount point, or the container's ``remote_root``)
+        at or above ``directory``. No stat or exec is needed first:
+
+        * every directory from ``anchor`` (exclusive) down to ``directory`` and every file's
+          parent is a member of the archive, in order, so the engine's extraction creates what
+          is missing and *replaces* whatever non-directory it finds on the way — a symbolic
+          link planted in the workspace is removed and a real directory made in its place, so
+          nothing is written through a link (and a link the container plants cannot make the
+          write leave the workspace);
+        * a file of a member replaces a link or directory at its place the same way (the
+          engine removes a non-matching entry before extracting).
+
+        Directories on the way are owned by the runtime's user with mode ``0755`` afterwards.
+        ``False`` (nothing written) when ``anchor`` does not exist in the container; engine
+        refusals are the typed file errors of a write."""
+        relative = posixpath.relpath(directory, anchor)
+        if relative.startswith("..") or posixpath.isabs(relative):
+            raise ValueError(f"{directory} is not below {anchor}")
+        prefix = "" if relative == "." else relative
+        leading: list[str] = []
+        if prefix:
+            parts = prefix.split("/")
+            leading = ["/".join(parts[: index + 1]) for index in range(len(parts))]
+        memory = [
+            FileEntry(posixpath.join(prefix, name), len(data), io.BytesIO(data))
+            for name, data in extra
+        ]
+        try:
+            self.upload_tree(
+                target,
+                anchor,
+                [
+                    (local, posixpath.join(prefix, relative_path), executable)
+                    for local, relative_path, executable in files
+                ],
+                extra=memory,
+                leading=leading,
+            )
+        except RuntimeFileNotFoundError:
+            return False
+        return True
 
     def glob(self, root: FileInfo, query: GlobQuery) -> SearchResult:
         """One archive of the tree (one ``GET``) replayed as the default walk; the default walk

@@ -54,7 +54,7 @@ from skillruntime.core.conversations.leases import (
     DEFAULT_LEASE_TTL_SECONDS,
     DEFAULT_LEASE_WAIT_SECONDS,
 )
-from skillruntime.core.errors import RuntimeFileError, SkillRuntimeError
+from skillruntime.core.errors import SkillRuntimeError
 from skillruntime.core.files.spi import SkillRuntimeFileSystem
 from skillruntime.core.models import (
     Skill,
@@ -119,6 +119,9 @@ _USERS: dict[tuple[str, str, str | None], tuple[int, int]] = {}
 """The user an image resolves to, per engine, image and ``user`` option (read once per process:
 the image's ``USER`` and ``/etc/passwd`` do not change under one name while it runs)."""
 _USERS_LOCK = threading.Lock()
+_TREE_BASES: dict[tuple[str, str, str], str] = {}
+"""The deepest directory a new container of an image has on the way to ``remote_root``, per
+engine, image and directory (found once per process, as :data:`_USERS`)."""
 
 
 def shared_memory_store() -> InMemoryConversationStore:
@@ -248,6 +251,8 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         self._last_container: str | None = None
         self._target_lock = threading.RLock()
         self._record: ConversationRecord | None = None
+        self._created: str | None = None
+        self._young_volume = False
         self._store: ConversationStore | None = None
         self._owns_store = isinstance(conversation_store, str)
         self._storage_key: str | None = None
@@ -275,6 +280,7 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
             boundary=workspace.directory if workspace else None,
             run_script=self._run_script,
             run_command=self._run_file_command,
+            owned_roots=(workspace.directory,) if workspace else (self._remote_root,),
         )
 
     # ------------------------------------------------------------------- SPI
@@ -402,32 +408,59 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
     def _skills_root(self) -> str | None:
         return self._workspace.skills_directory if self._workspace else self._remote_root
 
-    def _place_skill(self, skill: Skill, files: Sequence[SkillFile], target: str) -> None:
-        """One directory script and one tar stream (``PUT``) for the whole skill.
+    def _anchor(self) -> str:
+        """The directory skills are placed below with one archive: the workspace volume's mount
+        point (a mount point cannot be replaced by a link); without a conversation the parent of
+        ``remote_root`` when this runtime made ``remote_root`` (so it is a member too: a link
+        put in its place is replaced, not followed), else ``remote_root`` itself (a directory
+        of the image, left as it is: its mode and owner are not the runtime's to change)."""
+        if self._workspace is not None:
+            return self._workspace.conversations_root
+        key = (self._engine.address, self._image, self._remote_root)
+        with _USERS_LOCK:
+            base = _TREE_BASES.get(key)
+        if base is None or base == self._remote_root:
+            return self._remote_root
+        return posixpath.dirname(self._remote_root)
 
-        Same digest means same bytes, so an earlier incomplete copy is simply overwritten.
+    def _place_skill(self, skill: Skill, files: Sequence[SkillFile], target: str) -> None:
+        """One tar stream (one ``PUT`` to :meth:`_anchor`, see
+        :meth:`DockerFileSystem.place_below`) for the whole skill and the directories above it.
+
+        Same digest means same bytes, so an earlier incomplete copy is simply overwritten (a
+        link or directory where the copy has a file, or a link where it has a directory, is
+        replaced). When the anchor is missing (``remote_root`` removed by a command), the
+        directory is made first and the tree sent into it.
         """
         container = self._handle()
+        items = [(item.local_path, item.relative_path, item.executable) for item in files]
+        if self._files.place_below(container, self._anchor(), target, items):
+            return
         self._files.make_directory(target)
-        self._files.upload_tree(
-            container,
-            target,
-            [(item.local_path, item.relative_path, item.executable) for item in files],
-        )
+        self._files.upload_tree(container, target, items)
 
     def _is_ready(self, target: str) -> bool:
+        """One ``GET`` of the ready marker. Its parents are resolved by the engine inside the
+        container; that is enough here: the answer is only whether the marker names this
+        container, which the container's user could write in place anyway; a marker that is a
+        link, or anything but a small regular file, is not ready."""
         container = self._handle()
         try:
-            marker = self._files.read_text(ready_marker_path(target), 4096)
-        except RuntimeFileError:
+            text = self._read_small(container.container_id, ready_marker_path(target))
+        except DockerEngineError:
             return False
-        return marker.strip() == _MARKER_PREFIX + container.container_id
+        return text is not None and text.strip() == _MARKER_PREFIX + container.container_id
 
     def _mark_ready(self, target: str, *, digest: str) -> None:
+        """The marker written with one ``PUT`` to :meth:`_anchor` (the directories above it are
+        members too, see :meth:`DockerFileSystem.place_below`)."""
         container = self._handle()
-        self._files.write_text(
-            ready_marker_path(target), f"{_MARKER_PREFIX}{container.container_id}\n"
-        )
+        marker = ready_marker_path(target)
+        data = f"{_MARKER_PREFIX}{container.container_id}\n".encode()
+        parent, name = posixpath.split(marker)
+        if self._files.place_below(container, self._anchor(), parent, [], extra=[(name, data)]):
+            return
+        self._files.write_text(marker, data.decode())
 
     def _close_resources(self) -> None:
         with self._target_lock:
@@ -518,19 +551,21 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
             )
             record.sandbox_id = container_id
         logger.info("created container %s", container_id[:12])
+        self._created = container_id
         return container_id
 
     def _prepare_container(self, container_id: str) -> None:
         """Archive work on a new container while it starts: resolve its user, create the
         workspace (or ``remote_root``) owned by that user."""
-        target = self._target_for(container_id)
-        directory = self._workspace.directory if self._workspace else self._remote_root
-        self._make_tree(target, directory)
+        self._make_tree(self._target_for(container_id))
 
     def _ensure_volume(self) -> str:
+        """The conversation's volume, created when missing (one request); notes whether it is
+        younger than the orphan grace (see :meth:`_acquire`)."""
         assert self._storage_key is not None
         name = volume_name(self._storage_key)
-        info = self._engine.ensure_volume(name, self._container_labels())
+        info, age = self._engine.ensure_volume(name, self._container_labels())
+        self._young_volume = age < self._orphan_grace_seconds
         if not labels_match(info.get("Labels"), self._container_labels()):
             raise DockerEngineError(
                 f"volume {name} exists without this conversation's labels; refusing to use it"
@@ -538,16 +573,25 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         return name
 
     def _acquire(self) -> ContainerTarget:
+        """The container to use: created, or the conversation's attached (see the module docs).
+
+        On the cold path of a new conversation, two steps are left out: the orphan scan when
+        the volume was created less than ``orphan_grace_seconds`` ago (every container of the
+        conversation mounts its volume, so none can be older than the grace), and the workspace
+        tree when this call created the container (:meth:`_prepare_container` made it)."""
         if self._store is None:
             return self._target_for(self._create())  # the tree was made by _prepare_container
+        self._young_volume = False
+        self._created = None
         container_id = self._attach_conversation()
-        try:
-            self._kill_orphans(container_id)
-        except Exception:
-            logger.warning("looking for orphaned containers failed", exc_info=True)
+        if not self._young_volume:
+            try:
+                self._kill_orphans(container_id)
+            except Exception:
+                logger.warning("looking for orphaned containers failed", exc_info=True)
         target = self._target_for(container_id)
-        assert self._workspace is not None
-        self._make_tree(target, self._workspace.directory)
+        if container_id != self._created:
+            self._make_tree(target, attached=True)
         return target
 
     def _attach_conversation(self) -> str:
@@ -787,23 +831,64 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         finally:
             reader.close()
 
-    def _make_tree(self, target: ContainerTarget, directory: str) -> None:
-        """Create ``directory`` and its missing parents owned by the runtime's user (the archive
-        API writes as the engine, whatever the container's capabilities)."""
-        missing: list[str] = []
+    def _make_tree(self, target: ContainerTarget, *, attached: bool = False) -> None:
+        """Create the workspace (or ``remote_root``) and its missing parents owned by the
+        runtime's user (the archive API writes as the engine, whatever the container's
+        capabilities).
+
+        A workspace is one ``PUT`` to the volume's mount point (the workspace directory is a
+        member: made when missing, a link there replaced, owned by the user with mode ``0755``
+        afterwards); on a container ``attached`` (not created by this call) one stat comes first
+        and a workspace directory already there is left as it is. ``remote_root`` is made below
+        its deepest existing parent, found with stats once per engine, image and directory in
+        the process (one ``PUT`` afterwards)."""
+        if self._workspace is not None:
+            directory = self._workspace.directory
+            if attached:
+                found = self._engine.stat_path(target.container_id, directory)
+                if found is not None and found.is_directory:
+                    return
+            if self._files.place_below(target, self._anchor(), directory, []):
+                return
+            raise DockerEngineError(
+                f"cannot create the workspace {directory}: the container or its volume's mount "
+                f"point {self._workspace.conversations_root} was not found",
+                status_code=404,
+            )
+        directory = self._remote_root
+        key = (self._engine.address, self._image, directory)
+        with _USERS_LOCK:
+            base = _TREE_BASES.get(key)
+        if base is not None:
+            if base == directory:
+                return
+            try:
+                self._put_tree(target, base, directory)
+                return
+            except DockerEngineError as exc:
+                if exc.status_code != 404:
+                    raise
+        base = self._existing_parent(target, directory)
+        with _USERS_LOCK:
+            _TREE_BASES[key] = base
+        if base != directory:
+            self._put_tree(target, base, directory)
+
+    def _existing_parent(self, target: ContainerTarget, directory: str) -> str:
+        """``directory`` or its deepest existing parent in the container (stats)."""
         probe = directory
         while probe != "/":
             found = self._engine.stat_path(target.container_id, probe)
             if found is not None:
                 if not found.is_directory:
                     raise DockerEngineError(f"{probe} exists in the container and is no directory")
-                break
-            missing.append(probe)
+                return probe
             probe = posixpath.dirname(probe)
-        if not missing:
-            return
-        base = probe
-        entries = [DirectoryEntry(posixpath.relpath(path, base)) for path in reversed(missing)]
+        return probe
+
+    def _put_tree(self, target: ContainerTarget, base: str, directory: str) -> None:
+        parts = posixpath.relpath(directory, base).split("/")
+        entries = [DirectoryEntry("/".join(parts[: index + 1])) for index in range(len(parts))]
         self._engine.put_archive(
             target.container_id, base, tar_stream(entries, uid=target.uid, gid=target.gid)
         )

@@ -4,8 +4,11 @@
 conversation's volume (the sweep deleted the record first). :meth:`DockerReaper.orphans` lists
 the containers and volumes the runtime labelled with a conversation
 (``skillruntime-runtime=docker`` and ``skillruntime-conversation-key``) that no record names,
-once they are older than ``orphan_grace_seconds``. Only conversations of this reaper's engine
-are considered (records carry the engine's service key).
+once they are older than ``orphan_grace_seconds``, and the private containers (a runtime
+without a conversation) whose keep-alive process has ended — not running: exited, dead or never
+started — once as old (a running private container belongs to a live runtime, which removes it
+at close). Only conversations of this reaper's engine are considered (records carry the
+engine's service key).
 
 An engine shared by deployments with *different* stores must tell their containers apart, or one
 deployment's sweep would take the other's for orphans: give each deployment's runtimes a
@@ -30,8 +33,10 @@ from .runtime import (
     DEFAULT_ORPHAN_GRACE_SECONDS,
     LABEL_CONVERSATION_ID,
     LABEL_CONVERSATION_KEY,
+    LABEL_ROLE,
     LABEL_RUNTIME,
     LABEL_VOLUME,
+    ROLE_PRIVATE,
     RUNTIME_NAME,
     labels_match,
     volume_name,
@@ -125,11 +130,28 @@ class DockerReaper:
             labels = item.get("Labels") or {}
             container_id = str(item.get("Id", ""))
             key = labels.get(LABEL_CONVERSATION_KEY)
-            if not container_id or key is None or not labels_match(labels, required):
-                continue  # a private container: its runtime removes it at close
-            if container_id in named_containers:
+            if not container_id or not labels_match(labels, required):
                 continue
             created = float(item.get("Created") or now)
+            if key is None:
+                # A private container: its runtime removes it at close; one whose keep-alive
+                # process has ended (its runtime crashed, or the process was killed) is
+                # useless to anyone and is an orphan once older than the grace.
+                if labels.get(LABEL_ROLE) != ROLE_PRIVATE or item.get("State") == "running":
+                    continue
+                if now - created < self._grace:
+                    continue
+                found.append(
+                    OrphanSandbox(
+                        runtime=self.runtime,
+                        sandbox_id=container_id,
+                        conversation_id=None,
+                        created_at=datetime.fromtimestamp(created, UTC),
+                    )
+                )
+                continue
+            if container_id in named_containers:
+                continue
             if now - created < self._grace:
                 continue
             found.append(
