@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import shlex
-import sys
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -14,10 +13,7 @@ from typing import ClassVar
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))  # docker_fixtures.py sits beside this module
-
 from docker_fixtures import IMAGE, ROOT, remove_labelled, suite_labels
-
 from skillruntime.core.conversations import InMemoryConversationStore
 from skillruntime.core.models import SkillExecutionRequest
 from skillruntime.core.runtime.async_spi import AsyncSkillRuntime

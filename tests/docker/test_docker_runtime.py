@@ -8,7 +8,6 @@ import importlib
 import io
 import json
 import logging
-import sys
 import tarfile
 import threading
 import time
@@ -22,11 +21,8 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import update
 
-sys.path.insert(0, str(Path(__file__).parent))  # docker_fixtures.py sits beside this module
-
 import docker_fixtures
 from docker_fixtures import IMAGE, engine_client, labelled, suite_labels
-
 from skillruntime.core.cli import build_cli
 from skillruntime.core.conversations import ConversationStore
 from skillruntime.core.conversations.sql import SqlConversationStore
