@@ -47,7 +47,7 @@ from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
-import requests
+import httpx
 
 from skillruntime.core.errors import ExecutionTransportError
 from skillruntime.core.runtime.bridge import CANCEL_MARKER_VARIABLE
@@ -738,11 +738,11 @@ class CommandRunner(CommandPlans):
         response = self._client.open_stream("/v1/file/download", params={"path": step.path})
         buffer = bytearray()
         try:
-            for chunk in response.iter_content(64 * 1024):
+            for chunk in response.iter_bytes(64 * 1024):
                 buffer.extend(chunk)
                 if len(buffer) > step.limit:
                     raise too_large_result()
-        except requests.RequestException as exc:
+        except httpx.HTTPError as exc:
             raise ExecutionTransportError(
                 f"Reading a command result from the AIO Sandbox failed: {type(exc).__name__}"
             ) from exc

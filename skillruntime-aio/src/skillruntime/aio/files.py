@@ -24,7 +24,7 @@ import shlex
 import tempfile
 from collections.abc import Callable, Generator, Iterable
 
-import requests
+import httpx
 
 from skillruntime.core.errors import (
     ExecutionTransportError,
@@ -326,10 +326,10 @@ class AioFileSystem(SkillRuntimeFileSystem):
         except AioSandboxError as exc:
             raise self._read_error(path, exc) from exc
         try:
-            for chunk in response.iter_content(chunk_size):
+            for chunk in response.iter_bytes(chunk_size):
                 if chunk:
                     yield chunk
-        except requests.RequestException as exc:
+        except httpx.HTTPError as exc:
             raise RuntimeFileError(
                 f"Reading {path} from the AIO Sandbox failed: {type(exc).__name__}", path=path
             ) from exc
