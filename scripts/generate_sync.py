@@ -15,10 +15,12 @@ A generated file is the source with ``async``/``await`` removed and the replacem
 names (also as whole words inside docstrings and comments), after the marked regions are
 resolved: the lines between ``# unasync: async`` and the next ``# unasync: sync`` or
 ``# unasync: end`` are dropped; the lines between ``# unasync: sync`` and ``# unasync: end``
-are comments in the async source and are uncommented. It starts with a header saying it is
-generated, and is put through ``ruff check --fix`` and ``ruff format`` so that it is stable
-(the fix also drops the imports only the async face uses); a generated file that ruff still
-finds fault with is an error.
+are comments in the async source and are uncommented, at the indentation of the region's
+opening marker (so a sync block header may replace an async one: the comments after an
+``async with ...:`` line sit at its body's indentation, as ruff formats them). It starts with
+a header saying it is generated, and is put through ``ruff check --fix`` and ``ruff format``
+so that it is stable (the fix also drops the imports only the async face uses); a generated
+file that ruff still finds fault with is an error.
 
 Usage: ``python scripts/generate_sync.py [--check] [DISTRIBUTION_DIR ...]`` (default: every
 ``*/unasync.toml`` of the repository). With ``--check`` nothing is written: the exit status is 1
@@ -87,6 +89,7 @@ def resolve_markers(text: str) -> str:
     """The sync lines of ``text``: async-only regions dropped, sync-only ones uncommented."""
     out: list[str] = []
     state = "both"
+    indent = ""
     for number, line in enumerate(text.splitlines(keepends=True), start=1):
         match = _MARKER.match(line)
         if match:
@@ -97,6 +100,8 @@ def resolve_markers(text: str) -> str:
                 raise MarkerError(f"line {number}: '# unasync: sync' inside a sync region")
             if kind == "end" and state == "both":
                 raise MarkerError(f"line {number}: '# unasync: end' outside a region")
+            if state == "both":
+                indent = line[: len(line) - len(line.lstrip())]
             state = {"async": "async", "sync": "sync", "end": "both"}[kind]
             continue
         if state == "async":
@@ -108,7 +113,7 @@ def resolve_markers(text: str) -> str:
                     raise MarkerError(f"line {number}: a sync-only line must be a comment")
                 out.append(line)
                 continue
-            out.append(commented.group(1) + commented.group(2) + "\n")
+            out.append(indent + commented.group(2) + "\n")
             continue
         out.append(line)
     if state != "both":
