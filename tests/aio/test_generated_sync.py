@@ -41,11 +41,11 @@ def test_every_generated_sync_module_matches_its_async_source() -> None:
     assert done.returncode == 0, done.stderr
 
 
-def test_the_aio_client_is_generated_and_says_so() -> None:
+def test_the_aio_sync_modules_are_generated_and_say_so() -> None:
     generator = _generator()
     config = generator.load_config(ROOT / "skillruntime-aio" / "unasync.toml")
     targets = {twin.target.name for twin in config.twins}
-    assert {"client.py", "commands.py"} <= targets
+    assert {"client.py", "commands.py", "files.py"} <= targets
     for twin in config.twins:
         text = twin.target.read_text(encoding="utf-8")
         assert text.startswith(f"# Generated from {twin.source.name} by scripts/generate_sync.py")
