@@ -20,7 +20,9 @@ demo: setup
 test-lowest:
 	bash scripts/test-lowest.sh
 
+# generate_sync --check: every generated sync module matches its async source (see unasync.toml).
 lint: setup
+	.venv/bin/python scripts/generate_sync.py --check
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
 	.venv/bin/mypy skillruntime-core/src skillruntime-local/src skillruntime-opensandbox/src skillruntime-aio/src skillruntime-docker/src skillruntime-viking/src skillruntime-mcp/src skillruntime-openai-agents/src skillruntime-deepagents/src tests/tools/sdk_typing.py

@@ -438,7 +438,7 @@ def test_host_sees_what_the_runtime_wrote(double: AioDouble) -> None:
 def test_long_shell_commands_are_followed_with_wait_and_view(
     aio_shell: AioDouble, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from skillruntime.aio import commands
+    from skillruntime.aio import command_plans as commands
 
     # A soft timeout well below the command's duration: the rule does not depend on durations.
     monkeypatch.setattr(commands, "_SOFT_TIMEOUT", 0.3)

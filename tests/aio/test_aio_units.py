@@ -11,12 +11,13 @@ import tarfile
 import uuid
 from pathlib import Path
 
+import httpx
 import pytest
 
 from doubles._polling import wait_until
 from skillruntime.aio import AioRuntimeOptions, AioSandboxSkillRuntime
 from skillruntime.aio.archive import build_skill_archive, unpack_command
-from skillruntime.aio.client import AioClient, _MultipartBody
+from skillruntime.aio.client import AioClient
 from skillruntime.aio.files import AioFileSystem
 from skillruntime.aio.script import (
     WrapperOutcome,
@@ -99,7 +100,7 @@ def test_the_plugin_registers_aio_and_builds_without_network() -> None:
 def test_client_sends_the_configured_credentials() -> None:
     client = AioClient("http://h:1", token="tok", api_key="key")
     try:
-        headers = client._session.headers
+        headers = client._http.headers
         assert headers["Authorization"] == "Bearer tok"
         assert headers["X-AIO-API-Key"] == "key"
         assert "tok" not in repr(client)
@@ -544,18 +545,43 @@ def test_unpack_refuses_members_that_escape(tmp_path: Path, kind: str) -> None:
 
 
 def test_multipart_body_streams_with_an_exact_length() -> None:
-    payload = os.urandom(300_000)
-    source = io.BytesIO(b"prefix" + payload)
+    """The sync client's upload body: streamed in bounded blocks from the source's current
+    position, announced with an exact ``Content-Length`` (no chunked encoding), its form field
+    and closing boundary framed as the service expects."""
+    payload = os.urandom(3 * (1 << 20) + 12_345)
+    reads: list[int] = []
+
+    class Recording(io.BytesIO):
+        def read(self, size: int | None = -1, /) -> bytes:
+            reads.append(-1 if size is None else size)
+            return super().read(size)
+
+    source = Recording(b"prefix" + payload)
     source.seek(6)
-    body = _MultipartBody({"path": "/home/gem/x.bin"}, source, len(payload), "x.bin")
-    pieces = []
-    while chunk := body.read(8192):
-        assert len(chunk) <= 8192
-        pieces.append(chunk)
-    data = b"".join(pieces)
-    assert len(data) == len(body)
+    seen: dict[str, object] = {}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen["body"] = request.read()
+        seen["headers"] = request.headers
+        return httpx.Response(200, json={"success": True, "message": "ok", "data": {}})
+
+    client = AioClient("http://aio.invalid")
+    client._http = httpx.Client(transport=httpx.MockTransport(handler))
+    try:
+        client.upload("/home/gem/x.bin", source, len(payload))
+    finally:
+        client.close()
+    data = seen["body"]
+    headers = seen["headers"]
+    assert isinstance(data, bytes)
+    assert isinstance(headers, httpx.Headers)
+    assert int(headers["Content-Length"]) == len(data)
+    assert "Transfer-Encoding" not in headers
+    assert reads
+    assert all(0 < size <= 1 << 20 for size in reads)  # bounded blocks, never read(-1)
     assert payload in data
-    assert data.endswith(f"--{body.boundary}--\r\n".encode())
+    boundary = headers["Content-Type"].split("boundary=", 1)[1]
+    assert data.endswith(f"--{boundary}--\r\n".encode())
     assert b'name="path"\r\n\r\n/home/gem/x.bin\r\n' in data
 
 

@@ -1,23 +1,30 @@
 """``AsyncAioClient``: one ``httpx.AsyncClient`` to an AIO Sandbox service.
 
-The twin of :class:`~skillruntime.aio.client.AioClient`: the same requests, envelope, errors and
-retry rule (:mod:`.wire`; tenacity's ``AsyncRetrying``), awaited on the event loop with one
-connection pool per event loop and no thread per call. Uploads stream from a seekable file
-with a ``Content-Length``; downloads are async byte streams.
+``skillruntime.aio.async_client`` is the source of both faces: ``skillruntime.aio.client``
+(``AioClient``, one ``httpx.Client``) is generated from it by ``scripts/generate_sync.py``. Both
+send the same
+requests and read the answers with the same envelope, errors and retry rule (:mod:`.wire`;
+tenacity's ``AsyncRetrying``). Every call has explicit connect and read timeouts. Calls marked
+idempotent (reads, stat, list, download, uploads to a fresh staging path) are retried on
+connection errors, timeouts and HTTP 502/503/504; nothing else is ever retried — in particular
+no command execution. Uploads stream from a seekable file in bounded blocks with a
+``Content-Length``; downloads are byte streams the caller reads in bounded chunks.
 
-**Any event loop.** A connection pool belongs to the loop its sockets were opened on, so the
-client keeps one pool per loop, opened on the loop's first call. When the loop is shut down by
-:func:`asyncio.run` (or any runner that finalises async generators), that loop's pool is closed
-on it; the pool of a loop closed otherwise is dropped when another loop makes a call.
+**Any event loop** (async face). A connection pool belongs to the loop its sockets were opened
+on, so the client keeps one pool per loop, opened on the loop's first call. When the loop is
+shut down by :func:`asyncio.run` (or any runner that finalises async generators), that loop's
+pool is closed on it; the pool of a loop closed otherwise is dropped when another loop makes a
+call. The sync face has one pool, shared by every thread.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
-from typing import IO, Any, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import IO, Any, TypeAlias, TypeVar
 from urllib.parse import urlsplit
 
 import httpx
@@ -25,8 +32,9 @@ from tenacity import AsyncRetrying
 
 from skillruntime.core.runtime.async_spi import LoopLocal
 
-from .client import DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT
+from .defaults import DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT
 from .wire import (
+    RETRYABLE_STATUSES,
     MultipartFrame,
     auth_headers,
     envelope_data,
@@ -36,7 +44,12 @@ from .wire import (
     transport_error,
 )
 
-__all__ = ["AsyncAioClient"]
+__all__ = [
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_READ_TIMEOUT",
+    "RETRYABLE_STATUSES",
+    "AsyncAioClient",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -44,14 +57,31 @@ T = TypeVar("T")
 
 _UPLOAD_BLOCK = 1 << 20
 
+# unasync: async
+_Attempt: TypeAlias = Callable[[], Awaitable[T]]
+# unasync: sync
+# _Attempt: TypeAlias = Callable[[], T]
+# unasync: end
+"""One try of a call, what :meth:`AsyncAioClient.retrying` runs (and runs again)."""
+
+
+async def _off_loop(function: Callable[..., T], *args: Any) -> T:
+    """``function(*args)``, a blocking file call: in a worker thread on the async face."""
+    # unasync: async
+    return await asyncio.to_thread(function, *args)
+    # unasync: sync
+    # return function(*args)
+    # unasync: end
+
 
 class AsyncAioClient:
-    """Async HTTP access to one AIO Sandbox service (it never creates or stops the service).
+    """HTTP access to one AIO Sandbox service (it never creates or stops the service).
 
-    Arguments as :class:`~skillruntime.aio.client.AioClient`; ``pool_size`` is the number
-    of idle connections each pool keeps. Safe to share between the tasks of one event loop and
-    between consecutive event loops (each gets its own pool); :attr:`request_count` counts HTTP
-    requests sent (retries included).
+    ``token`` is sent as ``Authorization: Bearer`` (JWT mode, or an API key the image accepts as
+    a bearer token); ``api_key`` as ``X-AIO-API-Key``. ``pool_size`` is the number of idle
+    connections a pool keeps (more are opened when more calls run at once). Safe to share
+    between threads, and between the tasks of one event loop and consecutive event loops (each
+    loop gets its own pool); :attr:`request_count` counts HTTP requests sent (retries included).
     """
 
     def __init__(
@@ -79,10 +109,15 @@ class AsyncAioClient:
         self._has_credentials = bool(token or api_key)
         self._headers = auth_headers(token, api_key)
         self._pool_size = pool_size
+        # unasync: async
         self._pools: LoopLocal[httpx.AsyncClient] = LoopLocal(
             self._new_http, aclose=httpx.AsyncClient.aclose
         )
+        # unasync: sync
+        # self._http = self._new_http()
+        # unasync: end
         self._closed = False
+        self._count_lock = threading.Lock()
         self._request_count = 0
 
     def __repr__(self) -> str:
@@ -91,26 +126,36 @@ class AsyncAioClient:
     @property
     def request_count(self) -> int:
         """HTTP requests sent so far by this client."""
-        return self._request_count
+        with self._count_lock:
+            return self._request_count
 
     async def close(self) -> None:
         """Close the connection pools (the service keeps running); later calls raise
-        ``RuntimeError``. The running loop's pool is closed here, a pool of another loop that
-        still runs is closed on that loop, one of a closed loop is dropped."""
+        ``RuntimeError``. On the async face the running loop's pool is closed here, a pool of
+        another loop that still runs is closed on that loop, one of a closed loop is dropped."""
         self._closed = True
+        # unasync: async
         await self._pools.aclose()
+        # unasync: sync
+        # self._http.close()
+        # unasync: end
 
     async def _pool(self) -> httpx.AsyncClient:
-        """The connection pool of the running loop (opened on the loop's first call)."""
+        """The connection pool (on the async face: the running loop's, opened on its first
+        call)."""
         if self._closed:
             raise RuntimeError("Cannot send a request, as the AIO client has been closed.")
+        # unasync: async
         return await self._pools.aget()
+        # unasync: sync
+        # return self._http
+        # unasync: end
 
     def _new_http(self) -> httpx.AsyncClient:
         return httpx.AsyncClient(
             headers=self._headers,
-            # Like the sync client's pool: ``pool_size`` connections are kept, more are opened
-            # when more calls run at once (a long command never waits for a free connection).
+            # ``pool_size`` connections are kept, more are opened when more calls run at once
+            # (a long command never waits for a free connection).
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=self._pool_size),
             timeout=httpx.Timeout(self.read_timeout, connect=self.connect_timeout),
         )
@@ -127,10 +172,16 @@ class AsyncAioClient:
         idempotent: bool = False,
         read_timeout: float | None = None,
     ) -> Any:
-        """Send one JSON call and return the envelope's ``data`` (see ``AioClient.call``)."""
+        """Send one JSON call and return the envelope's ``data``.
+
+        Raises an :class:`~skillruntime.aio.errors.AioSandboxError` subclass for a non-2xx
+        status, a ``success: false`` envelope or a transport failure; idempotent calls are
+        retried first.
+        """
 
         async def attempt() -> Any:
-            request = (await self._pool()).build_request(
+            http = await self._pool()
+            request = http.build_request(
                 method,
                 self.base_url + endpoint,
                 json=dict(json) if json is not None else None,
@@ -146,10 +197,12 @@ class AsyncAioClient:
         self, endpoint: str, *, params: Mapping[str, str], idempotent: bool = True
     ) -> httpx.Response:
         """``GET`` a binary stream; the caller iterates ``aiter_bytes()`` and ``aclose()``\\ s
-        the returned response."""
+        the returned response. An error status or a JSON body is a typed error, raised with
+        the response closed."""
 
         async def attempt() -> httpx.Response:
-            request = (await self._pool()).build_request(
+            http = await self._pool()
+            request = http.build_request(
                 "GET", self.base_url + endpoint, params=dict(params), timeout=self._timeout(None)
             )
             response = await self._send(endpoint, request, stream=True)
@@ -178,17 +231,17 @@ class AsyncAioClient:
         read_timeout: float | None = None,
     ) -> Any:
         """``POST /v1/file/upload`` the ``size`` bytes of the seekable ``source`` to
-        ``remote_path`` (multipart, streamed from the current position in blocks read in a
-        worker thread)."""
+        ``remote_path`` (multipart with a ``Content-Length``, streamed from the current position
+        in blocks of at most 1 MiB; on the async face they are read in a worker thread)."""
         start = source.tell()
         endpoint = "/v1/file/upload"
 
-        async def body(frame: MultipartFrame) -> AsyncGenerator[bytes, None]:
+        async def body(frame: MultipartFrame) -> AsyncIterator[bytes]:
             yield frame.head
-            await asyncio.to_thread(source.seek, start)
+            await _off_loop(source.seek, start)
             left = size
             while left > 0:
-                block = await asyncio.to_thread(source.read, min(_UPLOAD_BLOCK, left))
+                block = await _off_loop(source.read, min(_UPLOAD_BLOCK, left))
                 if not block:
                     break
                 left -= len(block)
@@ -197,7 +250,8 @@ class AsyncAioClient:
 
         async def attempt() -> Any:
             frame = MultipartFrame.build({"path": remote_path}, "upload.bin")
-            request = (await self._pool()).build_request(
+            http = await self._pool()
+            request = http.build_request(
                 "POST",
                 self.base_url + endpoint,
                 content=body(frame),
@@ -214,9 +268,9 @@ class AsyncAioClient:
 
     # -------------------------------------------------------------- plumbing
 
-    async def retrying(self, attempt: Callable[[], Awaitable[T]], *, idempotent: bool) -> T:
-        """Await ``attempt()`` (a coroutine function: tenacity runs any other callable as a
-        blocking one); when ``idempotent``, retry it on the transient failures of
+    async def retrying(self, attempt: _Attempt[T], *, idempotent: bool) -> T:
+        """Run ``attempt()`` (on the async face a coroutine function: tenacity runs any other
+        callable as a blocking one); when ``idempotent``, retry it on the transient failures of
         :func:`~skillruntime.aio.wire.is_retryable` with exponential back-off."""
         if not idempotent or self._retry_attempts == 1:
             return await attempt()
@@ -233,7 +287,8 @@ class AsyncAioClient:
         """Send ``request``; unless ``stream``, its body is read before it returns. A failure
         to get (or read) the answer is an ``AioTransportError``."""
         http = await self._pool()
-        self._request_count += 1
+        with self._count_lock:
+            self._request_count += 1
         started = time.monotonic()
         try:
             response = await http.send(request, stream=True)

@@ -1,12 +1,16 @@
-"""``AsyncCommandRunner``: the command flows of :mod:`.commands`, performed on the event loop.
+"""``AsyncCommandRunner``: the command flows of :mod:`.command_plans`, run with ``AsyncAioClient``.
 
-The flows (:class:`~skillruntime.aio.commands.CommandPlans`: both command APIs, the wrapper, the
-session pools, the replace-once rule of terminated shell sessions) are the sync runner's own; this
-runner performs their steps with :class:`~skillruntime.aio.async_client.AsyncAioClient`.
+``skillruntime.aio.async_commands`` is the source of both runners: ``skillruntime.aio.commands``
+(``CommandRunner``, with the blocking :class:`~skillruntime.aio.client.AioClient`; safe to share
+between threads) is generated from it by ``scripts/generate_sync.py``. The flows
+(:class:`~skillruntime.aio.command_plans.CommandPlans`: both command APIs, the wrapper, the
+session pools, the replace-once rule of terminated shell sessions) live once, free of I/O; a
+runner only performs their steps with its client. The names of :mod:`.command_plans` are also
+importable from here.
 
-When the awaiting task is cancelled, the cancellation is thrown into the flow, which retires the
-session the command ran on (closing it on the service) before it propagates; killing the
-command's processes is the runtime's part (:mod:`.async_runtime`).
+On the async face, when the awaiting task is cancelled, the cancellation is thrown into the flow,
+which retires the session the command ran on (closing it on the service) before it propagates;
+killing the command's processes is the runtime's part (:mod:`.async_runtime`).
 """
 
 from __future__ import annotations
@@ -21,20 +25,33 @@ from skillruntime.core.errors import ExecutionTransportError
 from skillruntime.core.runtime.async_spi import LoopLocal
 
 from .async_client import AsyncAioClient
-from .commands import (
+from .command_plans import (
+    TEMP_ROOT_PATTERN,
     Call,
     CommandMode,
     CommandPlans,
     CommandSpec,
     Fetch,
     Plan,
+    Staging,
     Step,
     too_large_result,
 )
 from .errors import AioSandboxError
 from .script import WrapperOutcome
 
-__all__ = ["AsyncCommandRunner"]
+__all__ = [
+    "TEMP_ROOT_PATTERN",
+    "AsyncCommandRunner",
+    "Call",
+    "CommandMode",
+    "CommandPlans",
+    "CommandSpec",
+    "Fetch",
+    "Plan",
+    "Staging",
+    "Step",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -42,42 +59,64 @@ T = TypeVar("T")
 
 
 class AsyncCommandRunner(CommandPlans):
-    """Runs wrapped commands through the service's bash or shell API with the async client;
-    safe to share between the tasks of one event loop and between consecutive loops (its locks
-    are per loop)."""
+    """Runs wrapped commands through the service's bash or shell API with ``AsyncAioClient``
+    (see :mod:`.command_plans`). The sync runner is safe to share between threads; the async one
+    between the tasks of one event loop and between consecutive loops (its locks are per loop).
+    """
 
     def __init__(
         self, client: AsyncAioClient, *, mode: CommandMode = "auto", temp_root: str = "/tmp"
     ) -> None:
         super().__init__(read_timeout=client.read_timeout, mode=mode, temp_root=temp_root)
         self._client = client
+        # unasync: async
         self._mode_lock = LoopLocal(asyncio.Lock)
         self._staging_lock = LoopLocal(asyncio.Lock)
+        # unasync: sync
+        # import threading
+        #
+        # self._mode_lock = threading.Lock()
+        # self._staging_lock = threading.Lock()
+        # unasync: end
 
+    # unasync: sync
+    # @property
+    # unasync: end
     async def mode(self) -> Literal["bash", "shell"]:
         """The API in use, detected on first call in ``auto`` mode."""
         return await self._detect()
 
     async def staging_path(self, suffix: str = "") -> str:
-        """A fresh path on the service for a staged upload; ``temp_root`` exists once it
-        returns."""
+        """A fresh path on the service for a staged upload; ``temp_root`` exists once it returns
+        (the service's file API does not create missing parents): one command creates it unless
+        a command already ran."""
         if not self._staging_ready:
+            # unasync: async
             async with self._staging_lock.get():
+                # unasync: sync
+                # with self._staging_lock:
+                # unasync: end
                 if not self._staging_ready:
                     await self.run(self._staging_spec(), retry_safe=True)
         return self._new_staging_path(suffix)
 
-    async def run(self, spec: CommandSpec, *, retry_safe: bool = False) -> WrapperOutcome:
-        """Run ``spec`` and return what the wrapper reported (see ``CommandRunner.run``)."""
+    # --------------------------------------------------------------- running
 
-        async def attempt() -> WrapperOutcome:  # a coroutine function: tenacity awaits it
+    async def run(self, spec: CommandSpec, *, retry_safe: bool = False) -> WrapperOutcome:
+        """Run ``spec`` and return what the wrapper reported.
+
+        Raises :class:`ExecutionTransportError` when the result cannot be obtained. With
+        ``retry_safe`` (read-only queries) transient failures are retried.
+        """
+
+        async def attempt() -> WrapperOutcome:  # on the async face a coroutine function
             return await self._run_once(spec)
 
         try:
             outcome = await self._client.retrying(attempt, idempotent=retry_safe)
         except AioSandboxError as exc:
             raise ExecutionTransportError(str(exc)) from exc
-        self._staging_ready = True
+        self._staging_ready = True  # the wrapper created its run directory under temp_root
         return outcome
 
     async def _run_once(self, spec: CommandSpec) -> WrapperOutcome:
@@ -86,7 +125,11 @@ class AsyncCommandRunner(CommandPlans):
     async def _detect(self) -> Literal["bash", "shell"]:
         if self._mode is not None:
             return self._mode
+        # unasync: async
         async with self._mode_lock.get():
+            # unasync: sync
+            # with self._mode_lock:
+            # unasync: end
             mode = self._mode
             if mode is None:
                 mode = await self._drive(self._detect_plan())
@@ -94,8 +137,8 @@ class AsyncCommandRunner(CommandPlans):
             return mode
 
     async def _drive(self, plan: Plan[T]) -> T:
-        """Run ``plan`` to its end, awaiting each step; a failure (or the task's cancellation)
-        is thrown into the plan."""
+        """Run ``plan`` to its end, performing each step; a failure of a step (on the async
+        face also the task's cancellation) is thrown into the plan."""
         try:
             step = next(plan)
             while True:
@@ -136,6 +179,8 @@ class AsyncCommandRunner(CommandPlans):
         finally:
             await response.aclose()
         return bytes(buffer)
+
+    # ----------------------------------------------------------------- close
 
     async def close(self) -> None:
         """Close the sessions this runner created (never the service's other sessions)."""

@@ -1,10 +1,19 @@
-"""``AsyncAioFileSystem``: the file-system primitives of :mod:`.files`, awaited.
+"""``AsyncAioFileSystem``: the six file-system primitives over the AIO Sandbox file API and shell.
 
-The same requests and the same rules as :class:`~skillruntime.aio.files.AioFileSystem` (its
-command scripts, answer parsing and error typing are shared): reads stream
-``GET /v1/file/download`` as async byte streams; writes spool on this host (memory up to 1 MiB,
-then a temporary file written in a worker thread), upload to a staging path and move into place
-with one command; ``stat``, listings, ``delete`` and ``make_directory`` are one command each.
+``skillruntime.aio.async_files`` is the source of both faces: ``skillruntime.aio.files``
+(``AioFileSystem``) is generated from it by ``scripts/generate_sync.py``; the command scripts,
+answer parsing and error typing are :mod:`.file_rules`, shared.
+
+* reads stream ``GET /v1/file/download`` (binary-safe, bounded memory; retried when
+  idempotent); the sync face first confirms a regular file with a ``stat`` command: a FIFO,
+  socket or device is refused with :class:`NotRegularFileError` before the service is asked to
+  open it (it would block);
+* writes spool the content on this host (memory up to 1 MiB, then a temporary file, written in
+  a worker thread on the async face), upload it to a fresh staging path with
+  ``POST /v1/file/upload`` (multipart, streamed) and move it into place with one command that
+  also creates the parents and sets the mode (two requests per write);
+* ``stat``, listings, ``delete`` and ``make_directory`` are one small command each, because the
+  API has no endpoint for them; every path is shell-quoted.
 """
 
 from __future__ import annotations
@@ -12,21 +21,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import tempfile
-from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import IO
+from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable, Iterable
+from typing import IO, TypeAlias
 
 import httpx
 
 from skillruntime.core.errors import (
     ExecutionTransportError,
+    NotRegularFileError,
     RuntimeFileError,
     RuntimeFileNotFoundError,
+    RuntimeIsADirectoryError,
 )
-from skillruntime.core.files.async_spi import (
-    AsyncChunks,
-    AsyncSkillRuntimeFileSystem,
-    aiter_chunks,
-)
+from skillruntime.core.files.async_spi import AsyncSkillRuntimeFileSystem, aiter_chunks
 from skillruntime.core.files.globbing import GlobMatcher
 from skillruntime.core.files.search import (
     GlobQuery,
@@ -48,7 +55,7 @@ from skillruntime.core.models import FileInfo
 from .async_client import AsyncAioClient
 from .async_commands import AsyncCommandRunner
 from .errors import AioNotFoundError, AioSandboxError
-from .files import (
+from .file_rules import (
     LIST_OUTPUT_CAP,
     QUERY_OUTPUT_CAP,
     checked_outcome,
@@ -74,10 +81,20 @@ logger = logging.getLogger(__name__)
 
 _SPOOL_MEMORY = 1024 * 1024
 
+# unasync: async
+_Chunks: TypeAlias = AsyncIterable[bytes] | Iterable[bytes]
+_ReadText: TypeAlias = Callable[[str, int], Awaitable[str]]
+# unasync: sync
+# _Chunks: TypeAlias = Iterable[bytes]
+# _ReadText: TypeAlias = Callable[[str, int], str]
+# unasync: end
+
 
 class AsyncAioFileSystem(AsyncSkillRuntimeFileSystem):
-    """Unscoped async file access on the service; paths are absolute. Arguments as
-    :class:`~skillruntime.aio.files.AioFileSystem`."""
+    """Unscoped file access on the service (see the module docs); paths are absolute.
+
+    ``query_timeout`` bounds the file commands, ``transfer_timeout`` the read timeout of uploads.
+    """
 
     def __init__(
         self,
@@ -92,6 +109,8 @@ class AsyncAioFileSystem(AsyncSkillRuntimeFileSystem):
         self._query_timeout = query_timeout
         self._transfer_timeout = transfer_timeout
 
+    # ---------------------------------------------------------------- helpers
+
     async def _command(
         self, script: str, path: str, *, retry_safe: bool, cap: int = QUERY_OUTPUT_CAP
     ) -> WrapperOutcome:
@@ -105,13 +124,21 @@ class AsyncAioFileSystem(AsyncSkillRuntimeFileSystem):
     async def _change(self, script: str, what: str, path: str) -> None:
         outcome = await self._command(script, path, retry_safe=False)
         if outcome.exit_code != 0:
-            raise command_failure(outcome, what, path)
+            raise self._failure(outcome, what, path)
+
+    @staticmethod
+    def _failure(outcome: WrapperOutcome, what: str, path: str) -> RuntimeFileError:
+        """The typed error of a failed file command, classified by the reason it printed."""
+        return command_failure(outcome, what, path)
 
     # ------------------------------------------------------------------ reads
 
     async def read_stream(
         self, path: str, chunk_size: int = CHUNK_SIZE
     ) -> AsyncGenerator[bytes, None]:
+        # unasync: sync
+        # self._require_regular_file(path)
+        # unasync: end
         try:
             response = await self._client.open_stream("/v1/file/download", params={"path": path})
         except AioNotFoundError as exc:
@@ -129,7 +156,21 @@ class AsyncAioFileSystem(AsyncSkillRuntimeFileSystem):
         finally:
             await response.aclose()
 
+    async def _require_regular_file(self, path: str) -> None:
+        """Refuse a missing path, a directory or a non-regular file before it is opened (the
+        sync face's reads)."""
+        info = await self.stat(path)  # follows a final symbolic link, as the download does
+        if info is None:
+            raise RuntimeFileNotFoundError(f"File not found: {path}", path=path)
+        if info.is_directory:
+            raise RuntimeIsADirectoryError(f"Cannot read {path}: it is a directory", path=path)
+        if info.is_special:
+            raise NotRegularFileError(
+                f"Cannot read {path}: not a regular file (a FIFO, socket or device)", path=path
+            )
+
     async def _read_error(self, path: str, exc: AioSandboxError) -> RuntimeFileError:
+        """The typed error of a refused download (a stat tells a directory apart)."""
         error = refused_read(path, exc)
         if error is not None:
             return error
@@ -141,16 +182,19 @@ class AsyncAioFileSystem(AsyncSkillRuntimeFileSystem):
 
     # ----------------------------------------------------------------- writes
 
-    async def write_stream(
-        self, path: str, chunks: AsyncChunks, *, executable: bool = False
-    ) -> int:
+    async def write_stream(self, path: str, chunks: _Chunks, *, executable: bool = False) -> int:
         with tempfile.SpooledTemporaryFile(max_size=_SPOOL_MEMORY) as spool:
             size = 0
+            # unasync: async
             async for chunk in aiter_chunks(chunks):
                 if size + len(chunk) > _SPOOL_MEMORY:
                     await asyncio.to_thread(spool.write, chunk)
                 else:
                     spool.write(chunk)
+                # unasync: sync
+                # for chunk in chunks:
+                #     spool.write(chunk)
+                # unasync: end
                 size += len(chunk)
             spool.seek(0)
             await self.put_file(spool, size, path, mode=0o755 if executable else 0o644)
@@ -184,8 +228,7 @@ class AsyncAioFileSystem(AsyncSkillRuntimeFileSystem):
     # ---------------------------------------------------------------- search
 
     async def glob(self, root: FileInfo, query: GlobQuery) -> SearchResult:
-        """One command for the whole walk: the command and parsing of
-        :meth:`AioFileSystem.glob <skillruntime.aio.files.AioFileSystem.glob>`."""
+        """One command for the whole walk (see :mod:`skillruntime.core.files.search_command`)."""
         if not root.is_directory or root.is_special:
             return await super().glob(root, query)
         GlobMatcher(query.pattern)  # a bad pattern fails before any request
@@ -201,14 +244,10 @@ class AsyncAioFileSystem(AsyncSkillRuntimeFileSystem):
         return glob_from_listing(listing, root, query)
 
     async def grep(
-        self,
-        root: FileInfo,
-        query: GrepQuery,
-        *,
-        read_text: Callable[[str, int], Awaitable[str]] | None = None,
+        self, root: FileInfo, query: GrepQuery, *, read_text: _ReadText | None = None
     ) -> GrepResult:
-        """One command for the walk and the candidate files: the command and parsing of
-        :meth:`AioFileSystem.grep <skillruntime.aio.files.AioFileSystem.grep>`."""
+        """One command for the walk and the candidate files (see
+        :mod:`skillruntime.core.files.search_command`)."""
         if not root.is_directory or root.is_special:
             return await super().grep(root, query, read_text=read_text)
         GrepEngine(query, root.path)  # a bad pattern or glob fails before any request

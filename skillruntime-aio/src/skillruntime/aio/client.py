@@ -1,8 +1,22 @@
-"""``AioClient``: one ``requests.Session`` to an AIO Sandbox service, its envelope and its errors.
+# Generated from async_client.py by scripts/generate_sync.py: do not edit.
+# Edit the async source, then run `python scripts/generate_sync.py`.
+"""``AioClient``: one ``httpx.Client`` to an AIO Sandbox service.
 
-Every call has explicit connect and read timeouts. Calls marked idempotent (reads, stat, list,
-download, uploads to a fresh staging path) are retried with tenacity on connection errors,
-timeouts and HTTP 502/503/504; nothing else is ever retried — in particular no command execution.
+``skillruntime.aio.async_client`` is the source of both faces: ``skillruntime.aio.client``
+(``AioClient``, one ``httpx.Client``) is generated from it by ``scripts/generate_sync.py``. Both
+send the same
+requests and read the answers with the same envelope, errors and retry rule (:mod:`.wire`;
+tenacity's ``Retrying``). Every call has explicit connect and read timeouts. Calls marked
+idempotent (reads, stat, list, download, uploads to a fresh staging path) are retried on
+connection errors, timeouts and HTTP 502/503/504; nothing else is ever retried — in particular
+no command execution. Uploads stream from a seekable file in bounded blocks with a
+``Content-Length``; downloads are byte streams the caller reads in bounded chunks.
+
+**Any event loop** (async face). A connection pool belongs to the loop its sockets were opened
+on, so the client keeps one pool per loop, opened on the loop's first call. When the loop is
+shut down by :func:`asyncio.run` (or any runner that finalises async generators), that loop's
+pool is closed on it; the pool of a loop closed otherwise is dropped when another loop makes a
+call. The sync face has one pool, shared by every thread.
 """
 
 from __future__ import annotations
@@ -10,16 +24,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
-from typing import IO, Any, TypeVar
+from collections.abc import Callable, Iterator, Mapping
+from typing import IO, Any, TypeAlias, TypeVar
 from urllib.parse import urlsplit
 
-import requests
-from requests.adapters import HTTPAdapter
+import httpx
 from tenacity import Retrying
 
 from .defaults import DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT
-from .errors import AioSandboxError
 from .wire import (
     RETRYABLE_STATUSES,
     MultipartFrame,
@@ -40,66 +52,27 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-
 T = TypeVar("T")
 
+_UPLOAD_BLOCK = 1 << 20
 
-class _MultipartBody:
-    """A ``multipart/form-data`` body read in blocks from a seekable file (bounded memory).
+_Attempt: TypeAlias = Callable[[], T]
+"""One try of a call, what :meth:`AioClient.retrying` runs (and runs again)."""
 
-    It has ``read`` and ``__len__`` but no ``__iter__``, so ``requests`` sends it with a
-    ``Content-Length`` instead of chunked transfer encoding.
-    """
 
-    def __init__(self, fields: Mapping[str, str], source: IO[bytes], size: int, name: str) -> None:
-        frame = MultipartFrame.build(fields, name)
-        self.boundary = frame.boundary
-        self._frame = frame
-        self._head = frame.head
-        self._tail = frame.tail
-        self._source = source
-        self._size = size
-        self._stage = 0
-        self._offset = 0
-
-    @property
-    def content_type(self) -> str:
-        return self._frame.content_type
-
-    def __len__(self) -> int:
-        return self._frame.length(self._size)
-
-    def read(self, size: int = -1) -> bytes:
-        if size is None or size < 0:
-            size = 1 << 20
-        while self._stage < 3:
-            if self._stage == 0:
-                chunk = self._head[self._offset : self._offset + size]
-                if chunk:
-                    self._offset += len(chunk)
-                    return chunk
-                self._stage, self._offset = 1, 0
-            elif self._stage == 1:
-                chunk = self._source.read(min(size, self._size - self._offset))
-                if chunk:
-                    self._offset += len(chunk)
-                    return chunk
-                self._stage, self._offset = 2, 0
-            else:
-                chunk = self._tail[self._offset : self._offset + size]
-                if chunk:
-                    self._offset += len(chunk)
-                    return chunk
-                self._stage = 3
-        return b""
+def _off_loop(function: Callable[..., T], *args: Any) -> T:
+    """``function(*args)``, a blocking file call: in a worker thread on the async face."""
+    return function(*args)
 
 
 class AioClient:
     """HTTP access to one AIO Sandbox service (it never creates or stops the service).
 
     ``token`` is sent as ``Authorization: Bearer`` (JWT mode, or an API key the image accepts as
-    a bearer token); ``api_key`` as ``X-AIO-API-Key``. The client is safe to share between
-    threads; :attr:`request_count` counts HTTP requests sent (retries included).
+    a bearer token); ``api_key`` as ``X-AIO-API-Key``. ``pool_size`` is the number of idle
+    connections a pool keeps (more are opened when more calls run at once). Safe to share
+    between threads, and between the tasks of one event loop and consecutive event loops (each
+    loop gets its own pool); :attr:`request_count` counts HTTP requests sent (retries included).
     """
 
     def __init__(
@@ -125,11 +98,10 @@ class AioClient:
         self.read_timeout = read_timeout
         self._retry_attempts = retry_attempts
         self._has_credentials = bool(token or api_key)
-        self._session = requests.Session()
-        adapter = HTTPAdapter(pool_connections=4, pool_maxsize=pool_size)
-        self._session.mount("http://", adapter)
-        self._session.mount("https://", adapter)
-        self._session.headers.update(auth_headers(token, api_key))
+        self._headers = auth_headers(token, api_key)
+        self._pool_size = pool_size
+        self._http = self._new_http()
+        self._closed = False
         self._count_lock = threading.Lock()
         self._request_count = 0
 
@@ -143,8 +115,27 @@ class AioClient:
             return self._request_count
 
     def close(self) -> None:
-        """Close the connection pool (the service keeps running)."""
-        self._session.close()
+        """Close the connection pools (the service keeps running); later calls raise
+        ``RuntimeError``. On the async face the running loop's pool is closed here, a pool of
+        another loop that still runs is closed on that loop, one of a closed loop is dropped."""
+        self._closed = True
+        self._http.close()
+
+    def _pool(self) -> httpx.Client:
+        """The connection pool (on the async face: the running loop's, opened on its first
+        call)."""
+        if self._closed:
+            raise RuntimeError("Cannot send a request, as the AIO client has been closed.")
+        return self._http
+
+    def _new_http(self) -> httpx.Client:
+        return httpx.Client(
+            headers=self._headers,
+            # ``pool_size`` connections are kept, more are opened when more calls run at once
+            # (a long command never waits for a free connection).
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=self._pool_size),
+            timeout=httpx.Timeout(self.read_timeout, connect=self.connect_timeout),
+        )
 
     # ----------------------------------------------------------------- calls
 
@@ -160,40 +151,49 @@ class AioClient:
     ) -> Any:
         """Send one JSON call and return the envelope's ``data``.
 
-        Raises an :class:`AioSandboxError` subclass for a non-2xx status, a ``success: false``
-        envelope or a transport failure; idempotent calls are retried first.
+        Raises an :class:`~skillruntime.aio.errors.AioSandboxError` subclass for a non-2xx
+        status, a ``success: false`` envelope or a transport failure; idempotent calls are
+        retried first.
         """
 
         def attempt() -> Any:
-            response = self._send(
-                method, endpoint, json=json, params=params, read_timeout=read_timeout
+            http = self._pool()
+            request = http.build_request(
+                method,
+                self.base_url + endpoint,
+                json=dict(json) if json is not None else None,
+                params=dict(params) if params else None,
+                timeout=self._timeout(read_timeout),
             )
-            try:
-                return self._data(endpoint, response)
-            finally:
-                response.close()
+            response = self._send(endpoint, request)
+            return envelope_data(endpoint, response, has_credentials=self._has_credentials)
 
         return self.retrying(attempt, idempotent=idempotent)
 
     def open_stream(
         self, endpoint: str, *, params: Mapping[str, str], idempotent: bool = True
-    ) -> requests.Response:
-        """``GET`` a binary stream; the caller iterates and closes the returned response."""
+    ) -> httpx.Response:
+        """``GET`` a binary stream; the caller iterates ``iter_bytes()`` and ``close()``\\ s
+        the returned response. An error status or a JSON body is a typed error, raised with
+        the response closed."""
 
-        def attempt() -> requests.Response:
-            response = self._send("GET", endpoint, params=params, stream=True)
-            if response.status_code >= 300:
-                try:
-                    raise self._http_error(endpoint, response)
-                finally:
-                    response.close()
-            content_type = response.headers.get("Content-Type", "")
-            if content_type.startswith("application/json"):
-                # A JSON body on a download is an envelope, never file content.
-                try:
+        def attempt() -> httpx.Response:
+            http = self._pool()
+            request = http.build_request(
+                "GET", self.base_url + endpoint, params=dict(params), timeout=self._timeout(None)
+            )
+            response = self._send(endpoint, request, stream=True)
+            try:
+                if response.status_code >= 300:
+                    response.read()
+                    raise http_error(endpoint, response, has_credentials=self._has_credentials)
+                if response.headers.get("Content-Type", "").startswith("application/json"):
+                    # A JSON body on a download is an envelope, never file content.
+                    response.read()
                     raise json_instead_of_content(endpoint, response)
-                finally:
-                    response.close()
+            except BaseException:
+                response.close()
+                raise
             return response
 
         return self.retrying(attempt, idempotent=idempotent)
@@ -208,80 +208,84 @@ class AioClient:
         read_timeout: float | None = None,
     ) -> Any:
         """``POST /v1/file/upload`` the ``size`` bytes of the seekable ``source`` to
-        ``remote_path`` (multipart, streamed from the current position)."""
+        ``remote_path`` (multipart with a ``Content-Length``, streamed from the current position
+        in blocks of at most 1 MiB; on the async face they are read in a worker thread)."""
         start = source.tell()
         endpoint = "/v1/file/upload"
 
+        def body(frame: MultipartFrame) -> Iterator[bytes]:
+            yield frame.head
+            _off_loop(source.seek, start)
+            left = size
+            while left > 0:
+                block = _off_loop(source.read, min(_UPLOAD_BLOCK, left))
+                if not block:
+                    break
+                left -= len(block)
+                yield block
+            yield frame.tail
+
         def attempt() -> Any:
-            source.seek(start)
-            body = _MultipartBody({"path": remote_path}, source, size, "upload.bin")
-            response = self._send(
+            frame = MultipartFrame.build({"path": remote_path}, "upload.bin")
+            http = self._pool()
+            request = http.build_request(
                 "POST",
-                endpoint,
-                data=body,
-                headers={"Content-Type": body.content_type},
-                read_timeout=read_timeout,
+                self.base_url + endpoint,
+                content=body(frame),
+                headers={
+                    "Content-Type": frame.content_type,
+                    "Content-Length": str(frame.length(size)),
+                },
+                timeout=self._timeout(read_timeout),
             )
-            try:
-                return self._data(endpoint, response)
-            finally:
-                response.close()
+            response = self._send(endpoint, request)
+            return envelope_data(endpoint, response, has_credentials=self._has_credentials)
 
         return self.retrying(attempt, idempotent=idempotent)
 
     # -------------------------------------------------------------- plumbing
 
-    def retrying(self, attempt: Callable[[], T], *, idempotent: bool) -> T:
-        """Run ``attempt``; when ``idempotent``, retry it on transient failures (connection
-        errors, timeouts, HTTP 502/503/504) with exponential back-off."""
+    def retrying(self, attempt: _Attempt[T], *, idempotent: bool) -> T:
+        """Run ``attempt()`` (on the async face a coroutine function: tenacity runs any other
+        callable as a blocking one); when ``idempotent``, retry it on the transient failures of
+        :func:`~skillruntime.aio.wire.is_retryable` with exponential back-off."""
         if not idempotent or self._retry_attempts == 1:
             return attempt()
         policy = Retrying(**retry_settings(self._retry_attempts))
-        return policy(attempt)
+        result: T = policy(attempt)
+        return result
+
+    def _timeout(self, read_timeout: float | None) -> httpx.Timeout:
+        return httpx.Timeout(read_timeout or self.read_timeout, connect=self.connect_timeout)
 
     def _send(
-        self,
-        method: str,
-        endpoint: str,
-        *,
-        json: Mapping[str, Any] | None = None,
-        params: Mapping[str, str] | None = None,
-        data: Any = None,
-        headers: Mapping[str, str] | None = None,
-        stream: bool = False,
-        read_timeout: float | None = None,
-    ) -> requests.Response:
-        url = self.base_url + endpoint
-        timeout = (self.connect_timeout, read_timeout or self.read_timeout)
+        self, endpoint: str, request: httpx.Request, *, stream: bool = False
+    ) -> httpx.Response:
+        """Send ``request``; unless ``stream``, its body is read before it returns. A failure
+        to get (or read) the answer is an ``AioTransportError``."""
+        http = self._pool()
         with self._count_lock:
             self._request_count += 1
         started = time.monotonic()
         try:
-            response = self._session.request(
-                method,
-                url,
-                json=json,
-                params=params,
-                data=data,
-                headers=dict(headers) if headers else None,
-                stream=stream,
-                timeout=timeout,
-            )
-        except requests.Timeout as exc:
-            raise transport_error(endpoint, self.base_url, exc, timeout=timeout) from exc
-        except requests.RequestException as exc:
+            response = http.send(request, stream=True)
+            if not stream:
+                try:
+                    response.read()
+                finally:
+                    response.close()
+        except httpx.TimeoutException as exc:
+            read = request.extensions.get("timeout", {}).get("read") or self.read_timeout
+            raise transport_error(
+                endpoint, self.base_url, exc, timeout=(self.connect_timeout, read)
+            ) from exc
+        except httpx.HTTPError as exc:
             raise transport_error(endpoint, self.base_url, exc, timeout=None) from exc
         logger.debug(
             "AIO %s %s -> %d in %.3fs",
-            method,
+            request.method,
             endpoint,
             response.status_code,
             time.monotonic() - started,
         )
         return response
-
-    def _data(self, endpoint: str, response: requests.Response) -> Any:
-        return envelope_data(endpoint, response, has_credentials=self._has_credentials)
-
-    def _http_error(self, endpoint: str, response: requests.Response) -> AioSandboxError:
-        return http_error(endpoint, response, has_credentials=self._has_credentials)

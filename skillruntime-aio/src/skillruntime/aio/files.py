@@ -1,39 +1,38 @@
+# Generated from async_files.py by scripts/generate_sync.py: do not edit.
+# Edit the async source, then run `python scripts/generate_sync.py`.
 """``AioFileSystem``: the six file-system primitives over the AIO Sandbox file API and shell.
 
-* reads stream ``GET /v1/file/download`` (binary-safe, bounded memory; retried when idempotent)
-  after a ``stat`` command confirmed a regular file: a FIFO, socket or device is refused with
-  :class:`NotRegularFileError` before the service is asked to open it (it would block);
-* writes spool the content on this host (memory up to 1 MiB, then a temporary file), upload it to
-  a fresh staging path with ``POST /v1/file/upload`` (multipart, streamed) and move it into place
-  with one command that also creates the parents and sets the mode (two requests per write);
+``skillruntime.aio.async_files`` is the source of both faces: ``skillruntime.aio.files``
+(``AioFileSystem``) is generated from it by ``scripts/generate_sync.py``; the command scripts,
+answer parsing and error typing are :mod:`.file_rules`, shared.
+
+* reads stream ``GET /v1/file/download`` (binary-safe, bounded memory; retried when
+  idempotent); the sync face first confirms a regular file with a ``stat`` command: a FIFO,
+  socket or device is refused with :class:`NotRegularFileError` before the service is asked to
+  open it (it would block);
+* writes spool the content on this host (memory up to 1 MiB, then a temporary file, written in
+  a worker thread on the async face), upload it to a fresh staging path with
+  ``POST /v1/file/upload`` (multipart, streamed) and move it into place with one command that
+  also creates the parents and sets the mode (two requests per write);
 * ``stat``, listings, ``delete`` and ``make_directory`` are one small command each, because the
   API has no endpoint for them; every path is shell-quoted.
-
-Listings use GNU ``find -printf``; a name containing a newline is skipped. A failed command is
-classified by the reason it printed (commands run with ``LC_ALL=C``): permission denied, not
-permitted and read-only file system are :class:`RuntimePermissionError`, "Not a directory" a
-:class:`NotADirectoryFileError`, "Is a directory" a :class:`RuntimeIsADirectoryError`. A refused
-download of a directory is a :class:`RuntimeIsADirectoryError`.
 """
 
 from __future__ import annotations
 
 import logging
-import posixpath
-import shlex
 import tempfile
 from collections.abc import Callable, Generator, Iterable
+from typing import IO, TypeAlias
 
-import requests
+import httpx
 
 from skillruntime.core.errors import (
     ExecutionTransportError,
-    NotADirectoryFileError,
     NotRegularFileError,
     RuntimeFileError,
     RuntimeFileNotFoundError,
     RuntimeIsADirectoryError,
-    RuntimePermissionError,
 )
 from skillruntime.core.files.globbing import GlobMatcher
 from skillruntime.core.files.search import (
@@ -54,229 +53,36 @@ from skillruntime.core.files.spi import CHUNK_SIZE, DEFAULT_LIST_LIMIT, SkillRun
 from skillruntime.core.models import FileInfo
 
 from .client import AioClient
-from .commands import CommandRunner, CommandSpec
+from .commands import CommandRunner
 from .errors import AioNotFoundError, AioSandboxError
+from .file_rules import (
+    LIST_OUTPUT_CAP,
+    QUERY_OUTPUT_CAP,
+    checked_outcome,
+    command_failure,
+    delete_script,
+    file_command,
+    list_result,
+    list_script,
+    make_directory_script,
+    marker_script,
+    move_into_place_script,
+    refused_read,
+    refused_read_after_stat,
+    search_complete,
+    stat_result,
+    stat_script,
+)
 from .script import WrapperOutcome
 
-__all__ = [
-    "LIST_OUTPUT_CAP",
-    "QUERY_OUTPUT_CAP",
-    "AioFileSystem",
-    "checked_outcome",
-    "command_failure",
-    "delete_script",
-    "file_command",
-    "list_result",
-    "list_script",
-    "make_directory_script",
-    "marker_script",
-    "move_into_place_script",
-    "refused_read",
-    "refused_read_after_stat",
-    "search_complete",
-    "stat_result",
-    "stat_script",
-]
+__all__ = ["AioFileSystem"]
 
 logger = logging.getLogger(__name__)
 
 _SPOOL_MEMORY = 1024 * 1024
-_MISSING = 44
-"""Exit code of the file commands for a missing path."""
-_NOT_A_DIRECTORY = 45
-"""Exit code of the listing command for a path below a regular file."""
 
-_C_LOCALE = "export LC_ALL=C; "
-"""Prefix of every file command: the system's error texts stay in English, so they can be
-classified."""
-
-_REASONS: tuple[tuple[tuple[str, ...], type[RuntimeFileError]], ...] = (
-    (
-        ("Permission denied", "Operation not permitted", "Read-only file system"),
-        RuntimePermissionError,
-    ),
-    (("Is a directory", "cannot overwrite directory"), RuntimeIsADirectoryError),
-    # mkdir -p says "File exists" when the directory to create is a regular file.
-    (("Not a directory", "File exists"), NotADirectoryFileError),
-    (("No such file or directory",), RuntimeFileNotFoundError),
-)
-"""The kind of a failed file command, from the ``strerror`` text coreutils prints."""
-
-_PERMISSION_TYPES = frozenset({"permission_denied", "read_only_filesystem"})
-
-_NOT_FOUND_TYPES = frozenset({"not_found", "invalid_target", "is_directory", "not_a_file"})
-_FIELDS = "%y\\t%s\\t%T@\\t%m\\t%p\\n"
-
-
-def _parse_entry(line: str) -> FileInfo | None:
-    parts = line.split("\t", 4)
-    if len(parts) != 5:
-        return None
-    kind, size, mtime, mode, path = parts
-    try:
-        permissions = int(mode, 8)
-        size_value = max(int(size), 0)
-        modified = float(mtime)
-    except ValueError:
-        return None
-    is_directory = kind == "d"
-    return FileInfo(
-        path=path,
-        is_directory=is_directory,
-        size=0 if is_directory else size_value,
-        modified_time=modified,
-        is_executable=not is_directory and bool(permissions & 0o111),
-        is_special=kind not in ("f", "d", "l"),
-    )
-
-
-def file_command(script: str, timeout: float, cap: int) -> CommandSpec:
-    """The command of one file operation (C locale, run from ``/``, no environment), keeping
-    ``cap`` bytes per stream."""
-    return CommandSpec(
-        command=_C_LOCALE + script, cwd="/", environment={}, timeout=timeout, cap=cap
-    )
-
-
-def search_complete(outcome: WrapperOutcome) -> bool:
-    """Whether a search command succeeded with both streams whole (else walk instead)."""
-    if outcome.exit_code != 0:
-        logger.debug("search command failed (exit %d); walking instead", outcome.exit_code)
-        return False
-    if outcome.stdout_size > len(outcome.stdout) or outcome.stderr_size > len(outcome.stderr):
-        logger.debug("search output over the cap; walking instead")
-        return False
-    return True
-
-
-def checked_outcome(outcome: WrapperOutcome, path: str, timeout: float) -> WrapperOutcome:
-    """``outcome``, unless the file command timed out (a :class:`RuntimeFileError`)."""
-    if outcome.timed_out:
-        raise RuntimeFileError(f"File operation on {path} timed out after {timeout:g}s", path=path)
-    return outcome
-
-
-def command_failure(outcome: WrapperOutcome, what: str, path: str) -> RuntimeFileError:
-    """The typed error of a failed file command, classified by the reason it printed."""
-    detail = outcome.stderr.decode("utf-8", "replace").strip()[-300:]
-    suffix = f": {detail}" if detail else ""
-    cls = next(
-        (kind for reasons, kind in _REASONS if any(reason in detail for reason in reasons)),
-        RuntimeFileError,
-    )
-    return cls(f"Cannot {what} {path}{suffix}", path=path)
-
-
-def refused_read(path: str, exc: AioSandboxError) -> RuntimeFileError | None:
-    """The typed error of a refused download, or ``None`` when a stat must tell it apart
-    (:func:`refused_read_after_stat`): the service's answer for a directory is not documented
-    (an image answers 400)."""
-    if exc.error_type in _PERMISSION_TYPES or "Permission denied" in str(exc):
-        return RuntimePermissionError(f"Cannot read {path}: permission denied", path=path)
-    if exc.status != 400 and exc.error_type not in _NOT_FOUND_TYPES:
-        return RuntimeFileError(f"Cannot read {path}: {exc}", path=path)
-    return None
-
-
-def refused_read_after_stat(path: str, info: FileInfo | None) -> RuntimeFileError:
-    """A refused download of a directory, or of a missing or irregular file."""
-    if info is not None and info.is_directory:
-        return RuntimeIsADirectoryError(f"Path is a directory, not a file: {path}", path=path)
-    return RuntimeFileNotFoundError(f"Not a readable regular file: {path}", path=path)
-
-
-def move_into_place_script(staging: str, path: str, mode: int) -> str:
-    """Move an uploaded ``staging`` file to ``path`` (parents created, ``mode`` set)."""
-    q = shlex.quote
-    return (
-        f"s={q(staging)}; t={q(path)}; "
-        f'mkdir -p -- {q(posixpath.dirname(path) or "/")} && mv -fT -- "$s" "$t" '
-        f'&& chmod {mode:o} -- "$t" || {{ rm -f -- "$s"; exit 1; }}'
-    )
-
-
-def stat_script(path: str) -> str:
-    """Print the entry of ``path`` (a link itself when dangling); exit 44 when missing."""
-    q = shlex.quote
-    return (
-        f'p={q(path)}; if [ -e "$p" ]; then find -H "$p" -maxdepth 0 -printf \'{_FIELDS}\'; '
-        f'elif [ -L "$p" ]; then find "$p" -maxdepth 0 -printf \'{_FIELDS}\'; '
-        f"else exit {_MISSING}; fi"
-    )
-
-
-def stat_result(outcome: WrapperOutcome, path: str) -> FileInfo | None:
-    """The answer of :func:`stat_script`."""
-    if outcome.exit_code == _MISSING:
-        return None
-    if outcome.exit_code != 0:
-        raise command_failure(outcome, "stat", path)
-    text = outcome.stdout.decode("utf-8", "replace").rstrip("\n")
-    info = _parse_entry(text)
-    if info is None:
-        raise RuntimeFileError(f"Unexpected stat answer for {path}", path=path)
-    return info.model_copy(update={"path": path})
-
-
-def list_script(path: str, depth: int, limit: int) -> str:
-    """List ``path`` down to ``depth`` (at least 1), at most ``limit`` entries."""
-    q = shlex.quote
-    return (
-        f'p={q(path)}; if [ -d "$p" ]; then '
-        f"find -H \"$p\" -mindepth 1 -maxdepth {int(depth)} -printf '{_FIELDS}' "
-        f"| LC_ALL=C sort -t '\t' -k5 | head -n {int(limit)}; "
-        f'elif [ -e "$p" ] || [ -L "$p" ]; then find "$p" -maxdepth 0 -printf \'{_FIELDS}\'; '
-        # Missing: below a regular file (the nearest existing ancestor) or simply absent.
-        f'else a="$p"; while a=$(dirname -- "$a"); [ "$a" != / ] && [ ! -e "$a" ]; do :; '
-        f'done; [ -d "$a" ] || exit {_NOT_A_DIRECTORY}; exit {_MISSING}; fi'
-    )
-
-
-def list_result(outcome: WrapperOutcome, path: str, limit: int) -> list[FileInfo]:
-    """The answer of :func:`list_script`."""
-    if outcome.exit_code == _MISSING:
-        raise RuntimeFileNotFoundError(f"Path does not exist: {path}", path=path)
-    if outcome.exit_code == _NOT_A_DIRECTORY:
-        raise NotADirectoryFileError(
-            f"Cannot list {path}: a component of the path is not a directory", path=path
-        )
-    if outcome.exit_code != 0:
-        raise command_failure(outcome, "list", path)
-    entries = []
-    for line in outcome.stdout.decode("utf-8", "replace").split("\n"):
-        if line:
-            info = _parse_entry(line)
-            if info is not None:
-                entries.append(info)
-    if len(entries) == 1 and entries[0].path == path and not entries[0].is_directory:
-        return entries
-    entries.sort(key=lambda item: item.path)
-    return entries[:limit]
-
-
-def delete_script(path: str) -> str:
-    """Delete ``path`` recursively; the root directory is refused."""
-    if path.rstrip("/") in ("", "/"):
-        raise RuntimeFileError("Refusing to delete the root directory", path=path)
-    return f"rm -rf -- {shlex.quote(path)}"
-
-
-def make_directory_script(path: str) -> str:
-    """Create ``path`` and its parents."""
-    return f"mkdir -p -- {shlex.quote(path)}"
-
-
-def marker_script(path: str, text: str) -> str:
-    """Write the small text file ``path`` (parents created)."""
-    q = shlex.quote
-    return f"mkdir -p -- {q(posixpath.dirname(path) or '/')} && printf '%s' {q(text)} > {q(path)}"
-
-
-LIST_OUTPUT_CAP = 64 * 1024 * 1024
-"""Bytes of a listing kept per stream."""
-
-QUERY_OUTPUT_CAP = 1024 * 1024
-"""Bytes of the other file commands' output kept per stream."""
+_Chunks: TypeAlias = Iterable[bytes]
+_ReadText: TypeAlias = Callable[[str, int], str]
 
 
 class AioFileSystem(SkillRuntimeFileSystem):
@@ -310,6 +116,11 @@ class AioFileSystem(SkillRuntimeFileSystem):
             raise RuntimeFileError(str(exc), path=path) from exc
         return checked_outcome(outcome, path, self._query_timeout)
 
+    def _change(self, script: str, what: str, path: str) -> None:
+        outcome = self._command(script, path, retry_safe=False)
+        if outcome.exit_code != 0:
+            raise self._failure(outcome, what, path)
+
     @staticmethod
     def _failure(outcome: WrapperOutcome, what: str, path: str) -> RuntimeFileError:
         """The typed error of a failed file command, classified by the reason it printed."""
@@ -317,7 +128,7 @@ class AioFileSystem(SkillRuntimeFileSystem):
 
     # ------------------------------------------------------------------ reads
 
-    def read_stream(self, path: str, chunk_size: int = CHUNK_SIZE) -> Generator[bytes, None, None]:
+    def read_stream(self, path: str, chunk_size: int = CHUNK_SIZE) -> Generator[bytes, None]:
         self._require_regular_file(path)
         try:
             response = self._client.open_stream("/v1/file/download", params={"path": path})
@@ -326,10 +137,10 @@ class AioFileSystem(SkillRuntimeFileSystem):
         except AioSandboxError as exc:
             raise self._read_error(path, exc) from exc
         try:
-            for chunk in response.iter_content(chunk_size):
+            for chunk in response.iter_bytes(chunk_size):
                 if chunk:
                     yield chunk
-        except requests.RequestException as exc:
+        except httpx.HTTPError as exc:
             raise RuntimeFileError(
                 f"Reading {path} from the AIO Sandbox failed: {type(exc).__name__}", path=path
             ) from exc
@@ -337,7 +148,8 @@ class AioFileSystem(SkillRuntimeFileSystem):
             response.close()
 
     def _require_regular_file(self, path: str) -> None:
-        """Refuse a missing path, a directory or a non-regular file before it is opened."""
+        """Refuse a missing path, a directory or a non-regular file before it is opened (the
+        sync face's reads)."""
         info = self.stat(path)  # follows a final symbolic link, as the download does
         if info is None:
             raise RuntimeFileNotFoundError(f"File not found: {path}", path=path)
@@ -361,7 +173,7 @@ class AioFileSystem(SkillRuntimeFileSystem):
 
     # ----------------------------------------------------------------- writes
 
-    def write_stream(self, path: str, chunks: Iterable[bytes], *, executable: bool = False) -> int:
+    def write_stream(self, path: str, chunks: _Chunks, *, executable: bool = False) -> int:
         with tempfile.SpooledTemporaryFile(max_size=_SPOOL_MEMORY) as spool:
             size = 0
             for chunk in chunks:
@@ -371,9 +183,7 @@ class AioFileSystem(SkillRuntimeFileSystem):
             self.put_file(spool, size, path, mode=0o755 if executable else 0o644)
         return size
 
-    def put_file(
-        self, source: tempfile.SpooledTemporaryFile[bytes], size: int, path: str, *, mode: int
-    ) -> None:
+    def put_file(self, source: IO[bytes], size: int, path: str, *, mode: int) -> None:
         """Upload ``size`` bytes of ``source`` to ``path`` (parents created, ``mode`` set)."""
         staging = self._runner.staging_path()
         try:
@@ -382,10 +192,7 @@ class AioFileSystem(SkillRuntimeFileSystem):
             )
         except AioSandboxError as exc:
             raise RuntimeFileError(f"Cannot upload {path}: {exc}", path=path) from exc
-        script = move_into_place_script(staging, path, mode)
-        outcome = self._command(script, path, retry_safe=False)
-        if outcome.exit_code != 0:
-            raise self._failure(outcome, "write", path)
+        self._change(move_into_place_script(staging, path, mode), "write", path)
 
     # --------------------------------------------------------------- metadata
 
@@ -420,11 +227,7 @@ class AioFileSystem(SkillRuntimeFileSystem):
         return glob_from_listing(listing, root, query)
 
     def grep(
-        self,
-        root: FileInfo,
-        query: GrepQuery,
-        *,
-        read_text: Callable[[str, int], str] | None = None,
+        self, root: FileInfo, query: GrepQuery, *, read_text: _ReadText | None = None
     ) -> GrepResult:
         """One command for the walk and the candidate files (see
         :mod:`skillruntime.core.files.search_command`)."""
@@ -448,18 +251,11 @@ class AioFileSystem(SkillRuntimeFileSystem):
     # ---------------------------------------------------------------- changes
 
     def delete(self, path: str) -> None:
-        outcome = self._command(delete_script(path), path, retry_safe=False)
-        if outcome.exit_code != 0:
-            raise self._failure(outcome, "delete", path)
+        self._change(delete_script(path), "delete", path)
 
     def make_directory(self, path: str) -> None:
-        outcome = self._command(make_directory_script(path), path, retry_safe=False)
-        if outcome.exit_code != 0:
-            raise self._failure(outcome, "create directory", path)
+        self._change(make_directory_script(path), "create directory", path)
 
     def write_marker(self, path: str, text: str) -> None:
         """Write a small text file with one command (parents created)."""
-        script = marker_script(path, text)
-        outcome = self._command(script, path, retry_safe=False)
-        if outcome.exit_code != 0:
-            raise self._failure(outcome, "write", path)
+        self._change(marker_script(path, text), "write", path)

@@ -1,6 +1,6 @@
 """``AioSandboxSkillRuntime``: skill commands and files in an AIO Sandbox service someone else runs.
 
-The runtime talks HTTP to the service (one ``requests.Session``); it never creates, stops or
+The runtime talks HTTP to the service (one ``httpx.Client``); it never creates, stops or
 cleans up the service. Two modes:
 
 * **Conversation** (``conversation_id``): the workspace is ``<conversations_root>/<id>`` on the

@@ -3,7 +3,7 @@
 Both clients send the same requests and read the answers with these functions: the
 ``{success, message, data}`` envelope, the error classes by HTTP status, the messages (never
 request values), the retry rule of idempotent calls and the framing of a streamed multipart
-upload. A response is anything with ``status_code`` and ``json()`` (``requests`` and ``httpx``
+upload. A response is anything with ``status_code`` and ``json()`` (sync and async ``httpx``
 responses both are); a streamed one must be read before it is given to :func:`http_error`.
 """
 
