@@ -65,7 +65,7 @@ from skillruntime.core.models import (
 )
 from skillruntime.core.observability.audit import audited
 from skillruntime.core.runtime.spi import BaseSkillRuntime, ready_marker_path
-from skillruntime.core.runtime.workspace import ConversationWorkspace, validate_conversations_root
+from skillruntime.core.runtime.workspace import ConversationWorkspace, validate_remote_root
 from skillruntime.core.skills.files import DEFAULT_UPLOAD_POLICY, SkillFile, UploadPolicy
 
 from .archive import ArchiveMemberError, DirectoryEntry, MemberReader, tar_stream
@@ -220,10 +220,7 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         )
         if not image.strip():
             raise ValueError("image must not be empty")
-        try:
-            self._remote_root = validate_conversations_root(remote_root)
-        except ValueError as exc:
-            raise ValueError(f"remote_root must be an absolute path other than '/': {exc}") from exc
+        self._remote_root = validate_remote_root(remote_root)
         check_conversation_arguments(
             conversation=workspace is not None,
             conversation_store=conversation_store,
