@@ -15,6 +15,7 @@ from opensandbox.exceptions import (
 )
 
 from skillruntime.core.conversations import ConversationRecord, InMemoryConversationStore
+from skillruntime.core.conversations.binding import ConversationBinding
 from skillruntime.core.errors import (
     ExecutionTransportError,
     RuntimeFileNotFoundError,
@@ -22,7 +23,6 @@ from skillruntime.core.errors import (
 )
 from skillruntime.core.plugins.registry import available_runtimes, create_runtime
 from skillruntime.opensandbox import OpenSandboxRuntimeOptions, OpenSandboxSkillRuntime
-from skillruntime.opensandbox.conversation import ConversationBinding
 from skillruntime.opensandbox.errors import (
     OpenSandboxFileError,
     OpenSandboxFileNotFoundError,

@@ -4,21 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from skillruntime.core.conversations import ConversationStore
-from skillruntime.core.conversations.leases import (
-    DEFAULT_LEASE_TTL_SECONDS,
-    DEFAULT_LEASE_WAIT_SECONDS,
+from skillruntime.core.conversations.options import (
+    SandboxRuntimeOptions,
+    conversation_store_field,
+    exclusive_field,
+    lease_ttl_field,
+    lease_wait_field,
+    upload_policy_field,
 )
-from skillruntime.core.models import validate_environment
-from skillruntime.core.plugins.options import RuntimeOptions
-from skillruntime.core.runtime.workspace import (
-    validate_conversation_id,
-    validate_conversations_root,
-)
-from skillruntime.core.skills.files import DEFAULT_UPLOAD_POLICY, UploadPolicy
+from skillruntime.core.skills.files import UploadPolicy
 
 from .security import check_binds
 
@@ -40,7 +38,7 @@ DEFAULT_MEMORY = "1g"
 DEFAULT_CPUS = 1.0
 
 
-class DockerRuntimeOptions(RuntimeOptions):
+class DockerRuntimeOptions(SandboxRuntimeOptions):
     """Options of :class:`~skillruntime.docker.DockerSkillRuntime`.
 
     Each option can also be set as ``SKILLRUNTIME_DOCKER_<OPTION>`` (mappings and lists as
@@ -97,50 +95,17 @@ class DockerRuntimeOptions(RuntimeOptions):
     conversation_id: str | None = Field(
         default=None, description="Conversation whose container and volume to use."
     )
-    conversation_store: ConversationStore | str | None = Field(
-        default=None,
-        description="A ConversationStore or a URL (sqlite:///…, postgresql+psycopg://…).",
-    )
-    upload_policy: UploadPolicy = Field(
-        default=DEFAULT_UPLOAD_POLICY, description="Names skipped when skills are uploaded."
-    )
-    exclusive: bool = Field(
-        default=False,
-        description="Hold the conversation's lease in the store during every operation.",
-    )
-    lease_ttl_seconds: float = Field(
-        default=DEFAULT_LEASE_TTL_SECONDS, gt=0, le=86400, description="Lease TTL (renewed)."
-    )
-    lease_wait_seconds: float = Field(
-        default=DEFAULT_LEASE_WAIT_SECONDS, ge=0, description="How long to wait for the lease."
-    )
-
-    @field_validator("base_environment")
-    @classmethod
-    def _valid_environment(cls, value: dict[str, str]) -> dict[str, str]:
-        return validate_environment(value)
-
-    @field_validator("remote_root", "conversations_root")
-    @classmethod
-    def _valid_root(cls, value: str) -> str:
-        return validate_conversations_root(value)
-
-    @field_validator("conversation_id")
-    @classmethod
-    def _valid_conversation(cls, value: str | None) -> str | None:
-        return None if value is None else validate_conversation_id(value)
+    conversation_store: ConversationStore | str | None = conversation_store_field()
+    upload_policy: UploadPolicy = upload_policy_field()
+    exclusive: bool = exclusive_field()
+    lease_ttl_seconds: float = lease_ttl_field()
+    lease_wait_seconds: float = lease_wait_field()
 
     @field_validator("binds")
     @classmethod
     def _safe_binds(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         check_binds(value)
         return value
-
-    @model_validator(mode="after")
-    def _check_combinations(self) -> DockerRuntimeOptions:
-        if self.conversation_store is not None and self.conversation_id is None:
-            raise ValueError("conversation_store needs a conversation_id")
-        return self
 
     def runtime_arguments(self) -> dict[str, Any]:
         """Keyword arguments for :class:`~skillruntime.docker.DockerSkillRuntime`."""

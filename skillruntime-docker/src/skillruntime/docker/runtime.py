@@ -41,9 +41,11 @@ from skillruntime.core.conversations import (
     ConversationRecord,
     ConversationStore,
     InMemoryConversationStore,
-    modify_record,
-    open_conversation_store,
-    storage_key_for,
+)
+from skillruntime.core.conversations.binding import (
+    ConversationBinding,
+    check_conversation_arguments,
+    resolve_conversation_store,
 )
 from skillruntime.core.conversations.exclusive import (
     DEFAULT_ACTIVITY_INTERVAL_SECONDS,
@@ -63,7 +65,7 @@ from skillruntime.core.models import (
 )
 from skillruntime.core.observability.audit import audited
 from skillruntime.core.runtime.spi import BaseSkillRuntime, ready_marker_path
-from skillruntime.core.runtime.workspace import ConversationWorkspace, validate_conversations_root
+from skillruntime.core.runtime.workspace import ConversationWorkspace, validate_remote_root
 from skillruntime.core.skills.files import DEFAULT_UPLOAD_POLICY, SkillFile, UploadPolicy
 
 from .archive import ArchiveMemberError, DirectoryEntry, MemberReader, tar_stream
@@ -218,16 +220,13 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         )
         if not image.strip():
             raise ValueError("image must not be empty")
-        try:
-            self._remote_root = validate_conversations_root(remote_root)
-        except ValueError as exc:
-            raise ValueError(f"remote_root must be an absolute path other than '/': {exc}") from exc
-        if conversation_store is not None and workspace is None:
-            raise ValueError("conversation_store needs a conversation_id")
-        if exclusive and workspace is None:
-            raise ValueError("exclusive=True needs a conversation_id")
-        if orphan_grace_seconds < 0:
-            raise ValueError("orphan_grace_seconds must not be negative")
+        self._remote_root = validate_remote_root(remote_root)
+        check_conversation_arguments(
+            conversation=workspace is not None,
+            conversation_store=conversation_store,
+            exclusive=exclusive,
+            orphan_grace_seconds=orphan_grace_seconds,
+        )
         self._security = ContainerSecurity(
             network_mode=network_mode,
             cap_add=tuple(cap_add),
@@ -256,15 +255,19 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         self._store: ConversationStore | None = None
         self._owns_store = isinstance(conversation_store, str)
         self._storage_key: str | None = None
+        self._binding: ConversationBinding | None = None
         self._service_key = engine_service_key(self._engine.address)
         if workspace is not None:
-            if conversation_store is None:
-                self._store = _SHARED_STORE
-            elif isinstance(conversation_store, str):
-                self._store = open_conversation_store(conversation_store)
-            else:
-                self._store = conversation_store
-            self._storage_key = storage_key_for(self._service_key, workspace.conversation_id)
+            self._store = resolve_conversation_store(conversation_store, _SHARED_STORE)
+            self._binding = ConversationBinding(
+                self._store,
+                service_key=self._service_key,
+                conversation_id=workspace.conversation_id,
+                runtime_name=self.name,
+                workspace_root=workspace.conversations_root,
+                mismatch_error=DockerEngineError,
+            )
+            self._storage_key = self._binding.storage_key
             self._guard = ConversationGuard(
                 self._store,
                 self._storage_key,
@@ -595,34 +598,20 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         return target
 
     def _attach_conversation(self) -> str:
-        store, key = self._store, self._storage_key
-        assert store is not None
-        assert key is not None
-        assert self._workspace is not None
+        binding = self._binding
+        assert binding is not None
         for _ in range(_ACQUIRE_ATTEMPTS):
-            record = store.get(key)
-            if record is not None and record.workspace_root != self._workspace.conversations_root:
-                raise DockerEngineError(
-                    f"conversation {self._workspace.conversation_id} is recorded with workspace "
-                    f"root {record.workspace_root}, not {self._workspace.conversations_root}"
-                )
+            record = binding.load()
             if record is None:
                 candidate = self._create()
-                fresh = ConversationRecord.new(
-                    service_key=self._service_key,
-                    conversation_id=self._workspace.conversation_id,
-                    runtime=self.name,
-                    workspace_root=self._workspace.conversations_root,
-                    sandbox_id=candidate,
-                )
                 try:
-                    won = store.create(fresh) or self._names(candidate)
+                    won = binding.create(candidate) or self._names(candidate)
                 except BaseException:
                     if not self._names_safely(candidate):
                         self._engine.remove_container(candidate)
                     raise
                 if won:
-                    self._record = store.get(key)
+                    self._record = binding.store.get(binding.storage_key)
                     return candidate
                 self._engine.remove_container(candidate)
                 continue
@@ -643,34 +632,25 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
                 logger.warning(
                     "container %s of conversation %s is gone; replacing it",
                     container_id[:12],
-                    self._workspace.conversation_id,
+                    binding.conversation_id,
                 )
             replaced = self._replace(container_id)
             if replaced is not None:
                 return replaced
         raise DockerEngineError(
-            f"the record of conversation {self._workspace.conversation_id} kept changing while "
+            f"the record of conversation {binding.conversation_id} kept changing while "
             f"attaching to its container ({_ACQUIRE_ATTEMPTS} attempts)"
         )
 
     def _replace(self, old_id: str | None) -> str | None:
         """Create a container on the same volume and swap it into the record (``None`` when
         another process replaced it first: its container is used then)."""
-        store, key = self._store, self._storage_key
-        assert store is not None
-        assert key is not None
+        binding = self._binding
+        assert binding is not None
         with audited("sandbox.replace", **self._audit_fields()) as audit:
             candidate = self._create()
-
-            def change(current: ConversationRecord) -> ConversationRecord | None:
-                if current.sandbox_id != old_id:
-                    return None
-                return current.with_changes(
-                    sandbox_id=candidate, prepared_skills={}, workspace_ready=False
-                )
-
             try:
-                updated = modify_record(store, key, change)
+                updated = binding.replace_sandbox(old_id, candidate)
             except BaseException:
                 if not self._names_safely(candidate):
                     self._engine.remove_container(candidate)
@@ -685,10 +665,8 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
             return None
 
     def _names(self, container_id: str) -> bool:
-        assert self._store is not None
-        assert self._storage_key is not None
-        record = self._store.get(self._storage_key)
-        return record is not None and record.sandbox_id == container_id
+        assert self._binding is not None
+        return self._binding.names(container_id)
 
     def _names_safely(self, container_id: str) -> bool:
         try:

@@ -8,13 +8,15 @@ from typing import Any
 from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from skillruntime.core.conversations.leases import (
-    DEFAULT_LEASE_TTL_SECONDS,
-    DEFAULT_LEASE_WAIT_SECONDS,
+from skillruntime.core.conversations.options import (
+    exclusive_field,
+    lease_ttl_field,
+    lease_wait_field,
+    upload_policy_field,
 )
 from skillruntime.core.plugins.options import RuntimeOptions
 from skillruntime.core.runtime.workspace import validate_conversation_id
-from skillruntime.core.skills.files import DEFAULT_UPLOAD_POLICY, UploadPolicy
+from skillruntime.core.skills.files import UploadPolicy
 
 from .process import DEFAULT_DRAIN_SECONDS, DEFAULT_KILL_GRACE_SECONDS
 
@@ -57,23 +59,14 @@ class LocalRuntimeOptions(RuntimeOptions):
         description="Seconds background processes may hold the output after the shell exited.",
     )
     shell: str | None = Field(default=None, description="Shell to run commands with (bash/sh).")
-    upload_policy: UploadPolicy = Field(
-        default=DEFAULT_UPLOAD_POLICY, description="Names skipped when skills are copied."
-    )
+    upload_policy: UploadPolicy = upload_policy_field("Names skipped when skills are copied.")
     conversation_store: str | None = Field(
         default=None,
         description="Store URL recording the conversation (sqlite:///…, postgresql+psycopg://…).",
     )
-    exclusive: bool = Field(
-        default=False,
-        description="Hold the conversation's lease in the store during every operation.",
-    )
-    lease_ttl_seconds: float = Field(
-        default=DEFAULT_LEASE_TTL_SECONDS, gt=0, le=86400, description="Lease TTL (renewed)."
-    )
-    lease_wait_seconds: float = Field(
-        default=DEFAULT_LEASE_WAIT_SECONDS, ge=0, description="How long to wait for the lease."
-    )
+    exclusive: bool = exclusive_field()
+    lease_ttl_seconds: float = lease_ttl_field()
+    lease_wait_seconds: float = lease_wait_field()
 
     @model_validator(mode="after")
     def _check_modes(self) -> LocalRuntimeOptions:

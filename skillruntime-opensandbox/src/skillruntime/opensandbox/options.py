@@ -4,21 +4,19 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from skillruntime.core.conversations import ConversationStore
-from skillruntime.core.conversations.leases import (
-    DEFAULT_LEASE_TTL_SECONDS,
-    DEFAULT_LEASE_WAIT_SECONDS,
+from skillruntime.core.conversations.options import (
+    SandboxRuntimeOptions,
+    conversation_store_field,
+    exclusive_field,
+    lease_ttl_field,
+    lease_wait_field,
+    upload_policy_field,
 )
-from skillruntime.core.models import validate_environment
-from skillruntime.core.plugins.options import RuntimeOptions
-from skillruntime.core.runtime.workspace import (
-    validate_conversation_id,
-    validate_conversations_root,
-)
-from skillruntime.core.skills.files import DEFAULT_UPLOAD_POLICY, UploadPolicy
+from skillruntime.core.skills.files import UploadPolicy
 
 __all__ = [
     "DEFAULT_CONVERSATIONS_ROOT",
@@ -52,7 +50,7 @@ class NetworkPolicyOptions(BaseModel):
     egress: tuple[EgressRule, ...] = ()
 
 
-class OpenSandboxRuntimeOptions(RuntimeOptions):
+class OpenSandboxRuntimeOptions(SandboxRuntimeOptions):
     """Options of :class:`~skillruntime.opensandbox.OpenSandboxSkillRuntime`.
 
     Each option can also be set as ``SKILLRUNTIME_OPENSANDBOX_<OPTION>`` (mappings and lists as
@@ -109,47 +107,18 @@ class OpenSandboxRuntimeOptions(RuntimeOptions):
     conversation_id: str | None = Field(
         default=None, description="Conversation whose sandbox and workspace to use."
     )
-    conversation_store: ConversationStore | str | None = Field(
-        default=None,
-        description="A ConversationStore or a URL (sqlite:///…, postgresql+psycopg://…).",
-    )
+    conversation_store: ConversationStore | str | None = conversation_store_field()
     uid: int | None = Field(default=None, ge=0, description="Run commands as this user id.")
     gid: int | None = Field(default=None, ge=0, description="Group id (needs uid).")
-    upload_policy: UploadPolicy = Field(
-        default=DEFAULT_UPLOAD_POLICY, description="Names skipped when skills are uploaded."
-    )
-    exclusive: bool = Field(
-        default=False,
-        description="Hold the conversation's lease in the store during every operation.",
-    )
-    lease_ttl_seconds: float = Field(
-        default=DEFAULT_LEASE_TTL_SECONDS, gt=0, le=86400, description="Lease TTL (renewed)."
-    )
-    lease_wait_seconds: float = Field(
-        default=DEFAULT_LEASE_WAIT_SECONDS, ge=0, description="How long to wait for the lease."
-    )
-
-    @field_validator("base_environment")
-    @classmethod
-    def _valid_environment(cls, value: dict[str, str]) -> dict[str, str]:
-        return validate_environment(value)
-
-    @field_validator("remote_root", "conversations_root")
-    @classmethod
-    def _valid_root(cls, value: str) -> str:
-        return validate_conversations_root(value)
-
-    @field_validator("conversation_id")
-    @classmethod
-    def _valid_conversation(cls, value: str | None) -> str | None:
-        return None if value is None else validate_conversation_id(value)
+    upload_policy: UploadPolicy = upload_policy_field()
+    exclusive: bool = exclusive_field()
+    lease_ttl_seconds: float = lease_ttl_field()
+    lease_wait_seconds: float = lease_wait_field()
 
     @model_validator(mode="after")
     def _check_combinations(self) -> OpenSandboxRuntimeOptions:
         if self.gid is not None and self.uid is None:
             raise ValueError("gid needs uid")
-        if self.conversation_store is not None and self.conversation_id is None:
-            raise ValueError("conversation_store needs a conversation_id")
         return self
 
     def runtime_arguments(self) -> dict[str, Any]:

@@ -53,8 +53,12 @@ from skillruntime.core.conversations import (
     ConversationRecord,
     ConversationStore,
     InMemoryConversationStore,
-    open_conversation_store,
     service_key_for_url,
+)
+from skillruntime.core.conversations.binding import (
+    ConversationBinding,
+    check_conversation_arguments,
+    resolve_conversation_store,
 )
 from skillruntime.core.conversations.exclusive import (
     DEFAULT_ACTIVITY_INTERVAL_SECONDS,
@@ -75,7 +79,7 @@ from skillruntime.core.models import (
 )
 from skillruntime.core.observability.audit import audited
 from skillruntime.core.runtime.spi import BaseSkillRuntime
-from skillruntime.core.runtime.workspace import ConversationWorkspace, validate_conversations_root
+from skillruntime.core.runtime.workspace import ConversationWorkspace, validate_remote_root
 from skillruntime.core.skills.files import (
     DEFAULT_UPLOAD_POLICY,
     SkillFile,
@@ -88,7 +92,6 @@ from .commands import (
     CommandOutcomeUnknownError,
     CommandRunner,
 )
-from .conversation import ConversationBinding
 from .errors import OpenSandboxError, OpenSandboxExecutionError, SandboxReplacedError
 from .files import OpenSandboxFileSystem
 from .options import (
@@ -246,16 +249,13 @@ class OpenSandboxSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
             raise ValueError("image must not be empty")
         if gid is not None and uid is None:
             raise ValueError("gid needs uid")
-        try:
-            self._remote_root = validate_conversations_root(remote_root)
-        except ValueError as exc:
-            raise ValueError(f"remote_root must be an absolute path other than '/': {exc}") from exc
-        if conversation_store is not None and workspace is None:
-            raise ValueError("conversation_store needs a conversation_id")
-        if exclusive and workspace is None:
-            raise ValueError("exclusive=True needs a conversation_id")
-        if orphan_grace_seconds < 0:
-            raise ValueError("orphan_grace_seconds must not be negative")
+        self._remote_root = validate_remote_root(remote_root)
+        check_conversation_arguments(
+            conversation=workspace is not None,
+            conversation_store=conversation_store,
+            exclusive=exclusive,
+            orphan_grace_seconds=orphan_grace_seconds,
+        )
         self._orphan_grace_seconds = orphan_grace_seconds
         self._config = connection_config or ConnectionConfigSync(
             domain=domain,
@@ -304,13 +304,7 @@ class OpenSandboxSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         self._owns_store = isinstance(conversation_store, str)
         self._binding: ConversationBinding | None = None
         if workspace is not None:
-            store: ConversationStore
-            if conversation_store is None:
-                store = _SHARED_STORE
-            elif isinstance(conversation_store, str):
-                store = open_conversation_store(conversation_store)
-            else:
-                store = conversation_store
+            store = resolve_conversation_store(conversation_store, _SHARED_STORE)
             self._binding = ConversationBinding(
                 store,
                 service_key=service_key_for_url(self._config.get_base_url()),

@@ -30,6 +30,7 @@ __all__ = [
     "resolve_against",
     "validate_conversation_id",
     "validate_conversations_root",
+    "validate_remote_root",
 ]
 
 CONVERSATION_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -60,6 +61,17 @@ def validate_conversations_root(root: str) -> str:
     if "\x00" in normalised:
         raise ValueError("conversations_root must not contain a NUL character")
     return normalised
+
+
+def validate_remote_root(root: str) -> str:
+    """:func:`validate_conversations_root` for a runtime's ``remote_root`` argument.
+
+    Raises :class:`ValueError` naming ``remote_root`` when ``root`` is relative or ``/``.
+    """
+    try:
+        return validate_conversations_root(root)
+    except ValueError as exc:
+        raise ValueError(f"remote_root must be an absolute path other than '/': {exc}") from exc
 
 
 class ConversationWorkspace:

@@ -1,4 +1,8 @@
-"""The conversation record of an OpenSandbox runtime: which sandbox, which prepared skills.
+"""A remote runtime's conversation record: which sandbox (or container), which prepared skills.
+
+Shared by the runtimes that keep a conversation's sandbox in a
+:class:`~skillruntime.core.conversations.ConversationStore` (``opensandbox``, ``docker``);
+:func:`resolve_conversation_store` turns their ``conversation_store`` argument into a store.
 
 Every change is a compare-and-set on the record's version through
 :func:`~skillruntime.core.conversations.modify_record`, which re-reads and retries on conflict, so
@@ -10,21 +14,61 @@ from __future__ import annotations
 
 import logging
 
-from skillruntime.core.conversations import (
+from .spi import (
     ConversationRecord,
     ConversationStore,
     ConversationStoreError,
     modify_record,
+    open_conversation_store,
     storage_key_for,
 )
 
-__all__ = ["ConversationBinding"]
+__all__ = ["ConversationBinding", "check_conversation_arguments", "resolve_conversation_store"]
 
 logger = logging.getLogger(__name__)
 
 
+def check_conversation_arguments(
+    *,
+    conversation: bool,
+    conversation_store: object,
+    exclusive: bool,
+    orphan_grace_seconds: float,
+) -> None:
+    """Check a remote runtime's conversation arguments (``conversation``: it has one).
+
+    Raises :class:`ValueError` for a ``conversation_store`` or ``exclusive=True`` without a
+    conversation, and for a negative ``orphan_grace_seconds``.
+    """
+    if conversation_store is not None and not conversation:
+        raise ValueError("conversation_store needs a conversation_id")
+    if exclusive and not conversation:
+        raise ValueError("exclusive=True needs a conversation_id")
+    if orphan_grace_seconds < 0:
+        raise ValueError("orphan_grace_seconds must not be negative")
+
+
+def resolve_conversation_store(
+    conversation_store: ConversationStore | str | None, default: ConversationStore
+) -> ConversationStore:
+    """The store a runtime uses: ``default`` when unset, one opened from a URL, or the store.
+
+    A store opened from a URL belongs to the runtime (it closes it); the caller tells that by
+    ``isinstance(conversation_store, str)``.
+    """
+    if conversation_store is None:
+        return default
+    if isinstance(conversation_store, str):
+        return open_conversation_store(conversation_store)
+    return conversation_store
+
+
 class ConversationBinding:
-    """One conversation's record in a store, with the changes the runtime makes to it."""
+    """One conversation's record in a store, with the changes the runtime makes to it.
+
+    ``mismatch_error`` is the exception :meth:`load` raises (with a message) when the record
+    was written with another workspace root.
+    """
 
     def __init__(
         self,
@@ -34,6 +78,7 @@ class ConversationBinding:
         conversation_id: str,
         runtime_name: str,
         workspace_root: str,
+        mismatch_error: type[Exception] = ConversationStoreError,
     ) -> None:
         self.store = store
         self.service_key = service_key
@@ -41,17 +86,23 @@ class ConversationBinding:
         self.runtime_name = runtime_name
         self.workspace_root = workspace_root
         self.storage_key = storage_key_for(service_key, conversation_id)
+        self._mismatch_error = mismatch_error
 
     def load(self) -> ConversationRecord | None:
         """The stored record (``None`` when there is none); checks it belongs to this runtime."""
         record = self.store.get(self.storage_key)
         if record is not None and record.workspace_root != self.workspace_root:
-            raise ConversationStoreError(
+            raise self._mismatch_error(
                 f"conversation {self.conversation_id} is recorded with workspace root "
                 f"{record.workspace_root}, not {self.workspace_root}; one conversation must keep "
                 "one conversations_root"
             )
         return record
+
+    def names(self, sandbox_id: str) -> bool:
+        """Whether the stored record names ``sandbox_id`` (reads the store, checks nothing)."""
+        record = self.store.get(self.storage_key)
+        return record is not None and record.sandbox_id == sandbox_id
 
     def create(self, sandbox_id: str) -> bool:
         """Insert the first record naming ``sandbox_id``; ``False`` when another node won."""
