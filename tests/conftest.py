@@ -18,6 +18,8 @@
   its fast tests, so the quick set covers every distribution (``tests/core/test_suite_rules.py``).
 - ``--record-durations=PATH`` records each test's own seconds into ``PATH``; every run lists the
   tests that took the threshold or more without being marked ``slow``.
+- httpx's default TLS context is built once per test process, not once per HTTP client
+  (:mod:`shared_tls`: loading the CA bundle cost ~50 ms of CPU per OpenSandbox transport).
 - The Docker tests' engine, and the check that they leave no container or volume behind, are
   the plugin :mod:`docker_engine`.
 """
@@ -29,10 +31,12 @@ from pathlib import Path
 
 import pytest
 
+from shared_tls import share_default_ssl_context
 from slow_tests import SLOW_MODULES, SLOW_TESTS, DurationRecorder
 from viking_real.openviking_harness import begin_run, end_run
 
 os.environ["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
+share_default_ssl_context()
 
 # The Docker Engine of the Docker tests and the leak check at the end of the session.
 pytest_plugins = ["docker_engine"]
