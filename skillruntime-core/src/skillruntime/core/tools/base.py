@@ -67,6 +67,15 @@ def arguments_schema(model: type[BaseModel]) -> dict[str, Any]:
     return dict(schema)
 
 
+@functools.cache
+def _shared_arguments_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """:func:`arguments_schema` of ``model``, generated once per model class and shared by every
+    tool built on it (pydantic's schema generation costs about a millisecond, and toolsets are
+    built per runtime). Never to be mutated: :attr:`SkillTool.parameters` hands out deep
+    copies."""
+    return arguments_schema(model)
+
+
 def _validation_message(exc: ValidationError) -> str:
     parts = []
     for error in exc.errors(include_url=False, include_input=False):
@@ -140,7 +149,7 @@ class SkillTool:
         self._handler = handler
         self._guard = guard
         self._error_prefix = error_prefix or f"Error running {name}"
-        self._schema = arguments_schema(arguments_model)
+        self._schema = _shared_arguments_schema(arguments_model)
 
     def __repr__(self) -> str:
         return f"SkillTool({self.name!r})"
