@@ -243,8 +243,8 @@ class CommandRunner:
                     on_stdout(out_chunk)
                 if err_chunk:
                     on_stderr(err_chunk)
-        except DockerExecutionError:
-            raise
+        except (DockerExecutionError, CommandNotStartedError):
+            raise  # the wrapper's header said so (on_stdout): not a broken stream
         except Exception as exc:  # a broken or closed connection, whatever the layer says
             if not state.closed:
                 raise DockerExecutionError(
