@@ -20,8 +20,6 @@
   (``slow_tests.heaviest_modules_first``), so the run does not end on one worker's long test.
 - ``--record-durations=PATH`` records each test's own seconds into ``PATH``; every run lists the
   tests that took the threshold or more without being marked ``slow``.
-- httpx's default TLS context is built once per test process, not once per HTTP client
-  (:mod:`shared_tls`: loading the CA bundle cost ~50 ms of CPU per OpenSandbox transport).
 - The Docker tests' engine, and the check that they leave no container or volume behind, are
   the plugin :mod:`docker_engine`.
 """
@@ -33,12 +31,10 @@ from pathlib import Path
 
 import pytest
 
-from shared_tls import share_default_ssl_context
 from slow_tests import SLOW_MODULES, SLOW_TESTS, DurationRecorder, heaviest_modules_first
 from viking_real.openviking_harness import begin_run, end_run
 
 os.environ["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
-share_default_ssl_context()
 
 # The Docker Engine of the Docker tests and the leak check at the end of the session.
 pytest_plugins = ["docker_engine"]

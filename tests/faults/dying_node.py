@@ -12,18 +12,10 @@ from __future__ import annotations
 import json
 import sys
 import threading
-from pathlib import Path
 
 from skillruntime.core.conversations import ConversationRecord, ConversationStore
 from skillruntime.core.conversations.sql import SqlConversationStore
 from skillruntime.opensandbox import OpenSandboxSkillRuntime
-
-# The suite's directory, for shared_tls: one default TLS context for this process, as in the
-# test processes (tests/shared_tls.py; each OpenSandbox transport would load the CA bundle).
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from shared_tls import share_default_ssl_context
-
-share_default_ssl_context()
 
 
 class BlockingStore(ConversationStore):

@@ -20,10 +20,6 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 from skillruntime.openai_agents import SkillRuntimeSandboxClient
 
 import agents_sdk_runs as scripted
-from shared_tls import share_default_ssl_context
-
-# One default TLS context for this process, as in the test processes (tests/shared_tls.py).
-share_default_ssl_context()
 
 
 async def main(phase: str, runtime: str, options: str, conversation: str, state_file: Path) -> None:

@@ -27,13 +27,6 @@ from typing import Any
 from skillruntime.core.models import Skill, SkillPreparationRequest
 from skillruntime.opensandbox import OpenSandboxSkillRuntime
 
-# The suite's directory, for shared_tls: one default TLS context for this process, as in the
-# test processes (tests/shared_tls.py; each OpenSandbox transport would load the CA bundle).
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from shared_tls import share_default_ssl_context
-
-share_default_ssl_context()
-
 START_TIMEOUT_SECONDS = 60.0
 LOGGED = ("skillruntime", "opensandbox", "doubles")
 

@@ -25,6 +25,7 @@ from opensandbox.sandbox import Sandbox
 from opensandbox.sync.sandbox import SandboxSync
 from skillruntime.core.runtime.async_spi import LoopLocal
 
+from ._tls import shared_ssl_context
 from .errors import sandbox_error
 
 __all__ = [
@@ -62,7 +63,7 @@ class _PerLoopTransport(httpx.AsyncBaseTransport):
             keepalive_expiry=30.0,
         )
         self._pools: LoopLocal[httpx.AsyncHTTPTransport] = LoopLocal(
-            lambda: httpx.AsyncHTTPTransport(limits=limits),
+            lambda: httpx.AsyncHTTPTransport(verify=shared_ssl_context(), limits=limits),
             aclose=httpx.AsyncHTTPTransport.aclose,
         )
 

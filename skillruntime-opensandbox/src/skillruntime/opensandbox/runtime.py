@@ -86,6 +86,7 @@ from skillruntime.core.skills.files import (
     UploadPolicy,
 )
 
+from ._tls import connection_config as default_connection_config
 from .commands import (
     DEFAULT_DEADLINE_GRACE_SECONDS,
     CommandNotStartedError,
@@ -257,7 +258,7 @@ class OpenSandboxSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
             orphan_grace_seconds=orphan_grace_seconds,
         )
         self._orphan_grace_seconds = orphan_grace_seconds
-        self._config = connection_config or ConnectionConfigSync(
+        self._config = connection_config or default_connection_config(
             domain=domain,
             api_key=api_key,
             protocol=protocol,

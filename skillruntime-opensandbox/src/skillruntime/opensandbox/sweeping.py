@@ -27,6 +27,7 @@ from opensandbox.transport import RetryPolicy
 from skillruntime.core.conversations import ConversationRecord, service_key_for_url
 from skillruntime.core.conversations.sweeps import OrphanSandbox
 
+from ._tls import connection_config as default_connection_config
 from .errors import OpenSandboxError
 from .options import OpenSandboxRuntimeOptions
 from .retry import DEFAULT_RETRY_SECONDS
@@ -67,7 +68,7 @@ class OpenSandboxReaper:
     ) -> None:
         if orphan_grace_seconds < 0:
             raise ValueError("orphan_grace_seconds must not be negative")
-        self._config = connection_config or ConnectionConfigSync(
+        self._config = connection_config or default_connection_config(
             domain=domain,
             api_key=api_key,
             protocol=protocol,
