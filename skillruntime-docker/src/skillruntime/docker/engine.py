@@ -410,17 +410,7 @@ class DockerEngine:
             response = api.head(
                 api._url("/containers/{0}/archive", container_id), params={"path": _wire(path)}
             )
-            if response.status_code == 404:
-                return None
-            if response.status_code >= 400:
-                raise DockerEngineError(
-                    f"stat of {path} refused by the engine (HTTP {response.status_code})",
-                    status_code=response.status_code,
-                )
-            header = response.headers.get("X-Docker-Container-Path-Stat")
-            if not header:
-                raise DockerEngineError(f"the engine sent no stat for {path}")
-            return PathStat(header)
+            return _path_stat(response, path)
 
         return self.call(f"stat of {path}", head)
 
@@ -437,17 +427,9 @@ class DockerEngine:
                 stream=True,
             )
             try:
-                if response.status_code == 404:
+                found = _path_stat(response, path)
+                if found is None:
                     return None
-                if response.status_code >= 400:
-                    raise DockerEngineError(
-                        f"stat of {path} refused by the engine (HTTP {response.status_code})",
-                        status_code=response.status_code,
-                    )
-                header = response.headers.get("X-Docker-Container-Path-Stat")
-                if not header:
-                    raise DockerEngineError(f"the engine sent no stat for {path}")
-                found = PathStat(header)
                 try:
                     reader = _ChunkReader(response.iter_content(_OWNER_READ))
                     with tarfile.open(fileobj=cast("IO[bytes]", reader), mode="r|") as archive:
@@ -530,3 +512,19 @@ class DockerEngine:
             "reading a command's exit code", lambda api: api.exec_inspect(exec_id)
         )
         return found
+
+
+def _path_stat(response: Any, path: str) -> PathStat | None:
+    """The stat an archive ``HEAD`` or ``GET`` answer carries: ``None`` for 404, a
+    :class:`DockerEngineError` with the status for another refusal or a missing stat header."""
+    if response.status_code == 404:
+        return None
+    if response.status_code >= 400:
+        raise DockerEngineError(
+            f"stat of {path} refused by the engine (HTTP {response.status_code})",
+            status_code=response.status_code,
+        )
+    header = response.headers.get("X-Docker-Container-Path-Stat")
+    if not header:
+        raise DockerEngineError(f"the engine sent no stat for {path}")
+    return PathStat(header)
