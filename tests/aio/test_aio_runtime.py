@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import posixpath
+import threading
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 
@@ -20,8 +22,10 @@ from skillruntime.aio import (
     AioSandboxSkillRuntime,
     AioServerError,
 )
+from skillruntime.aio.archive import build_skill_archive
 from skillruntime.core.errors import (
     ExecutionTransportError,
+    RuntimeClosedError,
     RuntimeFileError,
     RuntimeFileNotFoundError,
     SkillRuntimeError,
@@ -33,6 +37,9 @@ from skillruntime.core.models import (
     SkillPreparationRequest,
     SkillRuntimeConfig,
 )
+from skillruntime.core.runtime.bridge import CANCEL_MARKER_VARIABLE
+from skillruntime.core.skills.files import SkillFile
+from skillruntime.core.testing.execute_contracts import process_is_dead_command
 
 ROOT = "/home/gem/workspace/conversations"
 
@@ -315,6 +322,80 @@ def test_close_releases_only_its_own_sessions(double: AioDouble) -> None:
         assert requests.get("DELETE /v1/shell/sessions/{session_id}", 0) == 1
     with _runtime(double) as other:
         assert _run(other, "echo alive").stdout == "alive\n"
+
+
+_TREE = "sh -c 'sleep 60 & echo $! > {pid}; wait' & sleep 60"
+
+
+def test_close_kills_the_commands_other_threads_are_running(double: AioDouble) -> None:
+    """As the async runtime does: close() sweeps the whole tree of a command still running in
+    another thread (closing its session alone leaves a ``/v1/bash`` command's process group
+    alive), and that execute() raises ``RuntimeClosedError``."""
+    conversation = f"close-{uuid.uuid4().hex[:8]}"
+    pid_file = posixpath.join(ROOT, conversation, "closed.pid")
+    rt = _runtime(double, conversation)
+    outcome: list[object] = []
+
+    def run() -> None:
+        try:
+            outcome.append(_run(rt, _TREE.format(pid=pid_file), timeout_seconds=120))
+        except Exception as exc:  # the test inspects what execute() raised
+            outcome.append(exc)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    fs = rt.get_file_system()
+    deadline = time.monotonic() + 30
+    while not fs.exists(pid_file):
+        assert time.monotonic() < deadline, "the command never started"
+        time.sleep(0.05)
+    rt.close()
+    worker.join(timeout=60)
+    assert not worker.is_alive()
+    assert len(outcome) == 1
+    assert isinstance(outcome[0], RuntimeClosedError)
+    with _runtime(double, conversation) as other:
+        state = _run(other, process_is_dead_command(pid_file, 2.0)).stdout.strip()
+        _run(other, f"kill -9 $(cat {pid_file}) 2>/dev/null; true")
+    assert state == "dead"
+
+
+def test_every_command_carries_a_marker_and_keeps_the_callers(
+    runtime: AioSandboxSkillRuntime,
+) -> None:
+    """The marker close() sweeps for is fresh per command unless the caller set one (the
+    thread bridge of ``to_async`` marks each command and sweeps for its own token)."""
+    show = f'printf %s "${CANCEL_MARKER_VARIABLE}"'
+    first, second = _run(runtime, show).stdout, _run(runtime, show).stdout
+    assert len(first) == 32
+    assert first != second
+    assert _run(runtime, show, environment={CANCEL_MARKER_VARIABLE: "mine"}).stdout == "mine"
+    replaced = _run(runtime, show, environment={CANCEL_MARKER_VARIABLE: "it's"}).stdout
+    assert len(replaced) == 32
+
+
+def test_the_skill_archive_is_closed_when_staging_fails(
+    runtime: AioSandboxSkillRuntime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A staging path the service cannot give (its command failed) leaks no spooled archive."""
+    from skillruntime.aio import runtime as runtime_module
+
+    built: list[IO[bytes]] = []
+
+    def tracked(files: Sequence[SkillFile]) -> tuple[IO[bytes], int]:
+        archive, size = build_skill_archive(files)
+        built.append(archive)
+        return archive, size
+
+    def refused(suffix: str = "") -> str:
+        raise ExecutionTransportError("the staging directory could not be created")
+
+    monkeypatch.setattr(runtime_module, "build_skill_archive", tracked)
+    monkeypatch.setattr(runtime._runner, "staging_path", refused)
+    with pytest.raises(SkillRuntimeError, match="staging directory"):
+        runtime.prepare(SkillPreparationRequest(skills=(_big_skill(tmp_path, 3),)))
+    assert len(built) == 1
+    assert built[0].closed
 
 
 # ---------------------------------------------------------------------------- auth

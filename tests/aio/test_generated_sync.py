@@ -45,7 +45,7 @@ def test_the_aio_sync_modules_are_generated_and_say_so() -> None:
     generator = _generator()
     config = generator.load_config(ROOT / "skillruntime-aio" / "unasync.toml")
     targets = {twin.target.name for twin in config.twins}
-    assert {"client.py", "commands.py", "files.py"} <= targets
+    assert {"client.py", "commands.py", "files.py", "runtime.py"} <= targets
     for twin in config.twins:
         text = twin.target.read_text(encoding="utf-8")
         assert text.startswith(f"# Generated from {twin.source.name} by scripts/generate_sync.py")

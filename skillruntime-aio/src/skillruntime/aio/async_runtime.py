@@ -1,25 +1,41 @@
-"""``AsyncAioSkillRuntime``: the AIO Sandbox runtime for asyncio programs, native on ``httpx``.
+"""``AsyncAioSkillRuntime``: skill commands and files in an AIO Sandbox service someone else runs.
 
-Same constructor, modes, layout and rules as :class:`~skillruntime.aio.AioSandboxSkillRuntime`
-(conversation workspace or shared root, ready markers on the service's disk, one archive per
-skill), and the same wire calls: the command flows, wrapper, request building and answer parsing
-are the sync runtime's own (:mod:`.commands`, :mod:`.wire`, :mod:`.files`), performed with
-:class:`~skillruntime.aio.async_client.AsyncAioClient` — one connection pool, no thread per call.
+``skillruntime.aio.async_runtime`` (for asyncio programs, native on ``httpx``) is the source of
+both runtimes: ``skillruntime.aio.runtime`` (``AioSandboxSkillRuntime``, blocking, safe to share
+between threads) is generated from it by ``scripts/generate_sync.py``. The rules around their I/O
+live once in :mod:`.runtime_rules` (also importable from here), the command flows in
+:mod:`.command_plans`, the file requests in :mod:`.file_rules` and :mod:`.wire`.
 
-**Cancellation.** Every command carries a unique
-:data:`~skillruntime.core.runtime.bridge.CANCEL_MARKER_VARIABLE` in its environment. When the task
-awaiting :meth:`execute` is cancelled (``task.cancel()`` or :func:`asyncio.timeout`), the runtime
-retires the command's session on the service, then runs the kill sweep of
-:func:`~skillruntime.core.runtime.bridge.kill_marked_command` as one more command, which sends
-``SIGKILL`` to every process holding the marker (the whole tree the command started), and only then
-lets the cancellation propagate. The runtime stays usable.
+The runtime talks HTTP to the service (one connection pool of its :class:`AsyncAioClient`); it
+never creates, stops or cleans up the service. Two modes:
 
-:meth:`close` kills the commands still running (the same sweep; their :meth:`execute` raises
-``RuntimeClosedError``), then closes the command sessions this runtime opened and its HTTP
-connections; it deletes no workspace and no prepared copy.
+* **Conversation** (``conversation_id``): the workspace is ``<conversations_root>/<id>`` on the
+  service, created on first use; it is the default working directory and scopes every file
+  operation and working directory lexically (the service's shell can still reach any path the
+  ``gem`` user can). Skills are prepared under ``<workspace>/skills/<name>-<digest12>/``.
+* **Shared root** (no conversation): skills are prepared under ``remote_root``; commands run in
+  its parent by default. Paths are not confined.
 
-**Any event loop.** One runtime object serves consecutive event loops (``asyncio.run`` per
-call): the client keeps a connection pool per loop and the runtime's locks are per loop.
+The service's disk is the state: no conversation record is kept (an optional store holds only
+the lease of ``exclusive=True``). A prepared copy is complete
+when its ready marker ``.<name>-<digest12>.ready`` exists next to it, so a new runtime object —
+in this process or on another node — checks that with one call and uploads nothing when it is
+there. Preparing uploads one archive and unpacks it with one command.
+
+**Stopping a command.** Every command carries a unique
+:data:`~skillruntime.core.runtime.bridge.CANCEL_MARKER_VARIABLE` in its environment (the caller's
+when it set one, as the thread bridge of ``to_async`` does), so that the
+kill sweep of :func:`~skillruntime.core.runtime.bridge.kill_marked_command`, run as one more
+command, can send ``SIGKILL`` to every process holding the marker (the whole tree the command
+started; closing its session alone would not). :meth:`close` sweeps the commands still running
+(their :meth:`execute` raises ``RuntimeClosedError``), then closes the command sessions this
+runtime opened and its HTTP connections; it deletes no workspace and no prepared copy.
+
+On the async face, when the task awaiting :meth:`execute` is cancelled (``task.cancel()`` or
+:func:`asyncio.timeout`), the runtime retires the command's session on the service, runs the
+same sweep, and only then lets the cancellation propagate; the runtime stays usable. One async
+runtime object serves consecutive event loops (``asyncio.run`` per call): the client keeps a
+connection pool per loop and the runtime's locks are per loop.
 """
 
 from __future__ import annotations
@@ -27,6 +43,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import posixpath
+
+# unasync: sync
+# import threading
+# unasync: end
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -53,7 +73,6 @@ from skillruntime.core.models import (
     SkillPreparationRequest,
 )
 from skillruntime.core.runtime.async_spi import AsyncBaseSkillRuntime, LoopLocal
-from skillruntime.core.runtime.bridge import CANCEL_MARKER_VARIABLE, kill_marked_command
 from skillruntime.core.runtime.rules import closed_error
 from skillruntime.core.runtime.spi import ready_marker_path
 from skillruntime.core.runtime.workspace import ConversationWorkspace
@@ -63,37 +82,59 @@ from .archive import build_skill_archive, unpack_command
 from .async_client import AsyncAioClient
 from .async_commands import AsyncCommandRunner
 from .async_files import AsyncAioFileSystem
-from .client import DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT
-from .commands import CommandMode, CommandSpec
+from .command_plans import CommandMode, CommandSpec
+from .defaults import DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT
 from .errors import AioSandboxError
 from .first_use import FirstUse
 from .options import DEFAULT_CONVERSATIONS_ROOT, DEFAULT_REMOTE_ROOT, validate_base_url
-from .runtime import (
+from .runtime_rules import (
+    KILL_TIMEOUT,
+    PREPARE_TIMEOUT,
     checked_remote_root,
     command_cwd,
     execution_result,
+    kill_spec,
+    marked_environment,
     unpack_error,
     unpack_failure,
     unpack_spec,
     upload_failure,
 )
 
-__all__ = ["AsyncAioSkillRuntime"]
+__all__ = [
+    "KILL_TIMEOUT",
+    "PREPARE_TIMEOUT",
+    "AsyncAioSkillRuntime",
+    "checked_remote_root",
+    "command_cwd",
+    "execution_result",
+    "kill_spec",
+    "marked_environment",
+    "unpack_error",
+    "unpack_failure",
+    "unpack_spec",
+    "upload_failure",
+]
 
 logger = logging.getLogger(__name__)
 
-_KILL_TIMEOUT = 30.0
-"""Seconds the kill sweep of a cancelled command may take."""
-
 
 class AsyncAioSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRuntime):
-    """Runs skills in an existing AIO Sandbox service from asyncio; arguments as
-    :class:`~skillruntime.aio.AioSandboxSkillRuntime` (``client`` is an
-    :class:`~skillruntime.aio.async_client.AsyncAioClient`; its owner closes it).
+    """Runs skills in an existing AIO Sandbox service; see the module docs for the modes.
 
-    ``conversation_store`` and ``exclusive=True`` as in the sync runtime, with the lease kept by
-    asyncio (:mod:`skillruntime.core.conversations.async_exclusive`); sync and async runtimes of one
-    conversation take turns with each other.
+    ``token`` is sent as ``Authorization: Bearer`` and ``api_key`` as ``X-AIO-API-Key``.
+    ``command_api`` forces ``bash`` (``/v1/bash/exec``) or ``shell`` (``/v1/shell/exec``);
+    ``auto`` detects it once. ``temp_root`` is a directory on the service for staged uploads and
+    per-command output files. ``client`` replaces the HTTP client (an :class:`AsyncAioClient`;
+    its owner closes it).
+
+    ``conversation_store`` (a store or a URL; one built from a URL is closed with the runtime) and
+    ``exclusive=True`` make every prepare, execute and file operation hold the conversation's
+    lease, so processes and nodes sharing the service's workspace take turns (see
+    :mod:`skillruntime.core.conversations.async_exclusive`); sync and async runtimes of one
+    conversation take turns with each other. The lease key is the service URL and the
+    conversation id: every node must name the service by the same URL. The store keeps only the
+    lease (no record: the service's disk is the state, so sweeps do not remove AIO workspaces).
     """
 
     def __init__(
@@ -143,9 +184,13 @@ class AsyncAioSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRuntime):
             workspace.directory if workspace else posixpath.dirname(self._remote_root)
         )
         self._root_ready = False
+        # unasync: async
         self._root_lock = LoopLocal(asyncio.Lock)
+        # unasync: sync
+        # self._root_lock = threading.Lock()
+        # unasync: end
         self._first_use = FirstUse()
-        self._running: set[str] = set()
+        self._running: dict[str, str] = {}  # the commands running now: run id -> marker token
         self._guard, self._owned_store = workspace_guard(
             self.name,
             workspace,
@@ -174,9 +219,16 @@ class AsyncAioSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRuntime):
         """The HTTP client (its :attr:`~AsyncAioClient.request_count` counts requests)."""
         return self._client
 
+    # unasync: sync
+    # @property
+    # unasync: end
     async def command_api(self) -> str:
         """``bash`` or ``shell``: the command API in use (detected on first use)."""
+        # unasync: async
         return await self._runner.mode()
+        # unasync: sync
+        # return self._runner.mode
+        # unasync: end
 
     async def prepare(self, request: SkillPreparationRequest) -> list[Skill]:
         self._ensure_open()
@@ -196,32 +248,38 @@ class AsyncAioSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRuntime):
     ) -> SkillExecutionResult:
         cwd = command_cwd(self._default_directory, working_directory)
         make_dirs = () if self._root_ready else (self._default_directory,)
-        token = uuid.uuid4().hex
+        run_id = uuid.uuid4().hex
+        marked, token = marked_environment(environment)
         started = time.monotonic()
         spec = CommandSpec(
             command=request.command,
             cwd=cwd,
-            environment={**environment, CANCEL_MARKER_VARIABLE: token},
+            environment=marked,
             timeout=request.timeout_seconds,
             cap=request.max_output_bytes,
             make_dirs=make_dirs,
         )
-        self._running.add(token)
+        self._running[run_id] = token
+        if self.closed:  # close() began since execute() checked: its sweep may miss this command
+            del self._running[run_id]
+            raise closed_error(self.name)
         try:
             if make_dirs:  # the command creates the workspace: the runtime's first use, maybe
                 with self._first_use.attach(self._audit_fields()):
                     outcome = await self._runner.run(spec)
             else:
                 outcome = await self._runner.run(spec)
+        # unasync: async
         except asyncio.CancelledError:
             await asyncio.shield(self._kill(token))
             raise
+        # unasync: end
         except Exception as exc:
             if self.closed:
                 raise closed_error(self.name) from exc
             raise
         finally:
-            self._running.discard(token)
+            self._running.pop(run_id, None)
         if self.closed:
             raise closed_error(self.name)  # close() killed the command
         result = execution_result(outcome, request, cwd, started)
@@ -229,27 +287,26 @@ class AsyncAioSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRuntime):
         return result
 
     async def _kill(self, token: str) -> None:
-        """Kill the processes of the cancelled command marked ``token`` (failures are logged:
-        the cancellation itself must still propagate)."""
-        spec = CommandSpec(
-            command=kill_marked_command(token),
-            cwd="/",
-            environment={},
-            timeout=_KILL_TIMEOUT,
-            cap=4096,
-        )
+        """Kill the processes of the command marked ``token`` (still running at close, or
+        cancelled on the async face); a failure is logged: the close or the cancellation must
+        still go on."""
         try:
-            await self._runner.run(spec)
+            await self._runner.run(kill_spec(token))
         except ExecutionTransportError as exc:
-            logger.warning("stopping a cancelled AIO Sandbox command failed: %s", exc)
+            logger.warning("stopping an AIO Sandbox command failed: %s", exc)
 
     def _raw_file_system(self) -> AsyncSkillRuntimeFileSystem:
         return self._files
 
     async def _close_resources(self) -> None:
-        running = sorted(self._running)
+        running = sorted(set(self._running.copy().values()))  # copy: threads may add meanwhile
         if running:
+            # unasync: async
             await asyncio.gather(*(self._kill(token) for token in running))
+            # unasync: sync
+            # for token in running:
+            #     self._kill(token)
+            # unasync: end
             logger.info("killed %d running command(s) of the closed AIO runtime", len(running))
         try:
             await self._runner.close()
@@ -259,7 +316,11 @@ class AsyncAioSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRuntime):
                     await self._client.close()
             finally:
                 if self._owned_store is not None:
+                    # unasync: async
                     await asyncio.to_thread(self._owned_store.close)
+                    # unasync: sync
+                    # self._owned_store.close()
+                    # unasync: end
 
     def _skills_root(self) -> str | None:
         if self._workspace is not None:
@@ -267,9 +328,13 @@ class AsyncAioSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRuntime):
         return self._remote_root
 
     async def _place_skill(self, skill: Skill, files: Sequence[SkillFile], target: str) -> None:
-        """Upload one ``.tar.gz`` of the skill (built in a worker thread) and unpack it with one
-        command."""
+        """Upload one ``.tar.gz`` of the skill (built in a worker thread on the async face) and
+        unpack it with one command; the archive is closed whatever happens."""
+        # unasync: async
         archive, size = await asyncio.to_thread(build_skill_archive, files)
+        # unasync: sync
+        # archive, size = build_skill_archive(files)
+        # unasync: end
         try:
             staging = await self._runner.staging_path(".tar.gz")
             try:
@@ -298,7 +363,11 @@ class AsyncAioSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRuntime):
         """Create the workspace (or the shared skills root) on first use: one command."""
         if self._root_ready:
             return
+        # unasync: async
         async with self._root_lock.get():
+            # unasync: sync
+            # with self._root_lock:
+            # unasync: end
             if self._root_ready:
                 return
             root = self._workspace.directory if self._workspace else self._remote_root

@@ -1,7 +1,15 @@
+# Generated from async_runtime.py by scripts/generate_sync.py: do not edit.
+# Edit the async source, then run `python scripts/generate_sync.py`.
 """``AioSandboxSkillRuntime``: skill commands and files in an AIO Sandbox service someone else runs.
 
-The runtime talks HTTP to the service (one ``httpx.Client``); it never creates, stops or
-cleans up the service. Two modes:
+``skillruntime.aio.async_runtime`` (for asyncio programs, native on ``httpx``) is the source of
+both runtimes: ``skillruntime.aio.runtime`` (``AioSandboxSkillRuntime``, blocking, safe to share
+between threads) is generated from it by ``scripts/generate_sync.py``. The rules around their I/O
+live once in :mod:`.runtime_rules` (also importable from here), the command flows in
+:mod:`.command_plans`, the file requests in :mod:`.file_rules` and :mod:`.wire`.
+
+The runtime talks HTTP to the service (one connection pool of its :class:`AioClient`); it
+never creates, stops or cleans up the service. Two modes:
 
 * **Conversation** (``conversation_id``): the workspace is ``<conversations_root>/<id>`` on the
   service, created on first use; it is the default working directory and scopes every file
@@ -16,8 +24,20 @@ when its ready marker ``.<name>-<digest12>.ready`` exists next to it, so a new r
 in this process or on another node — checks that with one call and uploads nothing when it is
 there. Preparing uploads one archive and unpacks it with one command.
 
-:meth:`close` closes the command sessions this runtime opened and its HTTP connections; it
-deletes no workspace and no prepared copy.
+**Stopping a command.** Every command carries a unique
+:data:`~skillruntime.core.runtime.bridge.CANCEL_MARKER_VARIABLE` in its environment (the caller's
+when it set one, as the thread bridge of ``to_async`` does), so that the
+kill sweep of :func:`~skillruntime.core.runtime.bridge.kill_marked_command`, run as one more
+command, can send ``SIGKILL`` to every process holding the marker (the whole tree the command
+started; closing its session alone would not). :meth:`close` sweeps the commands still running
+(their :meth:`execute` raises ``RuntimeClosedError``), then closes the command sessions this
+runtime opened and its HTTP connections; it deletes no workspace and no prepared copy.
+
+On the async face, when the task awaiting :meth:`execute` is cancelled (``task.cancel()`` or
+:func:`asyncio.timeout`), the runtime retires the command's session on the service, runs the
+same sweep, and only then lets the cancellation propagate; the runtime stays usable. One async
+runtime object serves consecutive event loops (``asyncio.run`` per call): the client keeps a
+connection pool per loop and the runtime's locks are per loop.
 """
 
 from __future__ import annotations
@@ -26,11 +46,13 @@ import logging
 import posixpath
 import threading
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 
 from skillruntime.core.conversations import ConversationStore, service_key_for_url
 from skillruntime.core.conversations.exclusive import (
     DEFAULT_ACTIVITY_INTERVAL_SECONDS,
+    ConversationGuard,
     ExclusiveRuntimeMixin,
     workspace_guard,
 )
@@ -38,7 +60,7 @@ from skillruntime.core.conversations.leases import (
     DEFAULT_LEASE_TTL_SECONDS,
     DEFAULT_LEASE_WAIT_SECONDS,
 )
-from skillruntime.core.errors import ExecutionTransportError, SkillPrepareError
+from skillruntime.core.errors import ExecutionTransportError
 from skillruntime.core.files.spi import SkillRuntimeFileSystem
 from skillruntime.core.models import (
     Skill,
@@ -46,25 +68,43 @@ from skillruntime.core.models import (
     SkillExecutionResult,
     SkillPreparationRequest,
 )
+from skillruntime.core.runtime.rules import closed_error
 from skillruntime.core.runtime.spi import BaseSkillRuntime, ready_marker_path
 from skillruntime.core.runtime.workspace import ConversationWorkspace
 from skillruntime.core.skills.files import DEFAULT_UPLOAD_POLICY, SkillFile, UploadPolicy
 
 from .archive import build_skill_archive, unpack_command
-from .client import DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT, AioClient
-from .commands import CommandMode, CommandRunner, CommandSpec
+from .client import AioClient
+from .command_plans import CommandMode, CommandSpec
+from .commands import CommandRunner
+from .defaults import DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT
 from .errors import AioSandboxError
 from .files import AioFileSystem
 from .first_use import FirstUse
 from .options import DEFAULT_CONVERSATIONS_ROOT, DEFAULT_REMOTE_ROOT, validate_base_url
-from .script import WrapperOutcome
+from .runtime_rules import (
+    KILL_TIMEOUT,
+    PREPARE_TIMEOUT,
+    checked_remote_root,
+    command_cwd,
+    execution_result,
+    kill_spec,
+    marked_environment,
+    unpack_error,
+    unpack_failure,
+    unpack_spec,
+    upload_failure,
+)
 
 __all__ = [
+    "KILL_TIMEOUT",
     "PREPARE_TIMEOUT",
     "AioSandboxSkillRuntime",
     "checked_remote_root",
     "command_cwd",
     "execution_result",
+    "kill_spec",
+    "marked_environment",
     "unpack_error",
     "unpack_failure",
     "unpack_spec",
@@ -73,80 +113,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-PREPARE_TIMEOUT = 600.0
-"""Seconds the unpack command of a skill archive may take."""
-
-
-def _decode(data: bytes) -> str:
-    return data.decode("utf-8", "replace")
-
-
-def checked_remote_root(remote_root: str) -> str:
-    """``remote_root`` normalised; it must be absolute and not ``/``."""
-    if not remote_root.startswith("/") or remote_root.rstrip("/") == "":
-        raise ValueError("remote_root must be an absolute path on the service other than /")
-    return posixpath.normpath(remote_root)
-
-
-def command_cwd(default_directory: str, working_directory: str) -> str:
-    """The absolute working directory of a command on the service."""
-    return posixpath.normpath(posixpath.join(default_directory, working_directory))
-
-
-def execution_result(
-    outcome: WrapperOutcome, request: SkillExecutionRequest, cwd: str, started: float
-) -> SkillExecutionResult:
-    """The SPI result of a wrapper run (``started``: its ``time.monotonic()``); a missing
-    working directory raises ``ExecutionTransportError``."""
-    if outcome.missing_cwd:
-        raise ExecutionTransportError(f"Working directory does not exist: {cwd}")
-    cap = request.max_output_bytes
-    return SkillExecutionResult(
-        exit_code=outcome.exit_code,
-        stdout=_decode(outcome.stdout),
-        stderr=_decode(outcome.stderr),
-        timed_out=outcome.timed_out,
-        duration_seconds=time.monotonic() - started,
-        stdout_truncated=outcome.stdout_size > cap,
-        stderr_truncated=outcome.stderr_size > cap,
-    )
-
-
-def upload_failure(skill: Skill, exc: AioSandboxError) -> SkillPrepareError:
-    """The error of a skill archive the service refused."""
-    return SkillPrepareError(
-        f"Uploading skill '{skill.name}' to the AIO Sandbox failed: {exc}", skill_name=skill.name
-    )
-
-
-def unpack_spec(command: str) -> CommandSpec:
-    """The command that unpacks a staged skill archive (see :func:`.archive.unpack_command`)."""
-    return CommandSpec(
-        command=command, cwd="/", environment={}, timeout=PREPARE_TIMEOUT, cap=64 * 1024
-    )
-
-
-def unpack_error(skill: Skill, exc: ExecutionTransportError) -> SkillPrepareError:
-    """The error of an unpack command that could not run."""
-    return SkillPrepareError(
-        f"Unpacking skill '{skill.name}' on the AIO Sandbox failed: {exc}", skill_name=skill.name
-    )
-
-
-def unpack_failure(skill: Skill, outcome: WrapperOutcome) -> SkillPrepareError | None:
-    """The error of an unpack command that failed; ``None`` when it succeeded."""
-    if outcome.exit_code == 0 and not outcome.timed_out:
-        return None
-    detail = _decode(outcome.stderr).strip()[-500:]
-    return SkillPrepareError(
-        f"Unpacking skill '{skill.name}' on the AIO Sandbox failed "
-        f"(exit code {outcome.exit_code}): {detail}",
-        skill_name=skill.name,
-        exit_code=outcome.exit_code,
-        output_tail=detail,
-        timed_out=outcome.timed_out,
-    )
-
 
 class AioSandboxSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
     """Runs skills in an existing AIO Sandbox service; see the module docs for the modes.
@@ -154,12 +120,14 @@ class AioSandboxSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
     ``token`` is sent as ``Authorization: Bearer`` and ``api_key`` as ``X-AIO-API-Key``.
     ``command_api`` forces ``bash`` (``/v1/bash/exec``) or ``shell`` (``/v1/shell/exec``);
     ``auto`` detects it once. ``temp_root`` is a directory on the service for staged uploads and
-    per-command output files. ``client`` replaces the HTTP client (its owner closes it).
+    per-command output files. ``client`` replaces the HTTP client (an :class:`AioClient`;
+    its owner closes it).
 
     ``conversation_store`` (a store or a URL; one built from a URL is closed with the runtime) and
     ``exclusive=True`` make every prepare, execute and file operation hold the conversation's
     lease, so processes and nodes sharing the service's workspace take turns (see
-    :mod:`skillruntime.core.conversations.exclusive`). The lease key is the service URL and the
+    :mod:`skillruntime.core.conversations.exclusive`); sync and async runtimes of one
+    conversation take turns with each other. The lease key is the service URL and the
     conversation id: every node must name the service by the same URL. The store keeps only the
     lease (no record: the service's disk is the state, so sweeps do not remove AIO workspaces).
     """
@@ -213,6 +181,7 @@ class AioSandboxSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         self._root_ready = False
         self._root_lock = threading.Lock()
         self._first_use = FirstUse()
+        self._running: dict[str, str] = {}  # the commands running now: run id -> marker token
         self._guard, self._owned_store = workspace_guard(
             self.name,
             workspace,
@@ -223,6 +192,7 @@ class AioSandboxSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
             lease_wait_seconds=lease_wait_seconds,
             activity_interval_seconds=activity_interval_seconds,
             register=False,
+            guard_type=ConversationGuard,
         )
 
     # ------------------------------------------------------------------- SPI
@@ -263,28 +233,57 @@ class AioSandboxSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
     ) -> SkillExecutionResult:
         cwd = command_cwd(self._default_directory, working_directory)
         make_dirs = () if self._root_ready else (self._default_directory,)
+        run_id = uuid.uuid4().hex
+        marked, token = marked_environment(environment)
         started = time.monotonic()
         spec = CommandSpec(
             command=request.command,
             cwd=cwd,
-            environment=environment,
+            environment=marked,
             timeout=request.timeout_seconds,
             cap=request.max_output_bytes,
             make_dirs=make_dirs,
         )
-        if make_dirs:  # the command creates the workspace: the runtime's first use, maybe
-            with self._first_use.attach(self._audit_fields()):
+        self._running[run_id] = token
+        if self.closed:  # close() began since execute() checked: its sweep may miss this command
+            del self._running[run_id]
+            raise closed_error(self.name)
+        try:
+            if make_dirs:  # the command creates the workspace: the runtime's first use, maybe
+                with self._first_use.attach(self._audit_fields()):
+                    outcome = self._runner.run(spec)
+            else:
                 outcome = self._runner.run(spec)
-        else:
-            outcome = self._runner.run(spec)
+        except Exception as exc:
+            if self.closed:
+                raise closed_error(self.name) from exc
+            raise
+        finally:
+            self._running.pop(run_id, None)
+        if self.closed:
+            raise closed_error(self.name)  # close() killed the command
         result = execution_result(outcome, request, cwd, started)
         self._root_ready = True
         return result
+
+    def _kill(self, token: str) -> None:
+        """Kill the processes of the command marked ``token`` (still running at close, or
+        cancelled on the async face); a failure is logged: the close or the cancellation must
+        still go on."""
+        try:
+            self._runner.run(kill_spec(token))
+        except ExecutionTransportError as exc:
+            logger.warning("stopping an AIO Sandbox command failed: %s", exc)
 
     def _raw_file_system(self) -> SkillRuntimeFileSystem:
         return self._files
 
     def _close_resources(self) -> None:
+        running = sorted(set(self._running.copy().values()))  # copy: threads may add meanwhile
+        if running:
+            for token in running:
+                self._kill(token)
+            logger.info("killed %d running command(s) of the closed AIO runtime", len(running))
         try:
             self._runner.close()
         finally:
@@ -301,10 +300,11 @@ class AioSandboxSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         return self._remote_root
 
     def _place_skill(self, skill: Skill, files: Sequence[SkillFile], target: str) -> None:
-        """Upload one ``.tar.gz`` of the skill and unpack it with one command."""
+        """Upload one ``.tar.gz`` of the skill (built in a worker thread on the async face) and
+        unpack it with one command; the archive is closed whatever happens."""
         archive, size = build_skill_archive(files)
-        staging = self._runner.staging_path(".tar.gz")
         try:
+            staging = self._runner.staging_path(".tar.gz")
             try:
                 self._client.upload(staging, archive, size, idempotent=True, read_timeout=600.0)
             except AioSandboxError as exc:
