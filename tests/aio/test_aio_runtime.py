@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import shlex
 import threading
 import time
 import uuid
@@ -40,6 +41,7 @@ from skillruntime.core.models import (
 from skillruntime.core.runtime.bridge import CANCEL_MARKER_VARIABLE
 from skillruntime.core.skills.files import SkillFile
 from skillruntime.core.testing.execute_contracts import process_is_dead_command
+from skillruntime.core.testing.search_contracts import odd_files, odd_names, write_tree
 
 ROOT = "/home/gem/workspace/conversations"
 
@@ -491,6 +493,44 @@ def test_missing_file_and_directory_reads_are_not_found(runtime: AioSandboxSkill
     for path in ("missing.txt", "adir"):
         with pytest.raises(RuntimeFileNotFoundError):
             fs.read_bytes(path)
+
+
+def _utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def test_odd_names_are_listed_whole_and_addressed_exactly(runtime: AioSandboxSkillRuntime) -> None:
+    """A newline split a listing (a truncated name listed, a ghost entry made up), undecodable
+    bytes came back replaced, and a path holding them raised ``UnicodeEncodeError`` before any
+    request. Names are listed as the local runtime gives them (``surrogateescape``) and every
+    command-backed operation reaches their exact bytes; the download endpoint, which takes
+    UTF-8 paths only, refuses such a name with a typed error."""
+    write_tree(runtime, "odd-list", odd_files())
+    fs = runtime.get_file_system()
+    listed = fs.list_directory("odd-list/odd")
+    assert sorted(posixpath.basename(info.path) for info in listed) == sorted(odd_names())
+    for index, name in enumerate(odd_names()):
+        path = f"odd-list/odd/{name}"
+        info = fs.stat(path)
+        assert info is not None
+        assert info.size == len(f"odd {index} needle\n")
+        assert [entry.path for entry in fs.list_directory(path)] == [info.path]
+    undecodable = [name for name in odd_names() if not _utf8(name)]
+    assert undecodable
+    for name in undecodable:
+        path = f"odd-list/odd/{name}"
+        with pytest.raises(RuntimeFileError, match="UTF-8 paths only"):
+            fs.read_bytes(path)
+        fs.write_text(path, "rewritten")
+        assert _run(runtime, f"cat -- {shlex.quote(path)}").stdout == "rewritten"
+        fs.delete(path)
+        assert fs.stat(path) is None
+    remaining = [posixpath.basename(info.path) for info in fs.list_directory("odd-list/odd")]
+    assert sorted(remaining) == sorted(name for name in odd_names() if _utf8(name))
 
 
 def test_unreachable_service_is_a_clear_transport_error() -> None:

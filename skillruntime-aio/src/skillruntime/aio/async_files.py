@@ -72,6 +72,7 @@ from .file_rules import (
     search_complete,
     stat_result,
     stat_script,
+    undownloadable_path,
 )
 from .script import WrapperOutcome
 
@@ -136,6 +137,9 @@ class AsyncAioFileSystem(AsyncSkillRuntimeFileSystem):
     async def read_stream(
         self, path: str, chunk_size: int = CHUNK_SIZE
     ) -> AsyncGenerator[bytes, None]:
+        unaddressable = undownloadable_path(path)
+        if unaddressable is not None:
+            raise unaddressable
         # unasync: sync
         # self._require_regular_file(path)
         # unasync: end

@@ -58,6 +58,7 @@ from .script import (
     WrapperOutcome,
     build_report,
     build_wrapper,
+    json_script,
     parse_file_result,
     parse_inline_result,
     parse_stream_result,
@@ -300,7 +301,7 @@ class CommandPlans:
             token = environment[CANCEL_MARKER_VARIABLE] = uuid.uuid4().hex
         marker = f"{CANCEL_MARKER_VARIABLE}={token}"
         body: dict[str, Any] = {
-            "command": script,
+            "command": json_script(script),
             "session_id": session_id,
             "hard_timeout": spec.timeout,
             "max_output_length": 2 * spec.cap + 8192,

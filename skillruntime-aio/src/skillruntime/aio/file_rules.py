@@ -12,7 +12,12 @@ The file systems (:class:`~skillruntime.aio.files.AioFileSystem`, generated from
 * ``stat``, listings, ``delete`` and ``make_directory`` are one small command each, because the
   API has no endpoint for them; every path is shell-quoted.
 
-Listings use GNU ``find -printf``; a name containing a newline is skipped. A failed command is
+Listings use GNU ``find -printf`` with NUL-ended records, sent back in base64 (a command's
+output reaches the client decoded as UTF-8 with invalid bytes replaced), so a name with a
+newline or bytes that are not UTF-8 is listed like any other, decoded with ``surrogateescape``
+as the local runtime gives it; every command carries such a path exactly (see
+:func:`~skillruntime.aio.script.json_script`), but the download endpoint takes UTF-8 paths
+only, so reading such a name is refused with a :class:`RuntimeFileError`. A failed command is
 classified by the reason it printed (commands run with ``LC_ALL=C``): permission denied, not
 permitted and read-only file system are :class:`RuntimePermissionError`, "Not a directory" a
 :class:`NotADirectoryFileError`, "Is a directory" a :class:`RuntimeIsADirectoryError`. A refused
@@ -21,6 +26,8 @@ download of a directory is a :class:`RuntimeIsADirectoryError`.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import logging
 import posixpath
 import shlex
@@ -55,6 +62,7 @@ __all__ = [
     "search_complete",
     "stat_result",
     "stat_script",
+    "undownloadable_path",
 ]
 
 logger = logging.getLogger(__name__)
@@ -85,6 +93,8 @@ _PERMISSION_TYPES = frozenset({"permission_denied", "read_only_filesystem"})
 
 _NOT_FOUND_TYPES = frozenset({"not_found", "invalid_target", "is_directory", "not_a_file"})
 _FIELDS = "%y\\t%s\\t%T@\\t%m\\t%p\\n"
+_RECORDS = "%y\\t%s\\t%T@\\t%m\\t%p\\0"
+"""The fields of a listing's entries, each record NUL-ended (a name may hold a newline)."""
 
 
 def _parse_entry(line: str) -> FileInfo | None:
@@ -157,6 +167,18 @@ def refused_read(path: str, exc: AioSandboxError) -> RuntimeFileError | None:
     return None
 
 
+def undownloadable_path(path: str) -> RuntimeFileError | None:
+    """The error of a read of a path the download endpoint cannot be given (bytes that are not
+    UTF-8, decoded with ``surrogateescape``); ``None`` for any other path."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return RuntimeFileError(
+            f"Cannot read {path!r}: the AIO Sandbox file API takes UTF-8 paths only", path=path
+        )
+    return None
+
+
 def refused_read_after_stat(path: str, info: FileInfo | None) -> RuntimeFileError:
     """A refused download of a directory, or of a missing or irregular file."""
     if info is not None and info.is_directory:
@@ -202,9 +224,10 @@ def list_script(path: str, depth: int, limit: int) -> str:
     q = shlex.quote
     return (
         f'p={q(path)}; if [ -d "$p" ]; then '
-        f"find -H \"$p\" -mindepth 1 -maxdepth {int(depth)} -printf '{_FIELDS}' "
-        f"| LC_ALL=C sort -t '\t' -k5 | head -n {int(limit)}; "
-        f'elif [ -e "$p" ] || [ -L "$p" ]; then find "$p" -maxdepth 0 -printf \'{_FIELDS}\'; '
+        f"find -H \"$p\" -mindepth 1 -maxdepth {int(depth)} -printf '{_RECORDS}' "
+        f"| LC_ALL=C sort -z -t '\t' -k5 | head -z -n {int(limit)} | base64; "
+        f'elif [ -e "$p" ] || [ -L "$p" ]; then '
+        f"find \"$p\" -maxdepth 0 -printf '{_RECORDS}' | base64; "
         # Missing: below a regular file (the nearest existing ancestor) or simply absent.
         f'else a="$p"; while a=$(dirname -- "$a"); [ "$a" != / ] && [ ! -e "$a" ]; do :; '
         f'done; [ -d "$a" ] || exit {_NOT_A_DIRECTORY}; exit {_MISSING}; fi'
@@ -221,10 +244,20 @@ def list_result(outcome: WrapperOutcome, path: str, limit: int) -> list[FileInfo
         )
     if outcome.exit_code != 0:
         raise command_failure(outcome, "list", path)
+    if outcome.stdout_size > len(outcome.stdout):
+        raise RuntimeFileError(
+            f"Cannot list {path}: the listing is over {LIST_OUTPUT_CAP} bytes; ask for fewer "
+            "entries or less depth",
+            path=path,
+        )
+    try:
+        records = base64.b64decode(outcome.stdout)
+    except (binascii.Error, ValueError) as exc:
+        raise RuntimeFileError(f"Unexpected listing answer for {path}", path=path) from exc
     entries = []
-    for line in outcome.stdout.decode("utf-8", "replace").split("\n"):
-        if line:
-            info = _parse_entry(line)
+    for record in records.split(b"\0"):
+        if record:
+            info = _parse_entry(record.decode("utf-8", "surrogateescape"))
             if info is not None:
                 entries.append(info)
     if len(entries) == 1 and entries[0].path == path and not entries[0].is_directory:

@@ -72,6 +72,7 @@ from .file_rules import (
     search_complete,
     stat_result,
     stat_script,
+    undownloadable_path,
 )
 from .script import WrapperOutcome
 
@@ -129,6 +130,9 @@ class AioFileSystem(SkillRuntimeFileSystem):
     # ------------------------------------------------------------------ reads
 
     def read_stream(self, path: str, chunk_size: int = CHUNK_SIZE) -> Generator[bytes, None]:
+        unaddressable = undownloadable_path(path)
+        if unaddressable is not None:
+            raise unaddressable
         self._require_regular_file(path)
         try:
             response = self._client.open_stream("/v1/file/download", params={"path": path})

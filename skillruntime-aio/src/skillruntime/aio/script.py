@@ -56,6 +56,7 @@ __all__ = [
     "WrapperOutcome",
     "build_report",
     "build_wrapper",
+    "json_script",
     "parse_file_result",
     "parse_inline_result",
     "parse_stream_result",
@@ -369,7 +370,7 @@ def shell_line(script: str) -> str:
     tabs nor non-ASCII text, and ``exit`` or ``cd`` inside the script cannot end or change the
     persistent shell.
     """
-    data = script.encode("utf-8")
+    data = script.encode("utf-8", "surrogateescape")
     quoted = "".join(
         chr(byte) if byte in _PLAIN else ("\\n" if byte == 10 else f"\\x{byte:02x}")
         for byte in data
@@ -378,6 +379,18 @@ def shell_line(script: str) -> str:
     if len(quoted) <= len(encoded) + 24:
         return f"(eval $'{quoted}')"
     return f"(eval \"$(printf '%s' '{encoded}' | base64 -d)\")"
+
+
+def json_script(script: str) -> str:
+    """``script`` as a JSON string can carry it (the ``/v1/bash`` API): itself, or, when it holds
+    bytes that are not UTF-8 (a path decoded with ``surrogateescape``, as listings give them), an
+    ``eval`` of those exact bytes sent in base64."""
+    try:
+        script.encode("utf-8")
+    except UnicodeEncodeError:
+        encoded = base64.b64encode(script.encode("utf-8", "surrogateescape")).decode("ascii")
+        return f"eval \"$(printf '%s' '{encoded}' | command -p base64 -d)\""
+    return script
 
 
 def _parse_fields(fields: list[str]) -> tuple[int, int, int, int]:
