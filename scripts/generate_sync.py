@@ -189,12 +189,19 @@ def generate(twin: Twin, replacements: Mapping[str, str]) -> str:
     text = twin.source.read_text(encoding=encoding)
     body = unasync_source(resolve_markers(text), replacements)
     header = HEADER.format(source=twin.source.name)
-    with tempfile.TemporaryDirectory(dir=twin.target.parent.parent) as scratch:
-        # In the package's tree, so that ruff classifies first-party imports as it does there.
-        path = Path(scratch) / twin.target.name
-        path.write_text(header + body, encoding="utf-8")
+    # Beside the target, in its package, so that ruff classifies imports (first-party, same
+    # package) and applies per-file settings exactly as it does to the target itself.
+    handle, name = tempfile.mkstemp(
+        prefix=f"_unasync_{twin.target.stem}_", suffix=".py", dir=twin.target.parent
+    )
+    path = Path(name)
+    try:
+        with open(handle, "w", encoding="utf-8") as scratch:
+            scratch.write(header + body)
         _ruff(path)
         return path.read_text(encoding="utf-8")
+    finally:
+        path.unlink(missing_ok=True)
 
 
 def configs(arguments: Sequence[str]) -> Iterator[Path]:

@@ -30,9 +30,17 @@ def _skill(root: Path) -> Skill:
     return Skill(name="shared-skill", description="d", base_path=str(directory))
 
 
+def _live(double: OpenSandboxDouble) -> set[str]:
+    """The sandboxes alive on the double (other tests on this worker may have left some: a
+    conversation's sandbox outlives its runtime objects)."""
+    return set(double.stats()["live_sandbox_ids"])
+
+
 def test_create_async_runtime_builds_the_native_runtime(
     opensandbox_double: OpenSandboxDouble,
 ) -> None:
+    before = _live(opensandbox_double)
+
     async def scenario() -> str:
         runtime = create_async_runtime(
             "opensandbox", domain=opensandbox_double.domain, api_key=opensandbox_double.api_key
@@ -43,7 +51,7 @@ def test_create_async_runtime_builds_the_native_runtime(
             return result.stdout
 
     assert asyncio.run(scenario()) == "native\n"
-    assert opensandbox_double.stats()["live_sandboxes"] == 0
+    assert _live(opensandbox_double) <= before, "a sandbox of the runtime outlived its close"
 
 
 class TestResumeAcrossSyncAndAsync:
@@ -235,6 +243,8 @@ def test_cancellation_right_after_the_request_went_out_stops_the_command(
 def test_a_vanished_sandbox_is_replaced_for_the_next_command(
     opensandbox_double: OpenSandboxDouble,
 ) -> None:
+    before = _live(opensandbox_double)
+
     async def scenario() -> None:
         async with AsyncOpenSandboxSkillRuntime(
             domain=opensandbox_double.domain, api_key=opensandbox_double.api_key, retry_seconds=2
@@ -254,7 +264,7 @@ def test_a_vanished_sandbox_is_replaced_for_the_next_command(
             assert runtime.sandbox_id not in (None, first)
 
     asyncio.run(scenario())
-    assert opensandbox_double.stats()["live_sandboxes"] == 0
+    assert _live(opensandbox_double) <= before, "a sandbox of the runtime outlived its close"
 
 
 def test_close_kills_the_private_sandbox_and_closes_the_runtime(

@@ -12,8 +12,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from skillruntime.opensandbox import commands
-from skillruntime.opensandbox.commands import DEADLINE_MARGIN_SECONDS, CommandEvents
+from skillruntime.opensandbox import command_plans
+from skillruntime.opensandbox.command_plans import DEADLINE_MARGIN_SECONDS, CommandEvents
 
 
 class _Clock:
@@ -27,7 +27,7 @@ class _Clock:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
     fake = _Clock()
-    monkeypatch.setattr(commands.time, "monotonic", fake)
+    monkeypatch.setattr(command_plans.time, "monotonic", fake)
     return fake
 
 

@@ -115,6 +115,18 @@ def _results(nodes: list[Node], deadline: float) -> list[dict[str, Any]]:
     return [result for result, _ in outcomes if result is not None]
 
 
+@pytest.fixture
+def destroy_new_sandboxes(opensandbox_double: OpenSandboxDouble) -> Iterator[None]:
+    """Destroy, after the test, every sandbox it left alive on the worker's double: the
+    conversation's sandbox outlives the nodes by design (a conversation sandbox is never killed
+    at close), and later tests on this double must not find it."""
+    before = set(opensandbox_double.stats()["live_sandbox_ids"])
+    yield
+    for sandbox_id in set(opensandbox_double.stats()["live_sandbox_ids"]) - before:
+        opensandbox_double.kill_behind_back(sandbox_id)
+
+
+@pytest.mark.usefixtures("destroy_new_sandboxes")
 def test_eight_processes_share_one_sandbox_and_keep_every_skill(
     opensandbox_double: OpenSandboxDouble, database_url: str, tmp_path: Path
 ) -> None:

@@ -14,7 +14,7 @@ import pytest
 from opensandbox.exceptions import SandboxConnectionException
 from opensandbox.sync.adapters.filesystem_adapter import FilesystemAdapterSync
 
-import skillruntime.opensandbox.commands as commands_module
+import skillruntime.opensandbox.command_plans as command_plans
 from doubles.opensandbox import OpenSandboxDouble
 from skillruntime.core.conversations import (
     ConversationRecord,
@@ -377,8 +377,8 @@ def test_server_timeout_reports_timed_out(make: RuntimeFactory) -> None:
 def test_the_outer_deadline_interrupts_a_command_the_server_does_not_stop(
     make: RuntimeFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = commands_module.RunCommandOpts  # type: ignore[attr-defined]
-    real_wrapper = commands_module.build_wrapper  # type: ignore[attr-defined]
+    real = command_plans.RunCommandOpts  # type: ignore[attr-defined]
+    real_wrapper = command_plans.build_wrapper  # type: ignore[attr-defined]
 
     def lenient(**fields: Any) -> Any:
         fields["timeout"] = fields["timeout"] * 1000
@@ -388,8 +388,8 @@ def test_the_outer_deadline_interrupts_a_command_the_server_does_not_stop(
         fields["timeout"] = fields["timeout"] * 1000
         return str(real_wrapper(**fields))
 
-    monkeypatch.setattr(commands_module, "RunCommandOpts", lenient)
-    monkeypatch.setattr(commands_module, "build_wrapper", no_watchdog)
+    monkeypatch.setattr(command_plans, "RunCommandOpts", lenient)
+    monkeypatch.setattr(command_plans, "build_wrapper", no_watchdog)
     runtime = make(deadline_grace_seconds=0.5)
     result = _run(runtime, "printf 'started\\n'; sleep 60", timeout_seconds=1.0)
     assert result.timed_out

@@ -1,28 +1,29 @@
-"""Running one command in a sandbox from asyncio, on the SDK's async command API.
+"""``AsyncCommandRunner``: one command in a sandbox through execd's event stream, with
+``Sandbox``.
 
-The twin of :mod:`.commands`, with the same wrapper, events, options and result rules (the
-functions and :class:`~.commands.CommandEvents` of that module): output stays in the sandbox
-until the command ended, the result is returned at the trailer (no execd grace period) while a
-task drains the rest of the stream (hanging up early would make execd kill every command running
-in the sandbox), the wrapper's watchdog enforces the timeout and an outer deadline (timeout plus
-a grace period) interrupts a stream that does not end.
+``skillruntime.opensandbox.async_commands`` is the source of both runners:
+``skillruntime.opensandbox.commands`` (``CommandRunner``, on the SDK's sync API) is generated
+from it by ``scripts/generate_sync.py``. The rules (the wrapper and options of a command, what
+its events told, the result or typed error they give) live once, free of I/O, in
+:mod:`.command_plans`, whose names are also importable from here: output stays in the sandbox
+until the command ended, the result is returned at the trailer (no execd grace period) while the
+rest of the stream is drained (hanging up early would make execd kill every command running in
+the sandbox), the wrapper's watchdog enforces the timeout and an outer deadline (timeout plus a
+grace period) interrupts a stream that does not end. A runner only moves the stream.
 
-**The command loop.** Streams are read on an event loop of the runner's own, in one daemon
-thread started on first use (:class:`CommandLoop`), never on the caller's loop: a caller's
-loop ends whenever its program says so (``asyncio.run`` returning, a fresh loop per test, a
-framework's sync-over-async call) and cancels the tasks left on it, which would cut a drain
-inside execd's grace period and kill every command running in the sandbox. The caller awaits
-the command's coroutine there across threads and has its result at the report, as before; one
-thread serves every command of the runner (no thread per command), and its loop holds its own
-connection pool (:func:`~.async_sandbox.async_transport` keeps one per loop).
-:meth:`AsyncCommandRunner.wait_for_drains` waits (bounded) for the drains in flight and
-:meth:`AsyncCommandRunner.close` stops the loop (the runtime's close does both).
+**Where streams are read.** On the sync face each command has a reading thread of its own,
+which outlives the call while it drains the rest of the stream; the runner is thread-safe. On
+the async face streams are read on the runner's own :class:`~.command_loop.CommandLoop` (one
+daemon thread for every command, never the caller's loop, whose end would cut a drain), and
+the runner's ``close`` stops that loop. :meth:`AsyncCommandRunner.wait_for_drains` waits
+(bounded) for the drains in flight; the runtime calls it before it releases a shared sandbox's
+connections.
 
-**Cancellation.** When the awaiting task is cancelled (``task.cancel()``, ``asyncio.timeout``,
-its loop shutting down) the cancellation is forwarded to the command's task on the command loop,
-which interrupts the command through execd; :class:`asyncio.CancelledError` propagates to the
-caller once that is done. The wrapper turns execd's interrupt into a kill of the command's whole
-process group. A command cancelled before execd named it is given up to
+**Cancellation** (async face). When the awaiting task is cancelled (``task.cancel()``,
+``asyncio.timeout``, its loop shutting down) the cancellation is forwarded to the command's task
+on the command loop, which interrupts the command through execd; :class:`asyncio.CancelledError`
+propagates to the caller once that is done. The wrapper turns execd's interrupt into a kill of
+the command's whole process group. A command cancelled before execd named it is given up to
 ``interrupt_wait_seconds`` to be named, then interrupted. Its stream is drained like any other,
 never cut.
 """
@@ -30,170 +31,73 @@ never cut.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import logging
 import secrets
-import threading
 import time
-from collections.abc import Coroutine, Mapping
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from typing import Any
 
 from opensandbox.models.execd import ExecutionHandlers
 from opensandbox.sandbox import Sandbox
 from skillruntime.core.models import SkillExecutionResult
-from skillruntime.core.runtime.rules import closed_error
 
-from .commands import (
+from .command_loop import CommandLoop
+from .command_plans import (
+    DEADLINE_MARGIN_SECONDS,
     DEFAULT_DEADLINE_GRACE_SECONDS,
     DRAIN_WAIT_SECONDS,
     INTERRUPT_WAIT_SECONDS,
     CommandEvents,
+    CommandNotStartedError,
+    CommandOutcomeUnknownError,
     command_options,
+    command_result,
     command_script,
 )
 
-__all__ = ["AsyncCommandRunner", "CommandLoop"]
+# unasync: sync
+# import threading
+# unasync: end
+
+__all__ = [
+    "DEADLINE_MARGIN_SECONDS",
+    "DEFAULT_DEADLINE_GRACE_SECONDS",
+    "DRAIN_WAIT_SECONDS",
+    "INTERRUPT_WAIT_SECONDS",
+    "AsyncCommandRunner",
+    "CommandEvents",
+    "CommandNotStartedError",
+    "CommandOutcomeUnknownError",
+    "command_options",
+    "command_result",
+    "command_script",
+]
 
 logger = logging.getLogger(__name__)
 
-T = TypeVar("T")
+
+# unasync: async
+async def _wait_event(event: asyncio.Event, timeout_seconds: float) -> bool:
+    """Wait up to ``timeout_seconds`` for ``event``; whether it is set."""
+    waiter = asyncio.ensure_future(event.wait())
+    try:
+        await asyncio.wait({waiter}, timeout=timeout_seconds)
+    finally:
+        waiter.cancel()
+    return event.is_set()
 
 
-class CommandLoop:
-    """An event loop in one daemon thread, started by the first :meth:`call` and ended by
-    :meth:`stop`; it outlives the loops of its callers. Thread-safe; after :meth:`stop`, calls
-    raise ``RuntimeClosedError``."""
-
-    def __init__(self, runtime_name: str = "opensandbox") -> None:
-        self._runtime_name = runtime_name
-        self._guard = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._stopped = False
-        self._outcomes: set[concurrent.futures.Future[Any]] = set()  # calls not yet settled
-
-    @property
-    def started(self) -> bool:
-        """Whether the loop was started (and may hold tasks)."""
-        return self._loop is not None
-
-    async def call(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        """Run ``coroutine`` as a task of this loop and return its outcome. Cancelling the
-        caller cancels that task and waits for it to end (its own cancellation handling runs
-        there) before :class:`asyncio.CancelledError` propagates; a second cancellation stops
-        only the waiting."""
-        try:
-            loop = self._running()
-        except BaseException:
-            coroutine.close()
-            raise
-        outcome: concurrent.futures.Future[T] = concurrent.futures.Future()
-        with self._guard:
-            self._outcomes.add(outcome)
-        outcome.add_done_callback(self._settled)
-        tasks: list[asyncio.Task[T]] = []
-
-        def start() -> None:
-            task = loop.create_task(coroutine)
-            tasks.append(task)
-            task.add_done_callback(lambda done: self._settle(outcome, done))
-
-        try:
-            loop.call_soon_threadsafe(start)
-        except RuntimeError:  # stopped meanwhile
-            coroutine.close()
-            outcome.cancel()
-            raise closed_error(self._runtime_name) from None
-        waiter = asyncio.wrap_future(outcome)
-        try:
-            return await asyncio.shield(waiter)
-        except asyncio.CancelledError:
-
-            def forward() -> None:  # runs after start() (call_soon_threadsafe keeps order)
-                tasks[0].cancel()
-
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(forward)
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await asyncio.shield(waiter)
-            raise
-
-    async def stop(self, timeout_seconds: float) -> bool:
-        """Stop the loop: the tasks left on it are cancelled, its async generators (connection
-        pools) finalised and it is closed, waited for up to ``timeout_seconds``; ``True`` when
-        it ended in time. Idempotent."""
-        with self._guard:
-            self._stopped = True
-            loop, thread = self._loop, self._thread
-        if loop is None or thread is None:
-            return True
-        with contextlib.suppress(RuntimeError):  # already closed
-            loop.call_soon_threadsafe(loop.stop)
-        await asyncio.to_thread(thread.join, timeout_seconds)
-        if thread.is_alive():
-            logger.warning("the command loop did not end within %.1f s", timeout_seconds)
-        return not thread.is_alive()
-
-    def _running(self) -> asyncio.AbstractEventLoop:
-        with self._guard:
-            if self._stopped:
-                raise closed_error(self._runtime_name)
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(
-                    target=self._serve, args=(loop,), name="opensandbox-commands", daemon=True
-                )
-                thread.start()
-                self._loop, self._thread = loop, thread
-            return self._loop
-
-    def _settle(self, outcome: concurrent.futures.Future[T], task: asyncio.Task[T]) -> None:
-        """Copy ``task``'s outcome into ``outcome`` (given up when the caller's loop went away);
-        a task cancelled by :meth:`stop` is a ``RuntimeClosedError`` to its caller."""
-        with contextlib.suppress(concurrent.futures.InvalidStateError):
-            if task.cancelled():
-                if self._stopped:
-                    outcome.set_exception(closed_error(self._runtime_name))
-                else:
-                    outcome.cancel()
-            elif (error := task.exception()) is not None:
-                outcome.set_exception(error)
-            else:
-                outcome.set_result(task.result())
-
-    def _settled(self, outcome: concurrent.futures.Future[Any]) -> None:
-        with self._guard:
-            self._outcomes.discard(outcome)
-
-    def _serve(self, loop: asyncio.AbstractEventLoop) -> None:
-        """The loop's thread: run ``loop`` until stopped, then end it as ``asyncio.run`` ends
-        its loop; a call that never ran (it raced the stop) raises ``RuntimeClosedError``."""
-        asyncio.set_event_loop(loop)
-        try:
-            loop.run_forever()
-            left = asyncio.all_tasks(loop)
-            for task in left:
-                task.cancel()
-            if left:
-                loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.run_until_complete(loop.shutdown_default_executor())
-        except Exception:
-            logger.exception("ending the command loop failed")
-        finally:
-            asyncio.set_event_loop(None)
-            loop.close()
-            with self._guard:
-                unsettled, self._outcomes = self._outcomes, set()
-            for outcome in unsettled:
-                with contextlib.suppress(concurrent.futures.InvalidStateError):
-                    outcome.set_exception(closed_error(self._runtime_name))
+# unasync: sync
+# def _wait_event(event: threading.Event, timeout_seconds: float) -> bool:
+#     """Wait up to ``timeout_seconds`` for ``event``; whether it is set."""
+#     return event.wait(timeout_seconds)
+# unasync: end
 
 
 class AsyncCommandRunner:
-    """Runs commands in one sandbox from asyncio, on its :class:`CommandLoop`, for callers on
-    any event loop; see the module docs. :meth:`close` ends it."""
+    """Runs commands in one sandbox; see the module docs and :mod:`.command_plans` for the exact
+    behaviour."""
 
     def __init__(
         self,
@@ -207,8 +111,13 @@ class AsyncCommandRunner:
         self._gid = gid
         self._grace = deadline_grace_seconds
         self._interrupt_wait = interrupt_wait_seconds
+        # unasync: async
         self._loop = CommandLoop()
         self._drains: set[asyncio.Task[None]] = set()  # tasks of the command loop
+        # unasync: sync
+        # self._drains: set[threading.Thread] = set()
+        # self._drains_lock = threading.Lock()
+        # unasync: end
 
     async def run(
         self,
@@ -220,7 +129,8 @@ class AsyncCommandRunner:
         timeout_seconds: float,
         max_output_bytes: int,
     ) -> SkillExecutionResult:
-        """Run ``command`` once and return its result; cancelling interrupts it."""
+        """Run ``command`` once and return its result (see the module docs)."""
+        # unasync: async
         return await self._loop.call(
             self._run(
                 sandbox,
@@ -242,30 +152,39 @@ class AsyncCommandRunner:
         timeout_seconds: float,
         max_output_bytes: int,
     ) -> SkillExecutionResult:
-        """:meth:`run`, on the command loop."""
+        """:meth:`run`, on the command loop; cancelling interrupts the command."""
+        # unasync: end
         nonce = secrets.token_hex(8)
         events = CommandEvents(nonce, max_output_bytes)
-        named = asyncio.Event()
         ready = asyncio.Event()  # the result is known, or the stream ended
+        # unasync: async
+        named = asyncio.Event()  # execd named the command
+        # unasync: end
 
         async def on_init(event: Any) -> None:
-            events.on_init(event)
+            with events.lock:
+                events.on_init(event)
+            # unasync: async
             named.set()
+            # unasync: end
 
         async def on_stdout(message: Any) -> None:
-            events.on_stdout(message)
-            if events.known:
-                ready.set()
+            with events.lock:
+                events.on_stdout(message)
+                if events.known:
+                    ready.set()
 
         async def on_stderr(message: Any) -> None:
             logger.debug("the command wrapper wrote %d characters to stderr", len(message.text))
 
         async def on_complete(_: Any) -> None:
-            events.on_complete()
+            with events.lock:
+                events.on_complete()
             ready.set()
 
         async def on_error(error: Any) -> None:
-            events.on_error(error)
+            with events.lock:
+                events.on_error(error)
             ready.set()
 
         handlers = ExecutionHandlers(
@@ -297,45 +216,104 @@ class AsyncCommandRunner:
             try:
                 await sandbox.commands.run(script, opts=opts, handlers=handlers)
             except Exception as exc:  # judged with what the stream told (see command_result)
-                if events.progress.abandoned:
-                    logger.debug("a drained command stream ended with %s", type(exc))
-                else:
-                    error = exc
+                with events.lock:
+                    if events.progress.abandoned:
+                        logger.debug("a drained command stream ended with %s", type(exc))
+                    else:
+                        error = exc
             finally:
                 ready.set()
+                # unasync: sync
+                # with self._drains_lock:
+                #     self._drains.discard(threading.current_thread())
+                # unasync: end
 
         started = time.monotonic()
         events.progress.start(timeout_seconds)
+        # unasync: async
         reader = asyncio.ensure_future(stream())
         self._drains.add(reader)
         reader.add_done_callback(self._drains.discard)
-        waiter = asyncio.ensure_future(ready.wait())
-        interrupted = False
         try:
-            done, _ = await asyncio.wait({waiter}, timeout=timeout_seconds + self._grace)
-            if not done:
-                interrupted = True
-                await self._interrupt(sandbox, events)
-                await asyncio.wait({waiter}, timeout=self._interrupt_wait)
+            interrupted = await self._wait(sandbox, events, ready, timeout_seconds)
         except asyncio.CancelledError:
             await asyncio.shield(self._stop(sandbox, events, reader, named))
             raise
-        finally:
-            waiter.cancel()
-        return events.result(
-            error=error,
-            interrupted=interrupted,
-            duration=time.monotonic() - started,
-            timeout_seconds=timeout_seconds,
-        )
+        # unasync: sync
+        # reader = threading.Thread(target=stream, name="opensandbox-command", daemon=True)
+        # with self._drains_lock:
+        #     self._drains.add(reader)
+        # reader.start()
+        # interrupted = self._wait(sandbox, events, ready, timeout_seconds)
+        # unasync: end
+        with events.lock:
+            return events.result(
+                error=error,
+                interrupted=interrupted,
+                duration=time.monotonic() - started,
+                timeout_seconds=timeout_seconds,
+            )
+
+    async def _wait(
+        self,
+        sandbox: Sandbox,
+        events: CommandEvents,
+        ready: asyncio.Event,
+        timeout_seconds: float,
+    ) -> bool:
+        """Wait for the result to be known; past the outer deadline (the timeout plus the grace
+        period) interrupt the command and wait up to ``interrupt_wait_seconds`` more for it.
+        ``True`` when the command was interrupted."""
+        if await _wait_event(ready, timeout_seconds + self._grace):
+            return False
+        await self._interrupt(sandbox, events)
+        await _wait_event(ready, self._interrupt_wait)
+        return True
 
     async def wait_for_drains(self, timeout_seconds: float = DRAIN_WAIT_SECONDS) -> bool:
         """Wait up to ``timeout_seconds`` for the command streams still being read to their end;
         ``True`` when none is left. A stream left over is cut when its connection closes."""
+        # unasync: async
         if not self._loop.started:
             return True
         return await self._loop.call(self._wait_for_drains(timeout_seconds))
 
+    async def _wait_for_drains(self, timeout_seconds: float) -> bool:
+        drains = set(self._drains)
+        if drains:
+            await asyncio.wait(drains, timeout=timeout_seconds)
+        left = sum(not drain.done() for drain in self._drains)
+        # unasync: sync
+        # deadline = time.monotonic() + timeout_seconds
+        # with self._drains_lock:
+        #     drains = list(self._drains)
+        # for drain in drains:
+        #     drain.join(max(deadline - time.monotonic(), 0.0))
+        # with self._drains_lock:
+        #     left = len(self._drains)
+        # unasync: end
+        if left:
+            logger.warning(
+                "%d command stream(s) still open after %.1f s; closing them", left, timeout_seconds
+            )
+        return left == 0
+
+    async def _interrupt(self, sandbox: Sandbox, events: CommandEvents) -> None:
+        with events.lock:
+            execution_id = events.progress.execution_id
+        if execution_id is None:
+            logger.warning("cannot interrupt a command execd has not named")
+            return
+        try:
+            # unasync: async
+            await asyncio.wait_for(sandbox.commands.interrupt(execution_id), self._interrupt_wait)
+            # unasync: sync
+            # sandbox.commands.interrupt(execution_id)
+            # unasync: end
+        except Exception as exc:
+            logger.warning("interrupting a command failed: %s", type(exc))
+
+    # unasync: async
     async def cancel_drains(self) -> None:
         """Stop reading every stream still being drained (its sandbox is gone or going)."""
         if self._loop.started:
@@ -345,19 +323,6 @@ class AsyncCommandRunner:
         """End the command loop (streams still being read are cut); later runs raise
         ``RuntimeClosedError``. Idempotent."""
         await self._loop.stop(timeout_seconds)
-
-    async def _wait_for_drains(self, timeout_seconds: float) -> bool:
-        drains = set(self._drains)
-        if drains:
-            await asyncio.wait(drains, timeout=timeout_seconds)
-        left = [drain for drain in self._drains if not drain.done()]
-        if left:
-            logger.warning(
-                "%d command stream(s) still open after %.1f s; closing them",
-                len(left),
-                timeout_seconds,
-            )
-        return not left
 
     async def _cancel_drains(self) -> None:
         drains = [drain for drain in self._drains if not drain.done()]
@@ -379,16 +344,11 @@ class AsyncCommandRunner:
         if not reader.done() and not named.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(named.wait(), self._interrupt_wait)
-        if not events.known:
+        with events.lock:
+            known = events.known
+        if not known:
             await self._interrupt(sandbox, events)
-        events.progress.abandoned = True
+        with events.lock:
+            events.progress.abandoned = True
 
-    async def _interrupt(self, sandbox: Sandbox, events: CommandEvents) -> None:
-        execution_id = events.progress.execution_id
-        if execution_id is None:
-            logger.warning("cannot interrupt a command execd has not named")
-            return
-        try:
-            await asyncio.wait_for(sandbox.commands.interrupt(execution_id), self._interrupt_wait)
-        except Exception as exc:
-            logger.warning("interrupting a command failed: %s", type(exc))
+    # unasync: end

@@ -1,26 +1,36 @@
-"""The sandbox file system from asyncio, on the SDK's async file API.
+"""``AsyncOpenSandboxFileSystem``: the sandbox file system over the SDK's file API (execd
+``/files`` and ``/directories``), with ``Sandbox``.
 
-The twin of :mod:`.files`, with its rules through the same helpers: a read is preceded by a
-``/files/info`` check (no FIFO, socket, device or directory), modes use the SDK's decimal-digit
-convention, uploads go in batches (:func:`~.files.upload_batches`), idempotent calls retry
-transient failures (:func:`~.retry.acall_idempotent`) and writes and deletes are sent once. A
-call that failed on a sandbox that has vanished is sent once more to the replacement (never a
-streaming write whose source was already partly consumed).
+``skillruntime.opensandbox.async_files`` is the source of both file systems:
+``skillruntime.opensandbox.files`` (``OpenSandboxFileSystem``, on the SDK's sync API) is
+generated from it by ``scripts/generate_sync.py``. Their rules live once, free of requests, in
+:mod:`.file_rules`, whose names are also importable from here: reads stream
+(``read_bytes_stream``) after ``/files/info`` confirmed the entry is not a FIFO, socket, device or
+directory; modes use the SDK's decimal-digit convention; many files go up in batches, one
+multipart request per :data:`~.file_rules.UPLOAD_BATCH_FILES` files (or
+:data:`~.file_rules.UPLOAD_BATCH_BYTES` bytes), each file part streamed from disk. Idempotent
+calls (stat, reads, listings) retry transient failures (:mod:`.retry`); writes and deletes are
+sent once. A call that failed on a sandbox that has vanished is sent once more to the
+replacement (never a streaming write whose source was already partly consumed).
 
-``write_stream`` of async chunks spools them into a temporary file that stays in memory up to
-:data:`SPOOL_MEMORY_BYTES` and goes to disk beyond, since the SDK's multipart body reads a
-synchronous binary file: memory stays bounded whatever the size.
+``write_stream`` is where the faces differ: the sync face streams the caller's chunks into the
+multipart body as they come (:class:`~.file_rules.IterableReader`); the async face spools its
+chunks (async or not) into a temporary file that stays in memory up to
+:data:`~.file_rules.SPOOL_MEMORY_BYTES` and goes to disk beyond, since the SDK's multipart body
+reads a synchronous binary file. Memory stays bounded whatever the size on both.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import tempfile
+import threading
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeAlias, TypeVar
 
 from opensandbox.models.filesystem import DirectoryListEntry, WriteEntry
 from opensandbox.sandbox import Sandbox
@@ -48,10 +58,15 @@ from skillruntime.core.files.spi import CHUNK_SIZE, DEFAULT_LIST_LIMIT
 from skillruntime.core.models import FileInfo, SkillExecutionRequest, SkillExecutionResult
 
 from .errors import OpenSandboxFileError, file_error, is_not_found, is_transient
-from .files import (
+from .file_rules import (
     EXECUTABLE_MODE,
     FILE_MODE,
+    SPOOL_MEMORY_BYTES,
+    UPLOAD_BATCH_BYTES,
+    UPLOAD_BATCH_FILES,
+    IterableReader,
     directory_read_error,
+    entry_to_file_info,
     found_info,
     listed_infos,
     needs_directory_check,
@@ -62,62 +77,109 @@ from .files import (
 from .retry import acall_idempotent
 from .search import glob_answer, glob_request, grep_found, grep_request
 
-__all__ = ["SPOOL_MEMORY_BYTES", "AsyncOpenSandboxFileSystem", "AsyncRecover"]
+__all__ = [
+    "EXECUTABLE_MODE",
+    "FILE_MODE",
+    "SPOOL_MEMORY_BYTES",
+    "UPLOAD_BATCH_BYTES",
+    "UPLOAD_BATCH_FILES",
+    "AsyncOpenSandboxFileSystem",
+    "AsyncRecover",
+    "IterableReader",
+    "directory_read_error",
+    "entry_to_file_info",
+    "found_info",
+    "listed_infos",
+    "needs_directory_check",
+    "open_local",
+    "require_readable",
+    "upload_batches",
+]
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-SPOOL_MEMORY_BYTES = 4 * 1024 * 1024
-"""Bytes of a streamed write kept in memory before its spool file goes to disk."""
-
-AsyncRecover = Callable[[Sandbox, BaseException], Awaitable[bool]]
+# unasync: async
+_Live: TypeAlias = Callable[[], Awaitable[Sandbox]]
+_Operation: TypeAlias = Callable[[Sandbox], Awaitable[T]]
+_Abandon: TypeAlias = Callable[[BaseException], Awaitable[bool]]
+_RunCommand: TypeAlias = Callable[[SkillExecutionRequest], Awaitable[SkillExecutionResult]]
+_ReadText: TypeAlias = Callable[[str, int], Awaitable[str]]
+_Chunks: TypeAlias = AsyncChunks
+AsyncRecover: TypeAlias = Callable[[Sandbox, BaseException], Awaitable[bool]]
+# unasync: sync
+# _Live: TypeAlias = Callable[[], Sandbox]
+# _Operation: TypeAlias = Callable[[Sandbox], T]
+# _Abandon: TypeAlias = Callable[[BaseException], bool]
+# _RunCommand: TypeAlias = Callable[[SkillExecutionRequest], SkillExecutionResult]
+# _ReadText: TypeAlias = Callable[[str, int], str]
+# _Chunks: TypeAlias = Iterable[bytes]
+# Recover: TypeAlias = Callable[[Sandbox, BaseException], bool]
+# unasync: end
 """Called with the sandbox and the SDK error of a failed call; ``True`` when the sandbox had
 vanished and a new handle should be used for one more attempt."""
 
 
 class AsyncOpenSandboxFileSystem(AsyncSkillRuntimeFileSystem):
-    """File access inside one sandbox from asyncio; ``sandbox`` returns the live handle.
+    """File access inside one sandbox; ``sandbox`` returns the live handle (creating it lazily).
 
-    Arguments as for :class:`~.files.OpenSandboxFileSystem`, with coroutine functions.
+    ``retry_seconds`` bounds the retries of idempotent calls. ``recover`` (optional) lets the
+    runtime replace a sandbox that vanished; a call that failed on it is then sent once more to the
+    new one (never a streaming write whose source was already partly consumed). ``owner`` and
+    ``group`` (user/group names or numeric ids) own every file and directory written, so files
+    belong to the user commands run as. ``run_command`` (the runtime's) runs ``glob`` and
+    ``grep`` as one command in the sandbox (see :mod:`.search`); without it they walk. On the
+    async face ``sandbox``, ``recover`` and ``run_command`` are coroutine functions.
     """
 
     def __init__(
         self,
-        sandbox: Callable[[], Awaitable[Sandbox]],
+        sandbox: _Live,
         *,
         retry_seconds: float,
         recover: AsyncRecover | None = None,
         owner: str | None = None,
         group: str | None = None,
-        run_command: Callable[[SkillExecutionRequest], Awaitable[SkillExecutionResult]]
-        | None = None,
+        run_command: _RunCommand | None = None,
     ) -> None:
         self._sandbox = sandbox
         self._run_command = run_command
-        self._retry_seconds = retry_seconds
-        self._recover = recover
         self._owner = owner
         self._group = group
+        self._retry_seconds = retry_seconds
+        self._recover = recover
+        self._counter_lock = threading.Lock()
         self._requests = 0
+
+    def _entry(self, path: str, data: io.IOBase | None, mode: int) -> WriteEntry:
+        return WriteEntry(path=path, data=data, mode=mode, owner=self._owner, group=self._group)
 
     @property
     def requests(self) -> int:
         """Requests sent so far (diagnostics and benchmarks)."""
         return self._requests
 
-    def _entry(self, path: str, data: object, mode: int) -> WriteEntry:
-        return WriteEntry(path=path, data=data, mode=mode, owner=self._owner, group=self._group)
+    def count_request(self) -> None:
+        """Count one request sent on behalf of this file system."""
+        with self._counter_lock:
+            self._requests += 1
 
     async def _call(
         self,
-        operation: Callable[[Sandbox], Awaitable[T]],
+        operation: _Operation[T],
         *,
         idempotent: bool,
         resend: Callable[[], bool] = lambda: True,
     ) -> T:
         """Run ``operation`` on the live sandbox (retried when idempotent); once more on a new
-        sandbox when the first one vanished and ``resend()`` allows it (one shared budget)."""
+        sandbox when the first one vanished and ``resend()`` allows it.
+
+        Retries and the vanished-sandbox check share one budget of ``retry_seconds``: after
+        each transient failure the runtime is asked whether the sandbox has vanished, so a call
+        on a dead sandbox moves to the replacement at once instead of retrying for the whole
+        budget.
+        """
         deadline = time.monotonic() + self._retry_seconds
         sandbox = await self._sandbox()
         recover = self._recover
@@ -147,14 +209,17 @@ class AsyncOpenSandboxFileSystem(AsyncSkillRuntimeFileSystem):
     async def _call_on(
         self,
         sandbox: Sandbox,
-        operation: Callable[[Sandbox], Awaitable[T]],
+        operation: _Operation[T],
         *,
         idempotent: bool,
         deadline: float | None = None,
-        abandon: Callable[[BaseException], Awaitable[bool]] | None = None,
+        abandon: _Abandon | None = None,
     ) -> T:
+        """Run ``operation`` on ``sandbox``, counted, and retried when idempotent (until
+        ``deadline`` when given, else for ``retry_seconds``)."""
+
         async def once() -> T:
-            self._requests += 1
+            self.count_request()
             return await operation(sandbox)
 
         if idempotent:
@@ -177,8 +242,12 @@ class AsyncOpenSandboxFileSystem(AsyncSkillRuntimeFileSystem):
         except Exception as exc:
             raise await self._read_error(path, exc) from exc
         try:
+            # unasync: async
             async for chunk in stream:
                 yield chunk
+            # unasync: sync
+            # yield from stream
+            # unasync: end
         except Exception as exc:
             raise file_error("reading", path, exc) from exc
         finally:
@@ -188,6 +257,9 @@ class AsyncOpenSandboxFileSystem(AsyncSkillRuntimeFileSystem):
                     await close()
 
     async def _read_error(self, path: str, exc: Exception) -> RuntimeFileError:
+        """The typed error of a failed download; when execd's answer does not name the kind, a
+        stat tells a directory apart (execd's answer for one is not documented). A transient
+        failure is returned as it is: no stat against a server that is not answering."""
         error = file_error("reading", path, exc)
         if not needs_directory_check(error, exc):
             return error
@@ -200,16 +272,14 @@ class AsyncOpenSandboxFileSystem(AsyncSkillRuntimeFileSystem):
             return directory_read_error(path, error)
         return error
 
-    async def write_stream(
-        self, path: str, chunks: AsyncChunks, *, executable: bool = False
-    ) -> int:
+    async def write_stream(self, path: str, chunks: _Chunks, *, executable: bool = False) -> int:
         mode = EXECUTABLE_MODE if executable else FILE_MODE
+        # unasync: async
         with tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY_BYTES) as spool:
             size = 0
             async for chunk in aiter_chunks(chunks):
                 spool.write(chunk)
                 size += len(chunk)
-            spool.seek(0)
 
             async def send(sandbox: Sandbox) -> None:
                 spool.seek(0)
@@ -220,6 +290,18 @@ class AsyncOpenSandboxFileSystem(AsyncSkillRuntimeFileSystem):
             except Exception as exc:
                 raise file_error("writing", path, exc) from exc
         return size
+        # unasync: sync
+        # reader = IterableReader(chunks)
+        # try:
+        #     self._call(
+        #         lambda sandbox: sandbox.files.write_files([self._entry(path, reader, mode)]),
+        #         idempotent=False,
+        #         resend=lambda: reader.count == 0,
+        #     )
+        # except Exception as exc:
+        #     raise file_error("writing", path, exc) from exc
+        # return reader.count
+        # unasync: end
 
     async def stat(self, path: str) -> FileInfo | None:
         try:
@@ -228,6 +310,8 @@ class AsyncOpenSandboxFileSystem(AsyncSkillRuntimeFileSystem):
             return None  # a component is a file: the path does not exist
 
     async def _info(self, path: str) -> FileInfo | None:
+        """Like :meth:`stat`, but a path through a regular file raises
+        :class:`NotADirectoryFileError` instead of returning ``None``."""
         try:
             found = await self._call(
                 lambda sandbox: sandbox.files.get_file_info([path]), idempotent=True
@@ -267,7 +351,8 @@ class AsyncOpenSandboxFileSystem(AsyncSkillRuntimeFileSystem):
             raise RuntimeFileError(str(exc), path=path) from exc
 
     async def glob(self, root: FileInfo, query: GlobQuery) -> SearchResult:
-        """One command for the whole walk (see :mod:`.search`), as the sync file system."""
+        """One command for the whole walk (see :mod:`.search`); the default walk without a
+        command runner or when the command failed."""
         if self._run_command is None or not root.is_directory or root.is_special:
             return await super().glob(root, query)
         GlobMatcher(query.pattern)  # a bad pattern fails before any request
@@ -280,10 +365,10 @@ class AsyncOpenSandboxFileSystem(AsyncSkillRuntimeFileSystem):
         root: FileInfo,
         query: GrepQuery,
         *,
-        read_text: Callable[[str, int], Awaitable[str]] | None = None,
+        read_text: _ReadText | None = None,
     ) -> GrepResult:
-        """One command for the walk and the candidate files (see :mod:`.search`), as the sync
-        file system; links are read with ``read_text``."""
+        """One command for the walk and the candidate files (see :mod:`.search`); links are
+        read with ``read_text``."""
         if self._run_command is None or not root.is_directory or root.is_special:
             return await super().grep(root, query, read_text=read_text)
         GrepEngine(query, root.path)  # a bad pattern or glob fails before any request
@@ -321,8 +406,11 @@ class AsyncOpenSandboxFileSystem(AsyncSkillRuntimeFileSystem):
     async def make_directories(
         self, paths: Iterable[str], *, sandbox: Sandbox | None = None
     ) -> None:
-        """Create every directory in ``paths`` (and parents) in one request (retried); with
-        ``sandbox`` on that handle, without recovery."""
+        """Create every directory in ``paths`` (and parents) in one request (retried: idempotent).
+
+        With ``sandbox`` the request goes to that handle, without recovery, instead of the live
+        sandbox; the runtime uses it to create the workspace while it attaches a sandbox.
+        """
         entries = [self._entry(p, None, EXECUTABLE_MODE) for p in paths]
         if not entries:
             return
@@ -341,8 +429,12 @@ class AsyncOpenSandboxFileSystem(AsyncSkillRuntimeFileSystem):
     async def upload_files(
         self, files: Iterable[tuple[Path, str, bool]], *, sandbox: Sandbox | None = None
     ) -> int:
-        """Upload host files in batched multipart requests, each file streamed from disk; with
-        ``sandbox`` every batch goes to that handle and none moves to a replacement."""
+        """Upload host files in batched multipart requests, each file streamed from disk.
+
+        With ``sandbox`` every batch goes to that handle and none is moved to a replacement:
+        the runtime uses it to keep all files of one skill in one sandbox (it restarts the
+        whole upload when that sandbox vanished).
+        """
         count = 0
         for batch in upload_batches(files):
             count += await self._upload_batch(batch, sandbox)

@@ -1,34 +1,33 @@
-"""Running one command in a sandbox through execd's event stream.
+# Generated from async_commands.py by scripts/generate_sync.py: do not edit.
+# Edit the async source, then run `python scripts/generate_sync.py`.
+"""``CommandRunner``: one command in a sandbox through execd's event stream, with
+``SandboxSync``.
 
-The command runs inside the wrapper of :mod:`.wrapper`: its output goes to files in the sandbox
-and only the head and tail of each stream (``max_output_bytes``), base64-encoded, cross the
-network after the command ended, followed by a trailer with the exit status, the timeout flag
-and the full stream sizes. So the output is rebuilt byte for byte (``\\r``, trailing newlines and
-invalid UTF-8 included, decoded with replacement characters), the client keeps at most the caps
-in memory whatever the command prints (one 256 MiB line included: it never reaches the event
-stream, which the SDK buffers an event at a time), and a cut stream shows the same marker as on
-every runtime (:func:`skillruntime.core.runtime.output.head_tail_text`).
+``skillruntime.opensandbox.async_commands`` is the source of both runners:
+``skillruntime.opensandbox.commands`` (``CommandRunner``, on the SDK's sync API) is generated
+from it by ``scripts/generate_sync.py``. The rules (the wrapper and options of a command, what
+its events told, the result or typed error they give) live once, free of I/O, in
+:mod:`.command_plans`, whose names are also importable from here: output stays in the sandbox
+until the command ended, the result is returned at the trailer (no execd grace period) while the
+rest of the stream is drained (hanging up early would make execd kill every command running in
+the sandbox), the wrapper's watchdog enforces the timeout and an outer deadline (timeout plus a
+grace period) interrupts a stream that does not end. A runner only moves the stream.
 
-**Returning early, never hanging up.** execd keeps the stream open about a second after its final
-event (``EXECD_API_GRACE_SHUTDOWN``), and a client that hangs up on a command stream before execd
-ends it makes execd take a SIGPIPE, which it relays to *every command then running in the
-sandbox*. So the runner returns the result as soon as the trailer (or, without one, the terminal
-event) has arrived, while the stream goes on being read to its end off the caller's path (a
-*drain*: the reading thread, or task, carries on and ignores what follows). A command costs no
-grace period and no neighbour is killed. :meth:`CommandRunner.wait_for_drains` waits (bounded)
-for the drains in flight; the runtime calls it before it releases a shared sandbox's connections.
+**Where streams are read.** On the sync face each command has a reading thread of its own,
+which outlives the call while it drains the rest of the stream; the runner is thread-safe. On
+the async face streams are read on the runner's own :class:`~.command_loop.CommandLoop` (one
+daemon thread for every command, never the caller's loop, whose end would cut a drain), and
+the runner's ``close`` stops that loop. :meth:`CommandRunner.wait_for_drains` waits
+(bounded) for the drains in flight; the runtime calls it before it releases a shared sandbox's
+connections.
 
-Timeouts are enforced in the sandbox: the wrapper's watchdog kills the command's process group
-at ``timeout_seconds`` and the result says ``timed_out`` with the output produced so far. execd
-is given a later timeout as a backstop, and because the SDK's stream has no read timeout an
-outer deadline (``timeout_seconds`` plus a grace period) interrupts the command and returns what
-is known if the stream does not end. A stream lost after the trailer or the terminal event still
-yields the result; a stream that ends without either is an
-:class:`~.errors.OpenSandboxExecutionError`, never exit code 0. A wrapper killed before its report
-(execd's terminal event says ``-1`` but no trailer came) is a :class:`CommandOutcomeUnknownError`:
-the command itself may still run, until its watchdog kills it at the deadline, which the error
-carries (``ends_by``: the timeout plus a margin, counted from execd's ``init`` event, after which
-the watchdog's clock starts). Commands are never retried.
+**Cancellation** (async face). When the awaiting task is cancelled (``task.cancel()``,
+``asyncio.timeout``, its loop shutting down) the cancellation is forwarded to the command's task
+on the command loop, which interrupts the command through execd; :class:`asyncio.CancelledError`
+propagates to the caller once that is done. The wrapper turns execd's interrupt into a kill of
+the command's whole process group. A command cancelled before execd named it is given up to
+``interrupt_wait_seconds`` to be named, then interrupted. Its stream is drained like any other,
+never cut.
 """
 
 from __future__ import annotations
@@ -38,25 +37,27 @@ import secrets
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
-from opensandbox.models.execd import RunCommandOpts
 from opensandbox.models.execd_sync import ExecutionHandlersSync
 from opensandbox.sync.sandbox import SandboxSync
 from skillruntime.core.models import SkillExecutionResult
 
-from .errors import OpenSandboxExecutionError, execution_error
-from .wrapper import (
-    FLAG_INTERRUPTED,
-    FLAG_NO_BASE64,
-    FLAG_TIMED_OUT,
-    WrapperOutput,
-    build_wrapper,
+from .command_plans import (
+    DEADLINE_MARGIN_SECONDS,
+    DEFAULT_DEADLINE_GRACE_SECONDS,
+    DRAIN_WAIT_SECONDS,
+    INTERRUPT_WAIT_SECONDS,
+    CommandEvents,
+    CommandNotStartedError,
+    CommandOutcomeUnknownError,
+    command_options,
+    command_result,
+    command_script,
 )
 
 __all__ = [
+    "DEADLINE_MARGIN_SECONDS",
     "DEFAULT_DEADLINE_GRACE_SECONDS",
     "DRAIN_WAIT_SECONDS",
     "INTERRUPT_WAIT_SECONDS",
@@ -71,167 +72,15 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_DEADLINE_GRACE_SECONDS = 10.0
-"""Seconds past the command timeout before the outer deadline interrupts the command."""
 
-INTERRUPT_WAIT_SECONDS = 5.0
-"""Seconds the outer deadline waits for the stream to end after interrupting the command."""
-
-BACKSTOP_SECONDS = 2.0
-"""execd's own timeout is the command's plus this: the wrapper's watchdog fires first."""
-
-RUN_DIRECTORY = "/tmp/.skillruntime-runs"
-"""Private directory (mode 0700) of the wrapper's output files, suffixed with the uid."""
-
-DRAIN_WAIT_SECONDS = 5.0
-"""Longest wait at close for command streams still being read to their end (execd ends each
-one about a second after its final event)."""
-
-DEADLINE_MARGIN_SECONDS = 0.5
-"""Past a command's deadline its watchdog has killed it: the margin covers the kill itself."""
-
-_SIGNAL_KILLED = -1
-
-
-class CommandNotStartedError(OpenSandboxExecutionError):
-    """The request failed before execd acknowledged the command (no ``init`` event)."""
-
-
-class CommandOutcomeUnknownError(OpenSandboxExecutionError):
-    """The command's wrapper was killed before it reported the command's result (execd's event
-    said the wrapper died by a signal): the command may still be running, at most until its
-    watchdog kills it at ``ends_by`` (a ``time.monotonic()`` value). The runtimes raise it only
-    once that time has passed, so a lease held around the command outlives the command."""
-
-    def __init__(self, message: str, *, ends_by: float) -> None:
-        super().__init__(message)
-        self.ends_by = ends_by
-
-
-@dataclass
-class _Progress:
-    """What the event handlers learned; guarded by the runner's lock."""
-
-    execution_id: str | None = None
-    exit_code: int | None = None
-    terminal: bool = False
-    error_text: str | None = None
-    abandoned: bool = False
-    ends_by: float = 0.0
-    budget: float = 0.0
-    """The command's timeout plus :data:`DEADLINE_MARGIN_SECONDS`; ``ends_by`` is that long after
-    the request was sent, then after execd's ``init`` event (the command has started by then)."""
-
-    def start(self, timeout_seconds: float) -> None:
-        """Set the deadline before the request is sent."""
-        self.budget = timeout_seconds + DEADLINE_MARGIN_SECONDS
-        self.ends_by = time.monotonic() + self.budget
-
-
-class CommandEvents:
-    """What one command's event stream told so far: the execution id, the terminal event and
-    the wrapper's output (bounded). The sync runner calls it under a lock, the async runner on
-    the event loop; each ``on_*`` method returns ``True`` once reading can stop."""
-
-    def __init__(self, nonce: str, max_output_bytes: int) -> None:
-        self.output = WrapperOutput(nonce, max_output_bytes)
-        self.progress = _Progress()
-
-    @property
-    def known(self) -> bool:
-        """Whether the result is known (the trailer, a setup failure or the terminal event came):
-        the caller can have it while the rest of the stream is drained."""
-        output = self.output
-        return self.progress.terminal or output.trailer is not None or output.setup_failed
-
-    def on_init(self, event: Any) -> None:
-        progress = self.progress
-        progress.execution_id = getattr(event, "id", None) or None
-        # The watchdog's clock starts in the sandbox after execd started the command, which
-        # can be well after the request left (a loaded host, a slow network): count from here.
-        progress.ends_by = max(progress.ends_by, time.monotonic() + progress.budget)
-
-    def on_stdout(self, message: Any) -> bool:
-        if self.progress.abandoned:
-            return False
-        return self.output.add_line(str(message.text or ""))
-
-    def on_complete(self) -> bool:
-        if self.progress.abandoned:
-            return True
-        self.progress.terminal = True
-        self.progress.exit_code = 0
-        return True
-
-    def on_error(self, error: Any) -> bool:
-        if self.progress.abandoned:
-            return True
-        self.progress.terminal = True
-        try:
-            self.progress.exit_code = int(str(error.value))
-        except (TypeError, ValueError):
-            self.progress.exit_code = None
-            self.progress.error_text = str(getattr(error, "name", "") or "error")
-        return True
-
-    def result(
-        self,
-        *,
-        error: BaseException | None,
-        interrupted: bool,
-        duration: float,
-        timeout_seconds: float,
-    ) -> SkillExecutionResult:
-        """The command's result (stops further output from counting), or the typed error."""
-        self.progress.abandoned = True
-        return command_result(
-            self.progress,
-            self.output,
-            error=error,
-            interrupted=interrupted,
-            duration=duration,
-            timeout_seconds=timeout_seconds,
-        )
-
-
-def command_options(
-    *,
-    uid: int | None,
-    gid: int | None,
-    working_directory: str,
-    environment: Mapping[str, str],
-    timeout_seconds: float,
-) -> RunCommandOpts:
-    """execd's options of one command: its own timeout is a backstop past the wrapper's."""
-    return RunCommandOpts(
-        working_directory=working_directory,
-        timeout=timedelta(milliseconds=int((timeout_seconds + BACKSTOP_SECONDS) * 1000)),
-        envs=dict(environment),
-        uid=uid,
-        gid=gid if uid is not None else None,
-    )
-
-
-def command_script(
-    command: str, *, uid: int | None, nonce: str, max_output_bytes: int, timeout_seconds: float
-) -> str:
-    """The wrapper text of one command (see :mod:`.wrapper`)."""
-    return build_wrapper(
-        command=command,
-        run_dir=f"{RUN_DIRECTORY}-{uid if uid is not None else 'default'}",
-        run_id=secrets.token_hex(8),
-        nonce=nonce,
-        cap=max_output_bytes,
-        timeout=timeout_seconds,
-    )
+def _wait_event(event: threading.Event, timeout_seconds: float) -> bool:
+    """Wait up to ``timeout_seconds`` for ``event``; whether it is set."""
+    return event.wait(timeout_seconds)
 
 
 class CommandRunner:
-    """Runs commands in one sandbox; see the module docs for the exact behaviour.
-
-    Thread-safe: every command has its own reading thread, which outlives the call while it
-    drains the rest of the stream.
-    """
+    """Runs commands in one sandbox; see the module docs and :mod:`.command_plans` for the exact
+    behaviour."""
 
     def __init__(
         self,
@@ -261,16 +110,14 @@ class CommandRunner:
         """Run ``command`` once and return its result (see the module docs)."""
         nonce = secrets.token_hex(8)
         events = CommandEvents(nonce, max_output_bytes)
-        progress = events.progress
-        lock = threading.Lock()
         ready = threading.Event()  # the result is known, or the stream ended
 
         def on_init(event: Any) -> None:
-            with lock:
+            with events.lock:
                 events.on_init(event)
 
         def on_stdout(message: Any) -> None:
-            with lock:
+            with events.lock:
                 events.on_stdout(message)
                 if events.known:
                     ready.set()
@@ -279,12 +126,12 @@ class CommandRunner:
             logger.debug("the command wrapper wrote %d characters to stderr", len(message.text))
 
         def on_complete(_: Any) -> None:
-            with lock:
+            with events.lock:
                 events.on_complete()
             ready.set()
 
         def on_error(error: Any) -> None:
-            with lock:
+            with events.lock:
                 events.on_error(error)
             ready.set()
 
@@ -310,41 +157,53 @@ class CommandRunner:
             max_output_bytes=max_output_bytes,
             timeout_seconds=timeout_seconds,
         )
-        outcome: dict[str, BaseException] = {}
+        error: BaseException | None = None
 
         def stream() -> None:
+            nonlocal error
             try:
                 sandbox.commands.run(script, opts=opts, handlers=handlers)
-            except BaseException as exc:  # handed to the caller's thread
-                with lock:
-                    if not progress.abandoned:
-                        outcome["error"] = exc
-                    else:
+            except Exception as exc:  # judged with what the stream told (see command_result)
+                with events.lock:
+                    if events.progress.abandoned:
                         logger.debug("a drained command stream ended with %s", type(exc))
+                    else:
+                        error = exc
             finally:
                 ready.set()
                 with self._drains_lock:
                     self._drains.discard(threading.current_thread())
 
         started = time.monotonic()
-        progress.start(timeout_seconds)
-        worker = threading.Thread(target=stream, name="opensandbox-command", daemon=True)
+        events.progress.start(timeout_seconds)
+        reader = threading.Thread(target=stream, name="opensandbox-command", daemon=True)
         with self._drains_lock:
-            self._drains.add(worker)
-        worker.start()
-        interrupted = False
-        if not ready.wait(timeout_seconds + self._grace):
-            interrupted = True
-            self._interrupt(sandbox, progress, lock)
-            ready.wait(self._interrupt_wait)
-        with lock:
-            duration = time.monotonic() - started
+            self._drains.add(reader)
+        reader.start()
+        interrupted = self._wait(sandbox, events, ready, timeout_seconds)
+        with events.lock:
             return events.result(
-                error=outcome.get("error"),
+                error=error,
                 interrupted=interrupted,
-                duration=duration,
+                duration=time.monotonic() - started,
                 timeout_seconds=timeout_seconds,
             )
+
+    def _wait(
+        self,
+        sandbox: SandboxSync,
+        events: CommandEvents,
+        ready: threading.Event,
+        timeout_seconds: float,
+    ) -> bool:
+        """Wait for the result to be known; past the outer deadline (the timeout plus the grace
+        period) interrupt the command and wait up to ``interrupt_wait_seconds`` more for it.
+        ``True`` when the command was interrupted."""
+        if _wait_event(ready, timeout_seconds + self._grace):
+            return False
+        self._interrupt(sandbox, events)
+        _wait_event(ready, self._interrupt_wait)
+        return True
 
     def wait_for_drains(self, timeout_seconds: float = DRAIN_WAIT_SECONDS) -> bool:
         """Wait up to ``timeout_seconds`` for the command streams still being read to their end;
@@ -362,89 +221,13 @@ class CommandRunner:
             )
         return left == 0
 
-    @staticmethod
-    def _interrupt(sandbox: SandboxSync, progress: _Progress, lock: threading.Lock) -> None:
-        with lock:
-            execution_id = progress.execution_id
+    def _interrupt(self, sandbox: SandboxSync, events: CommandEvents) -> None:
+        with events.lock:
+            execution_id = events.progress.execution_id
         if execution_id is None:
-            logger.warning("command passed its deadline before execd named it; cannot interrupt")
+            logger.warning("cannot interrupt a command execd has not named")
             return
         try:
             sandbox.commands.interrupt(execution_id)
         except Exception as exc:
-            logger.warning("interrupting a command past its deadline failed: %s", type(exc))
-
-
-def command_result(
-    progress: _Progress,
-    output: WrapperOutput,
-    *,
-    error: BaseException | None,
-    interrupted: bool,
-    duration: float,
-    timeout_seconds: float,
-) -> SkillExecutionResult:
-    """The result of a command from what its stream told, or the error of an unknown outcome."""
-    trailer = output.trailer
-    if output.malformed:
-        logger.warning("the command wrapper's report was malformed; output may be incomplete")
-    if output.setup_failed:
-        raise OpenSandboxExecutionError(
-            "the command could not start: the sandbox's run directory under /tmp cannot be created"
-        )
-    if trailer is None and not progress.terminal and not interrupted:
-        if error is not None:
-            failure = execution_error("running a command", error)
-            if progress.execution_id is None:
-                raise CommandNotStartedError(
-                    str(failure),
-                    code=failure.code,
-                    status_code=failure.status_code,
-                    request_id=failure.request_id,
-                ) from error
-            raise failure from error
-        raise OpenSandboxExecutionError(
-            "The OpenSandbox command stream ended without the command's report or a "
-            "completion or error event; the command's outcome is unknown (it was not retried)"
-        )
-    if error is not None:
-        logger.debug("command stream lost after the command's report: %s", type(error))
-    if trailer is not None:
-        if trailer.flag == FLAG_NO_BASE64:
-            raise OpenSandboxExecutionError(
-                f"the command ran (exit code {trailer.exit_code}) but its output cannot be "
-                "sent: the sandbox image has no base64 program"
-            )
-        timed_out = interrupted or trailer.flag in (FLAG_TIMED_OUT, FLAG_INTERRUPTED)
-        exit_code = -1 if timed_out else trailer.exit_code
-    else:
-        if progress.terminal and progress.exit_code is None:
-            raise OpenSandboxExecutionError(
-                f"OpenSandbox could not run the command ({progress.error_text})"
-            )
-        code = progress.exit_code if progress.terminal else None
-        if not interrupted:
-            if code == _SIGNAL_KILLED:
-                raise CommandOutcomeUnknownError(
-                    "the command wrapper was killed by a signal before it reported the "
-                    "command's result; the command may run on until its timeout (it was not "
-                    "retried)",
-                    ends_by=progress.ends_by,
-                )
-            raise OpenSandboxExecutionError(
-                f"the command wrapper ended (exit code {code}) without reporting the "
-                "command's result"
-            )
-        timed_out = True
-        exit_code = -1
-    out_text, out_truncated = output.stdout()
-    err_text, err_truncated = output.stderr()
-    return SkillExecutionResult(
-        exit_code=exit_code,
-        stdout=out_text,
-        stderr=err_text,
-        timed_out=timed_out,
-        duration_seconds=duration,
-        stdout_truncated=out_truncated,
-        stderr_truncated=err_truncated,
-    )
+            logger.warning("interrupting a command failed: %s", type(exc))

@@ -1,12 +1,25 @@
-"""The sandbox file system over the SDK's file API (execd ``/files`` and ``/directories``).
+# Generated from async_files.py by scripts/generate_sync.py: do not edit.
+# Edit the async source, then run `python scripts/generate_sync.py`.
+"""``OpenSandboxFileSystem``: the sandbox file system over the SDK's file API (execd
+``/files`` and ``/directories``), with ``SandboxSync``.
 
-Reads stream (``read_bytes_stream``) after ``/files/info`` confirmed the entry is not a FIFO,
-socket, device or directory (execd would block opening a FIFO); writes and uploads are
-multipart requests whose file parts are streamed from their source, so memory stays bounded.
-Many files go up in batches: one request per :data:`UPLOAD_BATCH_FILES` files (or
-:data:`UPLOAD_BATCH_BYTES` bytes), not one per file.
-Modes use the SDK's decimal-digit convention (``644``, ``755`` for executables). Idempotent calls
-(stat, reads, listings) retry transient failures; writes and deletes are sent once.
+``skillruntime.opensandbox.async_files`` is the source of both file systems:
+``skillruntime.opensandbox.files`` (``OpenSandboxFileSystem``, on the SDK's sync API) is
+generated from it by ``scripts/generate_sync.py``. Their rules live once, free of requests, in
+:mod:`.file_rules`, whose names are also importable from here: reads stream
+(``read_bytes_stream``) after ``/files/info`` confirmed the entry is not a FIFO, socket, device or
+directory; modes use the SDK's decimal-digit convention; many files go up in batches, one
+multipart request per :data:`~.file_rules.UPLOAD_BATCH_FILES` files (or
+:data:`~.file_rules.UPLOAD_BATCH_BYTES` bytes), each file part streamed from disk. Idempotent
+calls (stat, reads, listings) retry transient failures (:mod:`.retry`); writes and deletes are
+sent once. A call that failed on a sandbox that has vanished is sent once more to the
+replacement (never a streaming write whose source was already partly consumed).
+
+``write_stream`` is where the faces differ: the sync face streams the caller's chunks into the
+multipart body as they come (:class:`~.file_rules.IterableReader`); the async face spools its
+chunks (async or not) into a temporary file that stays in memory up to
+:data:`~.file_rules.SPOOL_MEMORY_BYTES` and goes to disk beyond, since the SDK's multipart body
+reads a synchronous binary file. Memory stays bounded whatever the size on both.
 """
 
 from __future__ import annotations
@@ -14,22 +27,19 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
-import posixpath
 import threading
 import time
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeAlias, TypeVar
 
-from opensandbox.models.filesystem import DirectoryListEntry, EntryInfo, WriteEntry
+from opensandbox.models.filesystem import DirectoryListEntry, WriteEntry
 from opensandbox.sync.sandbox import SandboxSync
 from skillruntime.core.errors import (
     ExecutionTransportError,
     NotADirectoryFileError,
-    NotRegularFileError,
     RuntimeFileError,
     RuntimeFileNotFoundError,
-    RuntimeIsADirectoryError,
 )
 from skillruntime.core.files.globbing import GlobMatcher
 from skillruntime.core.files.search import (
@@ -40,15 +50,29 @@ from skillruntime.core.files.search import (
     SearchResult,
 )
 from skillruntime.core.files.search_command import grep_from_output
-from skillruntime.core.files.spi import CHUNK_SIZE, DEFAULT_LIST_LIMIT, SkillRuntimeFileSystem
+from skillruntime.core.files.spi import (
+    CHUNK_SIZE,
+    DEFAULT_LIST_LIMIT,
+    SkillRuntimeFileSystem,
+)
 from skillruntime.core.models import FileInfo, SkillExecutionRequest, SkillExecutionResult
 
-from .errors import (
-    OpenSandboxFileError,
-    OpenSandboxIsADirectoryError,
-    file_error,
-    is_not_found,
-    is_transient,
+from .errors import OpenSandboxFileError, file_error, is_not_found, is_transient
+from .file_rules import (
+    EXECUTABLE_MODE,
+    FILE_MODE,
+    SPOOL_MEMORY_BYTES,
+    UPLOAD_BATCH_BYTES,
+    UPLOAD_BATCH_FILES,
+    IterableReader,
+    directory_read_error,
+    entry_to_file_info,
+    found_info,
+    listed_infos,
+    needs_directory_check,
+    open_local,
+    require_readable,
+    upload_batches,
 )
 from .retry import call_idempotent
 from .search import glob_answer, glob_request, grep_found, grep_request
@@ -56,6 +80,7 @@ from .search import glob_answer, glob_request, grep_found, grep_request
 __all__ = [
     "EXECUTABLE_MODE",
     "FILE_MODE",
+    "SPOOL_MEMORY_BYTES",
     "UPLOAD_BATCH_BYTES",
     "UPLOAD_BATCH_FILES",
     "IterableReader",
@@ -75,149 +100,13 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-FILE_MODE = 644
-"""Mode of a plain file, in the SDK's decimal-digit convention (read as octal by execd)."""
-
-EXECUTABLE_MODE = 755
-"""Mode of an executable file or a directory (decimal digits)."""
-
-UPLOAD_BATCH_FILES = 200
-"""Files per multipart upload request."""
-
-UPLOAD_BATCH_BYTES = 64 * 1024 * 1024
-"""Bytes after which an upload batch is closed even with fewer files."""
-
-
-class IterableReader(io.RawIOBase):
-    """A binary, non-seekable reader over an iterable of byte chunks (counts what it handed out)."""
-
-    def __init__(self, chunks: Iterable[bytes]) -> None:
-        super().__init__()
-        self._chunks: Iterator[bytes] = iter(chunks)
-        self._pending = b""
-        self.count = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def read(self, size: int | None = -1) -> bytes:
-        if size is None or size < 0:
-            data = self._pending + b"".join(bytes(chunk) for chunk in self._chunks)
-            self._pending = b""
-            self.count += len(data)
-            return data
-        while not self._pending:
-            try:
-                self._pending = bytes(next(self._chunks))
-            except StopIteration:
-                return b""
-        data, self._pending = self._pending[:size], self._pending[size:]
-        self.count += len(data)
-        return data
-
-
-def _mode_is_executable(mode: int) -> bool:
-    """True when the owner digit of a decimal-digit mode (``755``) has the execute bit."""
-    return bool((mode // 100) % 10 & 1)
-
-
-def entry_to_file_info(path: str, entry: EntryInfo) -> FileInfo:
-    """A :class:`FileInfo` for the SDK entry of ``path`` (execd's ``other`` is ``is_special``)."""
-    kind = (entry.entry_type or "").lower()
-    is_directory = kind in {"directory", "dir"}
-    modified = entry.modified_at.timestamp() if entry.modified_at is not None else None
-    return FileInfo(
-        path=path,
-        is_directory=is_directory,
-        size=0 if is_directory else max(0, int(entry.size or 0)),
-        modified_time=modified,
-        is_executable=not is_directory and _mode_is_executable(int(entry.mode or 0)),
-        is_special=kind == "other",
-    )
-
-
-def require_readable(path: str, info: FileInfo | None) -> None:
-    """Refuse a missing path, a directory or a FIFO, socket or device before a download.
-
-    execd describes an entry without following a final symbolic link, so the target of a link
-    is not checked here.
-    """
-    if info is None:
-        raise RuntimeFileNotFoundError(f"File not found: {path}", path=path)
-    if info.is_directory:
-        raise RuntimeIsADirectoryError(f"Path is a directory, not a file: {path}", path=path)
-    if info.is_special:
-        raise NotRegularFileError(
-            f"Cannot read {path}: not a regular file (a FIFO, socket or device)", path=path
-        )
-
-
-def needs_directory_check(error: RuntimeFileError, exc: Exception) -> bool:
-    """Whether a failed download's error should be refined by a stat: execd's answer for a
-    directory is not documented, but a transient failure is returned as it is."""
-    return type(error) is OpenSandboxFileError and not is_transient(exc)
-
-
-def directory_read_error(path: str, error: OpenSandboxFileError) -> OpenSandboxIsADirectoryError:
-    """The typed error of a download that failed because ``path`` is a directory."""
-    return OpenSandboxIsADirectoryError(
-        f"Path is a directory, not a file: {path}",
-        path=path,
-        code=error.code,
-        status_code=error.status_code,
-        request_id=error.request_id,
-    )
-
-
-def listed_infos(path: str, entries: Iterable[EntryInfo], limit: int) -> list[FileInfo]:
-    """The entries execd listed below ``path`` as sorted :class:`FileInfo`, at most ``limit``."""
-    prefix = path.rstrip("/") + "/"
-    infos = []
-    for entry in entries:
-        entry_path = posixpath.normpath(entry.path)
-        if entry_path.startswith(prefix):
-            infos.append(entry_to_file_info(entry_path, entry))
-    infos.sort(key=lambda info: info.path)
-    return infos[:limit]
-
-
-def found_info(path: str, found: Mapping[str, EntryInfo]) -> FileInfo | None:
-    """The :class:`FileInfo` of ``path`` in an answer of ``/files/info``."""
-    entry = found.get(path)
-    if entry is None and len(found) == 1:
-        entry = next(iter(found.values()))
-    return None if entry is None else entry_to_file_info(path, entry)
-
-
-def upload_batches(
-    files: Iterable[tuple[Path, str, bool]],
-) -> Iterator[list[tuple[Path, str, bool]]]:
-    """``files`` cut into upload batches of :data:`UPLOAD_BATCH_FILES` files or
-    :data:`UPLOAD_BATCH_BYTES` bytes."""
-    batch: list[tuple[Path, str, bool]] = []
-    batch_bytes = 0
-    for item in files:
-        batch.append(item)
-        with contextlib.suppress(OSError):
-            batch_bytes += item[0].stat().st_size
-        if len(batch) >= UPLOAD_BATCH_FILES or batch_bytes >= UPLOAD_BATCH_BYTES:
-            yield batch
-            batch, batch_bytes = [], 0
-    if batch:
-        yield batch
-
-
-def open_local(local_path: Path, remote_path: str) -> io.BufferedReader:
-    """Open a host file to upload; a missing one is a typed error naming the remote path."""
-    try:
-        return local_path.open("rb")
-    except FileNotFoundError as exc:
-        raise RuntimeFileNotFoundError(
-            f"Local file not found: {local_path}", path=remote_path
-        ) from exc
-
-
-Recover = Callable[[SandboxSync, BaseException], bool]
+_Live: TypeAlias = Callable[[], SandboxSync]
+_Operation: TypeAlias = Callable[[SandboxSync], T]
+_Abandon: TypeAlias = Callable[[BaseException], bool]
+_RunCommand: TypeAlias = Callable[[SkillExecutionRequest], SkillExecutionResult]
+_ReadText: TypeAlias = Callable[[str, int], str]
+_Chunks: TypeAlias = Iterable[bytes]
+Recover: TypeAlias = Callable[[SandboxSync, BaseException], bool]
 """Called with the sandbox and the SDK error of a failed call; ``True`` when the sandbox had
 vanished and a new handle should be used for one more attempt."""
 
@@ -230,18 +119,19 @@ class OpenSandboxFileSystem(SkillRuntimeFileSystem):
     new one (never a streaming write whose source was already partly consumed). ``owner`` and
     ``group`` (user/group names or numeric ids) own every file and directory written, so files
     belong to the user commands run as. ``run_command`` (the runtime's) runs ``glob`` and
-    ``grep`` as one command in the sandbox (see :mod:`.search`); without it they walk.
+    ``grep`` as one command in the sandbox (see :mod:`.search`); without it they walk. On the
+    async face ``sandbox``, ``recover`` and ``run_command`` are coroutine functions.
     """
 
     def __init__(
         self,
-        sandbox: Callable[[], SandboxSync],
+        sandbox: _Live,
         *,
         retry_seconds: float,
         recover: Recover | None = None,
         owner: str | None = None,
         group: str | None = None,
-        run_command: Callable[[SkillExecutionRequest], SkillExecutionResult] | None = None,
+        run_command: _RunCommand | None = None,
     ) -> None:
         self._sandbox = sandbox
         self._run_command = run_command
@@ -267,7 +157,7 @@ class OpenSandboxFileSystem(SkillRuntimeFileSystem):
 
     def _call(
         self,
-        operation: Callable[[SandboxSync], T],
+        operation: _Operation[T],
         *,
         idempotent: bool,
         resend: Callable[[], bool] = lambda: True,
@@ -307,11 +197,11 @@ class OpenSandboxFileSystem(SkillRuntimeFileSystem):
     def _call_on(
         self,
         sandbox: SandboxSync,
-        operation: Callable[[SandboxSync], T],
+        operation: _Operation[T],
         *,
         idempotent: bool,
         deadline: float | None = None,
-        abandon: Callable[[BaseException], bool] | None = None,
+        abandon: _Abandon | None = None,
     ) -> T:
         """Run ``operation`` on ``sandbox``, counted, and retried when idempotent (until
         ``deadline`` when given, else for ``retry_seconds``)."""
@@ -328,29 +218,24 @@ class OpenSandboxFileSystem(SkillRuntimeFileSystem):
 
     # ----------------------------------------------------------------- primitives
 
-    def read_stream(self, path: str, chunk_size: int = CHUNK_SIZE) -> Generator[bytes, None, None]:
-        def generate() -> Generator[bytes, None, None]:
-            self._require_readable(path)
-            try:
-                stream = self._call(
-                    lambda sandbox: sandbox.files.read_bytes_stream(path, chunk_size=chunk_size),
-                    idempotent=True,
-                )
-            except Exception as exc:
-                raise self._read_error(path, exc) from exc
-            try:
-                yield from stream
-            except Exception as exc:
-                raise file_error("reading", path, exc) from exc
-            finally:
-                close = getattr(stream, "close", None)
-                if close is not None:
-                    close()
-
-        return generate()
-
-    def _require_readable(self, path: str) -> None:
+    def read_stream(self, path: str, chunk_size: int = CHUNK_SIZE) -> Generator[bytes, None]:
         require_readable(path, self.stat(path))
+        try:
+            stream = self._call(
+                lambda sandbox: sandbox.files.read_bytes_stream(path, chunk_size=chunk_size),
+                idempotent=True,
+            )
+        except Exception as exc:
+            raise self._read_error(path, exc) from exc
+        try:
+            yield from stream
+        except Exception as exc:
+            raise file_error("reading", path, exc) from exc
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                with contextlib.suppress(Exception):
+                    close()
 
     def _read_error(self, path: str, exc: Exception) -> RuntimeFileError:
         """The typed error of a failed download; when execd's answer does not name the kind, a
@@ -359,21 +244,18 @@ class OpenSandboxFileSystem(SkillRuntimeFileSystem):
         error = file_error("reading", path, exc)
         if not needs_directory_check(error, exc):
             return error
-        info = self._stat_quietly(path)
+        try:
+            info = self.stat(path)
+        except RuntimeFileError:
+            info = None
         if info is not None and info.is_directory:
             assert isinstance(error, OpenSandboxFileError)
             return directory_read_error(path, error)
         return error
 
-    def _stat_quietly(self, path: str) -> FileInfo | None:
-        try:
-            return self.stat(path)
-        except RuntimeFileError:
-            return None
-
-    def write_stream(self, path: str, chunks: Iterable[bytes], *, executable: bool = False) -> int:
-        reader = IterableReader(chunks)
+    def write_stream(self, path: str, chunks: _Chunks, *, executable: bool = False) -> int:
         mode = EXECUTABLE_MODE if executable else FILE_MODE
+        reader = IterableReader(chunks)
         try:
             self._call(
                 lambda sandbox: sandbox.files.write_files([self._entry(path, reader, mode)]),
@@ -435,7 +317,8 @@ class OpenSandboxFileSystem(SkillRuntimeFileSystem):
         if self._run_command is None or not root.is_directory or root.is_special:
             return super().glob(root, query)
         GlobMatcher(query.pattern)  # a bad pattern fails before any request
-        found = glob_answer(self._search(glob_request(root, query), root.path), root, query)
+        result = self._search(glob_request(root, query), root.path)
+        found = glob_answer(result, root, query)
         return super().glob(root, query) if found is None else found
 
     def grep(
@@ -443,7 +326,7 @@ class OpenSandboxFileSystem(SkillRuntimeFileSystem):
         root: FileInfo,
         query: GrepQuery,
         *,
-        read_text: Callable[[str, int], str] | None = None,
+        read_text: _ReadText | None = None,
     ) -> GrepResult:
         """One command for the walk and the candidate files (see :mod:`.search`); links are
         read with ``read_text``."""
@@ -507,16 +390,22 @@ class OpenSandboxFileSystem(SkillRuntimeFileSystem):
         the runtime uses it to keep all files of one skill in one sandbox (it restarts the
         whole upload when that sandbox vanished).
         """
-        return sum(self._upload_batch(batch, sandbox) for batch in upload_batches(files))
+        count = 0
+        for batch in upload_batches(files):
+            count += self._upload_batch(batch, sandbox)
+        return count
 
     def _upload_batch(self, batch: list[tuple[Path, str, bool]], target: SandboxSync | None) -> int:
         def send(sandbox: SandboxSync) -> None:
             with contextlib.ExitStack() as stack:
-                entries = []
-                for local_path, remote_path, executable in batch:
-                    handle = stack.enter_context(open_local(local_path, remote_path))
-                    mode = EXECUTABLE_MODE if executable else FILE_MODE
-                    entries.append(self._entry(remote_path, handle, mode))
+                entries = [
+                    self._entry(
+                        remote_path,
+                        stack.enter_context(open_local(local_path, remote_path)),
+                        EXECUTABLE_MODE if executable else FILE_MODE,
+                    )
+                    for local_path, remote_path, executable in batch
+                ]
                 sandbox.files.write_files(entries)
 
         try:
