@@ -5,9 +5,12 @@
   whatever key a test sets, and report a failed export at interpreter exit).
 - The real OpenViking server is started once per run, by the first test process that needs it,
   and shared by every xdist worker, each in an account of its own
-  (``viking_real.openviking_harness``); the controller stops it when the run ends. (Grouping its
-  tests on one worker with ``xdist_group`` does not work with pytest 9.2 and pytest-xdist 3.8:
-  xdist renames ``item._nodeid``, which pytest 9.2 no longer reads.)
+  (``viking_real.openviking_harness``); the controller stops it when the run ends. When the run
+  is not narrowed by ``-m`` or ``-k`` and its paths include a folder of the server's tests
+  (``openviking_harness.TEST_DIRS``; ``make test`` does), the controller starts it in the
+  background before the workers collect, so that they do not wait for it when its tests come
+  up. (Grouping its tests on one worker with ``xdist_group`` does not work with pytest 9.2 and
+  pytest-xdist 3.8: xdist renames ``item._nodeid``, which pytest 9.2 no longer reads.)
 - ``make test-quick`` and the lowest-versions run leave out the tests marked ``slow``: besides
   those marked where they are written, every test of the modules in ``slow_tests.SLOW_MODULES``
   and every test that ``tests/durations.json`` lists as measured at
@@ -27,12 +30,14 @@
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
 
 from slow_tests import SLOW_MODULES, SLOW_TESTS, DurationRecorder, heaviest_modules_first
-from viking_real.openviking_harness import begin_run, end_run
+from viking_real.openviking_harness import TEST_DIRS as OPENVIKING_TEST_DIRS
+from viking_real.openviking_harness import begin_run, end_run, prestart
 
 os.environ["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
 
@@ -40,6 +45,8 @@ os.environ["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
 pytest_plugins = ["docker_engine"]
 
 _TESTS = Path(__file__).resolve().parent
+_PRESTART_JOIN_SECONDS = 240.0
+"""How long the run's end waits for a prestart still under way (its own bound is shorter)."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -52,6 +59,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 _RUN_DIR = pytest.StashKey[Path]()
+_PRESTART = pytest.StashKey[threading.Thread]()
+
+
+def _runs_openviking_tests(config: pytest.Config) -> bool:
+    """Whether this run, as its arguments select it, will run tests of the real server."""
+    if config.option.markexpr or config.option.keyword:
+        return False
+    base = config.invocation_params.dir
+    for argument in config.args:
+        path = (base / argument.split("::", 1)[0]).resolve()
+        for folder in OPENVIKING_TEST_DIRS:
+            server_dir = _TESTS / folder
+            if path == server_dir or path in server_dir.parents or server_dir in path.parents:
+                return True
+    return False
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -59,10 +81,18 @@ def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):
         # The controller (or the only process): the workers it starts inherit the environment
         # that names the run folder of the shared OpenViking server.
-        config.stash[_RUN_DIR] = begin_run()
+        run_dir = begin_run()
+        config.stash[_RUN_DIR] = run_dir
+        if _runs_openviking_tests(config):
+            thread = prestart(run_dir)
+            if thread is not None:
+                config.stash[_PRESTART] = thread
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    thread = config.stash.get(_PRESTART, None)
+    if thread is not None:
+        thread.join(timeout=_PRESTART_JOIN_SECONDS)
     run_dir = config.stash.get(_RUN_DIR, None)
     if run_dir is not None:
         end_run(run_dir)

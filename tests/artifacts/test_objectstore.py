@@ -22,6 +22,7 @@ from artifact_helpers import (
     s3_options,
 )
 
+import preloaded_python
 from skillruntime.core.artifacts import (
     ArtifactIntegrityError,
     ArtifactStoreError,
@@ -170,7 +171,7 @@ def test_two_processes_materializing_one_digest_download_it_once(
             "go": str(tmp_path / "go"),
         }
         workers.append(
-            subprocess.Popen(
+            preloaded_python.Popen(
                 [sys.executable, str(HERE / "materialize_worker.py"), json.dumps(config)],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,

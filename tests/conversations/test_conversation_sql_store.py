@@ -18,6 +18,7 @@ import pytest
 from sqlalchemy import create_engine, insert, inspect, select
 from sqlalchemy.engine import make_url
 
+import preloaded_python
 from conversations.conversation_backends import SqlBackend, new_record, unique_table
 from skillruntime.core.conversations import (
     ConversationRecord,
@@ -80,7 +81,7 @@ def _assert_no_password(error: BaseException) -> None:
 def _race(url: str, table: str, mode: str, count: int) -> list[dict[str, object]]:
     """Run ``count`` workers released together; each one's JSON result, in worker order."""
     workers = [
-        subprocess.Popen(
+        preloaded_python.Popen(
             [sys.executable, str(HERE / "conversation_race_worker.py"), url, table, str(i), mode],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import preloaded_python
 from conversations.conversation_backends import Backend, SqlBackend
 from skillruntime.core.conversations import storage_key_for
 from skillruntime.core.conversations.exclusive import local_service_key
@@ -30,8 +31,8 @@ def _spawn(
     rounds: int,
     ttl: float,
     kind: str = "sync",
-) -> subprocess.Popen[str]:
-    return subprocess.Popen(
+) -> preloaded_python.Popen:
+    return preloaded_python.Popen(
         [
             sys.executable,
             str(WORKER),

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import preloaded_python
 from agents_sdk_backends import Backend, aio_backend, local_backend, opensandbox_backend
 from doubles.aio import AioDouble
 from doubles.opensandbox.harness import OpenSandboxDouble
@@ -32,7 +32,7 @@ def _run(phase: str, backend: Backend, conversation: str, state_file: Path) -> d
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
     }
-    completed = subprocess.run(
+    completed = preloaded_python.run(
         [
             sys.executable,
             str(CHILD),
@@ -125,7 +125,7 @@ def test_a_tampered_state_is_refused_on_resume(tmp_path: Path, field: str) -> No
     original = _session_state(state_file)[field]
     state_file.write_text(text.replace(json.dumps(original), json.dumps(bad)))
     env = {**os.environ, "PYTHONPATH": str(TESTS)}
-    completed = subprocess.run(
+    completed = preloaded_python.run(
         [
             sys.executable,
             str(CHILD),

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+import preloaded_python
 from doubles.opensandbox import OpenSandboxDouble
 from skillruntime.core.conversations import service_key_for_url, storage_key_for
 from skillruntime.core.conversations.sql import SqlConversationStore
@@ -51,7 +52,7 @@ class Node:
         self.name = name
         self.log_file = log_dir / f"{name}.log"
         self.ready_file = log_dir / f"{name}.ready"
-        self.process = subprocess.Popen(
+        self.process = preloaded_python.Popen(
             [
                 sys.executable,
                 str(WORKER),

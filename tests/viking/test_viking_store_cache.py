@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import preloaded_python
 from doubles.viking import VikingDouble
 from doubles.viking.samples import DEMO_ROOT, SKILL_MD, Clock, demo_files, tree
 from doubles.viking.workers import hold_lease
@@ -112,7 +112,7 @@ def test_a_lease_in_another_process_protects_the_entry(
 ) -> None:
     store = make_store()
     options = {"server_url": viking.url, "cache_dir": str(cache_dir)}
-    context = multiprocessing.get_context("spawn")
+    context = preloaded_python.CONTEXT
     manager = context.Manager()
     with manager:
         ready, release = manager.Event(), manager.Event()

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import threading
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import preloaded_python
 from doubles.viking import VikingDouble
 from doubles.viking.samples import DEMO_ROOT, SKILL_MD, demo_files, leftovers, tree
 from doubles.viking.workers import lease_and_hash
@@ -43,7 +43,7 @@ def test_sixteen_threads_download_each_file_once(
 def test_four_processes_download_each_file_once(viking: VikingDouble, cache_dir: Path) -> None:
     viking.faults.download_delay = 0.05
     options = {"server_url": viking.url, "cache_dir": str(cache_dir)}
-    context = multiprocessing.get_context("spawn")
+    context = preloaded_python.CONTEXT
     with context.Manager() as manager:
         barrier = manager.Barrier(4)
         with ProcessPoolExecutor(4, mp_context=context) as pool:

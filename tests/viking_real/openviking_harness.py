@@ -47,7 +47,7 @@ import requests
 from filelock import FileLock
 
 from doubles._http import BackgroundHTTPServer
-from viking_real.openviking_env import require_openviking_venv
+from viking_real.openviking_env import OpenVikingEnvironmentMissingError, require_openviking_venv
 
 logger = logging.getLogger(__name__)
 
@@ -483,6 +483,10 @@ def start_server(root: Path, venv: Path | None = None) -> OpenVikingServer:
 
 # ------------------------------------------------------------------------------ sharing
 
+TEST_DIRS = ("agent_turn", "viking_cli", "viking_real", "viking_tools")
+"""The folders (under tests/) whose tests use the real server (``tests/conftest.py`` prestarts it
+for a run that includes one; ``tests/core/test_preloaded_python.py`` keeps the list true)."""
+
 _SERVICE_FILE = "server.json"
 _SERVICE_STOP_GRACE = 2.0
 
@@ -534,13 +538,42 @@ def _alive(pid: int) -> bool:
     return done == 0
 
 
+def _ensure_service(run_dir: Path) -> None:
+    """Start the run's service unless it runs (under the run's file lock, so only once)."""
+    with FileLock(str(run_dir / "start.lock"), timeout=_START_TIMEOUT + 30):
+        if not (run_dir / _SERVICE_FILE).is_file():
+            _launch_service(run_dir)
+
+
+def prestart(run_dir: Path) -> threading.Thread | None:
+    """Start the run's service in the background (a daemon thread of the controller), so that it
+    comes up while the workers collect instead of after; ``None`` when the server's environment
+    is missing (the first test that needs the server then fails with the command that builds it).
+
+    A failed start is logged and leaves nothing behind: the first test that needs the server
+    starts it again through :func:`shared_server` and reports the failure itself.
+    """
+    try:
+        require_openviking_venv()
+    except OpenVikingEnvironmentMissingError:
+        return None
+
+    def start() -> None:
+        try:
+            _ensure_service(run_dir)
+        except Exception:  # reported again by the first test that needs it
+            logging.getLogger(__name__).exception("the OpenViking test service did not prestart")
+
+    thread = threading.Thread(target=start, name="openviking-prestart", daemon=True)
+    thread.start()
+    return thread
+
+
 def _attach(run_dir: Path) -> OpenVikingServer:
     """The run's service (started by the first caller, under a file lock), seen through a counting
     proxy of this process."""
     info_path = run_dir / _SERVICE_FILE
-    with FileLock(str(run_dir / "start.lock"), timeout=_START_TIMEOUT + 30):
-        if not info_path.is_file():
-            _launch_service(run_dir)
+    _ensure_service(run_dir)
     info = json.loads(info_path.read_text())
     port = int(info["port"])
     return OpenVikingServer(

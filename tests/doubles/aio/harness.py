@@ -155,8 +155,14 @@ class AioDouble:
         line = read_ready_line(self._proc, self._startup_timeout)
         if line is None:
             tail = self.log_path.read_text(errors="replace")[-2000:]
+            code = self._proc.poll()
+            why = (
+                f"it exited with status {code}"
+                if code is not None
+                else f"no ready line within {self._startup_timeout} s"
+            )
             self.stop()
-            raise AioDoubleError(f"AIO double did not start:\n{tail}")
+            raise AioDoubleError(f"AIO double did not start ({why}):\n{tail}")
         self.port = int(json.loads(line)["port"])
         self.url = f"http://127.0.0.1:{self.port}"
         self._server_pid = self._child_of(self._proc.pid)
