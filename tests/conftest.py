@@ -17,7 +17,7 @@
   ``slow_tests.THRESHOLD_SECONDS`` or more (``tests/slow_tests.py`` says how the file is kept
   true). The modules are end-to-end costs
   (real servers, racing processes, process restarts, fault workloads, the peer suites,
-  symlink-swap races, the benchmarks' quick mode); what each distribution does is also tested by
+  symlink-swap races, the benchmarks' quick mode, the preloaded fork server); what each distribution does is also tested by
   its fast tests, so the quick set covers every distribution (``tests/core/test_suite_rules.py``).
 - Under pytest-xdist the heaviest modules (by ``tests/durations.json``) run first
   (``slow_tests.heaviest_modules_first``), so the run does not end on one worker's long test.

@@ -59,6 +59,7 @@ SLOW_MODULES = frozenset(
         "benchmarks/test_bench_quick.py",
         "conversations/test_async_exclusive_conversations.py",
         "conversations/test_exclusive_conversations.py",
+        "core/test_preloaded_python.py",
         "deepagents/test_peer_suite.py",
         "docker/test_docker_deepagents_peer.py",
         "faults/test_opensandbox_faults.py",
