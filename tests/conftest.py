@@ -15,10 +15,10 @@
   those marked where they are written, every test of the modules in ``slow_tests.SLOW_MODULES``
   and every test that ``tests/durations.json`` lists as measured at
   ``slow_tests.THRESHOLD_SECONDS`` or more (``tests/slow_tests.py`` says how the file is kept
-  true). The modules are end-to-end costs
-  (real servers, racing processes, process restarts, fault workloads, the peer suites,
-  symlink-swap races, the benchmarks' quick mode, the preloaded fork server); what each distribution does is also tested by
-  its fast tests, so the quick set covers every distribution (``tests/core/test_suite_rules.py``).
+  true). The modules are end-to-end costs (real servers, racing processes, process restarts,
+  fault workloads, the peer suites, symlink-swap races, the benchmarks' quick mode, the
+  preloaded fork server); what each distribution does is also tested by its fast tests, so the
+  quick set covers every distribution (``tests/core/test_suite_rules.py``).
 - Under pytest-xdist the heaviest modules (by ``tests/durations.json``) run first
   (``slow_tests.heaviest_modules_first``), so the run does not end on one worker's long test.
 - ``--record-durations=PATH`` records each test's own seconds into ``PATH``; every run lists the
