@@ -4,7 +4,7 @@
 One source serves both faces: :mod:`skillruntime.core.conversations.exclusive` (sync runtimes)
 is generated from :mod:`skillruntime.core.conversations.async_exclusive` (async runtimes), and
 the rules both follow live once, in :mod:`skillruntime.core.conversations.guard_rules` and
-:class:`~skillruntime.core.conversations.leases.LeaseState`:
+:class:`~skillruntime.core.conversations.lease_rules.LeaseState`:
 
 * with ``exclusive=True`` every ``prepare``, ``execute`` and file operation runs while the
   runtime holds the conversation's lease (:class:`AsyncLeaseKeeper`): it waits for it up to
@@ -56,7 +56,7 @@ from .guard_rules import (
     ConversationGuardBase,
     local_service_key,
 )
-from .leases import DEFAULT_LEASE_TTL_SECONDS, DEFAULT_LEASE_WAIT_SECONDS
+from .lease_rules import DEFAULT_LEASE_TTL_SECONDS, DEFAULT_LEASE_WAIT_SECONDS
 from .spi import (
     ConversationLease,
     ConversationRecord,

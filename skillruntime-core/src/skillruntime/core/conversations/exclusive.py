@@ -6,7 +6,7 @@
 One source serves both faces: :mod:`skillruntime.core.conversations.exclusive` (sync runtimes)
 is generated from :mod:`skillruntime.core.conversations.async_exclusive` (async runtimes), and
 the rules both follow live once, in :mod:`skillruntime.core.conversations.guard_rules` and
-:class:`~skillruntime.core.conversations.leases.LeaseState`:
+:class:`~skillruntime.core.conversations.lease_rules.LeaseState`:
 
 * with ``exclusive=True`` every ``prepare``, ``execute`` and file operation runs while the
   runtime holds the conversation's lease (:class:`LeaseKeeper`): it waits for it up to
@@ -60,7 +60,8 @@ from .guard_rules import (
     ConversationGuardBase,
     local_service_key,
 )
-from .leases import DEFAULT_LEASE_TTL_SECONDS, DEFAULT_LEASE_WAIT_SECONDS, LeaseKeeper
+from .lease_rules import DEFAULT_LEASE_TTL_SECONDS, DEFAULT_LEASE_WAIT_SECONDS
+from .leases import LeaseKeeper
 from .spi import (
     ConversationLease,
     ConversationRecord,

@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from .leases import DEFAULT_LEASE_TTL_SECONDS, DEFAULT_LEASE_WAIT_SECONDS
+from .lease_rules import DEFAULT_LEASE_TTL_SECONDS, DEFAULT_LEASE_WAIT_SECONDS
 from .spi import ConversationRecord, ConversationStore, modify_record
 
 __all__ = ["DEFAULT_ACTIVITY_INTERVAL_SECONDS", "ConversationGuardBase", "local_service_key"]

@@ -38,7 +38,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from ..runtime.workspace import validate_conversation_id, validate_conversations_root
 from .guard_rules import DEFAULT_ACTIVITY_INTERVAL_SECONDS, local_service_key
-from .leases import default_lease_owner
+from .lease_rules import default_lease_owner
 from .spi import ConversationRecord, ConversationStore
 
 __all__ = [
