@@ -1,27 +1,34 @@
-"""Exclusive conversations for async runtimes: the twin of
-:mod:`skillruntime.core.conversations.exclusive`.
+"""Exclusive conversations: one writer per conversation, and the activity that sweeps read.
 
-:class:`AsyncConversationGuard` applies the rules of
-:class:`~skillruntime.core.conversations.exclusive.ConversationGuard` (they live once, in
-:class:`~skillruntime.core.conversations.exclusive.ConversationGuardBase` and
-:class:`~skillruntime.core.conversations.leases.LeaseState`) with an
-:class:`~skillruntime.core.conversations.async_leases.AsyncLeaseKeeper`:
+:class:`AsyncConversationGuard` is what a runtime in conversation mode keeps next to its store.
+One source serves both faces: :mod:`skillruntime.core.conversations.exclusive` (sync runtimes)
+is generated from :mod:`skillruntime.core.conversations.async_exclusive` (async runtimes), and
+the rules both follow live once, in :mod:`skillruntime.core.conversations.guard_rules` and
+:class:`~skillruntime.core.conversations.lease_rules.LeaseState`:
 
 * with ``exclusive=True`` every ``prepare``, ``execute`` and file operation runs while the
-  runtime holds the conversation's lease: it waits for it up to ``lease_wait_seconds`` with
-  :func:`asyncio.sleep` backoff (:class:`~.conversations.leases.LeaseTimeoutError`), keeps it
-  renewed from an asyncio task while the operation runs and releases it afterwards.
-  ``async with runtime.exclusive_session():`` holds it across several operations. A lost lease
-  raises the same :class:`~.conversations.leases.LeaseLostError` as the sync runtimes;
-* activity (the record's ``updated_at``, read by sweeps) is noted at most once per
-  ``activity_interval_seconds``.
+  runtime holds the conversation's lease (:class:`AsyncLeaseKeeper`): it waits for it up to
+  ``lease_wait_seconds`` (:class:`~skillruntime.core.conversations.leases.LeaseTimeoutError`),
+  keeps it renewed in the background while the operation runs (from a thread in sync runtimes,
+  from an asyncio task in async ones; a command longer than the TTL keeps it) and releases it
+  afterwards, so the processes and nodes sharing a conversation take turns.
+  :meth:`AsyncConversationGuard.session` (``runtime.exclusive_session()``, entered with ``with``
+  in sync runtimes and ``async with`` in async ones) holds the lease across several operations,
+  e.g. one tool call or one agent turn. When the lease is lost (taken over after the renewer
+  could not reach the store in time) the operation that was running raises
+  :class:`~skillruntime.core.conversations.leases.LeaseLostError` when it ends, and so does every
+  further operation of the same session;
+* in any case the record's ``updated_at`` is refreshed (a compare-and-set write) at most once
+  per ``activity_interval_seconds`` while the conversation is used (by ``prepare`` and
+  ``execute``, and by file operations of exclusive runtimes), which is what
+  :func:`~skillruntime.core.conversations.sweeps.sweep_conversations` measures idleness by.
 
-The store is the sync SPI: its calls run in worker threads (:func:`asyncio.to_thread`), so the
-event loop never blocks. Sync and async runtimes on one conversation exclude each other: both are
-owners of the same lease in the store.
+The store is the sync SPI: async runtimes run its calls in worker threads
+(:func:`asyncio.to_thread`), so the event loop never blocks. Sync and async runtimes on one
+conversation exclude each other: both are owners of the same lease in the store.
 
-:class:`AsyncExclusiveRuntimeMixin` wires a guard into an
-:class:`~skillruntime.core.runtime.async_spi.AsyncBaseSkillRuntime`.
+:class:`AsyncExclusiveRuntimeMixin` wires a guard into a runtime, and :func:`workspace_guard`
+builds the guard of a runtime's conversation workspace.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ import contextlib
 import os
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 from ..files.async_spi import AsyncChunks, AsyncSkillRuntimeFileSystem
 from ..files.spi import CHUNK_SIZE, DEFAULT_LIST_LIMIT, DEFAULT_READ_LIMIT
@@ -42,24 +49,39 @@ from ..models import (
     SkillExecutionResult,
     SkillPreparationRequest,
 )
+from ..runtime.workspace import ConversationWorkspace
 from .async_leases import AsyncLeaseKeeper
-from .exclusive import ConversationGuardBase
-from .spi import ConversationLease
+from .guard_rules import (
+    DEFAULT_ACTIVITY_INTERVAL_SECONDS,
+    ConversationGuardBase,
+    local_service_key,
+)
+from .lease_rules import DEFAULT_LEASE_TTL_SECONDS, DEFAULT_LEASE_WAIT_SECONDS
+from .spi import (
+    ConversationLease,
+    ConversationRecord,
+    ConversationStore,
+    open_conversation_store,
+    storage_key_for,
+)
 
 if TYPE_CHECKING:
     from ..files.search import GlobQuery, GrepQuery, GrepResult, SearchResult
 
 __all__ = [
+    "DEFAULT_ACTIVITY_INTERVAL_SECONDS",
     "AsyncConversationGuard",
     "AsyncExclusiveRuntimeMixin",
     "AsyncLeaseGuardedFileSystem",
+    "ConversationGuardBase",
+    "local_service_key",
+    "workspace_guard",
 ]
 
 
 class AsyncConversationGuard(ConversationGuardBase):
-    """The lease and activity bookkeeping of one async runtime's conversation (see the module
-    docs); arguments as
-    :class:`~skillruntime.core.conversations.exclusive.ConversationGuardBase`."""
+    """The lease and activity bookkeeping of one runtime's conversation (see the module docs);
+    arguments as :class:`~skillruntime.core.conversations.guard_rules.ConversationGuardBase`."""
 
     keeper: AsyncLeaseKeeper | None
 
@@ -96,11 +118,15 @@ class AsyncConversationGuard(ConversationGuardBase):
     async def _note_activity(self) -> None:
         register = self._activity_due()
         if register is not None:
+            # unasync: async
             await asyncio.to_thread(self._write_activity, register)
+            # unasync: sync
+            # self._write_activity(register)
+            # unasync: end
 
 
 class AsyncLeaseGuardedFileSystem(AsyncSkillRuntimeFileSystem):
-    """An async file system whose every operation runs inside ``operation()`` (a guard's)."""
+    """A file system whose every operation runs inside ``operation()`` (a guard's)."""
 
     def __init__(
         self,
@@ -110,6 +136,7 @@ class AsyncLeaseGuardedFileSystem(AsyncSkillRuntimeFileSystem):
         self._inner = inner
         self._operation = operation
 
+    # unasync: async
     async def read_stream(
         self, path: str, chunk_size: int = CHUNK_SIZE
     ) -> AsyncGenerator[bytes, None]:
@@ -121,8 +148,29 @@ class AsyncLeaseGuardedFileSystem(AsyncSkillRuntimeFileSystem):
             async for chunk in chunks:
                 yield chunk
 
+    # unasync: sync
+    # def read_stream(
+    #     self, path: str, chunk_size: int = CHUNK_SIZE
+    # ) -> Generator[bytes, None, None]:
+    #     # The inner call runs now, so its up-front checks (paths leaving the workspace…) raise
+    #     # at once; the chunks are read under the operation, from the first ``next`` on.
+    #     return self._held_stream(self._inner.read_stream(path, chunk_size))
+    #
+    # def _held_stream(self, chunks: Generator[bytes, None, None]) -> Generator[bytes, None, None]:
+    #     with self._operation():
+    #         yield from chunks
+    #
+    # unasync: end
     async def write_stream(
-        self, path: str, chunks: AsyncChunks, *, executable: bool = False
+        self,
+        path: str,
+        # unasync: async
+        chunks: AsyncChunks,
+        # unasync: sync
+        # chunks: Iterable[bytes],
+        # unasync: end
+        *,
+        executable: bool = False,
     ) -> int:
         async with self._operation():
             return await self._inner.write_stream(path, chunks, executable=executable)
@@ -179,11 +227,7 @@ class AsyncLeaseGuardedFileSystem(AsyncSkillRuntimeFileSystem):
             return await self._inner.download(path, destination)
 
     async def upload(
-        self,
-        local_path: str | os.PathLike[str],
-        path: str,
-        *,
-        executable: bool | None = None,
+        self, local_path: str | os.PathLike[str], path: str, *, executable: bool | None = None
     ) -> int:
         async with self._operation():
             return await self._inner.upload(local_path, path, executable=executable)
@@ -207,17 +251,22 @@ class AsyncLeaseGuardedFileSystem(AsyncSkillRuntimeFileSystem):
         root: FileInfo,
         query: GrepQuery,
         *,
+        # unasync: async
         read_text: Callable[[str, int], Awaitable[str]] | None = None,
+        # unasync: sync
+        # read_text: Callable[[str, int], str] | None = None,
+        # unasync: end
     ) -> GrepResult:
         async with self._operation():
             return await self._inner.grep(root, query, read_text=read_text)
 
 
 class AsyncExclusiveRuntimeMixin:
-    """Puts ``prepare``, ``execute`` and the file system of an async runtime under its
+    """Puts ``prepare``, ``execute`` and the file system of a runtime under its
     :class:`AsyncConversationGuard` (set ``self._guard``; ``None`` leaves the runtime as it is).
 
-    Place it before :class:`~.async_runtime.AsyncBaseSkillRuntime` in the bases.
+    Place it before the runtime's base class (``AsyncBaseSkillRuntime`` of
+    :mod:`skillruntime.core.runtime.async_spi`) in the bases.
     """
 
     _guard: AsyncConversationGuard | None = None
@@ -231,8 +280,12 @@ class AsyncExclusiveRuntimeMixin:
     def exclusive_session(
         self,
     ) -> contextlib.AbstractAsyncContextManager[ConversationLease | None]:
+        # unasync: async
         """``async with``: hold the conversation's lease across the block (a no-op unless
         exclusive)."""
+        # unasync: sync
+        # """Hold the conversation's lease across the block (a no-op unless exclusive)."""
+        # unasync: end
         if self._guard is None:
             return contextlib.nullcontext()
         return self._guard.session()
@@ -259,3 +312,73 @@ class AsyncExclusiveRuntimeMixin:
         if self._guarded_files is None:
             self._guarded_files = AsyncLeaseGuardedFileSystem(inner, guard.operation)
         return self._guarded_files
+
+
+G = TypeVar("G", bound=ConversationGuardBase)
+
+
+def workspace_guard(
+    runtime_name: str,
+    workspace: ConversationWorkspace | None,
+    store: ConversationStore | str | None,
+    *,
+    service_key: str,
+    exclusive: bool,
+    lease_ttl_seconds: float = DEFAULT_LEASE_TTL_SECONDS,
+    lease_wait_seconds: float = DEFAULT_LEASE_WAIT_SECONDS,
+    activity_interval_seconds: float = DEFAULT_ACTIVITY_INTERVAL_SECONDS,
+    register: bool = True,
+    guard_type: type[G] = AsyncConversationGuard,  # type: ignore[assignment]
+) -> tuple[G | None, ConversationStore | None]:
+    """The guard of a runtime's conversation and the store it opened from a URL (the runtime
+    closes that one), or ``(None, None)`` without a store.
+
+    Raises :class:`ValueError` for ``exclusive`` without a conversation or without a store.
+    ``register`` inserts a record for the conversation on first use (runtimes that keep no
+    record of their own, so that sweeps find the workspace). ``guard_type`` is the guard class
+    to build, by default this module's :class:`AsyncConversationGuard`; pass
+    :class:`~skillruntime.core.conversations.exclusive.ConversationGuard` for sync runtimes and
+    :class:`~skillruntime.core.conversations.async_exclusive.AsyncConversationGuard` for async
+    ones.
+    """
+    if workspace is None:
+        if exclusive or store is not None:
+            raise ValueError("exclusive and conversation_store need a conversation_id")
+        return None, None
+    if store is None:
+        if exclusive:
+            raise ValueError(
+                "exclusive=True needs a conversation_store shared by every process of the "
+                "conversation (e.g. sqlite:///conversations.db or a PostgreSQL URL)"
+            )
+        return None, None
+    opened = open_conversation_store(store) if isinstance(store, str) else None
+    chosen = opened if opened is not None else store
+    assert isinstance(chosen, ConversationStore)
+    root = workspace.conversations_root
+    conversation_id = workspace.conversation_id
+
+    def record() -> ConversationRecord:
+        return ConversationRecord.new(
+            service_key=service_key,
+            conversation_id=conversation_id,
+            runtime=runtime_name,
+            workspace_root=root,
+        )
+
+    try:
+        guard = guard_type(
+            chosen,
+            storage_key_for(service_key, conversation_id),
+            description=f"conversation {conversation_id}",
+            exclusive=exclusive,
+            lease_ttl_seconds=lease_ttl_seconds,
+            lease_wait_seconds=lease_wait_seconds,
+            activity_interval_seconds=activity_interval_seconds,
+            record_factory=record if register else None,
+        )
+    except BaseException:
+        if opened is not None:
+            opened.close()
+        raise
+    return guard, opened

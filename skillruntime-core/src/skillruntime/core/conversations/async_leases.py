@@ -1,8 +1,9 @@
 """The asyncio twin of :class:`~.leases.LeaseKeeper`: the same lease rules, never blocking the loop.
 
-:class:`AsyncLeaseKeeper` follows :class:`~.leases.LeaseState` exactly like the sync keeper (owner
-per outermost hold, bounded wait, validity counted from when each request was sent, renewal
-outcomes, typed errors), and differs only in how it waits and calls the store:
+:class:`AsyncLeaseKeeper` follows :class:`~.lease_rules.LeaseState` (the sans-I/O rules) exactly
+like the sync keeper (owner per outermost hold, bounded wait, validity counted from when each
+request was sent, renewal outcomes, typed errors), and differs only in how it waits and calls
+the store:
 
 * the store SPI is synchronous, so every store call (acquire, renew, release) runs in a worker
   thread through :func:`asyncio.to_thread`; the wait between attempts is an
@@ -25,7 +26,7 @@ import time
 from collections.abc import AsyncIterator
 
 from ..runtime.async_spi import LoopLocal
-from .leases import LeaseKeeperBase, LeaseLostError
+from .lease_rules import LeaseKeeperBase, LeaseLostError
 from .spi import ConversationLease
 
 __all__ = ["AsyncLeaseKeeper"]
@@ -66,13 +67,10 @@ class AsyncLeaseKeeper(LeaseKeeperBase):
         """Hold the lease for the block (see the class docs)."""
         state = self._state
         async with self._entry.get():  # serialises outermost holds while they wait
-            if state.depth > 0:
-                state.check()
-            else:
+            if not state.enter():
                 taken, sent = await self._take()
-                state.install(taken, sent)
+                state.begin(taken, sent)
                 self._start_renewer(taken.token)
-            state.depth += 1
         failed = False
         try:
             lease = state.lease
@@ -82,14 +80,12 @@ class AsyncLeaseKeeper(LeaseKeeperBase):
             failed = True
             raise
         finally:
-            state.depth -= 1
-            lost = state.lost
-            if state.depth == 0:
-                lease_ended, release = state.end()
+            lost, ending = state.leave()
+            if ending is not None:
                 self._stop.set()
                 renewer, self._renewer = self._renewer, None
                 # Shielded: a cancelled holder still stops its renewer and releases the lease.
-                await asyncio.shield(self._finish(lease_ended, renewer, release))
+                await asyncio.shield(self._finish(ending[0], renewer, ending[1]))
             if lost is not None and not failed:
                 raise LeaseLostError(lost)
 

@@ -1,39 +1,52 @@
+# Generated from async_exclusive.py by scripts/generate_sync.py: do not edit.
+# Edit the async source, then run `python scripts/generate_sync.py`.
 """Exclusive conversations: one writer per conversation, and the activity that sweeps read.
 
-:class:`ConversationGuard` is what a runtime in conversation mode keeps next to its store:
+:class:`ConversationGuard` is what a runtime in conversation mode keeps next to its store.
+One source serves both faces: :mod:`skillruntime.core.conversations.exclusive` (sync runtimes)
+is generated from :mod:`skillruntime.core.conversations.async_exclusive` (async runtimes), and
+the rules both follow live once, in :mod:`skillruntime.core.conversations.guard_rules` and
+:class:`~skillruntime.core.conversations.lease_rules.LeaseState`:
 
 * with ``exclusive=True`` every ``prepare``, ``execute`` and file operation runs while the
-  runtime holds the conversation's lease (:class:`~.conversation_leases.LeaseKeeper`): it waits
-  for it up to ``lease_wait_seconds`` (:class:`~.conversation_leases.LeaseTimeoutError`), keeps
-  it renewed from a background thread while the operation runs (a command longer than the TTL
-  keeps it) and releases it afterwards, so the processes and nodes sharing a conversation take
-  turns. :meth:`ConversationGuard.session` (``runtime.exclusive_session()``) holds the lease
-  across several operations, e.g. one tool call or one agent turn. When the lease is lost (taken
-  over after the renewer could not reach the store in time) the operation that was running
-  raises :class:`~.conversation_leases.LeaseLostError` when it ends, and so does every further
-  operation of the same session;
+  runtime holds the conversation's lease (:class:`LeaseKeeper`): it waits for it up to
+  ``lease_wait_seconds`` (:class:`~skillruntime.core.conversations.leases.LeaseTimeoutError`),
+  keeps it renewed in the background while the operation runs (from a thread in sync runtimes,
+  from an asyncio task in async ones; a command longer than the TTL keeps it) and releases it
+  afterwards, so the processes and nodes sharing a conversation take turns.
+  :meth:`ConversationGuard.session` (``runtime.exclusive_session()``, entered with ``with``
+  in sync runtimes and ``async with`` in async ones) holds the lease across several operations,
+  e.g. one tool call or one agent turn. When the lease is lost (taken over after the renewer
+  could not reach the store in time) the operation that was running raises
+  :class:`~skillruntime.core.conversations.leases.LeaseLostError` when it ends, and so does every
+  further operation of the same session;
 * in any case the record's ``updated_at`` is refreshed (a compare-and-set write) at most once
   per ``activity_interval_seconds`` while the conversation is used (by ``prepare`` and
   ``execute``, and by file operations of exclusive runtimes), which is what
   :func:`~skillruntime.core.conversations.sweeps.sweep_conversations` measures idleness by.
 
-:class:`ExclusiveRuntimeMixin` wires a guard into a :class:`~.runtime.BaseSkillRuntime`. The
-async runtimes use the twins in :mod:`skillruntime.core.conversations.async_exclusive`, which share
-:class:`ConversationGuardBase` (settings and activity rules) with this guard.
+The store is the sync SPI: async runtimes run its calls in worker threads
+(:func:`asyncio.to_thread`), so the event loop never blocks. Sync and async runtimes on one
+conversation exclude each other: both are owners of the same lease in the store.
+
+:class:`ExclusiveRuntimeMixin` wires a guard into a runtime, and :func:`workspace_guard`
+builds the guard of a runtime's conversation workspace.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
-import threading
-import time
 from collections.abc import Callable, Generator, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
-from ..files.spi import CHUNK_SIZE, DEFAULT_LIST_LIMIT, DEFAULT_READ_LIMIT, SkillRuntimeFileSystem
+from ..files.spi import (
+    CHUNK_SIZE,
+    DEFAULT_LIST_LIMIT,
+    DEFAULT_READ_LIMIT,
+    SkillRuntimeFileSystem,
+)
 from ..models import (
     FileInfo,
     Skill,
@@ -42,16 +55,17 @@ from ..models import (
     SkillPreparationRequest,
 )
 from ..runtime.workspace import ConversationWorkspace
-from .leases import (
-    DEFAULT_LEASE_TTL_SECONDS,
-    DEFAULT_LEASE_WAIT_SECONDS,
-    LeaseKeeper,
+from .guard_rules import (
+    DEFAULT_ACTIVITY_INTERVAL_SECONDS,
+    ConversationGuardBase,
+    local_service_key,
 )
+from .lease_rules import DEFAULT_LEASE_TTL_SECONDS, DEFAULT_LEASE_WAIT_SECONDS
+from .leases import LeaseKeeper
 from .spi import (
     ConversationLease,
     ConversationRecord,
     ConversationStore,
-    modify_record,
     open_conversation_store,
     storage_key_for,
 )
@@ -69,83 +83,10 @@ __all__ = [
     "workspace_guard",
 ]
 
-logger = logging.getLogger(__name__)
-
-DEFAULT_ACTIVITY_INTERVAL_SECONDS = 60.0
-"""At most one activity write per conversation and runtime object in this many seconds."""
-
-
-class ConversationGuardBase:
-    """What the sync and async guards share: settings, checks and the activity rules.
-
-    ``record_factory`` builds the record to insert when the store has none yet (runtimes whose
-    records are written elsewhere, like OpenSandbox, pass ``None``). Subclasses add the lease
-    keeper of their concurrency model and call :meth:`_activity_due` then
-    :meth:`_write_activity` (a store call: the async guard runs it in a worker thread).
-    """
-
-    def __init__(
-        self,
-        store: ConversationStore,
-        storage_key: str,
-        *,
-        description: str,
-        exclusive: bool = False,
-        lease_ttl_seconds: float = DEFAULT_LEASE_TTL_SECONDS,
-        lease_wait_seconds: float = DEFAULT_LEASE_WAIT_SECONDS,
-        lease_owner: str | None = None,
-        activity_interval_seconds: float = DEFAULT_ACTIVITY_INTERVAL_SECONDS,
-        record_factory: Callable[[], ConversationRecord] | None = None,
-    ) -> None:
-        if activity_interval_seconds <= 0:
-            raise ValueError("activity_interval_seconds must be positive")
-        self.store = store
-        self.storage_key = storage_key
-        self.exclusive = exclusive
-        self.description = description
-        self.lease_ttl_seconds = lease_ttl_seconds
-        self.lease_wait_seconds = lease_wait_seconds
-        self.lease_owner = lease_owner
-        self._interval = activity_interval_seconds
-        self._record_factory = record_factory
-        self._registered = record_factory is None
-        self._last_activity = time.monotonic()
-        self._activity_lock = threading.Lock()
-        self.keeper = self._new_keeper() if exclusive else None
-
-    def _new_keeper(self) -> object:
-        """The lease keeper of an exclusive guard, built from the settings above."""
-        raise NotImplementedError
-
-    def _activity_due(self) -> bool | None:
-        """Whether an activity write is due now: ``None`` when not, else whether it must first
-        register the record (the write is then counted as done)."""
-        with self._activity_lock:
-            register = not self._registered
-            due = time.monotonic() - self._last_activity >= self._interval
-            if not register and not due:
-                return None
-            self._last_activity = time.monotonic()
-            self._registered = True
-        return register
-
-    def _write_activity(self, register: bool) -> None:
-        """The activity write :meth:`_activity_due` asked for; never raises."""
-        try:
-            factory = self._record_factory
-            if register and factory is not None and self.store.create(factory()):
-                return
-            modify_record(self.store, self.storage_key, lambda record: record.with_changes())
-        except Exception:
-            # Activity is advisory; the operation itself must not fail because of it.
-            logger.warning("noting activity of %s failed", self.storage_key[:12], exc_info=True)
-            with self._activity_lock:
-                self._registered = self._registered and not register
-
 
 class ConversationGuard(ConversationGuardBase):
-    """The lease and activity bookkeeping of one sync runtime's conversation (see the module
-    docs); arguments as :class:`ConversationGuardBase`."""
+    """The lease and activity bookkeeping of one runtime's conversation (see the module docs);
+    arguments as :class:`~skillruntime.core.conversations.guard_rules.ConversationGuardBase`."""
 
     keeper: LeaseKeeper | None
 
@@ -205,7 +146,13 @@ class LeaseGuardedFileSystem(SkillRuntimeFileSystem):
         with self._operation():
             yield from chunks
 
-    def write_stream(self, path: str, chunks: Iterable[bytes], *, executable: bool = False) -> int:
+    def write_stream(
+        self,
+        path: str,
+        chunks: Iterable[bytes],
+        *,
+        executable: bool = False,
+    ) -> int:
         with self._operation():
             return self._inner.write_stream(path, chunks, executable=executable)
 
@@ -293,7 +240,8 @@ class ExclusiveRuntimeMixin:
     """Puts ``prepare``, ``execute`` and the file system of a runtime under its
     :class:`ConversationGuard` (set ``self._guard``; ``None`` leaves the runtime as it is).
 
-    Place it before :class:`~.runtime.BaseSkillRuntime` in the bases.
+    Place it before the runtime's base class (``BaseSkillRuntime`` of
+    :mod:`skillruntime.core.runtime.spi`) in the bases.
     """
 
     _guard: ConversationGuard | None = None
@@ -304,7 +252,9 @@ class ExclusiveRuntimeMixin:
         """Whether operations run under the conversation's lease."""
         return self._guard is not None and self._guard.exclusive
 
-    def exclusive_session(self) -> contextlib.AbstractContextManager[ConversationLease | None]:
+    def exclusive_session(
+        self,
+    ) -> contextlib.AbstractContextManager[ConversationLease | None]:
         """Hold the conversation's lease across the block (a no-op unless exclusive)."""
         if self._guard is None:
             return contextlib.nullcontext()
@@ -334,11 +284,6 @@ class ExclusiveRuntimeMixin:
         return self._guarded_files
 
 
-def local_service_key(conversations_root: str) -> str:
-    """The service key of workspaces under ``conversations_root`` on this host's file system."""
-    return f"file://{conversations_root}"
-
-
 G = TypeVar("G", bound=ConversationGuardBase)
 
 
@@ -360,9 +305,11 @@ def workspace_guard(
 
     Raises :class:`ValueError` for ``exclusive`` without a conversation or without a store.
     ``register`` inserts a record for the conversation on first use (runtimes that keep no
-    record of their own, so that sweeps find the workspace). ``guard_type`` is
-    :class:`ConversationGuard` for sync runtimes and
-    :class:`~skillruntime.core.conversations.async_exclusive.AsyncConversationGuard` for async ones.
+    record of their own, so that sweeps find the workspace). ``guard_type`` is the guard class
+    to build, by default this module's :class:`ConversationGuard`; pass
+    :class:`~skillruntime.core.conversations.exclusive.ConversationGuard` for sync runtimes and
+    :class:`~skillruntime.core.conversations.async_exclusive.AsyncConversationGuard` for async
+    ones.
     """
     if workspace is None:
         if exclusive or store is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime
 
-from .leases import check_lease_arguments, lease_expiry
+from .lease_rules import check_lease_arguments, lease_expiry
 from .spi import ConversationLease, ConversationRecord, ConversationStore
 
 __all__ = ["InMemoryConversationStore"]

@@ -21,7 +21,7 @@ from skillruntime.core.runtime.workspace import (
 )
 from skillruntime.core.skills.files import DEFAULT_UPLOAD_POLICY
 
-from .leases import DEFAULT_LEASE_TTL_SECONDS, DEFAULT_LEASE_WAIT_SECONDS
+from .lease_rules import DEFAULT_LEASE_TTL_SECONDS, DEFAULT_LEASE_WAIT_SECONDS
 
 __all__ = [
     "SandboxRuntimeOptions",

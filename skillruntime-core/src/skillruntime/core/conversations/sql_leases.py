@@ -36,7 +36,7 @@ from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.types import TypeEngine
 
-from .leases import check_lease_arguments, lease_expiry
+from .lease_rules import check_lease_arguments, lease_expiry
 from .spi import ConversationLease
 
 __all__ = ["LEASE_TABLE_SUFFIX", "SqlLeases", "lease_table"]

@@ -37,8 +37,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from ..runtime.workspace import validate_conversation_id, validate_conversations_root
-from .exclusive import DEFAULT_ACTIVITY_INTERVAL_SECONDS, local_service_key
-from .leases import default_lease_owner
+from .guard_rules import DEFAULT_ACTIVITY_INTERVAL_SECONDS, local_service_key
+from .lease_rules import default_lease_owner
 from .spi import ConversationRecord, ConversationStore
 
 __all__ = [

@@ -1,0 +1,287 @@
+"""The rules of conversation leases, written once for the sync and the async keeper.
+
+Everything here is sans-I/O: no store call, thread, task or sleep. It holds the settings' checks
+(:func:`check_lease_arguments`, shared by every store), the expiry a store writes
+(:func:`lease_expiry`), the typed errors, the owner ids and :class:`LeaseState`, the rules of
+holding one lease. :class:`~skillruntime.core.conversations.leases.LeaseKeeper` (threads) and
+:class:`~skillruntime.core.conversations.async_leases.AsyncLeaseKeeper` (asyncio) add only how
+they wait, call the store and run the renewer; the semantics of leases are told in
+:mod:`skillruntime.core.conversations.leases`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import socket
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+from ..errors import SkillRuntimeError
+from .spi import MAX_LEASE_OWNER, ConversationLease, ConversationStore
+
+__all__ = [
+    "DEFAULT_LEASE_TTL_SECONDS",
+    "DEFAULT_LEASE_WAIT_SECONDS",
+    "ConversationLeaseError",
+    "LeaseKeeperBase",
+    "LeaseLostError",
+    "LeaseState",
+    "LeaseTimeoutError",
+    "check_lease_arguments",
+    "default_lease_owner",
+    "lease_expiry",
+]
+
+# The logger the keepers have always written to (the module they are used from).
+logger = logging.getLogger("skillruntime.core.conversations.leases")
+
+DEFAULT_LEASE_TTL_SECONDS = 30.0
+"""How long a lease lives without renewal (the holder renews it every third of that)."""
+
+DEFAULT_LEASE_WAIT_SECONDS = 60.0
+"""How long an exclusive runtime waits for a conversation's lease before giving up."""
+
+
+class ConversationLeaseError(SkillRuntimeError):
+    """A conversation lease could not be taken or was lost."""
+
+
+class LeaseTimeoutError(ConversationLeaseError):
+    """Another owner held the conversation's lease for the whole wait bound."""
+
+
+class LeaseLostError(ConversationLeaseError):
+    """The lease was taken over or could not be renewed in time; stop writing the conversation."""
+
+
+def default_lease_owner() -> str:
+    """A fresh owner id naming this host and process (unique per call)."""
+    host = socket.gethostname()[:100] or "host"
+    return f"{host}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+
+
+def check_lease_arguments(lease_key: str, owner: str, ttl_seconds: float) -> None:
+    """Refuse unusable lease arguments before any store call (shared by every store)."""
+    if not lease_key or len(lease_key) > 64:
+        raise ValueError("a lease key must be 1-64 characters")
+    if not owner or len(owner) > MAX_LEASE_OWNER:
+        raise ValueError(f"a lease owner must be 1-{MAX_LEASE_OWNER} characters")
+    if not ttl_seconds > 0 or ttl_seconds > 86400:
+        raise ValueError("a lease TTL must be more than 0 and at most 86400 seconds")
+
+
+def lease_expiry(ttl_seconds: float, now: datetime | None = None) -> datetime:
+    """The expiry of a lease taken or renewed at ``now`` for ``ttl_seconds``."""
+    return (now or datetime.now(UTC)) + timedelta(seconds=ttl_seconds)
+
+
+class LeaseState:
+    """The rules of holding one lease, without store calls, threads or tasks.
+
+    Shared by :class:`~skillruntime.core.conversations.leases.LeaseKeeper` (threads) and
+    :class:`~skillruntime.core.conversations.async_leases.AsyncLeaseKeeper` (asyncio), which
+    only differ in how they wait, call the store and run the renewer. It validates the
+    arguments, names each outermost hold's owner, schedules the bounded wait, counts the lease's
+    validity with a monotonic clock from the moment each acquire or renewal was *sent*, judges
+    renewal outcomes and words the typed errors. Not thread-safe: the sync keeper guards it with
+    its lock, the async one uses it from the event loop only.
+    """
+
+    def __init__(
+        self,
+        lease_key: str,
+        *,
+        owner: str | None,
+        ttl_seconds: float,
+        wait_seconds: float,
+        renew_every_seconds: float | None,
+        description: str,
+    ) -> None:
+        self.owner = owner or default_lease_owner()
+        check_lease_arguments(lease_key, self.owner, ttl_seconds)
+        if len(self.owner) > MAX_LEASE_OWNER - 16:
+            raise ValueError(f"a lease owner must be at most {MAX_LEASE_OWNER - 16} characters")
+        if wait_seconds < 0:
+            raise ValueError("wait_seconds must not be negative")
+        renew = renew_every_seconds if renew_every_seconds is not None else ttl_seconds / 3
+        if not 0 < renew < ttl_seconds:
+            raise ValueError("renew_every_seconds must be positive and below ttl_seconds")
+        self.lease_key = lease_key
+        self.ttl_seconds = ttl_seconds
+        self.wait_seconds = wait_seconds
+        self.renew_every_seconds = renew
+        self.description = description
+        self.depth = 0
+        self.lease: ConversationLease | None = None
+        self.valid_until = 0.0  # monotonic
+        self.lost: str | None = None
+        self._cycles = 0
+
+    def within(self) -> bool:
+        """Whether the validity counted from the last acquire or renewal has not run out."""
+        return time.monotonic() < self.valid_until
+
+    @property
+    def held(self) -> bool:
+        """Whether the lease is held, not lost and within its validity."""
+        return self.lease is not None and self.lost is None and self.within()
+
+    def check(self) -> None:
+        """Raise :class:`LeaseLostError` if the lease is not (or no longer) held."""
+        if self.lost is not None:
+            raise LeaseLostError(self.lost)
+        if self.lease is None:
+            raise LeaseLostError(f"the lease of {self.description} is not held")
+        if not self.within():
+            self.lost = self.lost_text("it expired before it could be renewed")
+            raise LeaseLostError(self.lost)
+
+    def lost_text(self, why: str) -> str:
+        """The message of :class:`LeaseLostError` for a lease lost because of ``why``."""
+        return (
+            f"the lease of {self.description} was lost ({why}); another owner may be writing "
+            "it, so no further operation runs"
+        )
+
+    def next_owner(self) -> str:
+        """The owner id of the next outermost hold.
+
+        Each outermost hold is its own owner (``<owner>#<n>``), so the release that ends one
+        hold can never end the next one taken meanwhile by another thread or task of the keeper.
+        """
+        self._cycles += 1
+        return f"{self.owner}#{self._cycles}"
+
+    def pauses(self) -> Iterator[float]:
+        """The pauses between acquire attempts of one wait, bounded by ``wait_seconds``.
+
+        Jittered exponential backoff from 5 ms up to 250 ms; when the bound has passed the
+        iterator raises :class:`LeaseTimeoutError` instead of yielding.
+        """
+        return self._pauses(time.monotonic() + self.wait_seconds)
+
+    def _pauses(self, deadline: float) -> Iterator[float]:
+        pause = 0.005
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise LeaseTimeoutError(
+                    f"{self.description} is leased by another owner; waited "
+                    f"{self.wait_seconds:g}s for it"
+                )
+            yield min(remaining, random.uniform(pause / 2, pause))  # noqa: S311
+            pause = min(pause * 2, 0.25)
+
+    def install(self, lease: ConversationLease, sent: float) -> None:
+        """Make ``lease`` (requested at monotonic ``sent``) the held one."""
+        self.lease = lease
+        self.valid_until = sent + self.ttl_seconds
+        self.lost = None
+        logger.debug("took the lease of %s (token %d)", self.description, lease.token)
+
+    def enter(self) -> bool:
+        """Count a hold that begins: ``True`` for an inner hold (counted once :meth:`check`
+        passed, which raises :class:`LeaseLostError` when the lease is not held), ``False`` for
+        the outermost hold, which takes the lease and then calls :meth:`begin`."""
+        if self.depth == 0:
+            return False
+        self.check()
+        self.depth += 1
+        return True
+
+    def begin(self, lease: ConversationLease, sent: float) -> None:
+        """The outermost hold took ``lease`` (requested at monotonic ``sent``): install it and
+        count the hold."""
+        self.install(lease, sent)
+        self.depth += 1
+
+    def leave(self) -> tuple[str | None, tuple[ConversationLease | None, bool] | None]:
+        """Count a hold that ends: the text of the lease's loss (``None`` unless lost) and, at
+        the end of the outermost hold, what :meth:`end` gives (the lease, whether to release
+        it); the hold then raises :class:`LeaseLostError` with that text unless its block
+        raised."""
+        self.depth -= 1
+        return self.lost, (self.end() if self.depth == 0 else None)
+
+    def to_renew(self, token: int) -> ConversationLease | None:
+        """The lease a renewer of ``token`` should renew now, or ``None`` when it should stop."""
+        lease = self.lease
+        if lease is None or lease.token != token or self.lost is not None:
+            return None
+        return lease
+
+    def renewal_failed(self, error: BaseException) -> bool:
+        """Note a renewal the store could not answer; ``True`` when the lease is now lost."""
+        logger.warning(
+            "renewing the lease of %s failed (%s); retrying",
+            self.description,
+            type(error).__name__,
+        )
+        if self.within():
+            return False
+        self.lost = self.lost_text("the store could not be reached in time")
+        return True
+
+    def renewal_answered(self, renewed: ConversationLease | None, sent: float) -> bool:
+        """Apply the store's answer to a renewal sent at ``sent``; ``True`` to keep renewing."""
+        if renewed is None:
+            self.lost = self.lost_text("another owner took it over")
+            logger.warning("the lease of %s was taken over", self.description)
+            return False
+        if not self.within():
+            self.lost = self.lost_text("it expired before it could be renewed")
+            return False
+        self.lease = renewed
+        self.valid_until = sent + self.ttl_seconds
+        return True
+
+    def end(self) -> tuple[ConversationLease | None, bool]:
+        """Forget the lease at the end of the outermost hold: it and whether to release it."""
+        lease, self.lease = self.lease, None
+        return lease, self.lost is None
+
+
+class LeaseKeeperBase:
+    """The settings and the lease state both keepers hold: :class:`~.leases.LeaseKeeper`
+    (threads) and :class:`~.async_leases.AsyncLeaseKeeper` (asyncio); the rules are
+    :class:`LeaseState`'s."""
+
+    def __init__(
+        self,
+        store: ConversationStore,
+        lease_key: str,
+        *,
+        owner: str | None = None,
+        ttl_seconds: float = DEFAULT_LEASE_TTL_SECONDS,
+        wait_seconds: float = DEFAULT_LEASE_WAIT_SECONDS,
+        renew_every_seconds: float | None = None,
+        description: str = "conversation",
+    ) -> None:
+        self._state = LeaseState(
+            lease_key,
+            owner=owner,
+            ttl_seconds=ttl_seconds,
+            wait_seconds=wait_seconds,
+            renew_every_seconds=renew_every_seconds,
+            description=description,
+        )
+        self.owner = self._state.owner
+        self.store = store
+        self.lease_key = lease_key
+        self.ttl_seconds = ttl_seconds
+        self.wait_seconds = wait_seconds
+        self.renew_every_seconds = self._state.renew_every_seconds
+        self._start()
+
+    def _start(self) -> None:
+        """Set up the keeper's own concurrency state (locks, stop signal, renewer slot)."""
+        raise NotImplementedError
+
+    @property
+    def lease(self) -> ConversationLease | None:
+        """The lease as last acquired or renewed (``None`` while not held)."""
+        return self._state.lease
