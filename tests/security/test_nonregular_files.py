@@ -8,6 +8,7 @@ replaces it with a regular file without opening it.
 
 from __future__ import annotations
 
+import asyncio
 import io
 import os
 import socket
@@ -22,13 +23,14 @@ from hypothesis import strategies as st
 
 from doubles.aio import AioDouble
 from doubles.opensandbox import OpenSandboxDouble
-from skillruntime.aio import AioSandboxSkillRuntime
+from skillruntime.aio import AioSandboxSkillRuntime, AsyncAioSkillRuntime
 from skillruntime.core.errors import NotRegularFileError
 from skillruntime.core.models import SkillExecutionRequest
+from skillruntime.core.runtime.async_spi import AsyncSkillRuntime
 from skillruntime.core.runtime.spi import SkillRuntime
 from skillruntime.core.tools import SkillTools
-from skillruntime.local import LocalFileSystem, LocalSkillRuntime
-from skillruntime.opensandbox import OpenSandboxSkillRuntime
+from skillruntime.local import AsyncLocalSkillRuntime, LocalFileSystem, LocalSkillRuntime
+from skillruntime.opensandbox import AsyncOpenSandboxSkillRuntime, OpenSandboxSkillRuntime
 
 pytestmark = pytest.mark.timeout(120)  # a regression blocks instead of failing
 
@@ -91,6 +93,52 @@ def _make(runtime: SkillRuntime, recipe: str, name: str) -> str:
     result = runtime.execute(SkillExecutionRequest(command=recipe.format(name=name)))
     assert result.exit_code == 0, result.stderr
     return f"{runtime.default_working_directory}/{name}"
+
+
+ASYNC_FACTORIES: dict[str, Callable[[pytest.FixtureRequest, Path], AsyncSkillRuntime]] = {
+    "local": lambda request, tmp: AsyncLocalSkillRuntime(
+        conversation_id="special", conversations_root=tmp
+    ),
+    "aio": lambda request, tmp: AsyncAioSkillRuntime(
+        base_url=request.getfixturevalue("aio_double").url,
+        token=request.getfixturevalue("aio_double").token,
+        conversation_id=f"special-{uuid.uuid4().hex[:12]}",
+    ),
+    "opensandbox": lambda request, tmp: AsyncOpenSandboxSkillRuntime(
+        domain=request.getfixturevalue("opensandbox_double").domain,
+        api_key=request.getfixturevalue("opensandbox_double").api_key,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ASYNC_FACTORIES))
+@pytest.mark.parametrize("recipe", [MAKE_FIFO, MAKE_SOCKET], ids=["fifo", "socket"])
+def test_async_file_api_refuses_special_entries(
+    request: pytest.FixtureRequest, name: str, recipe: str, tmp_path: Path
+) -> None:
+    """The async faces refuse a FIFO or socket as the sync ones do (a download of one blocked)."""
+    runtime = ASYNC_FACTORIES[name](request, tmp_path)
+
+    async def main() -> None:
+        try:
+            result = await runtime.execute(
+                SkillExecutionRequest(command=recipe.format(name="special"))
+            )
+            assert result.exit_code == 0, result.stderr
+            path = f"{runtime.default_working_directory}/special"
+            fs = await runtime.get_file_system()
+            info = await fs.stat(path)
+            assert info is not None
+            assert info.is_special
+            with pytest.raises(NotRegularFileError, match="not a regular file"):
+                await fs.read_bytes(path)
+            with pytest.raises(NotRegularFileError, match="not a regular file"):
+                async for _ in fs.read_stream(path):
+                    pass
+        finally:
+            await runtime.close()
+
+    asyncio.run(asyncio.wait_for(main(), 60))
 
 
 @pytest.mark.parametrize("recipe", [MAKE_FIFO, MAKE_SOCKET], ids=["fifo", "socket"])

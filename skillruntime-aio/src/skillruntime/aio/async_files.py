@@ -5,7 +5,7 @@
 answer parsing and error typing are :mod:`.file_rules`, shared.
 
 * reads stream ``GET /v1/file/download`` (binary-safe, bounded memory; retried when
-  idempotent); the sync face first confirms a regular file with a ``stat`` command: a FIFO,
+  idempotent); both faces first confirm a regular file with a ``stat`` command: a FIFO,
   socket or device is refused with :class:`NotRegularFileError` before the service is asked to
   open it (it would block);
 * writes spool the content on this host (memory up to 1 MiB, then a temporary file, written in
@@ -140,9 +140,7 @@ class AsyncAioFileSystem(AsyncSkillRuntimeFileSystem):
         unaddressable = undownloadable_path(path)
         if unaddressable is not None:
             raise unaddressable
-        # unasync: sync
-        # self._require_regular_file(path)
-        # unasync: end
+        await self._require_regular_file(path)
         try:
             response = await self._client.open_stream("/v1/file/download", params={"path": path})
         except AioNotFoundError as exc:
@@ -162,7 +160,7 @@ class AsyncAioFileSystem(AsyncSkillRuntimeFileSystem):
 
     async def _require_regular_file(self, path: str) -> None:
         """Refuse a missing path, a directory or a non-regular file before it is opened (the
-        sync face's reads)."""
+        download would block on it)."""
         info = await self.stat(path)  # follows a final symbolic link, as the download does
         if info is None:
             raise RuntimeFileNotFoundError(f"File not found: {path}", path=path)

@@ -7,7 +7,7 @@
 answer parsing and error typing are :mod:`.file_rules`, shared.
 
 * reads stream ``GET /v1/file/download`` (binary-safe, bounded memory; retried when
-  idempotent); the sync face first confirms a regular file with a ``stat`` command: a FIFO,
+  idempotent); both faces first confirm a regular file with a ``stat`` command: a FIFO,
   socket or device is refused with :class:`NotRegularFileError` before the service is asked to
   open it (it would block);
 * writes spool the content on this host (memory up to 1 MiB, then a temporary file, written in
@@ -153,7 +153,7 @@ class AioFileSystem(SkillRuntimeFileSystem):
 
     def _require_regular_file(self, path: str) -> None:
         """Refuse a missing path, a directory or a non-regular file before it is opened (the
-        sync face's reads)."""
+        download would block on it)."""
         info = self.stat(path)  # follows a final symbolic link, as the download does
         if info is None:
             raise RuntimeFileNotFoundError(f"File not found: {path}", path=path)
