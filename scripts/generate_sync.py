@@ -113,7 +113,8 @@ def resolve_markers(text: str) -> str:
                     raise MarkerError(f"line {number}: a sync-only line must be a comment")
                 out.append(line)
                 continue
-            out.append(indent + commented.group(2) + "\n")
+            content = commented.group(2)
+            out.append((indent + content if content else "") + "\n")
             continue
         out.append(line)
     if state != "both":

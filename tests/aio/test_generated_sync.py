@@ -46,7 +46,7 @@ def test_every_generated_sync_module_matches_its_async_source() -> None:
     [
         ("skillruntime-aio", {"client.py", "commands.py", "files.py", "runtime.py"}),
         ("skillruntime-opensandbox", {"commands.py", "files.py"}),
-        ("skillruntime-core", {"exclusive.py"}),
+        ("skillruntime-core", {"exclusive.py", "spi.py"}),
     ],
 )
 def test_the_sync_modules_are_generated_and_say_so(distribution: str, generated: set[str]) -> None:
@@ -74,6 +74,24 @@ def test_marked_regions_drop_async_lines_and_uncomment_sync_ones() -> None:
         "x = 1\n"
     )
     assert generator.resolve_markers(source) == "def f():\n    return g()\nx = 1\n"
+
+
+def test_a_bare_comment_line_of_a_sync_region_becomes_an_empty_line() -> None:
+    """A sync-only docstring keeps its paragraph breaks without trailing whitespace."""
+    generator = _generator()
+    source = (
+        "class C:\n"
+        "    # unasync: async\n"
+        '    """Async.\n'
+        "\n"
+        '    More."""\n'
+        "    # unasync: sync\n"
+        '    # """Sync.\n'
+        "    #\n"
+        '    # More."""\n'
+        "    # unasync: end\n"
+    )
+    assert generator.resolve_markers(source) == 'class C:\n    """Sync.\n\n    More."""\n'
 
 
 @pytest.mark.parametrize(

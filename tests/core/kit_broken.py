@@ -31,7 +31,8 @@ from skillruntime.core.models import (
     SkillPreparationRequest,
     SkillRuntimeConfig,
 )
-from skillruntime.core.runtime.workspace import ConversationWorkspace, ScopedFileSystem
+from skillruntime.core.runtime.scoped import ScopedFileSystem
+from skillruntime.core.runtime.workspace import ConversationWorkspace, PathScope
 from skillruntime.core.skills.files import SkillFile, UploadPolicy
 
 __all__ = ["BROKEN_RUNTIMES", "TIMEOUT_TESTS"]
@@ -285,16 +286,42 @@ class AllowsDotDot(ReferenceRuntime):
         return path
 
 
+class _TouchFirstScope(PathScope):
+    """Path rules that stat the joined path on the backend before checking it."""
+
+    def __init__(
+        self, inner: SkillRuntimeFileSystem, workspace: ConversationWorkspace, **rules: Any
+    ) -> None:
+        super().__init__(workspace=workspace, **rules)
+        self._backend = inner
+        self._directory = workspace.directory
+
+    def path(self, path: str) -> str:
+        self._backend.stat(posixpath.normpath(posixpath.join(self._directory, path)))
+        return super().path(path)
+
+
 class _TouchFirstFileSystem(ScopedFileSystem):
-    def _path(self, path: str) -> str:
-        assert self._workspace is not None
-        self._inner.stat(posixpath.normpath(posixpath.join(self._workspace.directory, path)))
-        return super()._path(path)
+    def __init__(
+        self,
+        inner: SkillRuntimeFileSystem,
+        *,
+        workspace: ConversationWorkspace | None,
+        is_closed: Callable[[], bool],
+        check_real_path: Callable[[str], str] | None,
+    ) -> None:
+        super().__init__(
+            inner, workspace=workspace, is_closed=is_closed, check_real_path=check_real_path
+        )
+        assert workspace is not None
+        self._scope = _TouchFirstScope(
+            inner, workspace, is_closed=is_closed, check_real_path=check_real_path
+        )
 
 
 class _WorkspaceDeletingFileSystem(ScopedFileSystem):
     def delete(self, path: str) -> None:
-        self._inner.delete(self._path(path))
+        self._inner.delete(self._scope.path(path))
 
 
 class DeletesWorkspace(ReferenceRuntime):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from skillruntime.core.runtime.async_spi import LoopLocal
+from skillruntime.core.runtime.loop_local import LoopLocal
 
 
 class _Resource:

@@ -39,7 +39,8 @@ FORMER_FLAT_MODULES = {
     "async_runtime": "runtime.async_spi",
     "runtime_rules": "runtime.rules",
     "workspace": "runtime.workspace",
-    "async_workspace": "runtime.async_workspace",
+    "async_workspace": "runtime.async_scoped",
+    "runtime.async_workspace": "runtime.async_scoped",
     "bridge": "runtime.bridge",
     "closing": "runtime.closing",
     "output": "runtime.output",
@@ -54,6 +55,16 @@ FORMER_FLAT_MODULES = {
 @pytest.mark.parametrize(("old", "new"), sorted(FORMER_FLAT_MODULES.items()))
 def test_every_former_flat_module_is_served_from_its_package(old: str, new: str) -> None:
     assert MOVED_MODULES[f"skillruntime.core.{old}"] == f"skillruntime.core.{new}"
+
+
+def test_the_scoped_file_system_is_still_served_by_its_old_module_with_a_warning() -> None:
+    from skillruntime.core.runtime import workspace
+    from skillruntime.core.runtime.scoped import ScopedFileSystem
+
+    with pytest.warns(DeprecationWarning, match=r"runtime\.scoped"):
+        assert workspace.ScopedFileSystem is ScopedFileSystem
+    with pytest.raises(AttributeError):
+        _ = workspace.NoSuchName  # type: ignore[attr-defined]
 
 
 def test_from_import_of_an_old_name_works_in_a_fresh_interpreter() -> None:

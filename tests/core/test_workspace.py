@@ -10,9 +10,9 @@ import pytest
 from skillruntime.core.errors import WorkspaceEscapeError
 from skillruntime.core.files.spi import SkillRuntimeFileSystem
 from skillruntime.core.models import FileInfo
+from skillruntime.core.runtime.scoped import ScopedFileSystem
 from skillruntime.core.runtime.workspace import (
     ConversationWorkspace,
-    ScopedFileSystem,
     resolve_against,
     validate_conversation_id,
     validate_conversations_root,

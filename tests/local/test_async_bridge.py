@@ -27,7 +27,7 @@ from skillruntime.core.plugins.registry import (
     register_plugin,
     reset_plugin_manager,
 )
-from skillruntime.core.runtime.async_workspace import AsyncScopedFileSystem
+from skillruntime.core.runtime.async_scoped import AsyncScopedFileSystem
 from skillruntime.core.runtime.bridge import (
     ThreadedAsyncFileSystem,
     ThreadedAsyncRuntime,

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from skillruntime.core.files.search import GrepQuery, default_grep
-from skillruntime.core.runtime.workspace import ScopedFileSystem
+from skillruntime.core.runtime.scoped import ScopedFileSystem
 from skillruntime.local import LocalSkillRuntime
 from skillruntime.local.filesystem import LocalFileSystem
 

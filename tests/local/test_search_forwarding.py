@@ -17,7 +17,7 @@ from skillruntime.core.files.search import (
     default_grep,
 )
 from skillruntime.core.models import FileInfo
-from skillruntime.core.runtime.async_workspace import AsyncScopedFileSystem
+from skillruntime.core.runtime.async_scoped import AsyncScopedFileSystem
 from skillruntime.core.runtime.bridge import ThreadedAsyncFileSystem, _LoopFileSystem, _LoopThread
 from skillruntime.local import LocalFileSystem
 

@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 import httpx
 from tenacity import AsyncRetrying
 
-from skillruntime.core.runtime.async_spi import LoopLocal
+from skillruntime.core.runtime.loop_local import LoopLocal
 
 from .defaults import DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT
 from .wire import (

@@ -22,7 +22,7 @@ from typing import Any, Literal, TypeVar
 import httpx
 
 from skillruntime.core.errors import ExecutionTransportError
-from skillruntime.core.runtime.async_spi import LoopLocal
+from skillruntime.core.runtime.loop_local import LoopLocal
 
 from .async_client import AsyncAioClient
 from .command_plans import (

@@ -42,8 +42,9 @@ if TYPE_CHECKING:
     )
     from .runtime.async_spi import AsyncBaseSkillRuntime, AsyncSkillRuntime
     from .runtime.bridge import to_async, to_sync
+    from .runtime.scoped import ScopedFileSystem
     from .runtime.spi import BaseSkillRuntime, SkillRuntime
-    from .runtime.workspace import ConversationWorkspace, ScopedFileSystem
+    from .runtime.workspace import ConversationWorkspace
 
 __getattr__, __dir__ = lazy_attributes(
     __name__,
@@ -83,7 +84,7 @@ __getattr__, __dir__ = lazy_attributes(
         "BaseSkillRuntime": ".runtime.spi",
         "SkillRuntime": ".runtime.spi",
         "ConversationWorkspace": ".runtime.workspace",
-        "ScopedFileSystem": ".runtime.workspace",
+        "ScopedFileSystem": ".runtime.scoped",
     },
 )
 

@@ -6,7 +6,7 @@ race-free through directory descriptors (:mod:`skillruntime.local.confinement`):
 may lead anywhere below the root but never out of it, and a directory swapped for a link while an
 operation runs cannot carry it out either. Without ``root`` there is no confinement (the same
 descriptor-relative resolution from ``/``); the runtime wraps this file system in a
-:class:`~skillruntime.core.runtime.workspace.ScopedFileSystem` when it has a conversation workspace.
+:class:`~skillruntime.core.runtime.scoped.ScopedFileSystem` when it has a conversation workspace.
 
 Decisions:
 

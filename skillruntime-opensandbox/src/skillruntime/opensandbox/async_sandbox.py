@@ -23,7 +23,7 @@ from opensandbox.config.connection_sync import ConnectionConfigSync
 from opensandbox.models.sandboxes import SandboxEndpoint, SandboxOrigin
 from opensandbox.sandbox import Sandbox
 from opensandbox.sync.sandbox import SandboxSync
-from skillruntime.core.runtime.async_spi import LoopLocal
+from skillruntime.core.runtime.loop_local import LoopLocal
 
 from ._tls import shared_ssl_context
 from .errors import sandbox_error

@@ -25,7 +25,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 
-from ..runtime.async_spi import LoopLocal
+from ..runtime.loop_local import LoopLocal
 from .lease_rules import LeaseKeeperBase, LeaseLostError
 from .spi import ConversationLease
 

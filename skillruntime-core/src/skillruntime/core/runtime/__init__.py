@@ -1,7 +1,8 @@
 """The SkillRuntime SPI and its base classes, sync (``spi``) and async (``async_spi``) side by side.
 
 The package also holds what every runtime shares: the preparation and environment rules
-(``rules``), conversation workspaces and path scoping (``workspace``, ``async_workspace``), the
+(``rules``), conversation workspaces and path scoping (``workspace``), the scoped file systems
+(``scoped``, generated from ``async_scoped``), one value per event loop (``loop_local``), the
 sync/async bridges (``bridge``), bounded output buffers (``output``) and the closing protocol
 (``closing``). The names of the former ``skillruntime.core.runtime`` module are served from here
 (lazily, from ``spi``).

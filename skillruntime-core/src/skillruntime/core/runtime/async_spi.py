@@ -1,33 +1,41 @@
+# unasync: async
 """The async SPI: :class:`AsyncSkillRuntime` and the shared base :class:`AsyncBaseSkillRuntime`.
 
-The twin of :mod:`skillruntime.core.runtime.spi`: the same method names and contracts (DESIGN §3),
-as coroutines, with ``async with`` instead of ``with``. :class:`AsyncBaseSkillRuntime` follows the
-same rules as :class:`~skillruntime.core.runtime.spi.BaseSkillRuntime` through the same functions of
-:mod:`skillruntime.core.runtime.rules` (working directory, environment precedence, digest cache,
-preparation steps, bootstrap errors), with an :class:`asyncio.Lock` per skill for single-flight.
+The source of :mod:`skillruntime.core.runtime.spi`, which ``scripts/generate_sync.py`` writes
+from it: the same method names and contracts (DESIGN §3), as coroutines, with ``async with``
+instead of ``with``. Both bases follow the rules of :mod:`skillruntime.core.runtime.rules`
+(working directory, environment precedence, digest cache, preparation steps, bootstrap errors);
+single-flight per skill takes an :class:`asyncio.Lock` here, a :class:`threading.Lock` there.
 
 **Any event loop.** An async runtime object serves whichever event loop awaits it, one after
 the other (a program calling :func:`asyncio.run` per request): it keeps no loop-bound object
-(lock, connection pool, future) from one loop for use on another. :class:`LoopLocal` holds
-one such object per loop.
+(lock, connection pool, future) from one loop for use on another.
+:class:`~skillruntime.core.runtime.loop_local.LoopLocal` holds one such object per loop.
 
 **Cancellation is a contract.** Cancelling a task that awaits :meth:`AsyncSkillRuntime.execute`
 (directly or through :func:`asyncio.timeout`) stops the command — the whole process tree, locally
 or in the sandbox — before the :class:`asyncio.CancelledError` propagates, and the runtime stays
 usable. A cancelled :meth:`AsyncSkillRuntime.prepare` caches nothing, so the next call retries.
 """
+# unasync: sync
+# """The ``SkillRuntime`` SPI and the shared machinery most backends build on.
+#
+# :class:`SkillRuntime` is the contract (DESIGN §3). :class:`BaseSkillRuntime` implements the parts
+# that are the same everywhere — preparation with a content-digest cache and per-skill locks, the
+# bootstrap runner, environment merging, conversation workspaces, closed-state checks — and leaves a
+# backend a handful of hooks: run one command, provide a raw file system, place a skill's files.
+# """
+# unasync: end
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import posixpath
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
-from typing import Generic, TypeVar
+from collections.abc import Mapping, Sequence
 
 from ..files.async_spi import AsyncSkillRuntimeFileSystem
 from ..models import (
@@ -40,13 +48,16 @@ from ..models import (
 )
 from ..observability.audit import audited
 from ..skills.files import DEFAULT_UPLOAD_POLICY, SkillFile, UploadPolicy
-from .async_workspace import AsyncScopedFileSystem
+from .async_scoped import AsyncScopedFileSystem
 from .closing import AsyncCloseable
+from .loop_local import LoopLocal
 from .rules import (
+    BOOTSTRAP_OUTPUT_TAIL,
     Bootstrap,
     CheckReady,
     MarkReady,
     PlaceFiles,
+    PreparedSkill,
     PrepareKey,
     RuntimeState,
     ScannedSkill,
@@ -58,108 +69,42 @@ from .rules import (
     place_failure,
     preparation_plan,
     prepare_key,
+    ready_marker_path,
     scan_skill,
 )
-from .spi import PreparedSkill, ready_marker_path
 from .workspace import ConversationWorkspace
 
-__all__ = ["AsyncBaseSkillRuntime", "AsyncSkillRuntime", "LoopLocal", "run_bootstrap_async"]
+__all__ = [
+    "BOOTSTRAP_OUTPUT_TAIL",
+    "AsyncBaseSkillRuntime",
+    "AsyncSkillRuntime",
+    # unasync: async
+    "LoopLocal",
+    # unasync: end
+    "PreparedSkill",
+    "ready_marker_path",
+    "run_bootstrap_async",
+]
 
 logger = logging.getLogger(__name__)
 
-V = TypeVar("V")
-
-
-class LoopLocal(Generic[V]):
-    """One ``factory()`` value per event loop: what :meth:`get` (or :meth:`aget`) returns on
-    the running loop.
-
-    For loop-bound objects (an :class:`asyncio.Lock` binds to the loop of its first waiter, a
-    connection pool to the loop of its sockets) kept by an object that must serve any loop.
-    With ``aclose``, a value fetched with :meth:`aget` is closed on its own loop when that loop's
-    runner finalises async generators (:meth:`asyncio.loop.shutdown_asyncgens`, which
-    :func:`asyncio.run` calls before closing the loop), and :meth:`aclose` closes them all.
-    Values of loops closed otherwise are dropped unclosed when a new loop asks. Thread-safe.
-    """
-
-    def __init__(
-        self, factory: Callable[[], V], *, aclose: Callable[[V], Awaitable[None]] | None = None
-    ) -> None:
-        self._factory = factory
-        self._aclose = aclose
-        self._slots: dict[asyncio.AbstractEventLoop, _LoopSlot[V]] = {}
-        self._guard = threading.Lock()
-
-    def get(self) -> V:
-        """The running loop's value, made on its first use there."""
-        return self._slot(asyncio.get_running_loop()).value
-
-    async def aget(self) -> V:
-        """The running loop's value; with ``aclose``, it is closed when the loop shuts down."""
-        loop = asyncio.get_running_loop()
-        slot = self._slot(loop)
-        if self._aclose is not None and slot.keeper is None:
-            slot.keeper = self._close_at_shutdown(loop, slot)
-            await slot.keeper.__anext__()  # registers the generator with the running loop
-        return slot.value
-
-    async def aclose(self) -> None:
-        """Close every value (``aclose``) and forget them: the running loop's here, those of
-        other loops still running on their loops; those of closed loops are dropped."""
-        current = asyncio.get_running_loop()
-        with self._guard:
-            slots, self._slots = self._slots, {}
-        for loop, slot in slots.items():
-            if loop is current:
-                await self._close(slot)
-            elif not loop.is_closed():
-                with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-                    asyncio.run_coroutine_threadsafe(self._close(slot), loop)
-
-    def _slot(self, loop: asyncio.AbstractEventLoop) -> _LoopSlot[V]:
-        with self._guard:
-            slot = self._slots.get(loop)
-            if slot is None:
-                for old in [known for known in self._slots if known.is_closed()]:
-                    del self._slots[old]
-                slot = self._slots[loop] = _LoopSlot(self._factory())
-            return slot
-
-    async def _close_at_shutdown(
-        self, loop: asyncio.AbstractEventLoop, slot: _LoopSlot[V]
-    ) -> AsyncGenerator[None, None]:
-        try:
-            yield
-        finally:
-            with self._guard:
-                if self._slots.get(loop) is slot:
-                    del self._slots[loop]
-            if self._aclose is not None:
-                await self._aclose(slot.value)
-
-    async def _close(self, slot: _LoopSlot[V]) -> None:
-        keeper, slot.keeper = slot.keeper, None
-        if keeper is not None:
-            await keeper.aclose()  # closes the value
-        elif self._aclose is not None:
-            await self._aclose(slot.value)
-
-
-class _LoopSlot(Generic[V]):
-    """A value of :class:`LoopLocal` and the generator that closes it at loop shutdown."""
-
-    def __init__(self, value: V) -> None:
-        self.value = value
-        self.keeper: AsyncGenerator[None, None] | None = None
-
 
 class AsyncSkillRuntime(AsyncCloseable, ABC):
+    # unasync: async
     """Where skill commands run and skill files live, for asyncio programs.
 
-    An async context manager, safe to use from many tasks of one event loop. Contracts are those
-    of :class:`~skillruntime.core.runtime.spi.SkillRuntime`, plus the cancellation rule of this
-    module.
+    An async context manager, safe to use from many tasks of one event loop and from one event
+    loop after another. See DESIGN §3 for the contracts every implementation must meet, plus the
+    cancellation rule of this module; the conformance kit checks them.
     """
+
+    # unasync: sync
+    # """Where skill commands run and skill files live.
+    #
+    # A runtime is a context manager and is safe to call from several threads. See DESIGN §3 for
+    # the contracts every implementation must meet; the conformance kit checks them.
+    # """
+    # unasync: end
 
     @property
     @abstractmethod
@@ -169,18 +114,30 @@ class AsyncSkillRuntime(AsyncCloseable, ABC):
     @property
     @abstractmethod
     def default_working_directory(self) -> str:
-        """Working directory of commands that name none; the default root of file searches."""
+        """Working directory of commands that name none; the default root of file searches.
+
+        An absolute path. Relative file paths and relative working directories resolve against
+        it, with or without a conversation. The runtime creates it on first use.
+        """
 
     @abstractmethod
     async def prepare(self, request: SkillPreparationRequest) -> list[Skill]:
-        """Make the skills available in the runtime; same count and order, new objects."""
+        """Make the skills available in the runtime; same count and order, new objects.
+
+        Each returned ``base_path`` is a runtime path that exists. Bootstrap commands run after the
+        copy; a skill counts as prepared only when all of them succeeded.
+        """
 
     @abstractmethod
     async def execute(self, request: SkillExecutionRequest) -> SkillExecutionResult:
+        # unasync: async
         """Run one shell command; a non-zero exit or a timeout is a result, not an exception.
 
         Cancelling the awaiting task kills the command's process tree.
         """
+        # unasync: sync
+        # """Run one shell command; a non-zero exit or a timeout is a result, not an exception."""
+        # unasync: end
 
     @abstractmethod
     async def get_file_system(self) -> AsyncSkillRuntimeFileSystem:
@@ -196,8 +153,9 @@ async def run_bootstrap_async(
 ) -> None:
     """Run ``config``'s bootstrap commands in order in the prepared skill root.
 
-    The first command that exits non-zero or times out stops the run with
-    :class:`~skillruntime.core.errors.SkillPrepareError` (exit code and output tail).
+    The runtime adds its merged environment. The first command that exits non-zero or times out
+    stops the run with :class:`~skillruntime.core.errors.SkillPrepareError` carrying its exit code
+    and output tail.
     """
     for index, step, request in bootstrap_requests(skill, config):
         with audited("bootstrap", skill_name=skill.name, **audit_fields(runtime)) as record:
@@ -208,12 +166,19 @@ async def run_bootstrap_async(
 
 
 class AsyncBaseSkillRuntime(RuntimeState, AsyncSkillRuntime):
-    """Shared implementation of the async SPI; a backend supplies a few hooks.
+    """Shared implementation of the SPI; a backend supplies a few hooks.
 
-    Hooks: :meth:`_run` (coroutine: one command with the final cwd and environment overlay),
-    :meth:`_raw_file_system`, :meth:`_close_resources` (coroutine), and optionally
-    :meth:`_place_skill`, :meth:`_is_ready`, :meth:`_mark_ready` (coroutines),
-    :meth:`_skills_root` and :meth:`_check_real_path`.
+    Hooks: :meth:`_run` (one command with the final cwd and environment overlay),
+    :meth:`_raw_file_system`, :meth:`_close_resources`, and optionally :meth:`_place_skill`,
+    :meth:`_is_ready`, :meth:`_mark_ready`, :meth:`_scan_skill`, :meth:`_skills_root` and
+    :meth:`_check_real_path`. In the async base the hooks that do I/O are coroutines.
+
+    Environment precedence, lowest first: ``base_environment``, the configs of prepared skills
+    (in preparation order), the request's environment.
+
+    Relative file paths and working directories are resolved here, before any hook sees them:
+    under the conversation workspace when there is one, else against
+    :attr:`default_working_directory` (lexically). Hooks always receive absolute paths.
     """
 
     def __init__(
@@ -226,10 +191,14 @@ class AsyncBaseSkillRuntime(RuntimeState, AsyncSkillRuntime):
         self._base_environment = validate_environment(base_environment or {})
         self._workspace = workspace
         self._upload_policy = upload_policy
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._closed = False
         self._prepared: dict[PrepareKey, PreparedSkill] = {}
+        # unasync: async
         self._prepare_locks: LoopLocal[dict[PrepareKey, asyncio.Lock]] = LoopLocal(dict)
+        # unasync: sync
+        # self._prepare_locks: dict[PrepareKey, threading.Lock] = {}
+        # unasync: end
         self._skill_environment: dict[str, dict[str, str]] = {}
         self._file_system: AsyncScopedFileSystem | None = None
 
@@ -239,8 +208,9 @@ class AsyncBaseSkillRuntime(RuntimeState, AsyncSkillRuntime):
     async def _run(
         self, request: SkillExecutionRequest, working_directory: str, environment: dict[str, str]
     ) -> SkillExecutionResult:
-        """Run ``request.command`` in ``working_directory`` with ``environment`` on top of the
-        backend's own; enforce timeout and output bounds; kill the tree when cancelled."""
+        """Run ``request.command`` in ``working_directory`` with ``environment`` added on top of
+        the backend's own process environment; enforce timeout and output bounds (and, async,
+        kill the process tree when cancelled)."""
 
     @abstractmethod
     def _raw_file_system(self) -> AsyncSkillRuntimeFileSystem:
@@ -255,12 +225,16 @@ class AsyncBaseSkillRuntime(RuntimeState, AsyncSkillRuntime):
         return self._workspace.skills_directory if self._workspace else None
 
     def _check_real_path(self, path: str) -> str:
-        """Extra check applied to every scoped path (the local runtime resolves symlinks)."""
+        """Extra check applied to every scoped path (for example a symlink check); the local
+        runtime confines paths in its file system instead, race-free."""
         return path
 
     async def _place_skill(self, skill: Skill, files: Sequence[SkillFile], target: str) -> None:
-        """Copy or upload the skill's files into ``target`` (default: through the raw file
-        system's ``upload_files``)."""
+        """Copy or upload the skill's files into the runtime directory ``target``.
+
+        The default creates ``target`` and calls ``upload_files`` on the raw file system (one
+        request per file unless the backend overrides it).
+        """
         fs = self._raw_file_system()
         await fs.delete(target)
         await fs.make_directory(target)
@@ -272,13 +246,15 @@ class AsyncBaseSkillRuntime(RuntimeState, AsyncSkillRuntime):
         )
 
     async def _is_ready(self, target: str) -> bool:
-        """True when a complete prepared copy already exists at ``target``."""
+        """True when a complete prepared copy already exists at ``target`` (left by an earlier
+        runtime object on the same workspace)."""
         return await self._raw_file_system().exists(ready_marker_path(target))
 
     async def _mark_ready(self, target: str, *, digest: str) -> None:
-        """Record that the copy at ``target`` is complete and bootstrapped; ``digest`` names it
-        (:func:`~skillruntime.core.skills.files.prepared_copy_digest`: content and bootstrap
-        commands)."""
+        """Record that the copy at ``target`` is complete and bootstrapped; called once per
+        prepared copy, after its upload and bootstrap succeeded. ``digest`` is the one naming
+        the copy (:func:`~skillruntime.core.skills.files.prepared_copy_digest`: its content and
+        the bootstrap commands run in it)."""
         await self._raw_file_system().write_text(ready_marker_path(target), "ok\n")
 
     # --------------------------------------------------------------------- SPI
@@ -292,6 +268,7 @@ class AsyncBaseSkillRuntime(RuntimeState, AsyncSkillRuntime):
                 self._workspace,
                 self._check_real_path,
             )
+            # Checked again: a request built without validation must not smuggle bad names.
             request_environment = validate_environment(request.environment)
             environment = self.effective_environment(request_environment)
             return record.result(await self._run(request, cwd, environment))
@@ -324,9 +301,20 @@ class AsyncBaseSkillRuntime(RuntimeState, AsyncSkillRuntime):
             await self._prepare_one(skill, request.config_for(skill)) for skill in request.skills
         ]
 
+    def _scan_skill(self, skill: Skill) -> ScannedSkill:
+        """Walk and digest ``skill``'s source under the upload policy (the first step of a
+        prepare; the async base runs it in a worker thread). A runtime may override it to do
+        more in the same pass, e.g. copy the files while hashing them; it raises what
+        :func:`~skillruntime.core.runtime.rules.scan_skill` raises."""
+        return scan_skill(skill, self._upload_policy)
+
     async def _prepare_one(self, skill: Skill, config: SkillRuntimeConfig) -> Skill:
         with audited("prepare", skill_name=skill.name, **self._audit_fields()) as record:
-            scanned = await asyncio.to_thread(scan_skill, skill, self._upload_policy)
+            # unasync: async
+            scanned = await asyncio.to_thread(self._scan_skill, skill)
+            # unasync: sync
+            # scanned = self._scan_skill(skill)
+            # unasync: end
             record.skill_digest = scanned.digest
             return await self._prepare_scanned(skill, config, scanned)
 
@@ -335,7 +323,11 @@ class AsyncBaseSkillRuntime(RuntimeState, AsyncSkillRuntime):
     ) -> Skill:
         key = prepare_key(skill, scanned.digest, config)
         with self._lock:
+            # unasync: async
             lock = self._prepare_locks.get().setdefault(key, asyncio.Lock())
+            # unasync: sync
+            # lock = self._prepare_locks.setdefault(key, threading.Lock())
+            # unasync: end
         async with lock:
             self._ensure_open()
             cached = self._prepared.get(key)
@@ -362,7 +354,7 @@ class AsyncBaseSkillRuntime(RuntimeState, AsyncSkillRuntime):
             with self._lock:
                 self._prepared[key] = PreparedSkill(prepared.base_path, scanned.digest, config)
             logger.info(
-                "prepared skill %s (%s, %d files) in async %s runtime in %.3fs",
+                "prepared skill %s (%s, %d files) in %s runtime in %.3fs",
                 skill.name,
                 scanned.digest[:12],
                 len(scanned.files),

@@ -49,8 +49,8 @@ from ..models import (
 )
 from .async_spi import AsyncSkillRuntime
 from .rules import closed_error
+from .scoped import ScopedFileSystem
 from .spi import SkillRuntime
-from .workspace import ScopedFileSystem
 
 if TYPE_CHECKING:
     from ..files.search import GlobQuery, GrepQuery, GrepResult, SearchResult

@@ -4,8 +4,8 @@
 :class:`~skillruntime.core.runtime.async_spi.AsyncBaseSkillRuntime` both build on these functions:
 the working directory of a command, environment precedence, the content digest of a skill, the cache
 key of a prepared skill, the steps of one preparation (:func:`preparation_plan`, a generator that
-*asks* for each I/O step and is driven by :func:`drive` or by an ``async`` loop), and the errors a
-failed step turns into.
+*asks* for each I/O step and is driven by the base classes' loop), the prepared-copy record and its
+ready marker, and the errors a failed step turns into.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from ..errors import RuntimeClosedError, SkillPrepareError, SkillRuntimeError
 from ..models import (
@@ -43,6 +43,7 @@ __all__ = [
     "PlaceFiles",
     "PreparationStep",
     "PrepareKey",
+    "PreparedSkill",
     "ScannedSkill",
     "audit_fields",
     "bootstrap_failure",
@@ -50,11 +51,11 @@ __all__ = [
     "bootstrap_transport_failure",
     "closed_error",
     "command_directory",
-    "drive",
     "merge_environment",
     "place_failure",
     "preparation_plan",
     "prepare_key",
+    "ready_marker_path",
     "scan_skill",
 ]
 
@@ -64,8 +65,22 @@ BOOTSTRAP_OUTPUT_TAIL = 2000
 PrepareKey = tuple[str, str, str]
 """Cache key of a prepared skill: name, content digest, config JSON."""
 
-T = TypeVar("T")
-S = TypeVar("S")
+
+class PreparedSkill:
+    """A skill prepared in a runtime: where its copy lives and the config it was prepared with."""
+
+    __slots__ = ("base_path", "config", "digest")
+
+    def __init__(self, base_path: str, digest: str, config: SkillRuntimeConfig) -> None:
+        self.base_path = base_path
+        self.digest = digest
+        self.config = config
+
+
+def ready_marker_path(prepared_directory: str) -> str:
+    """Runtime path of the marker written next to a prepared copy once it is complete."""
+    parent, name = posixpath.split(prepared_directory.rstrip("/"))
+    return posixpath.join(parent, f".{name}.ready")
 
 
 def closed_error(runtime_name: str) -> RuntimeClosedError:
@@ -267,16 +282,6 @@ def preparation_plan(
         yield Bootstrap(prepared, config)
         yield MarkReady(target, digest)
     return prepared
-
-
-def drive(plan: Generator[T, Any, S], perform: Callable[[T], Any]) -> S:
-    """Run ``plan`` synchronously: ``perform`` each step and send its result back."""
-    try:
-        step = next(plan)
-        while True:
-            step = plan.send(perform(step))
-    except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
 
 
 # -------------------------------------------------------------------------- failures

@@ -1,3 +1,5 @@
+# Generated from async_spi.py by scripts/generate_sync.py: do not edit.
+# Edit the async source, then run `python scripts/generate_sync.py`.
 """The ``SkillRuntime`` SPI and the shared machinery most backends build on.
 
 :class:`SkillRuntime` is the contract (DESIGN §3). :class:`BaseSkillRuntime` implements the parts
@@ -33,7 +35,8 @@ from .rules import (
     CheckReady,
     MarkReady,
     PlaceFiles,
-    PreparationStep,
+    PreparedSkill,
+    PrepareKey,
     RuntimeState,
     ScannedSkill,
     audit_fields,
@@ -41,13 +44,14 @@ from .rules import (
     bootstrap_requests,
     bootstrap_transport_failure,
     command_directory,
-    drive,
     place_failure,
     preparation_plan,
     prepare_key,
+    ready_marker_path,
     scan_skill,
 )
-from .workspace import ConversationWorkspace, ScopedFileSystem
+from .scoped import ScopedFileSystem
+from .workspace import ConversationWorkspace
 
 __all__ = [
     "BOOTSTRAP_OUTPUT_TAIL",
@@ -103,32 +107,17 @@ class SkillRuntime(Closeable, ABC):
         """Release what the runtime owns; idempotent. Later calls raise ``RuntimeClosedError``."""
 
 
-class PreparedSkill:
-    """A skill prepared in a runtime: where its copy lives and the config it was prepared with."""
-
-    __slots__ = ("base_path", "config", "digest")
-
-    def __init__(self, base_path: str, digest: str, config: SkillRuntimeConfig) -> None:
-        self.base_path = base_path
-        self.digest = digest
-        self.config = config
-
-
-def ready_marker_path(prepared_directory: str) -> str:
-    """Runtime path of the marker written next to a prepared copy once it is complete."""
-    parent, name = posixpath.split(prepared_directory.rstrip("/"))
-    return posixpath.join(parent, f".{name}.ready")
-
-
 def run_bootstrap(runtime: SkillRuntime, skill: Skill, config: SkillRuntimeConfig) -> None:
     """Run ``config``'s bootstrap commands in order in the prepared skill root.
 
     The runtime adds its merged environment. The first command that exits non-zero or times out
-    stops the run with :class:`SkillPrepareError` carrying its exit code and output tail.
+    stops the run with :class:`~skillruntime.core.errors.SkillPrepareError` carrying its exit code
+    and output tail.
     """
     for index, step, request in bootstrap_requests(skill, config):
         with audited("bootstrap", skill_name=skill.name, **audit_fields(runtime)) as record:
-            failure = bootstrap_failure(skill, index, step, record.result(runtime.execute(request)))
+            result = record.result(runtime.execute(request))
+        failure = bootstrap_failure(skill, index, step, result)
         if failure is not None:
             raise failure
 
@@ -138,7 +127,8 @@ class BaseSkillRuntime(RuntimeState, SkillRuntime):
 
     Hooks: :meth:`_run` (one command with the final cwd and environment overlay),
     :meth:`_raw_file_system`, :meth:`_close_resources`, and optionally :meth:`_place_skill`,
-    :meth:`_skills_root` and :meth:`_check_real_path`.
+    :meth:`_is_ready`, :meth:`_mark_ready`, :meth:`_scan_skill`, :meth:`_skills_root` and
+    :meth:`_check_real_path`. In the async base the hooks that do I/O are coroutines.
 
     Environment precedence, lowest first: ``base_environment``, the configs of prepared skills
     (in preparation order), the request's environment.
@@ -160,8 +150,8 @@ class BaseSkillRuntime(RuntimeState, SkillRuntime):
         self._upload_policy = upload_policy
         self._lock = threading.RLock()
         self._closed = False
-        self._prepared: dict[tuple[str, str, str], PreparedSkill] = {}
-        self._prepare_locks: dict[tuple[str, str, str], threading.Lock] = {}
+        self._prepared: dict[PrepareKey, PreparedSkill] = {}
+        self._prepare_locks: dict[PrepareKey, threading.Lock] = {}
         self._skill_environment: dict[str, dict[str, str]] = {}
         self._file_system: ScopedFileSystem | None = None
 
@@ -172,7 +162,8 @@ class BaseSkillRuntime(RuntimeState, SkillRuntime):
         self, request: SkillExecutionRequest, working_directory: str, environment: dict[str, str]
     ) -> SkillExecutionResult:
         """Run ``request.command`` in ``working_directory`` with ``environment`` added on top of
-        the backend's own process environment; enforce timeout and output bounds."""
+        the backend's own process environment; enforce timeout and output bounds (and, async,
+        kill the process tree when cancelled)."""
 
     @abstractmethod
     def _raw_file_system(self) -> SkillRuntimeFileSystem:
@@ -194,15 +185,17 @@ class BaseSkillRuntime(RuntimeState, SkillRuntime):
     def _place_skill(self, skill: Skill, files: Sequence[SkillFile], target: str) -> None:
         """Copy or upload the skill's files into the runtime directory ``target``.
 
-        The default creates ``target`` and calls :meth:`SkillRuntimeFileSystem.upload_files` on the
-        raw file system (one request per file unless the backend overrides it).
+        The default creates ``target`` and calls ``upload_files`` on the raw file system (one
+        request per file unless the backend overrides it).
         """
         fs = self._raw_file_system()
         fs.delete(target)
         fs.make_directory(target)
         fs.upload_files(
-            (item.local_path, posixpath.join(target, item.relative_path), item.executable)
-            for item in files
+            [
+                (item.local_path, posixpath.join(target, item.relative_path), item.executable)
+                for item in files
+            ]
         )
 
     def _is_ready(self, target: str) -> bool:
@@ -230,9 +223,8 @@ class BaseSkillRuntime(RuntimeState, SkillRuntime):
             )
             # Checked again: a request built without validation must not smuggle bad names.
             request_environment = validate_environment(request.environment)
-            return record.result(
-                self._run(request, cwd, self.effective_environment(request_environment))
-            )
+            environment = self.effective_environment(request_environment)
+            return record.result(self._run(request, cwd, environment))
 
     def get_file_system(self) -> SkillRuntimeFileSystem:
         self._ensure_open()
@@ -262,8 +254,9 @@ class BaseSkillRuntime(RuntimeState, SkillRuntime):
 
     def _scan_skill(self, skill: Skill) -> ScannedSkill:
         """Walk and digest ``skill``'s source under the upload policy (the first step of a
-        prepare). A runtime may override it to do more in the same pass, e.g. copy the files
-        while hashing them; it raises what :func:`scan_skill` raises."""
+        prepare; the async base runs it in a worker thread). A runtime may override it to do
+        more in the same pass, e.g. copy the files while hashing them; it raises what
+        :func:`~skillruntime.core.runtime.rules.scan_skill` raises."""
         return scan_skill(skill, self._upload_policy)
 
     def _prepare_one(self, skill: Skill, config: SkillRuntimeConfig) -> Skill:
@@ -285,7 +278,21 @@ class BaseSkillRuntime(RuntimeState, SkillRuntime):
                 return skill.with_base_path(cached.base_path)
             started = time.monotonic()
             plan = preparation_plan(skill, config, scanned, self._skills_root())
-            prepared = drive(plan, self._perform)
+            try:
+                step = next(plan)
+                while True:
+                    if isinstance(step, CheckReady):
+                        step = plan.send(self._is_ready(step.target))
+                        continue
+                    if isinstance(step, PlaceFiles):
+                        self._place(step.skill, step.files, step.target)
+                    elif isinstance(step, Bootstrap):
+                        self._bootstrap(step.skill, step.config)
+                    elif isinstance(step, MarkReady):
+                        self._mark_ready(step.target, digest=step.digest)
+                    step = plan.send(None)
+            except StopIteration as stop:
+                prepared: Skill = stop.value
             self._activate(skill.name, config)
             with self._lock:
                 self._prepared[key] = PreparedSkill(prepared.base_path, scanned.digest, config)
@@ -303,18 +310,6 @@ class BaseSkillRuntime(RuntimeState, SkillRuntime):
         with self._lock:
             self._skill_environment.pop(skill_name, None)
             self._skill_environment[skill_name] = dict(config.environment)
-
-    def _perform(self, step: PreparationStep) -> bool | None:
-        """Carry out one step of :func:`~skillruntime.core.runtime.rules.preparation_plan`."""
-        if isinstance(step, CheckReady):
-            return self._is_ready(step.target)
-        if isinstance(step, PlaceFiles):
-            self._place(step.skill, step.files, step.target)
-        elif isinstance(step, Bootstrap):
-            self._bootstrap(step.skill, step.config)
-        elif isinstance(step, MarkReady):
-            self._mark_ready(step.target, digest=step.digest)
-        return None
 
     def _place(self, skill: Skill, files: Sequence[SkillFile], target: str) -> None:
         try:

@@ -1,32 +1,34 @@
-"""Conversation workspaces: id and root rules, path scoping, and the scoped file-system wrapper.
+"""Conversation workspaces: id and root rules, and the path scoping of the scoped file systems.
 
 A conversation's workspace is ``<conversations_root>/<conversation_id>``; relative paths resolve
 under it and a path that leaves it is rejected *before any backend call*. This is a path boundary
 for the framework's own file API and working directory, not a security sandbox: a command run in
 the workspace can still reach anything its user can.
+
+The wrappers themselves, ``ScopedFileSystem`` and ``AsyncScopedFileSystem``, live in
+:mod:`.scoped` and :mod:`.async_scoped` (``ScopedFileSystem`` is still served here, with a
+:class:`DeprecationWarning`).
 """
 
 from __future__ import annotations
 
+import importlib
 import posixpath
 import re
-from collections.abc import Callable, Generator, Iterable, Mapping
+import warnings
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidPathError, RuntimeClosedError, WorkspaceEscapeError
-from ..files.spi import CHUNK_SIZE, DEFAULT_LIST_LIMIT, DEFAULT_READ_LIMIT, SkillRuntimeFileSystem
-from ..models import FileInfo
-from ..observability.audit import audit_stream, audited
 
 if TYPE_CHECKING:
-    from ..files.search import GlobQuery, GrepQuery, GrepResult, SearchResult
+    pass
 
 __all__ = [
     "CONVERSATION_ID_PATTERN",
     "ConversationWorkspace",
     "PathScope",
-    "ScopedFileSystem",
     "resolve_against",
     "validate_conversation_id",
     "validate_conversations_root",
@@ -210,134 +212,14 @@ def scoped_audit_fields(
     }
 
 
-class ScopedFileSystem(SkillRuntimeFileSystem):
-    """Wraps a runtime file system: maps every path through a workspace and checks closure.
-
-    The arguments are those of :class:`PathScope`, whose rules apply to every path. Every
-    operation emits one audit event (``file.read``, ``file.write``…, see
-    :mod:`skillruntime.core.observability.audit`) with the fields of ``audit`` (default: the runtime
-    name and conversation id); a derived operation (``read_text``, ``exists``…) is audited as the
-    primitive it runs.
-    """
-
-    def __init__(
-        self,
-        inner: SkillRuntimeFileSystem,
-        *,
-        workspace: ConversationWorkspace | None = None,
-        is_closed: Callable[[], bool] = lambda: False,
-        check_real_path: Callable[[str], str] | None = None,
-        runtime_name: str = "runtime",
-        base_directory: str | None = None,
-        audit: Mapping[str, Any] | None = None,
-    ) -> None:
-        self._inner = inner
-        self._workspace = workspace
-        self._audit = scoped_audit_fields(audit, runtime_name, workspace)
-        self._scope = PathScope(
-            workspace=workspace,
-            is_closed=is_closed,
-            check_real_path=check_real_path,
-            runtime_name=runtime_name,
-            base_directory=base_directory,
-        )
-
-    @property
-    def inner(self) -> SkillRuntimeFileSystem:
-        """The wrapped file system."""
-        return self._inner
-
-    def _path(self, path: str) -> str:
-        return self._scope.path(path)
-
-    def scoped_path(self, path: str) -> str:
-        """The path the wrapped file system gets for ``path``; raises (closed runtime, path
-        outside the workspace) without calling it."""
-        return self._scope.path(path)
-
-    def read_stream(self, path: str, chunk_size: int = CHUNK_SIZE) -> Generator[bytes, None, None]:
-        return audit_stream(
-            "file.read",
-            lambda: self._inner.read_stream(self._path(path), chunk_size),
-            **self._audit,
-        )
-
-    def write_stream(self, path: str, chunks: Iterable[bytes], *, executable: bool = False) -> int:
-        with audited("file.write", **self._audit) as record:
-            record.bytes = self._inner.write_stream(self._path(path), chunks, executable=executable)
-            return record.bytes
-
-    def overwrite_text(self, path: str, text: str, *, encoding: str = "utf-8") -> tuple[int, bool]:
-        """The inner file system's ``overwrite_text`` (one resolution where it has its own),
-        audited as one ``file.write``."""
-        with audited("file.write", **self._audit) as record:
-            written, existed = self._inner.overwrite_text(self._path(path), text, encoding=encoding)
-            record.bytes = written
-            return written, existed
-
-    def stat(self, path: str) -> FileInfo | None:
-        with audited("file.stat", **self._audit):
-            return self._inner.stat(self._path(path))
-
-    def list_directory(
-        self, path: str, depth: int = 1, limit: int = DEFAULT_LIST_LIMIT
-    ) -> list[FileInfo]:
-        with audited("file.list", **self._audit):
-            return self._inner.list_directory(self._path(path), depth, limit)
-
-    def delete(self, path: str) -> None:
-        with audited("file.delete", **self._audit):
-            self._inner.delete(self._scope.deletable(path))
-
-    def make_directory(self, path: str) -> None:
-        with audited("file.mkdir", **self._audit):
-            self._inner.make_directory(self._path(path))
-
-    def read_bytes(self, path: str, max_bytes: int = DEFAULT_READ_LIMIT) -> bytes:
-        with audited("file.read", **self._audit) as record:
-            data = self._inner.read_bytes(self._path(path), max_bytes)
-            record.bytes = len(data)
-            return data
-
-    def _scoped_root(self, root: FileInfo) -> FileInfo:
-        path = self._path(root.path)
-        return root if path == root.path else root.model_copy(update={"path": path})
-
-    def glob(self, root: FileInfo, query: GlobQuery) -> SearchResult:
-        """The inner file system's own ``glob`` below the scoped ``root`` when it has one (it
-        never follows links), audited as one ``file.list``; otherwise the default walk through
-        this wrapper's checks (and its events)."""
-        if type(self._inner).glob is SkillRuntimeFileSystem.glob:
-            return super().glob(root, query)
-        with audited("file.list", **self._audit):
-            return self._inner.glob(self._scoped_root(root), query)
-
-    def grep(
-        self,
-        root: FileInfo,
-        query: GrepQuery,
-        *,
-        read_text: Callable[[str, int], str] | None = None,
-    ) -> GrepResult:
-        """The inner file system's own ``grep`` below the scoped ``root`` when it has one (files
-        it reads on the client, links, go through this wrapper's checks), audited as one
-        ``file.read``; otherwise the default walk and reads through this wrapper's checks (and
-        their events)."""
-        if type(self._inner).grep is SkillRuntimeFileSystem.grep:
-            return super().grep(root, query, read_text=read_text)
-        with audited("file.read", **self._audit):
-            return self._inner.grep(
-                self._scoped_root(root), query, read_text=read_text or self.read_text
-            )
-
-    def list_files(
-        self, path: str, depth: int = 1_000_000, limit: int = DEFAULT_LIST_LIMIT
-    ) -> list[FileInfo]:
-        with audited("file.list", **self._audit):
-            return self._inner.list_files(self._path(path), depth, limit)
-
-    def upload_files(self, files: Iterable[tuple[Path, str, bool]]) -> int:
-        with audited("file.upload", **self._audit):
-            return self._inner.upload_files(
-                (local, self._path(remote), executable) for local, remote, executable in files
-            )
+def __getattr__(name: str) -> Any:
+    """``ScopedFileSystem``, which moved to :mod:`skillruntime.core.runtime.scoped`: served with
+    a :class:`DeprecationWarning` (imported by name at run time, as moved modules are)."""
+    if name != "ScopedFileSystem":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"{__name__}.ScopedFileSystem moved to skillruntime.core.runtime.scoped",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(importlib.import_module(".scoped", __package__), name)

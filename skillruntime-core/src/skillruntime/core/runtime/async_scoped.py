@@ -1,16 +1,29 @@
-"""``AsyncScopedFileSystem``: the async twin of :class:`~.workspace.ScopedFileSystem`.
+# unasync: async
+"""``AsyncScopedFileSystem``: the scoped file-system wrapper of async runtimes.
 
-Every path goes through the same :class:`~skillruntime.core.runtime.workspace.PathScope` rules
-(closed check, workspace scoping, real-path check) before the wrapped file system is called.
+The source of :mod:`skillruntime.core.runtime.scoped` (``ScopedFileSystem``), which
+``scripts/generate_sync.py`` writes from it. Every path goes through the rules of
+:class:`~skillruntime.core.runtime.workspace.PathScope` (closed check, workspace scoping,
+real-path check) before the wrapped file system is called, and every operation emits one audit
+event with the same names and fields on both faces.
 """
+# unasync: sync
+# """``ScopedFileSystem``: the scoped file-system wrapper every runtime hands its callers.
+#
+# Generated from :mod:`skillruntime.core.runtime.async_scoped` (``AsyncScopedFileSystem``). Every
+# path goes through the rules of :class:`~skillruntime.core.runtime.workspace.PathScope` (closed
+# check, workspace scoping, real-path check) before the wrapped file system is called, and every
+# operation emits one audit event with the same names and fields on both faces.
+# """
+# unasync: end
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
-from ..files.async_spi import AsyncChunks, AsyncSkillRuntimeFileSystem
+from ..files.async_spi import AsyncSkillRuntimeFileSystem
 from ..files.spi import CHUNK_SIZE, DEFAULT_LIST_LIMIT, DEFAULT_READ_LIMIT
 from ..models import FileInfo
 from ..observability.audit import audit_async_stream, audited
@@ -21,11 +34,24 @@ if TYPE_CHECKING:
 
 __all__ = ["AsyncScopedFileSystem"]
 
+# unasync: async
+_Chunks: TypeAlias = AsyncIterable[bytes] | Iterable[bytes]
+_ReadText: TypeAlias = Callable[[str, int], Awaitable[str]]
+# unasync: sync
+# _Chunks: TypeAlias = Iterable[bytes]
+# _ReadText: TypeAlias = Callable[[str, int], str]
+# unasync: end
+
 
 class AsyncScopedFileSystem(AsyncSkillRuntimeFileSystem):
-    """Wraps an async runtime file system; the arguments are those of :class:`PathScope`.
+    """Wraps a runtime file system: maps every path through a workspace and checks closure.
 
-    Every operation emits one audit event, as :class:`~.workspace.ScopedFileSystem` does.
+    The arguments are those of :class:`~skillruntime.core.runtime.workspace.PathScope`, whose
+    rules apply to every path. Every operation emits one audit event (``file.read``,
+    ``file.write``…, see :mod:`skillruntime.core.observability.audit`) with the fields of
+    ``audit`` (default: the runtime name and conversation id); a derived operation
+    (``read_text``, ``exists``…) is audited as the primitive it runs, and a search the wrapped
+    file system runs itself as one ``file.list`` (glob) or ``file.read`` (grep).
     """
 
     def __init__(
@@ -54,6 +80,11 @@ class AsyncScopedFileSystem(AsyncSkillRuntimeFileSystem):
         """The wrapped file system."""
         return self._inner
 
+    def scoped_path(self, path: str) -> str:
+        """The path the wrapped file system gets for ``path``; raises (closed runtime, path
+        outside the workspace) without calling it."""
+        return self._scope.path(path)
+
     def read_stream(self, path: str, chunk_size: int = CHUNK_SIZE) -> AsyncGenerator[bytes, None]:
         return audit_async_stream(
             "file.read",
@@ -61,13 +92,25 @@ class AsyncScopedFileSystem(AsyncSkillRuntimeFileSystem):
             **self._audit,
         )
 
-    async def write_stream(
-        self, path: str, chunks: AsyncChunks, *, executable: bool = False
-    ) -> int:
+    async def write_stream(self, path: str, chunks: _Chunks, *, executable: bool = False) -> int:
         with audited("file.write", **self._audit) as record:
             scoped = self._scope.path(path)
             record.bytes = await self._inner.write_stream(scoped, chunks, executable=executable)
             return record.bytes
+
+    # unasync: sync
+    # def overwrite_text(
+    #     self, path: str, text: str, *, encoding: str = "utf-8"
+    # ) -> tuple[int, bool]:
+    #     """The inner file system's ``overwrite_text`` (one resolution where it has its own),
+    #     audited as one ``file.write``."""
+    #     with audited("file.write", **self._audit) as record:
+    #         written, existed = self._inner.overwrite_text(
+    #             self._scope.path(path), text, encoding=encoding
+    #         )
+    #         record.bytes = written
+    #         return written, existed
+    # unasync: end
 
     async def stat(self, path: str) -> FileInfo | None:
         with audited("file.stat", **self._audit):
@@ -99,26 +142,26 @@ class AsyncScopedFileSystem(AsyncSkillRuntimeFileSystem):
 
     async def glob(self, root: FileInfo, query: GlobQuery) -> SearchResult:
         """The inner file system's own ``glob`` below the scoped ``root`` when it has one (it
-        never follows links); otherwise the default walk through this wrapper's checks."""
+        never follows links), audited as one ``file.list``; otherwise the default walk through
+        this wrapper's checks (and its events)."""
         if type(self._inner).glob is AsyncSkillRuntimeFileSystem.glob:
             return await super().glob(root, query)
-        return await self._inner.glob(self._scoped_root(root), query)
+        with audited("file.list", **self._audit):
+            return await self._inner.glob(self._scoped_root(root), query)
 
     async def grep(
-        self,
-        root: FileInfo,
-        query: GrepQuery,
-        *,
-        read_text: Callable[[str, int], Awaitable[str]] | None = None,
+        self, root: FileInfo, query: GrepQuery, *, read_text: _ReadText | None = None
     ) -> GrepResult:
         """The inner file system's own ``grep`` below the scoped ``root`` when it has one (files
-        it reads on the client, links, go through this wrapper's checks); otherwise the default
-        walk and reads through this wrapper's checks."""
+        it reads on the client, links, go through this wrapper's checks), audited as one
+        ``file.read``; otherwise the default walk and reads through this wrapper's checks (and
+        their events)."""
         if type(self._inner).grep is AsyncSkillRuntimeFileSystem.grep:
             return await super().grep(root, query, read_text=read_text)
-        return await self._inner.grep(
-            self._scoped_root(root), query, read_text=read_text or self.read_text
-        )
+        with audited("file.read", **self._audit):
+            return await self._inner.grep(
+                self._scoped_root(root), query, read_text=read_text or self.read_text
+            )
 
     async def list_files(
         self, path: str, depth: int = 1_000_000, limit: int = DEFAULT_LIST_LIMIT
