@@ -46,7 +46,10 @@ def test_every_generated_sync_module_matches_its_async_source() -> None:
     [
         ("skillruntime-aio", {"client.py", "commands.py", "files.py", "runtime.py"}),
         ("skillruntime-opensandbox", {"commands.py", "files.py"}),
-        ("skillruntime-core", {"exclusive.py", "spi.py"}),
+        (
+            "skillruntime-core",
+            {"exclusive.py", "spi.py", "scoped.py", "runtime_tools.py", "activator.py"},
+        ),
     ],
 )
 def test_the_sync_modules_are_generated_and_say_so(distribution: str, generated: set[str]) -> None:

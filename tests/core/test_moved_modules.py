@@ -67,6 +67,38 @@ def test_the_scoped_file_system_is_still_served_by_its_old_module_with_a_warning
         _ = workspace.NoSuchName  # type: ignore[attr-defined]
 
 
+@pytest.mark.parametrize(
+    ("module", "name"),
+    [
+        ("files", "read_tool"),
+        ("files", "write_tool"),
+        ("files", "edit_tool"),
+        ("search", "ls_tool"),
+        ("search", "glob_tool"),
+        ("search", "grep_tool"),
+        ("shell", "bash_tool"),
+    ],
+)
+def test_the_tool_builders_are_still_served_by_their_old_modules_with_a_warning(
+    module: str, name: str
+) -> None:
+    from skillruntime.core.tools import runtime_tools
+
+    old = importlib.import_module(f"skillruntime.core.tools.{module}")
+    with pytest.warns(DeprecationWarning, match=r"tools\.runtime_tools"):
+        assert getattr(old, name) is getattr(runtime_tools, name)
+    with pytest.raises(AttributeError):
+        _ = old.no_such_tool
+
+
+def test_the_activator_is_still_served_by_the_skill_module_with_a_warning() -> None:
+    from skillruntime.core.tools import activator, skill
+
+    for name in ("SkillActivator", "skill_tool"):
+        with pytest.warns(DeprecationWarning, match=r"tools\.activator"):
+            assert getattr(skill, name) is getattr(activator, name)
+
+
 def test_from_import_of_an_old_name_works_in_a_fresh_interpreter() -> None:
     code = (
         "import warnings; warnings.simplefilter('error')\n"

@@ -35,7 +35,7 @@ def reference_split(text: str) -> list[str]:
 @settings(max_examples=400)
 @given(TEXT)
 def test_split_lines_matches_the_reference(text: str) -> None:
-    assert files._split_lines(text) == reference_split(text)
+    assert files.split_lines(text) == reference_split(text)
 
 
 @settings(max_examples=300)
@@ -44,16 +44,16 @@ def test_split_lines_matches_the_reference(text: str) -> None:
     st.sampled_from([1, 2, 4090, 4093, 4094, 4096, 5000]),
 )
 def test_numbered_matches_the_reference(lines: list[str], first: int) -> None:
-    assert files._numbered(lines, first) == reference_numbered(lines, first)
+    assert files.numbered(lines, first) == reference_numbered(lines, first)
 
 
 @settings(max_examples=300)
 @given(TEXT)
 def test_split_counts_the_characters_of_the_lines(text: str) -> None:
-    lines, chars = files._split_counted(text)
+    lines, chars = files.split_counted(text)
     assert lines == reference_split(text)
     assert chars == sum(map(len, lines))
-    assert files._numbered(lines, 1, chars) == reference_numbered(lines, 1)
+    assert files.numbered(lines, 1, chars) == reference_numbered(lines, 1)
 
 
 @settings(max_examples=200)
@@ -67,14 +67,14 @@ def test_split_counts_the_characters_of_the_lines(text: str) -> None:
     st.sampled_from([1, 3, 4094, 4095, 4096, 9000]),
 )
 def test_numbered_cuts_exactly_the_lines_over_the_limit(lines: list[str], first: int) -> None:
-    assert files._numbered(lines, first) == reference_numbered(lines, first)
-    assert files._numbered(lines, first, sum(map(len, lines))) == reference_numbered(lines, first)
+    assert files.numbered(lines, first) == reference_numbered(lines, first)
+    assert files.numbered(lines, first, sum(map(len, lines))) == reference_numbered(lines, first)
 
 
 def test_numbered_cuts_long_lines() -> None:
     lines = ["short", "y" * (files.MAX_LINE_LENGTH + 5), ""]
-    assert files._numbered(lines, 7) == reference_numbered(lines, 7)
-    assert "... (line truncated)" in files._numbered(lines, 7)
+    assert files.numbered(lines, 7) == reference_numbered(lines, 7)
+    assert "... (line truncated)" in files.numbered(lines, 7)
 
 
 @settings(max_examples=600)
@@ -90,6 +90,6 @@ def test_edit_window_matches_splitting_the_whole_file(
     last_line = updated.count("\n", 0, max(position, position + len(new) - 1))
     start = max(0, first_line - files.SNIPPET_CONTEXT)
     end = min(len(lines), last_line + files.SNIPPET_CONTEXT + 1)
-    got_start, window = files._line_window(updated, first_line, position, last_line)
+    got_start, window = files.line_window(updated, first_line, position, last_line)
     assert got_start == start
     assert window == lines[start:end]

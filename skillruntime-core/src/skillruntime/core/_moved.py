@@ -7,7 +7,8 @@ still works and gives a module holding the same public objects as the new home, 
 :class:`DeprecationWarning` naming it. The old files are gone (no stub files), so each moved module
 keeps its history in one place. Two old modules share their name with the package that replaced
 them (``skillruntime.core.runtime`` and ``skillruntime.core.plugins``): those packages serve the
-old modules' names themselves.
+old modules' names themselves. A single name that moved out of a module that stays is served by
+that module's ``__getattr__`` (:func:`moved_names`).
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ import importlib
 import importlib.machinery
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
+from typing import Any
 
-__all__ = ["MOVED_MODULES", "install"]
+__all__ = ["MOVED_MODULES", "install", "moved_names"]
 
 MOVED_MODULES: dict[str, str] = {
     "skillruntime.core.sql": "skillruntime.core.conversations.sql",
@@ -102,3 +104,19 @@ def install() -> None:
     """Register the finder once per interpreter (idempotent)."""
     if not any(isinstance(finder, _MovedFinder) for finder in sys.meta_path):
         sys.meta_path.append(_MovedFinder())
+
+
+def moved_names(module: str, moved: Mapping[str, str]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` for ``module`` serving each name of ``moved`` (name -> the
+    module that now holds it) with a :class:`DeprecationWarning`. The new module is imported by
+    name when the old name is first asked for, so the old module does not import it (it may sit
+    above it)."""
+
+    def serve(name: str) -> Any:
+        new_module = moved.get(name)
+        if new_module is None:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        warnings.warn(f"{module}.{name} moved to {new_module}", DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(new_module), name)
+
+    return serve

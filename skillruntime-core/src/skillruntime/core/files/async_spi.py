@@ -18,6 +18,7 @@ from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable, 
 from pathlib import Path
 from typing import BinaryIO
 
+from ..errors import RuntimeIsADirectoryError
 from ..models import FileInfo
 from .search import (
     GlobQuery,
@@ -146,6 +147,18 @@ class AsyncSkillRuntimeFileSystem(ABC):
     async def write_text(self, path: str, text: str, *, encoding: str = "utf-8") -> int:
         """Write ``text`` to ``path`` (parents created, content replaced)."""
         return await self.write_bytes(path, text.encode(encoding))
+
+    async def overwrite_text(
+        self, path: str, text: str, *, encoding: str = "utf-8"
+    ) -> tuple[int, bool]:
+        """:meth:`write_text` that refuses a directory (what :meth:`stat` says is one, links
+        followed) with :class:`RuntimeIsADirectoryError` and tells whether ``path`` existed:
+        ``(bytes written, existed)``. The default asks :meth:`stat` first; a backend may do both
+        in one resolution of the path."""
+        info = await self.stat(path)
+        if info is not None and info.is_directory:
+            raise RuntimeIsADirectoryError(f"Cannot write {path}: it is a directory", path=path)
+        return await self.write_text(path, text, encoding=encoding), info is not None
 
     async def download(
         self, path: str, destination: str | os.PathLike[str] | BinaryIO

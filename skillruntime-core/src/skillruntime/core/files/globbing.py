@@ -22,11 +22,14 @@ from .wildcard import STAR, char_matches, compile_wildcard, match_sequence
 __all__ = [
     "IGNORED_DIRECTORIES",
     "MAX_GLOB_ALTERNATIVES",
+    "AsyncDirectoryLister",
+    "DirectoryLister",
     "GlobMatcher",
     "WalkResult",
     "expand_braces",
     "relative_path",
     "walk",
+    "walk_async",
     "walk_plan",
 ]
 
@@ -226,5 +229,36 @@ def walk(
         directory = next(plan)
         while True:
             directory = plan.send(files.list_directory(directory, 1, LISTING_LIMIT))
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+
+
+class AsyncDirectoryLister(Protocol):
+    """:class:`DirectoryLister` of an
+    :class:`~skillruntime.core.files.async_spi.AsyncSkillRuntimeFileSystem`."""
+
+    async def list_directory(self, path: str, depth: int = ..., limit: int = ...) -> list[FileInfo]:
+        """The entries below ``path`` down to ``depth`` levels, at most ``limit``."""
+        ...
+
+
+async def walk_async(
+    files: AsyncDirectoryLister,
+    root: FileInfo,
+    *,
+    depth: int,
+    limit: int,
+    include_directories: bool,
+    keep: Callable[[FileInfo], bool] | None = None,
+) -> WalkResult:
+    """:func:`walk` over an async file system: the same plan (:func:`walk_plan`), driven with
+    awaited listings."""
+    plan = walk_plan(
+        root, depth=depth, limit=limit, include_directories=include_directories, keep=keep
+    )
+    try:
+        directory = next(plan)
+        while True:
+            directory = plan.send(await files.list_directory(directory, 1, LISTING_LIMIT))
     except StopIteration as stop:
         return stop.value  # type: ignore[no-any-return]

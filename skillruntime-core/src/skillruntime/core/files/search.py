@@ -17,13 +17,11 @@ from typing import Literal, Protocol
 
 from ..models import FileInfo
 from .globbing import (
-    LISTING_LIMIT,
     DirectoryLister,
     GlobMatcher,
-    WalkResult,
     relative_path,
     walk,
-    walk_plan,
+    walk_async,
 )
 from .linear_regex import LinearPattern
 
@@ -346,24 +344,6 @@ def default_grep(
     return engine.result(candidates.truncated)
 
 
-async def _async_walk(
-    files: AsyncSearchedFiles,
-    root: FileInfo,
-    *,
-    depth: int,
-    limit: int,
-    keep: Callable[[FileInfo], bool] | None = None,
-) -> WalkResult:
-
-    plan = walk_plan(root, depth=depth, limit=limit, include_directories=False, keep=keep)
-    try:
-        directory = next(plan)
-        while True:
-            directory = plan.send(await files.list_directory(directory, 1, LISTING_LIMIT))
-    except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
-
-
 async def async_default_glob(
     files: AsyncSearchedFiles, root: FileInfo, query: GlobQuery
 ) -> SearchResult:
@@ -371,7 +351,9 @@ async def async_default_glob(
     :func:`default_glob`)."""
 
     matcher = GlobMatcher(query.pattern)
-    result = await _async_walk(files, root, depth=query.max_depth, limit=query.max_files)
+    result = await walk_async(
+        files, root, depth=query.max_depth, limit=query.max_files, include_directories=False
+    )
     base = root.path
     return SearchResult(
         [e for e in result.entries if matcher.matches(relative_path(e.path, base))],
@@ -389,8 +371,13 @@ async def async_default_grep(
     """:meth:`AsyncSkillRuntimeFileSystem.grep` on the primitives (same result as
     :func:`default_grep`)."""
     engine = GrepEngine(query, root.path)
-    candidates = await _async_walk(
-        files, root, depth=query.max_depth, limit=query.max_files, keep=engine.keep
+    candidates = await walk_async(
+        files,
+        root,
+        depth=query.max_depth,
+        limit=query.max_files,
+        include_directories=False,
+        keep=engine.keep,
     )
     reader = read_text or files.read_text
     for entry in candidates.entries:

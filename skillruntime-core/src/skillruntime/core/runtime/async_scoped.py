@@ -98,19 +98,17 @@ class AsyncScopedFileSystem(AsyncSkillRuntimeFileSystem):
             record.bytes = await self._inner.write_stream(scoped, chunks, executable=executable)
             return record.bytes
 
-    # unasync: sync
-    # def overwrite_text(
-    #     self, path: str, text: str, *, encoding: str = "utf-8"
-    # ) -> tuple[int, bool]:
-    #     """The inner file system's ``overwrite_text`` (one resolution where it has its own),
-    #     audited as one ``file.write``."""
-    #     with audited("file.write", **self._audit) as record:
-    #         written, existed = self._inner.overwrite_text(
-    #             self._scope.path(path), text, encoding=encoding
-    #         )
-    #         record.bytes = written
-    #         return written, existed
-    # unasync: end
+    async def overwrite_text(
+        self, path: str, text: str, *, encoding: str = "utf-8"
+    ) -> tuple[int, bool]:
+        """The inner file system's ``overwrite_text`` (one resolution where it has its own),
+        audited as one ``file.write``."""
+        with audited("file.write", **self._audit) as record:
+            written, existed = await self._inner.overwrite_text(
+                self._scope.path(path), text, encoding=encoding
+            )
+            record.bytes = written
+            return written, existed
 
     async def stat(self, path: str) -> FileInfo | None:
         with audited("file.stat", **self._audit):

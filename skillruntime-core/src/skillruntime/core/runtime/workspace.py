@@ -12,14 +12,13 @@ The wrappers themselves, ``ScopedFileSystem`` and ``AsyncScopedFileSystem``, liv
 
 from __future__ import annotations
 
-import importlib
 import posixpath
 import re
-import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._moved import moved_names
 from ..errors import InvalidPathError, RuntimeClosedError, WorkspaceEscapeError
 
 if TYPE_CHECKING:
@@ -212,14 +211,6 @@ def scoped_audit_fields(
     }
 
 
-def __getattr__(name: str) -> Any:
-    """``ScopedFileSystem``, which moved to :mod:`skillruntime.core.runtime.scoped`: served with
-    a :class:`DeprecationWarning` (imported by name at run time, as moved modules are)."""
-    if name != "ScopedFileSystem":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"{__name__}.ScopedFileSystem moved to skillruntime.core.runtime.scoped",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return getattr(importlib.import_module(".scoped", __package__), name)
+__getattr__ = moved_names(__name__, {"ScopedFileSystem": "skillruntime.core.runtime.scoped"})
+"""``ScopedFileSystem`` moved to :mod:`skillruntime.core.runtime.scoped`: served with a
+:class:`DeprecationWarning`."""

@@ -14,13 +14,15 @@ import copy
 import functools
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from pydantic import AliasChoices, BaseModel, ValidationError
 
 __all__ = [
     "ArgumentsError",
+    "AsyncHandler",
+    "AsyncSkillTool",
     "Guard",
     "SkillTool",
     "arguments_schema",
@@ -31,6 +33,9 @@ logger = logging.getLogger(__name__)
 
 Guard = Callable[[str, Mapping[str, Any]], "str | None"]
 """A policy check run before a tool: ``(tool name, validated arguments) -> refusal or None``."""
+
+AsyncHandler = Callable[[Any], Awaitable[str]]
+"""The coroutine function an :class:`AsyncSkillTool` runs on its validated arguments."""
 
 
 class ArgumentsError(ValueError):
@@ -200,3 +205,45 @@ class SkillTool:
         logger.info("tool %s failed: %s: %s", self.name, type(exc).__name__, exc)
         message = str(exc) or type(exc).__name__
         return f"Error: {self._error_prefix}: {message}"
+
+
+class AsyncSkillTool(SkillTool):
+    """A tool whose handler is a coroutine function: await :meth:`ainvoke`.
+
+    Name, description, schema, argument checks and guard are those of :class:`SkillTool`. The
+    sync :meth:`invoke` cannot run it and returns an ``Error:`` text saying so.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        description: str,
+        arguments_model: type[BaseModel],
+        handler: AsyncHandler,
+        *,
+        guard: Guard | None = None,
+        error_prefix: str | None = None,
+    ) -> None:
+        super().__init__(
+            name,
+            description,
+            arguments_model,
+            self._refuse_sync,
+            guard=guard,
+            error_prefix=error_prefix,
+        )
+        self._async_handler = handler
+
+    def _refuse_sync(self, _: Any) -> str:
+        raise RuntimeError("this tool belongs to an async tool set: await ainvoke() instead")
+
+    async def ainvoke(self, arguments: Mapping[str, Any] | str | None = None) -> str:
+        """Run the tool on the event loop; the result or an ``Error: …`` string (never raises,
+        except :class:`asyncio.CancelledError` when the awaiting task is cancelled)."""
+        checked = self.checked_arguments(arguments)
+        if isinstance(checked, str):
+            return checked
+        try:
+            return await self._async_handler(checked)
+        except Exception as exc:
+            return self.failure_text(exc)

@@ -1,22 +1,28 @@
-"""The ``read``, ``write`` and ``edit`` tools over the runtime file system."""
+"""What the ``read``, ``write`` and ``edit`` tools say and how they number lines.
+
+The descriptions, limits, the line splitting and numbering of ``read`` and the edited-region
+window of ``edit``; the tools themselves are built by
+:mod:`~skillruntime.core.tools.async_runtime_tools` (async) and
+:mod:`~skillruntime.core.tools.runtime_tools` (sync, generated from it)."""
 
 from __future__ import annotations
 
 import functools
 
-from ..errors import FileTooLargeError, RuntimeFileError, RuntimeIsADirectoryError
-from .arguments import EditArguments, ReadArguments, WriteArguments
-from .base import Guard, SkillTool
-from .context import ToolContext
+from .._moved import moved_names
+from ..models import FileInfo
 
 __all__ = [
     "DEFAULT_READ_LINES",
     "MAX_EDIT_BYTES",
     "MAX_LINE_LENGTH",
     "MAX_READ_BYTES",
-    "edit_tool",
-    "read_tool",
-    "write_tool",
+    "SNIPPET_CONTEXT",
+    "existing_file_problem",
+    "line_window",
+    "numbered",
+    "split_counted",
+    "split_lines",
 ]
 
 DEFAULT_READ_LINES = 2000
@@ -61,7 +67,7 @@ def _number_template() -> tuple[str, tuple[int, ...]]:
     return "".join(parts), tuple(offsets)
 
 
-def _numbered(lines: list[str], first: int, chars: int | None = None) -> str:
+def numbered(lines: list[str], first: int, chars: int | None = None) -> str:
     """``lines`` as ``<number, 6 wide><tab><line>\n`` from ``first`` on; lines over
     ``MAX_LINE_LENGTH`` characters are cut with a marker. ``chars``, when the caller knows it,
     is ``sum(map(len, lines))``.
@@ -90,13 +96,13 @@ def _numbered(lines: list[str], first: int, chars: int | None = None) -> str:
     return "".join(f"{number:6d}\t{line}\n" for number, line in enumerate(lines, start=first))
 
 
-def _split_lines(text: str) -> list[str]:
+def split_lines(text: str) -> list[str]:
     """Lines split on ``\n`` (a preceding ``\r`` dropped); a final newline ends the last line."""
-    return _split_counted(text)[0]
+    return split_counted(text)[0]
 
 
-def _split_counted(text: str) -> tuple[list[str], int]:
-    """:func:`_split_lines` and the characters of the lines (``sum(map(len, lines))``), the
+def split_counted(text: str) -> tuple[list[str], int]:
+    """:func:`split_lines` and the characters of the lines (``sum(map(len, lines))``), the
     latter known from the split without a pass over the lines."""
     if not text:
         return [], 0
@@ -110,9 +116,7 @@ def _split_counted(text: str) -> tuple[list[str], int]:
     return lines, sum(map(len, lines))
 
 
-def _line_window(
-    text: str, first_line: int, position: int, last_line: int
-) -> tuple[int, list[str]]:
+def line_window(text: str, first_line: int, position: int, last_line: int) -> tuple[int, list[str]]:
     """The lines ``first_line - SNIPPET_CONTEXT`` to ``last_line + SNIPPET_CONTEXT`` of ``text``
     (clamped to the file) as ``(index of the first, the lines)``, found by scanning for
     newlines around ``position`` (which lies on line ``first_line``) instead of splitting the
@@ -135,146 +139,28 @@ def _line_window(
             break
         stop = text.find("\n", stop + 1)
     if stop < 0:  # the window reaches the end of the file: the usual final-newline rule
-        return start, _split_lines(text[begin:])
+        return start, split_lines(text[begin:])
     lines = text[begin:stop].split("\n")
     if "\r" in text:
         lines = [line[:-1] if line.endswith("\r") else line for line in lines]
     return start, lines
 
 
-def _existing_file(context: ToolContext, path: str) -> str | None:
-    info = context.files.stat(path)
+def existing_file_problem(runtime_name: str, path: str, info: FileInfo | None) -> str | None:
+    """The answer of a file tool whose ``path`` is missing (``info`` is ``None``) or a
+    directory, else ``None``."""
     if info is None:
-        return f"Error: File does not exist in {context.name} runtime: {path}"
+        return f"Error: File does not exist in {runtime_name} runtime: {path}"
     if info.is_directory:
         return f"Error: Path is a directory, not a file: {path}"
     return None
 
 
-def _read_existing(context: ToolContext, path: str, max_bytes: int) -> str:
-    """The text of ``path`` read in one file-system call; a missing file or a directory is
-    told apart by a ``stat`` only once the read failed (:class:`_MissingFileError` carries
-    the tool's answer then)."""
-    try:
-        return context.files.read_text(path, max_bytes)
-    except FileTooLargeError:
-        raise
-    except RuntimeFileError:  # backends differ in what a directory read raises: ask stat
-        problem = _existing_file(context, path)
-        if problem:
-            raise _MissingFileError(problem) from None
-        raise
-
-
-class _MissingFileError(Exception):
-    """The file to read is missing or a directory; ``args[0]`` is the tool's answer."""
-
-
-def read_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
-    """Build the ``read`` tool."""
-
-    def run(arguments: ReadArguments) -> str:
-        path = context.resolve(arguments.file_path)
-        try:
-            text = _read_existing(context, path, MAX_READ_BYTES)
-        except _MissingFileError as missing:
-            return str(missing.args[0])
-        except FileTooLargeError:
-            return (
-                f"Error: File is larger than {MAX_READ_BYTES // (1024 * 1024)} MiB: {path}. "
-                "Use bash (for example head, tail or sed -n) to read part of it."
-            )
-        lines, chars = _split_counted(text)
-        total = len(lines)
-        start = arguments.offset or 1
-        count = arguments.limit or DEFAULT_READ_LINES
-        if start > total:
-            if total == 0:
-                return f"File is empty: {path}"
-            return f"No lines to read. File has {total} lines, but offset was {start}"
-        end = min(total, start + count - 1)
-        header = f"File: {path}\nShowing lines {start}-{end} of {total}\n\n"
-        if start == 1 and end == total:
-            return header + _numbered(lines, 1, chars)
-        return header + _numbered(lines[start - 1 : end], start)
-
-    return SkillTool(
-        "read",
-        READ_DESCRIPTION,
-        ReadArguments,
-        run,
-        guard=guard,
-        error_prefix=f"reading the file from the {context.name} runtime failed",
-    )
-
-
-def write_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
-    """Build the ``write`` tool."""
-
-    def run(arguments: WriteArguments) -> str:
-        path = context.resolve(arguments.file_path)
-        try:
-            size, existed = context.files.overwrite_text(path, arguments.content)
-        except RuntimeIsADirectoryError:
-            return f"Error: Path is a directory, not a file: {path}"
-        verb = "overwrote" if existed else "created"
-        return f"Successfully {verb} file in {context.name} runtime: {path} ({size} bytes)"
-
-    return SkillTool(
-        "write",
-        WRITE_DESCRIPTION,
-        WriteArguments,
-        run,
-        guard=guard,
-        error_prefix=f"writing the file in the {context.name} runtime failed",
-    )
-
-
-def edit_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
-    """Build the ``edit`` tool."""
-
-    def run(arguments: EditArguments) -> str:
-        old, new = arguments.old_string, arguments.new_string
-        if not old:
-            return "Error: old_string must not be empty"
-        if old == new:
-            return "Error: old_string and new_string must be different"
-        path = context.resolve(arguments.file_path)
-        try:
-            text = _read_existing(context, path, MAX_EDIT_BYTES)
-        except _MissingFileError as missing:
-            return str(missing.args[0])
-        except FileTooLargeError:
-            return f"Error: File is larger than {MAX_EDIT_BYTES // (1024 * 1024)} MiB: {path}"
-        first = text.find(old)
-        if first < 0:
-            return f"Error: old_string not found in file: {path}"
-        if arguments.replace_all:
-            occurrences = text.count(old)
-            updated = text.replace(old, new)
-        elif text.find(old, first + len(old)) >= 0:
-            return (
-                f"Error: old_string appears {text.count(old)} times. Use a more specific string "
-                "or set replace_all=true."
-            )
-        else:
-            occurrences = 1
-            updated = text.replace(old, new, 1)  # one copy; the first match is at ``first``
-        context.files.write_text(path, updated)
-        first_line = text.count("\n", 0, first)
-        last_line = first_line + new.count("\n", 0, max(0, len(new) - 1))
-        start, window = _line_window(updated, first_line, first, last_line)
-        replaced = f"{occurrences} occurrences" if arguments.replace_all else "1 occurrence"
-        return (
-            f"The file {path} was updated in {context.name} runtime ({replaced} replaced).\n"
-            + _numbered(window, start + 1)
-        )
-
-    return SkillTool(
-        "edit",
-        EDIT_DESCRIPTION,
-        EditArguments,
-        run,
-        guard=guard,
-        error_prefix=f"editing the file in the {context.name} runtime failed",
-    )
+__getattr__ = moved_names(
+    __name__,
+    dict.fromkeys(
+        ("edit_tool", "read_tool", "write_tool"), "skillruntime.core.tools.runtime_tools"
+    ),
+)
+"""The tool builders that moved to :mod:`skillruntime.core.tools.runtime_tools`, served with a
+:class:`DeprecationWarning`."""

@@ -1,16 +1,14 @@
-"""The ``ls``, ``glob`` and ``grep`` tools over the runtime file system."""
+"""What the ``ls``, ``glob`` and ``grep`` tools say: descriptions, limits, the file-system
+queries of a call and the answers for their results (the tools are built by
+:mod:`~skillruntime.core.tools.async_runtime_tools` and its generated sync face)."""
 
 from __future__ import annotations
 
-import logging
-
-from ..files.globbing import GlobMatcher, WalkResult, relative_path, walk
-from ..files.linear_regex import InvalidPatternError, LinearPattern
-from ..files.search import GlobQuery, GrepEngine, GrepQuery, GrepResult, SearchResult
-from ..models import FileInfo
+from .._moved import moved_names
+from ..files.globbing import WalkResult, relative_path
+from ..files.search import GlobQuery, GrepQuery, GrepResult, SearchResult
 from .arguments import GlobArguments, GrepArguments, LsArguments
-from .base import Guard, SkillTool
-from .context import ToolContext, truncate
+from .context import truncate
 
 __all__ = [
     "DEFAULT_LS_RESULTS",
@@ -23,12 +21,13 @@ __all__ = [
     "MAX_GREP_LINE_LENGTH",
     "MAX_LS_RESULTS",
     "MAX_OUTPUT_CHARS",
-    "glob_tool",
-    "grep_tool",
-    "ls_tool",
+    "glob_answer",
+    "glob_query",
+    "grep_answer",
+    "grep_query",
+    "ls_answer",
+    "ls_bounds",
 ]
-
-logger = logging.getLogger(__name__)
 
 DEFAULT_LS_RESULTS = 1000
 MAX_LS_RESULTS = 5000
@@ -77,89 +76,6 @@ GREP_DESCRIPTION = (
     "('path:matches'). Skips noise directories and files over 2 MiB; use head_limit and offset to "
     "page through results."
 )
-
-
-def _search_root(context: ToolContext, path: str | None) -> tuple[str, FileInfo | None]:
-    root = context.resolve(path)
-    return root, context.files.stat(root)
-
-
-def ls_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
-    """Build the ``ls`` tool."""
-
-    def run(arguments: LsArguments) -> str:
-        root, info = _search_root(context, arguments.path)
-        if info is None:
-            return f"Error: Path does not exist in {context.name} runtime: {root}"
-        depth, limit = ls_bounds(arguments)
-        result = walk(context.files, info, depth=depth, limit=limit, include_directories=True)
-        return ls_answer(root, result, limit)
-
-    return SkillTool(
-        "ls",
-        LS_DESCRIPTION,
-        LsArguments,
-        run,
-        guard=guard,
-        error_prefix=f"listing in the {context.name} runtime failed",
-    )
-
-
-def glob_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
-    """Build the ``glob`` tool."""
-
-    def run(arguments: GlobArguments) -> str:
-        if not arguments.pattern.strip():
-            return "Error: The glob pattern must not be empty"
-        try:
-            GlobMatcher(arguments.pattern)
-        except ValueError as exc:
-            return f"Error: Invalid glob pattern: {exc}"
-        root, info = _search_root(context, arguments.path)
-        if info is None:
-            return f"Error: Path does not exist in {context.name} runtime: {root}"
-        return glob_answer(arguments, context.files.glob(info, glob_query(arguments)))
-
-    return SkillTool(
-        "glob",
-        GLOB_DESCRIPTION,
-        GlobArguments,
-        run,
-        guard=guard,
-        error_prefix=f"glob in the {context.name} runtime failed",
-    )
-
-
-def grep_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
-    """Build the ``grep`` tool."""
-
-    def run(arguments: GrepArguments) -> str:
-        try:
-            LinearPattern(
-                arguments.pattern,
-                case_insensitive=bool(arguments.case_insensitive),
-                dot_matches_newline=bool(arguments.multiline),
-            )
-        except InvalidPatternError as exc:
-            return f"Error: Invalid regex pattern: {exc}"
-        root, info = _search_root(context, arguments.path)
-        if info is None:
-            return f"Error: Path does not exist in {context.name} runtime: {root}"
-        query = _grep_query(arguments)
-        try:
-            GrepEngine(query, root)
-        except ValueError as exc:
-            return f"Error: Invalid glob pattern: {exc}"
-        return grep_answer(arguments, context.files.grep(info, query))
-
-    return SkillTool(
-        "grep",
-        GREP_DESCRIPTION,
-        GrepArguments,
-        run,
-        guard=guard,
-        error_prefix=f"grep in the {context.name} runtime failed",
-    )
 
 
 def ls_bounds(arguments: LsArguments) -> tuple[int, int]:
@@ -230,10 +146,6 @@ def grep_answer(arguments: GrepArguments, found: GrepResult) -> str:
 
 def grep_query(arguments: GrepArguments) -> GrepQuery:
     """The file-system query of a ``grep`` call (shared by the sync and async tools)."""
-    return _grep_query(arguments)
-
-
-def _grep_query(arguments: GrepArguments) -> GrepQuery:
     types = FILE_TYPES.get((arguments.type or "").strip().lower())
     before = arguments.context if arguments.context is not None else arguments.context_before or 0
     after = arguments.context if arguments.context is not None else arguments.context_after or 0
@@ -255,3 +167,11 @@ def _grep_query(arguments: GrepArguments) -> GrepQuery:
         max_line_length=MAX_GREP_LINE_LENGTH,
         time_budget=GREP_TIME_BUDGET_SECONDS,
     )
+
+
+__getattr__ = moved_names(
+    __name__,
+    dict.fromkeys(("glob_tool", "grep_tool", "ls_tool"), "skillruntime.core.tools.runtime_tools"),
+)
+"""The tool builders that moved to :mod:`skillruntime.core.tools.runtime_tools`, served with a
+:class:`DeprecationWarning`."""

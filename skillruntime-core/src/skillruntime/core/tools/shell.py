@@ -1,17 +1,16 @@
-"""The ``bash`` tool: one shell command through the runtime's ``execute``."""
+"""What the ``bash`` tool says: its description, timeouts and result text (the tool is built by
+:mod:`~skillruntime.core.tools.async_runtime_tools` and its generated sync face)."""
 
 from __future__ import annotations
 
-from ..models import SkillExecutionRequest
-from .arguments import BashArguments
-from .base import Guard, SkillTool
-from .context import ToolContext, truncate
+from .._moved import moved_names
+from .context import truncate
 
 __all__ = [
     "DEFAULT_TIMEOUT_SECONDS",
     "MAX_OUTPUT_CHARS",
     "MAX_TIMEOUT_SECONDS",
-    "bash_tool",
+    "format_result",
 ]
 
 DEFAULT_TIMEOUT_SECONDS = 120.0
@@ -41,28 +40,8 @@ def format_result(stdout: str, stderr: str, exit_code: int, timed_out: bool) -> 
     return truncate("\n".join(parts), MAX_OUTPUT_CHARS)
 
 
-def bash_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
-    """Build the ``bash`` tool over ``context``."""
-
-    def run(arguments: BashArguments) -> str:
-        timeout = min(arguments.timeout_seconds or DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS)
-        working_directory = (
-            context.resolve(arguments.working_directory) if arguments.working_directory else None
-        )
-        result = context.runtime.execute(
-            SkillExecutionRequest(
-                command=arguments.command,
-                working_directory=working_directory,
-                timeout_seconds=timeout,
-            )
-        )
-        return format_result(result.stdout, result.stderr, result.exit_code, result.timed_out)
-
-    return SkillTool(
-        "bash",
-        DESCRIPTION,
-        BashArguments,
-        run,
-        guard=guard,
-        error_prefix=f"running the command in the {context.name} runtime failed",
-    )
+__getattr__ = moved_names(
+    __name__, dict.fromkeys(("bash_tool",), "skillruntime.core.tools.runtime_tools")
+)
+"""The tool builders that moved to :mod:`skillruntime.core.tools.runtime_tools`, served with a
+:class:`DeprecationWarning`."""

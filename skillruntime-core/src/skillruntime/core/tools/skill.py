@@ -17,23 +17,17 @@ never dropping a skill's name or location, and says how many descriptions it sho
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import Callable, Mapping
 from html import escape
 from typing import Protocol, runtime_checkable
 
+from .._moved import moved_names
 from ..models import Skill, SkillPreparationRequest, SkillRuntimeConfig
-from ..runtime.spi import SkillRuntime
-from .arguments import SkillArguments
-from .base import SkillTool
-from .policy import SkillPolicy, check_requirements
 
 __all__ = [
     "DEFAULT_DESCRIPTION_TEMPLATE",
     "DEFAULT_LISTING_BUDGET",
     "SKILLS_PLACEHOLDER",
     "LoadedSkillSource",
-    "SkillActivator",
     "SkillSource",
     "activation_text",
     "failure_code",
@@ -41,7 +35,6 @@ __all__ = [
     "listing_description",
     "preparation_request",
     "single_prepared",
-    "skill_tool",
     "skills_xml",
 ]
 
@@ -248,144 +241,6 @@ def failure_text(what: str, error: BaseException) -> str:
     return f"Error: {code}: {what} failed: {message.removeprefix(f'[{code}] ')}"
 
 
-class _Slot:
-    __slots__ = ("failure", "loaded", "lock", "policy", "prepared", "requirements_met")
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.loaded: Skill | None = None
-        self.prepared: Skill | None = None
-        self.policy: SkillPolicy | None = None
-        self.requirements_met = False
-        self.failure: BaseException | None = None
-
-
-class SkillActivator:
-    """Prepares and activates configured skills; holds the active skills' policies.
-
-    Thread-safe. One activation per skill runs at a time; a successful preparation is cached for
-    the lifetime of this object, a failed one is not.
-    """
-
-    def __init__(
-        self,
-        runtime: SkillRuntime,
-        sources: Mapping[str, SkillSource],
-        configs: Mapping[str, SkillRuntimeConfig],
-    ) -> None:
-        self._runtime = runtime
-        self._sources = dict(sources)
-        self._configs = dict(configs)
-        self._slots = {name: _Slot() for name in self._sources}
-        self._lock = threading.Lock()
-        self._active: dict[str, SkillPolicy] = {}
-
-    @property
-    def names(self) -> list[str]:
-        """Configured skill names, in configured order."""
-        return list(self._sources)
-
-    def active_policies(self) -> list[SkillPolicy]:
-        """Policies of the activated skills, in activation order."""
-        with self._lock:
-            return list(self._active.values())
-
-    def active_names(self) -> list[str]:
-        """Names of the activated skills, in activation order."""
-        with self._lock:
-            return list(self._active)
-
-    def prepared(self, name: str) -> Skill | None:
-        """The runtime copy of skill ``name`` once it has been prepared, else ``None``."""
-        slot = self._slots.get(name)
-        return slot.prepared if slot else None
-
-    def loaded(self, name: str) -> Skill | None:
-        """The skill as its source loaded it (host ``base_path``) once prepared, else ``None``."""
-        slot = self._slots.get(name)
-        return slot.loaded if slot else None
-
-    def source(self, name: str) -> SkillSource | None:
-        """The configured source of skill ``name``, or ``None``."""
-        return self._sources.get(name)
-
-    def failure(self, name: str) -> BaseException | None:
-        """Why the last :meth:`activate` of skill ``name`` failed to load or prepare it (the
-        source's or runtime's exception), ``None`` after a success or before any attempt."""
-        slot = self._slots.get(name)
-        return slot.failure if slot else None
-
-    def activate_policy(self, name: str, policy: SkillPolicy) -> None:
-        """Mark skill ``name`` active with ``policy`` before anything is prepared (remote-first
-        activation); a later :meth:`activate` prepares it."""
-        with self._lock:
-            self._active.setdefault(name, policy)
-
-    def deactivate(self, name: str) -> None:
-        """Deactivate skill ``name`` (its prepared copy stays cached)."""
-        with self._lock:
-            self._active.pop(name, None)
-
-    def reset(self) -> None:
-        """Deactivate every skill (prepared copies stay cached; requirements are re-checked)."""
-        with self._lock:
-            self._active.clear()
-        for slot in self._slots.values():
-            with slot.lock:
-                slot.requirements_met = False
-
-    def activate(self, name: str) -> str:
-        """Activate skill ``name``; the ``skill`` tool's result text or an ``Error: …`` string."""
-        source = self._sources.get(name)
-        if source is None:
-            available = ", ".join(self._sources) or "none"
-            return f"Error: Skill not found: {name}. Available skills: {available}"
-        slot = self._slots[name]
-        runtime_name = self._runtime.name
-        with slot.lock:
-            if slot.prepared is None:
-                try:
-                    skill = source.load()
-                    if skill.name != name:
-                        raise ValueError(f"the source loaded a skill named '{skill.name}'")
-                    policy = SkillPolicy.from_skill(skill)
-                except Exception as exc:
-                    logger.warning("loading skill %s failed: %s", name, exc)
-                    slot.failure = exc
-                    return failure_text(f"loading skill '{name}'", exc)
-                try:
-                    slot.prepared = self._prepare(skill)
-                except Exception as exc:
-                    logger.warning("preparing skill %s failed: %s", name, exc)
-                    slot.failure = exc
-                    return failure_text(
-                        f"preparing skill '{name}' in the {runtime_name} runtime", exc
-                    )
-                slot.policy = policy
-                slot.loaded = skill
-                slot.failure = None
-            assert slot.policy is not None
-            if not slot.requirements_met:
-                try:
-                    missing = check_requirements(self._runtime, slot.policy.requirements)
-                except Exception as exc:
-                    return f"Error: checking the requirements of skill '{name}' failed: {exc}"
-                if missing:
-                    return (
-                        f"Error: skill '{name}' cannot be used: missing in the {runtime_name} "
-                        f"runtime: {', '.join(missing)}"
-                    )
-                slot.requirements_met = True
-            with self._lock:
-                self._active.setdefault(name, slot.policy)
-            prepared = slot.prepared
-        return activation_text(runtime_name, prepared)
-
-    def _prepare(self, skill: Skill) -> Skill:
-        request = preparation_request(skill, self._configs.get(skill.name))
-        return single_prepared(self._runtime.prepare(request))
-
-
 def activation_text(runtime_name: str, prepared: Skill) -> str:
     """The ``skill`` tool's result for an activated skill."""
     return (
@@ -409,16 +264,8 @@ def single_prepared(result: list[Skill]) -> Skill:
     return result[0]
 
 
-def skill_tool(
-    activator: SkillActivator | Callable[[], SkillActivator], description: str
-) -> SkillTool:
-    """Build the ``skill`` tool over ``activator`` (or over the activator a callable returns at
-    each call, e.g. the one of the open turn)."""
-    current = activator if callable(activator) else (lambda: activator)
-    return SkillTool(
-        "skill",
-        description,
-        SkillArguments,
-        lambda arguments: current().activate(arguments.command.strip()),
-        error_prefix="running the skill tool failed",
-    )
+__getattr__ = moved_names(
+    __name__, dict.fromkeys(("SkillActivator", "skill_tool"), "skillruntime.core.tools.activator")
+)
+"""``SkillActivator`` and ``skill_tool`` moved to :mod:`skillruntime.core.tools.activator`,
+served with a :class:`DeprecationWarning`."""

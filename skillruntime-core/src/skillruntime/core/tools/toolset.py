@@ -13,22 +13,19 @@ from ..files.publishing import FilePublisher
 from ..models import SkillRuntimeConfig
 from ..runtime.closing import Closeable
 from ..runtime.spi import SkillRuntime
+from .activator import SkillActivator, skill_tool
 from .arguments import SkillArguments
 from .base import ArgumentsError, SkillTool, parse_arguments
 from .batch import CallInput, run_batch
 from .context import ToolContext
-from .files import edit_tool, read_tool, write_tool
 from .publish import publish_file_tool
 from .resources import ResourceKind
-from .search import glob_tool, grep_tool, ls_tool
-from .shell import bash_tool
+from .runtime_tools import runtime_tools
 from .skill import (
     DEFAULT_DESCRIPTION_TEMPLATE,
     DEFAULT_LISTING_BUDGET,
     SKILLS_PLACEHOLDER,
-    SkillActivator,
     SkillSource,
-    skill_tool,
     skills_xml,
 )
 from .tool_sets import (
@@ -118,13 +115,7 @@ class SkillTools(ToolSetView[SkillTool], Closeable):
         guard = self._guard
         built = [
             skill_tool(lambda: self._activator, description),
-            bash_tool(context, guard),
-            read_tool(context, guard),
-            write_tool(context, guard),
-            edit_tool(context, guard),
-            ls_tool(context, guard),
-            glob_tool(context, guard),
-            grep_tool(context, guard),
+            *runtime_tools(context, guard),
         ]
         if publisher is not None:
             built.append(publish_file_tool(context, publisher, guard))

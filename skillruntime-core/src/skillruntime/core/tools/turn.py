@@ -42,6 +42,7 @@ from typing import Any, Protocol
 from ..models import Skill
 from ..runtime.closing import Closeable
 from ..runtime.spi import SkillRuntime
+from .activator import SkillActivator
 from .arguments import SkillArguments
 from .base import ArgumentsError, SkillTool, parse_arguments
 from .batch import ACTIVATION_TOOL, CallInput, as_call, run_batch
@@ -63,7 +64,7 @@ from .resources import (
     ResourceResolver,
     validate_resource_inputs,
 )
-from .skill import SkillActivator, failure_code, failure_text
+from .skill import failure_code, failure_text
 from .views import CallStatus, ToolCall, ToolResult, UsageRecord, error_code
 
 __all__ = [

@@ -1,0 +1,329 @@
+# Generated from async_runtime_tools.py by scripts/generate_sync.py: do not edit.
+# Edit the async source, then run `python scripts/generate_sync.py`.
+"""The seven runtime tools of a tool set: ``bash``, ``read``, ``write``, ``edit``, ``ls``,
+``glob`` and ``grep`` over a :class:`~skillruntime.core.tools.context.ToolContext`.
+
+Generated from :mod:`skillruntime.core.tools.async_runtime_tools`, the one source of both
+faces. Names, descriptions, argument models, limits and result texts live in
+:mod:`~skillruntime.core.tools.shell`, :mod:`~skillruntime.core.tools.files` and
+:mod:`~skillruntime.core.tools.search`; what is here is the order of the runtime calls and the
+answer each outcome gets.
+"""
+
+from __future__ import annotations
+
+from ..errors import FileTooLargeError, RuntimeFileError, RuntimeIsADirectoryError
+from ..files.globbing import GlobMatcher, walk
+from ..files.linear_regex import InvalidPatternError, LinearPattern
+from ..files.search import GrepEngine
+from ..files.spi import SkillRuntimeFileSystem
+from ..models import FileInfo, SkillExecutionRequest
+from .arguments import (
+    BashArguments,
+    EditArguments,
+    GlobArguments,
+    GrepArguments,
+    LsArguments,
+    ReadArguments,
+    WriteArguments,
+)
+from .base import Guard, SkillTool
+from .context import ToolContext
+from .files import (
+    DEFAULT_READ_LINES,
+    EDIT_DESCRIPTION,
+    MAX_EDIT_BYTES,
+    MAX_READ_BYTES,
+    READ_DESCRIPTION,
+    WRITE_DESCRIPTION,
+    existing_file_problem,
+    line_window,
+    numbered,
+    split_counted,
+)
+from .search import (
+    GLOB_DESCRIPTION,
+    GREP_DESCRIPTION,
+    LS_DESCRIPTION,
+    glob_answer,
+    glob_query,
+    grep_answer,
+    grep_query,
+    ls_answer,
+    ls_bounds,
+)
+from .shell import DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS, format_result
+from .shell import DESCRIPTION as BASH_DESCRIPTION
+
+__all__ = [
+    "bash_tool",
+    "edit_tool",
+    "glob_tool",
+    "grep_tool",
+    "ls_tool",
+    "read_tool",
+    "runtime_tools",
+    "write_tool",
+]
+
+
+def runtime_tools(context: ToolContext, guard: Guard | None = None) -> list[SkillTool]:
+    """The seven runtime tools over ``context``, in the order a tool set lists them."""
+    return [
+        bash_tool(context, guard),
+        read_tool(context, guard),
+        write_tool(context, guard),
+        edit_tool(context, guard),
+        ls_tool(context, guard),
+        glob_tool(context, guard),
+        grep_tool(context, guard),
+    ]
+
+
+def bash_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
+    """Build the ``bash`` tool: one command through the runtime's ``execute``."""
+
+    def run(arguments: BashArguments) -> str:
+        timeout = min(arguments.timeout_seconds or DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS)
+        working_directory = (
+            context.resolve(arguments.working_directory) if arguments.working_directory else None
+        )
+        result = context.runtime.execute(
+            SkillExecutionRequest(
+                command=arguments.command,
+                working_directory=working_directory,
+                timeout_seconds=timeout,
+            )
+        )
+        return format_result(result.stdout, result.stderr, result.exit_code, result.timed_out)
+
+    return SkillTool(
+        "bash",
+        BASH_DESCRIPTION,
+        BashArguments,
+        run,
+        guard=guard,
+        error_prefix=f"running the command in the {context.name} runtime failed",
+    )
+
+
+class _MissingFileError(Exception):
+    """The file to read is missing or a directory; ``args[0]`` is the tool's answer."""
+
+
+def _read_existing(
+    context: ToolContext, files: SkillRuntimeFileSystem, path: str, max_bytes: int
+) -> str:
+    """The text of ``path`` read in one file-system call; a missing file or a directory is
+    told apart by a ``stat`` only once the read failed (:class:`_MissingFileError` carries
+    the tool's answer then)."""
+    try:
+        return files.read_text(path, max_bytes)
+    except FileTooLargeError:
+        raise
+    except RuntimeFileError:  # backends differ in what a directory read raises: ask stat
+        problem = existing_file_problem(context.name, path, files.stat(path))
+        if problem:
+            raise _MissingFileError(problem) from None
+        raise
+
+
+def read_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
+    """Build the ``read`` tool: numbered lines of a text file, a window of them on request."""
+
+    def run(arguments: ReadArguments) -> str:
+        path = context.resolve(arguments.file_path)
+        files = context.file_system()
+        try:
+            text = _read_existing(context, files, path, MAX_READ_BYTES)
+        except _MissingFileError as missing:
+            return str(missing.args[0])
+        except FileTooLargeError:
+            return (
+                f"Error: File is larger than {MAX_READ_BYTES // (1024 * 1024)} MiB: {path}. "
+                "Use bash (for example head, tail or sed -n) to read part of it."
+            )
+        lines, chars = split_counted(text)
+        total = len(lines)
+        start = arguments.offset or 1
+        count = arguments.limit or DEFAULT_READ_LINES
+        if start > total:
+            if total == 0:
+                return f"File is empty: {path}"
+            return f"No lines to read. File has {total} lines, but offset was {start}"
+        end = min(total, start + count - 1)
+        header = f"File: {path}\nShowing lines {start}-{end} of {total}\n\n"
+        if start == 1 and end == total:
+            return header + numbered(lines, 1, chars)
+        return header + numbered(lines[start - 1 : end], start)
+
+    return SkillTool(
+        "read",
+        READ_DESCRIPTION,
+        ReadArguments,
+        run,
+        guard=guard,
+        error_prefix=f"reading the file from the {context.name} runtime failed",
+    )
+
+
+def write_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
+    """Build the ``write`` tool: create or replace a text file (never a directory)."""
+
+    def run(arguments: WriteArguments) -> str:
+        path = context.resolve(arguments.file_path)
+        files = context.file_system()
+        try:
+            size, existed = files.overwrite_text(path, arguments.content)
+        except RuntimeIsADirectoryError:
+            return f"Error: Path is a directory, not a file: {path}"
+        verb = "overwrote" if existed else "created"
+        return f"Successfully {verb} file in {context.name} runtime: {path} ({size} bytes)"
+
+    return SkillTool(
+        "write",
+        WRITE_DESCRIPTION,
+        WriteArguments,
+        run,
+        guard=guard,
+        error_prefix=f"writing the file in the {context.name} runtime failed",
+    )
+
+
+def edit_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
+    """Build the ``edit`` tool: an exact replacement, answered with the edited region."""
+
+    def run(arguments: EditArguments) -> str:
+        old, new = arguments.old_string, arguments.new_string
+        if not old:
+            return "Error: old_string must not be empty"
+        if old == new:
+            return "Error: old_string and new_string must be different"
+        path = context.resolve(arguments.file_path)
+        files = context.file_system()
+        try:
+            text = _read_existing(context, files, path, MAX_EDIT_BYTES)
+        except _MissingFileError as missing:
+            return str(missing.args[0])
+        except FileTooLargeError:
+            return f"Error: File is larger than {MAX_EDIT_BYTES // (1024 * 1024)} MiB: {path}"
+        first = text.find(old)
+        if first < 0:
+            return f"Error: old_string not found in file: {path}"
+        if arguments.replace_all:
+            occurrences = text.count(old)
+            updated = text.replace(old, new)
+        elif text.find(old, first + len(old)) >= 0:
+            return (
+                f"Error: old_string appears {text.count(old)} times. Use a more specific string "
+                "or set replace_all=true."
+            )
+        else:
+            occurrences = 1
+            updated = text.replace(old, new, 1)  # one copy; the first match is at ``first``
+        files.write_text(path, updated)
+        first_line = text.count("\n", 0, first)
+        last_line = first_line + new.count("\n", 0, max(0, len(new) - 1))
+        start, window = line_window(updated, first_line, first, last_line)
+        replaced = f"{occurrences} occurrences" if arguments.replace_all else "1 occurrence"
+        return (
+            f"The file {path} was updated in {context.name} runtime ({replaced} replaced).\n"
+            + numbered(window, start + 1)
+        )
+
+    return SkillTool(
+        "edit",
+        EDIT_DESCRIPTION,
+        EditArguments,
+        run,
+        guard=guard,
+        error_prefix=f"editing the file in the {context.name} runtime failed",
+    )
+
+
+def _search_root(
+    files: SkillRuntimeFileSystem, context: ToolContext, path: str | None
+) -> tuple[str, FileInfo | None]:
+    root = context.resolve(path)
+    return root, files.stat(root)
+
+
+def ls_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
+    """Build the ``ls`` tool: a bounded, noise-skipping walk, directories first."""
+
+    def run(arguments: LsArguments) -> str:
+        files = context.file_system()
+        root, info = _search_root(files, context, arguments.path)
+        if info is None:
+            return f"Error: Path does not exist in {context.name} runtime: {root}"
+        depth, limit = ls_bounds(arguments)
+        result = walk(files, info, depth=depth, limit=limit, include_directories=True)
+        return ls_answer(root, result, limit)
+
+    return SkillTool(
+        "ls",
+        LS_DESCRIPTION,
+        LsArguments,
+        run,
+        guard=guard,
+        error_prefix=f"listing in the {context.name} runtime failed",
+    )
+
+
+def glob_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
+    """Build the ``glob`` tool: the file system's ``glob``, newest first."""
+
+    def run(arguments: GlobArguments) -> str:
+        if not arguments.pattern.strip():
+            return "Error: The glob pattern must not be empty"
+        try:
+            GlobMatcher(arguments.pattern)
+        except ValueError as exc:
+            return f"Error: Invalid glob pattern: {exc}"
+        files = context.file_system()
+        root, info = _search_root(files, context, arguments.path)
+        if info is None:
+            return f"Error: Path does not exist in {context.name} runtime: {root}"
+        return glob_answer(arguments, files.glob(info, glob_query(arguments)))
+
+    return SkillTool(
+        "glob",
+        GLOB_DESCRIPTION,
+        GlobArguments,
+        run,
+        guard=guard,
+        error_prefix=f"glob in the {context.name} runtime failed",
+    )
+
+
+def grep_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
+    """Build the ``grep`` tool: the file system's ``grep`` with a linear-time pattern."""
+
+    def run(arguments: GrepArguments) -> str:
+        try:
+            LinearPattern(
+                arguments.pattern,
+                case_insensitive=bool(arguments.case_insensitive),
+                dot_matches_newline=bool(arguments.multiline),
+            )
+        except InvalidPatternError as exc:
+            return f"Error: Invalid regex pattern: {exc}"
+        files = context.file_system()
+        root, info = _search_root(files, context, arguments.path)
+        if info is None:
+            return f"Error: Path does not exist in {context.name} runtime: {root}"
+        query = grep_query(arguments)
+        try:
+            GrepEngine(query, root)
+        except ValueError as exc:
+            return f"Error: Invalid glob pattern: {exc}"
+        return grep_answer(arguments, files.grep(info, query))
+
+    return SkillTool(
+        "grep",
+        GREP_DESCRIPTION,
+        GrepArguments,
+        run,
+        guard=guard,
+        error_prefix=f"grep in the {context.name} runtime failed",
+    )
