@@ -24,6 +24,8 @@ call holds no thread.
 
 from __future__ import annotations
 
+from pydantic import BaseModel
+
 from ..errors import FileTooLargeError, RuntimeFileError, RuntimeIsADirectoryError
 from ..files.async_spi import AsyncSkillRuntimeFileSystem
 from ..files.globbing import GlobMatcher, walk_async
@@ -39,7 +41,7 @@ from .arguments import (
     ReadArguments,
     WriteArguments,
 )
-from .base import AsyncSkillTool, Guard
+from .base import AsyncHandler, AsyncSkillTool, Guard
 from .context import AsyncToolContext
 from .files import (
     DEFAULT_READ_LINES,
@@ -79,6 +81,28 @@ __all__ = [
 ]
 
 
+_TOOLS: dict[str, tuple[str, type[BaseModel], str]] = {
+    "bash": (BASH_DESCRIPTION, BashArguments, "running the command in the {} runtime failed"),
+    "read": (READ_DESCRIPTION, ReadArguments, "reading the file from the {} runtime failed"),
+    "write": (WRITE_DESCRIPTION, WriteArguments, "writing the file in the {} runtime failed"),
+    "edit": (EDIT_DESCRIPTION, EditArguments, "editing the file in the {} runtime failed"),
+    "ls": (LS_DESCRIPTION, LsArguments, "listing in the {} runtime failed"),
+    "glob": (GLOB_DESCRIPTION, GlobArguments, "glob in the {} runtime failed"),
+    "grep": (GREP_DESCRIPTION, GrepArguments, "grep in the {} runtime failed"),
+}
+"""Each tool's description, argument model and the prefix of its failure texts ({}: the
+runtime's name)."""
+
+
+def _tool(
+    name: str, run: AsyncHandler, context: AsyncToolContext, guard: Guard | None
+) -> AsyncSkillTool:
+    description, model, failed = _TOOLS[name]
+    return AsyncSkillTool(
+        name, description, model, run, guard=guard, error_prefix=failed.format(context.name)
+    )
+
+
 def runtime_tools(context: AsyncToolContext, guard: Guard | None = None) -> list[AsyncSkillTool]:
     """The seven runtime tools over ``context``, in the order a tool set lists them."""
     return [
@@ -109,14 +133,7 @@ def bash_tool(context: AsyncToolContext, guard: Guard | None = None) -> AsyncSki
         )
         return format_result(result.stdout, result.stderr, result.exit_code, result.timed_out)
 
-    return AsyncSkillTool(
-        "bash",
-        BASH_DESCRIPTION,
-        BashArguments,
-        run,
-        guard=guard,
-        error_prefix=f"running the command in the {context.name} runtime failed",
-    )
+    return _tool("bash", run, context, guard)
 
 
 class _MissingFileError(Exception):
@@ -169,14 +186,7 @@ def read_tool(context: AsyncToolContext, guard: Guard | None = None) -> AsyncSki
             return header + numbered(lines, 1, chars)
         return header + numbered(lines[start - 1 : end], start)
 
-    return AsyncSkillTool(
-        "read",
-        READ_DESCRIPTION,
-        ReadArguments,
-        run,
-        guard=guard,
-        error_prefix=f"reading the file from the {context.name} runtime failed",
-    )
+    return _tool("read", run, context, guard)
 
 
 def write_tool(context: AsyncToolContext, guard: Guard | None = None) -> AsyncSkillTool:
@@ -192,14 +202,7 @@ def write_tool(context: AsyncToolContext, guard: Guard | None = None) -> AsyncSk
         verb = "overwrote" if existed else "created"
         return f"Successfully {verb} file in {context.name} runtime: {path} ({size} bytes)"
 
-    return AsyncSkillTool(
-        "write",
-        WRITE_DESCRIPTION,
-        WriteArguments,
-        run,
-        guard=guard,
-        error_prefix=f"writing the file in the {context.name} runtime failed",
-    )
+    return _tool("write", run, context, guard)
 
 
 def edit_tool(context: AsyncToolContext, guard: Guard | None = None) -> AsyncSkillTool:
@@ -243,14 +246,7 @@ def edit_tool(context: AsyncToolContext, guard: Guard | None = None) -> AsyncSki
             + numbered(window, start + 1)
         )
 
-    return AsyncSkillTool(
-        "edit",
-        EDIT_DESCRIPTION,
-        EditArguments,
-        run,
-        guard=guard,
-        error_prefix=f"editing the file in the {context.name} runtime failed",
-    )
+    return _tool("edit", run, context, guard)
 
 
 async def _search_root(
@@ -272,14 +268,7 @@ def ls_tool(context: AsyncToolContext, guard: Guard | None = None) -> AsyncSkill
         result = await walk_async(files, info, depth=depth, limit=limit, include_directories=True)
         return ls_answer(root, result, limit)
 
-    return AsyncSkillTool(
-        "ls",
-        LS_DESCRIPTION,
-        LsArguments,
-        run,
-        guard=guard,
-        error_prefix=f"listing in the {context.name} runtime failed",
-    )
+    return _tool("ls", run, context, guard)
 
 
 def glob_tool(context: AsyncToolContext, guard: Guard | None = None) -> AsyncSkillTool:
@@ -298,14 +287,7 @@ def glob_tool(context: AsyncToolContext, guard: Guard | None = None) -> AsyncSki
             return f"Error: Path does not exist in {context.name} runtime: {root}"
         return glob_answer(arguments, await files.glob(info, glob_query(arguments)))
 
-    return AsyncSkillTool(
-        "glob",
-        GLOB_DESCRIPTION,
-        GlobArguments,
-        run,
-        guard=guard,
-        error_prefix=f"glob in the {context.name} runtime failed",
-    )
+    return _tool("glob", run, context, guard)
 
 
 def grep_tool(context: AsyncToolContext, guard: Guard | None = None) -> AsyncSkillTool:
@@ -331,11 +313,4 @@ def grep_tool(context: AsyncToolContext, guard: Guard | None = None) -> AsyncSki
             return f"Error: Invalid glob pattern: {exc}"
         return grep_answer(arguments, await files.grep(info, query))
 
-    return AsyncSkillTool(
-        "grep",
-        GREP_DESCRIPTION,
-        GrepArguments,
-        run,
-        guard=guard,
-        error_prefix=f"grep in the {context.name} runtime failed",
-    )
+    return _tool("grep", run, context, guard)

@@ -24,6 +24,7 @@ __all__ = [
     "AsyncHandler",
     "AsyncSkillTool",
     "Guard",
+    "Handler",
     "SkillTool",
     "arguments_schema",
     "parse_arguments",
@@ -33,6 +34,9 @@ logger = logging.getLogger(__name__)
 
 Guard = Callable[[str, Mapping[str, Any]], "str | None"]
 """A policy check run before a tool: ``(tool name, validated arguments) -> refusal or None``."""
+
+Handler = Callable[[Any], str]
+"""The function a :class:`SkillTool` runs on its validated arguments."""
 
 AsyncHandler = Callable[[Any], Awaitable[str]]
 """The coroutine function an :class:`AsyncSkillTool` runs on its validated arguments."""
@@ -143,7 +147,7 @@ class SkillTool:
         name: str,
         description: str,
         arguments_model: type[BaseModel],
-        handler: Callable[[Any], str],
+        handler: Handler,
         *,
         guard: Guard | None = None,
         error_prefix: str | None = None,

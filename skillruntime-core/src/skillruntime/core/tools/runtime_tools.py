@@ -12,6 +12,8 @@ answer each outcome gets.
 
 from __future__ import annotations
 
+from pydantic import BaseModel
+
 from ..errors import FileTooLargeError, RuntimeFileError, RuntimeIsADirectoryError
 from ..files.globbing import GlobMatcher, walk
 from ..files.linear_regex import InvalidPatternError, LinearPattern
@@ -27,7 +29,7 @@ from .arguments import (
     ReadArguments,
     WriteArguments,
 )
-from .base import Guard, SkillTool
+from .base import Guard, Handler, SkillTool
 from .context import ToolContext
 from .files import (
     DEFAULT_READ_LINES,
@@ -67,6 +69,26 @@ __all__ = [
 ]
 
 
+_TOOLS: dict[str, tuple[str, type[BaseModel], str]] = {
+    "bash": (BASH_DESCRIPTION, BashArguments, "running the command in the {} runtime failed"),
+    "read": (READ_DESCRIPTION, ReadArguments, "reading the file from the {} runtime failed"),
+    "write": (WRITE_DESCRIPTION, WriteArguments, "writing the file in the {} runtime failed"),
+    "edit": (EDIT_DESCRIPTION, EditArguments, "editing the file in the {} runtime failed"),
+    "ls": (LS_DESCRIPTION, LsArguments, "listing in the {} runtime failed"),
+    "glob": (GLOB_DESCRIPTION, GlobArguments, "glob in the {} runtime failed"),
+    "grep": (GREP_DESCRIPTION, GrepArguments, "grep in the {} runtime failed"),
+}
+"""Each tool's description, argument model and the prefix of its failure texts ({}: the
+runtime's name)."""
+
+
+def _tool(name: str, run: Handler, context: ToolContext, guard: Guard | None) -> SkillTool:
+    description, model, failed = _TOOLS[name]
+    return SkillTool(
+        name, description, model, run, guard=guard, error_prefix=failed.format(context.name)
+    )
+
+
 def runtime_tools(context: ToolContext, guard: Guard | None = None) -> list[SkillTool]:
     """The seven runtime tools over ``context``, in the order a tool set lists them."""
     return [
@@ -97,14 +119,7 @@ def bash_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
         )
         return format_result(result.stdout, result.stderr, result.exit_code, result.timed_out)
 
-    return SkillTool(
-        "bash",
-        BASH_DESCRIPTION,
-        BashArguments,
-        run,
-        guard=guard,
-        error_prefix=f"running the command in the {context.name} runtime failed",
-    )
+    return _tool("bash", run, context, guard)
 
 
 class _MissingFileError(Exception):
@@ -157,14 +172,7 @@ def read_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
             return header + numbered(lines, 1, chars)
         return header + numbered(lines[start - 1 : end], start)
 
-    return SkillTool(
-        "read",
-        READ_DESCRIPTION,
-        ReadArguments,
-        run,
-        guard=guard,
-        error_prefix=f"reading the file from the {context.name} runtime failed",
-    )
+    return _tool("read", run, context, guard)
 
 
 def write_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
@@ -180,14 +188,7 @@ def write_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
         verb = "overwrote" if existed else "created"
         return f"Successfully {verb} file in {context.name} runtime: {path} ({size} bytes)"
 
-    return SkillTool(
-        "write",
-        WRITE_DESCRIPTION,
-        WriteArguments,
-        run,
-        guard=guard,
-        error_prefix=f"writing the file in the {context.name} runtime failed",
-    )
+    return _tool("write", run, context, guard)
 
 
 def edit_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
@@ -231,14 +232,7 @@ def edit_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
             + numbered(window, start + 1)
         )
 
-    return SkillTool(
-        "edit",
-        EDIT_DESCRIPTION,
-        EditArguments,
-        run,
-        guard=guard,
-        error_prefix=f"editing the file in the {context.name} runtime failed",
-    )
+    return _tool("edit", run, context, guard)
 
 
 def _search_root(
@@ -260,14 +254,7 @@ def ls_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
         result = walk(files, info, depth=depth, limit=limit, include_directories=True)
         return ls_answer(root, result, limit)
 
-    return SkillTool(
-        "ls",
-        LS_DESCRIPTION,
-        LsArguments,
-        run,
-        guard=guard,
-        error_prefix=f"listing in the {context.name} runtime failed",
-    )
+    return _tool("ls", run, context, guard)
 
 
 def glob_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
@@ -286,14 +273,7 @@ def glob_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
             return f"Error: Path does not exist in {context.name} runtime: {root}"
         return glob_answer(arguments, files.glob(info, glob_query(arguments)))
 
-    return SkillTool(
-        "glob",
-        GLOB_DESCRIPTION,
-        GlobArguments,
-        run,
-        guard=guard,
-        error_prefix=f"glob in the {context.name} runtime failed",
-    )
+    return _tool("glob", run, context, guard)
 
 
 def grep_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
@@ -319,11 +299,4 @@ def grep_tool(context: ToolContext, guard: Guard | None = None) -> SkillTool:
             return f"Error: Invalid glob pattern: {exc}"
         return grep_answer(arguments, files.grep(info, query))
 
-    return SkillTool(
-        "grep",
-        GREP_DESCRIPTION,
-        GrepArguments,
-        run,
-        guard=guard,
-        error_prefix=f"grep in the {context.name} runtime failed",
-    )
+    return _tool("grep", run, context, guard)
