@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import mimetypes
 import tempfile
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any, BinaryIO, cast
@@ -35,18 +34,14 @@ from .async_runtime_tools import runtime_tools
 from .base import AsyncSkillTool, Guard
 from .context import AsyncToolContext
 from .publish import DESCRIPTION as PUBLISH_DESCRIPTION
+from .publish import content_type_of, published_text
 from .skill import (
     DEFAULT_DESCRIPTION_TEMPLATE,
     DEFAULT_LISTING_BUDGET,
-    SKILLS_PLACEHOLDER,
-    skills_xml,
 )
 from .tool_sets import (
     SkillInput,
     ToolSetView,
-    checked_configs,
-    checked_template,
-    configured_sources,
 )
 
 __all__ = ["AsyncSkillTool", "AsyncSkillTools"]
@@ -70,11 +65,7 @@ def _publish_tool(
         if info.is_directory:
             return f"Error: Only regular files can be published: {path}"
         file_name = safe_file_name(arguments.file_name or path)
-        content_type = (
-            (arguments.content_type or "").strip()
-            or mimetypes.guess_type(file_name)[0]
-            or "application/octet-stream"
-        )
+        content_type = content_type_of(file_name, arguments.content_type)
         with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as spool:
             size = 0
             chunks = files.read_stream(path)
@@ -93,16 +84,7 @@ def _publish_tool(
                     f"Error: the file publisher returned before reading all of {path}; "
                     "the file was not delivered"
                 )
-        lines = [
-            "File published successfully.",
-            f"URL: {published.url}",
-            f"File name: {file_name}",
-            f"Content type: {content_type}",
-            f"Size: {size} bytes",
-        ]
-        if published.expires_at is not None:
-            lines.append(f"Expires at: {published.expires_at.isoformat()}")
-        return "\n".join(lines)
+        return published_text(published, file_name, content_type, size)
 
     return AsyncSkillTool(
         "publish_file",
@@ -141,24 +123,20 @@ class AsyncSkillTools(ToolSetView[AsyncSkillTool], Closeable):
         listing_budget: int | None = DEFAULT_LISTING_BUDGET,
         exclusive: bool = False,
     ) -> None:
-        if exclusive and not getattr(runtime, "exclusive", False):
-            raise ValueError(
-                "AsyncSkillTools(exclusive=True) needs a runtime built with exclusive=True "
-                "(a conversation with a conversation store)"
-            )
-        self.exclusive = exclusive
-        checked_template(description_template)
-        sources = configured_sources(skills)
-        configs = checked_configs(configs, sources)
-        self.runtime = runtime
-        self.publisher = publisher
-        self._sources = sources
-        self._always_allowed = frozenset(always_allowed)
-        self._activator = AsyncSkillActivator(runtime, sources, configs)
-        context = AsyncToolContext(runtime)
-        description = description_template.replace(
-            SKILLS_PLACEHOLDER, skills_xml(list(sources.values()), listing_budget)
+        description = self._configure(
+            "AsyncSkillTools",
+            runtime,
+            skills,
+            configs=configs,
+            publisher=publisher,
+            description_template=description_template,
+            always_allowed=always_allowed,
+            listing_budget=listing_budget,
+            exclusive=exclusive,
         )
+        self.runtime = runtime
+        self._activator = AsyncSkillActivator(runtime, self._sources, self._configs)
+        context = AsyncToolContext(runtime)
         built = [
             skill_tool(self._activator, description),
             *runtime_tools(context, self._guard),

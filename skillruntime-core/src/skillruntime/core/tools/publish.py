@@ -8,12 +8,12 @@ import mimetypes
 from collections.abc import Iterator
 from typing import BinaryIO, cast
 
-from ..files.publishing import FilePublisher, safe_file_name
+from ..files.publishing import FilePublisher, PublishedFile, safe_file_name
 from .arguments import PublishFileArguments
 from .base import Guard, SkillTool
 from .context import ToolContext
 
-__all__ = ["ChunkReader", "publish_file_tool"]
+__all__ = ["ChunkReader", "content_type_of", "publish_file_tool", "published_text"]
 
 DESCRIPTION = (
     "Publishes an existing regular file from the configured skill runtime and returns a "
@@ -57,6 +57,25 @@ class ChunkReader(io.RawIOBase):
         return size
 
 
+def content_type_of(file_name: str, given: str | None) -> str:
+    """The content type of a published file: the one given, else guessed from its name."""
+    return (given or "").strip() or mimetypes.guess_type(file_name)[0] or "application/octet-stream"
+
+
+def published_text(published: PublishedFile, file_name: str, content_type: str, size: int) -> str:
+    """The ``publish_file`` tool's answer for a delivered file (shared by both tool sets)."""
+    lines = [
+        "File published successfully.",
+        f"URL: {published.url}",
+        f"File name: {file_name}",
+        f"Content type: {content_type}",
+        f"Size: {size} bytes",
+    ]
+    if published.expires_at is not None:
+        lines.append(f"Expires at: {published.expires_at.isoformat()}")
+    return "\n".join(lines)
+
+
 def publish_file_tool(
     context: ToolContext, publisher: FilePublisher, guard: Guard | None = None
 ) -> SkillTool:
@@ -71,11 +90,7 @@ def publish_file_tool(
         if info.is_directory:
             return f"Error: Only regular files can be published: {path}"
         name = safe_file_name(arguments.file_name or path)
-        content_type = (
-            (arguments.content_type or "").strip()
-            or mimetypes.guess_type(name)[0]
-            or "application/octet-stream"
-        )
+        content_type = content_type_of(name, arguments.content_type)
         chunks = files.read_stream(path)
         reader = ChunkReader(chunks)
         with contextlib.closing(chunks), io.BufferedReader(reader) as stream:
@@ -85,16 +100,7 @@ def publish_file_tool(
                     f"Error: the file publisher returned before reading all of {path}; "
                     "the file was not delivered"
                 )
-        lines = [
-            "File published successfully.",
-            f"URL: {published.url}",
-            f"File name: {name}",
-            f"Content type: {content_type}",
-            f"Size: {reader.bytes_read} bytes",
-        ]
-        if published.expires_at is not None:
-            lines.append(f"Expires at: {published.expires_at.isoformat()}")
-        return "\n".join(lines)
+        return published_text(published, name, content_type, reader.bytes_read)
 
     return SkillTool(
         "publish_file",

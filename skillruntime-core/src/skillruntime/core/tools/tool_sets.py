@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
+from ..files.publishing import FilePublisher
 from ..models import Skill, SkillPreparationRequest, SkillRuntimeConfig
 from ..skills import discover_skills, load_skill
 from .adapters import to_anthropic_tools, to_openai_responses_tools, to_openai_tools
 from .base import SkillTool
 from .policy import SkillPolicy, effective_allowed_tools, refusal_reason
 from .sdk_shapes import AnthropicTool, OpenAIChatTool, OpenAIResponsesTool
-from .skill import SKILLS_PLACEHOLDER, LoadedSkillSource, SkillSource
+from .skill import SKILLS_PLACEHOLDER, LoadedSkillSource, SkillSource, skills_xml
 
 __all__ = [
     "Activations",
@@ -128,6 +129,43 @@ class ToolSetView(Generic[ToolT]):
     _tools: dict[str, ToolT]
     _always_allowed: frozenset[str]
     _sources: dict[str, SkillSource]
+    _configs: dict[str, SkillRuntimeConfig]
+    _listing: tuple[str, int | None]
+    exclusive: bool
+    publisher: FilePublisher | None
+
+    def _configure(
+        self,
+        kind: str,
+        runtime: object,
+        skills: Iterable[SkillInput],
+        *,
+        configs: Mapping[str, SkillRuntimeConfig] | None,
+        publisher: FilePublisher | None,
+        description_template: str,
+        always_allowed: Collection[str],
+        listing_budget: int | None,
+        exclusive: bool,
+    ) -> str:
+        """Check and keep what both tool sets are built from (``kind``: the class, for the
+        error); returns the ``skill`` tool's description. Raises :class:`ValueError` for
+        ``exclusive`` without an exclusive runtime, a template without its placeholder, and
+        unknown or invalid configs."""
+        if exclusive and not getattr(runtime, "exclusive", False):
+            raise ValueError(
+                f"{kind}(exclusive=True) needs a runtime built with exclusive=True "
+                "(a conversation with a conversation store)"
+            )
+        checked_template(description_template)
+        self.exclusive = exclusive
+        self.publisher = publisher
+        self._sources = configured_sources(skills)
+        self._configs = checked_configs(configs, self._sources)
+        self._always_allowed = frozenset(always_allowed)
+        self._listing = (description_template, listing_budget)
+        return description_template.replace(
+            SKILLS_PLACEHOLDER, skills_xml(list(self._sources.values()), listing_budget)
+        )
 
     def _activations(self) -> Activations:
         raise NotImplementedError

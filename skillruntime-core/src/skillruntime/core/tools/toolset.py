@@ -24,16 +24,11 @@ from .runtime_tools import runtime_tools
 from .skill import (
     DEFAULT_DESCRIPTION_TEMPLATE,
     DEFAULT_LISTING_BUDGET,
-    SKILLS_PLACEHOLDER,
     SkillSource,
-    skills_xml,
 )
 from .tool_sets import (
     SkillInput,
     ToolSetView,
-    checked_configs,
-    checked_template,
-    configured_sources,
 )
 from .turn import SkillTurn
 from .views import ToolCall, ToolResult, UsageRecord, error_code
@@ -90,28 +85,22 @@ class SkillTools(ToolSetView[SkillTool], Closeable):
         listing_budget: int | None = DEFAULT_LISTING_BUDGET,
         exclusive: bool = False,
     ) -> None:
-        if exclusive and not getattr(runtime, "exclusive", False):
-            raise ValueError(
-                "SkillTools(exclusive=True) needs a runtime built with exclusive=True "
-                "(a conversation with a conversation store)"
-            )
-        self.exclusive = exclusive
-        checked_template(description_template)
-        sources = configured_sources(skills)
-        configs = checked_configs(configs, sources)
+        description = self._configure(
+            "SkillTools",
+            runtime,
+            skills,
+            configs=configs,
+            publisher=publisher,
+            description_template=description_template,
+            always_allowed=always_allowed,
+            listing_budget=listing_budget,
+            exclusive=exclusive,
+        )
         self.runtime = runtime
-        self.publisher = publisher
-        self._sources = sources
-        self._always_allowed = frozenset(always_allowed)
-        self._configs = configs
-        self._listing = (description_template, listing_budget)
-        self._base_activator = SkillActivator(runtime, sources, configs)
+        self._base_activator = SkillActivator(runtime, self._sources, self._configs)
         self._turn: SkillTurn | None = None
         self._turn_lock = threading.Lock()
         context = ToolContext(runtime)
-        description = description_template.replace(
-            SKILLS_PLACEHOLDER, skills_xml(list(sources.values()), listing_budget)
-        )
         guard = self._guard
         built = [
             skill_tool(lambda: self._activator, description),
