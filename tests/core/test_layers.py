@@ -51,7 +51,7 @@ ENTRY_POINT_LOADERS = {
     "plugins.registry": "loads the modules of the `skillruntime` entry-point group on first use",
     "cli.app": "imports a `skillruntime.cli` entry point only when its command runs",
     "_lazy": "imports the module of a lazily exported name on first access",
-    "_moved": "imports the new home of a moved module when the old name is imported",
+    "_moved": "imports the new home of a moved module or name when the old one is asked for",
 }
 """The deliberate exception: modules that import by name at run time (never by an import
 statement), so that start-up loads no plugin and no module it does not use."""
