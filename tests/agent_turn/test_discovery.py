@@ -13,7 +13,7 @@ from doubles.viking import VikingDouble
 from skillruntime.core.skills import load_skill
 from skillruntime.core.tools import LoadedSkillSource, SkillTools
 from skillruntime.local import LocalSkillRuntime
-from skillruntime.viking import VikingSkillStore
+from skillruntime.viking import VikingSkillStore, VikingStoreError
 from skillruntime.viking.source import VikingSkillSource, discover_skill_sources
 
 KEY = "discovery-secret-key-123"
@@ -99,6 +99,40 @@ def test_a_failed_or_slow_search_falls_back_to_local_skills(
     assert [s.name for s in sources] == ["local-one"]
     assert "skill discovery failed" in caplog.text
     assert KEY not in caplog.text
+
+
+def test_a_search_interrupted_by_concurrent_adds_is_asked_again(
+    store: VikingSkillStore, viking: VikingDouble
+) -> None:
+    # The real server answers 500 INTERNAL when skills are added while a search pages through
+    # its index; the same search a moment later succeeds.
+    viking.faults.interrupted_finds = 2
+    before = viking.finds
+    sources = discover_skill_sources(store, "audit the release", score_threshold=0.2)
+    assert [s.name for s in sources] == ["release-audit", "release-notes"]
+    assert viking.finds - before == 3
+
+
+def test_a_search_that_keeps_failing_is_reported_after_its_retries(
+    viking: VikingDouble, tmp_path: Path
+) -> None:
+    viking.faults.interrupted_finds = 1_000
+    with (
+        VikingSkillStore(
+            server_url=viking.url,
+            api_key=KEY,
+            user="alice",
+            cache_dir=tmp_path / "cache",
+            busy_retries=2,
+            busy_backoff_seconds=0.01,
+        ) as store,
+        pytest.raises(VikingStoreError) as failed,
+    ):
+        store.find_skills("audit the release", score_threshold=0.2)
+    assert failed.value.code == "SKILL_UNAVAILABLE"
+    assert "HTTP 500 INTERNAL" in str(failed.value)
+    assert KEY not in str(failed.value)
+    assert viking.finds == 3  # the first try and busy_retries more
 
 
 def test_discovered_sources_feed_a_turn(

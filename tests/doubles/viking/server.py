@@ -4,7 +4,8 @@ Built from the JSON shapes in ``protocols/openviking.md``: the ``{status, result
 envelope, ``GET /api/v1/skills`` (listing), ``GET /api/v1/skills/<name>`` with content, files
 and integrity (revision computed like the server, root fallback between scopes included),
 ``GET /api/v1/content/download`` (octet-stream) and error envelopes (404 NOT_FOUND, 409
-CONFLICT ``path_busy``, 429 RESOURCE_EXHAUSTED, 400 INVALID_ARGUMENT, 401 UNAUTHENTICATED).
+CONFLICT ``path_busy``, 429 RESOURCE_EXHAUSTED, 400 INVALID_ARGUMENT, 401 UNAUTHENTICATED, and
+the 500 INTERNAL of a search interrupted by skills added meanwhile).
 
 A skill changes between requests as on the real server: :meth:`VikingDouble.set_file` at any
 time, or :attr:`Faults.change_after_read` right after an integrity read (the revision the client
@@ -81,6 +82,10 @@ class Faults:
     """Seconds each ``POST /api/v1/skills/find`` waits before answering."""
     find_unavailable: bool = False
     """``POST /api/v1/skills/find`` answers 503 UNAVAILABLE (no embedder, server trouble)."""
+    interrupted_finds: int = 0
+    """The next N ``POST /api/v1/skills/find`` answer 500 INTERNAL "Skill search pagination did
+    not advance; results are incomplete", as the real server does when skills are added while
+    one search pages through its index; the same search a moment later succeeds."""
 
 
 def _sha(data: bytes) -> str:
@@ -352,6 +357,13 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(owner.faults.find_delay)
         if owner.faults.find_unavailable:
             self._error(503, "UNAVAILABLE", "Embedder not configured.")
+            return
+        with owner._lock:
+            interrupted = owner.faults.interrupted_finds > 0
+            if interrupted:
+                owner.faults.interrupted_finds -= 1
+        if interrupted:
+            self._error(500, "INTERNAL", "Internal server error")
             return
         query = body.get("query")
         if not isinstance(query, str) or not query.strip():

@@ -241,8 +241,22 @@ class VikingClient:
             uri=uri,
         )
 
-    def _raise_for(self, response: requests.Response, what: str, uri: str, clock: _Clock) -> None:
-        """Translate a non-2xx answer into a :class:`VikingStoreError` (retryable ones wrapped)."""
+    def _raise_for(
+        self,
+        response: requests.Response,
+        what: str,
+        uri: str,
+        clock: _Clock,
+        *,
+        read: bool = False,
+    ) -> None:
+        """Translate a non-2xx answer into a :class:`VikingStoreError` (retryable ones wrapped).
+
+        ``read``: the request is a JSON read (a skill read, a listing, a search), so a 500
+        ``INTERNAL`` is retried too. The server answers that for any exception it did not
+        expect, some of them transient: a search whose index changes between two of its pages
+        (skills added meanwhile) fails with "pagination did not advance", and the same search
+        a moment later succeeds."""
         code, message, details = _envelope_error(response, clock=clock, redact=self._redact)
         status = response.status_code
         text = f"{self._redact(what)} failed: HTTP {status} {code} {message}".rstrip()
@@ -256,7 +270,7 @@ class VikingClient:
             details.get("conflict_type") == "path_busy" or details.get("retryable") is True
         ):
             raise _RetryableError(VikingStoreError(text, code=SKILL_UNAVAILABLE, uri=uri))
-        if status == 503:
+        if status == 503 or (read and status == 500 and code == "INTERNAL"):
             raise _RetryableError(VikingStoreError(text, code=SKILL_UNAVAILABLE, uri=uri))
         if 400 <= status < 500:
             raise VikingStoreError(text, code=SKILL_INVALID, uri=uri)
@@ -338,7 +352,7 @@ class VikingClient:
                     raise self._transport_error(error, clock, what, uri) from None
                 with response:
                     if response.status_code >= 300:
-                        self._raise_for(response, what, uri, clock)
+                        self._raise_for(response, what, uri, clock, read=True)
                     raw = self._read_body(response, self._options.max_json_bytes, clock, what, uri)
             if raw is None:
                 raise VikingStoreError(
