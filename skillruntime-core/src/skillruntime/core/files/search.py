@@ -17,6 +17,7 @@ from typing import Literal, Protocol
 
 from ..models import FileInfo
 from .globbing import (
+    AsyncDirectoryLister,
     DirectoryLister,
     GlobMatcher,
     relative_path,
@@ -65,13 +66,9 @@ class SearchedFiles(DirectoryLister, Protocol):
         ...
 
 
-class AsyncSearchedFiles(Protocol):
+class AsyncSearchedFiles(AsyncDirectoryLister, Protocol):
     """The primitives the default async search runs on (a
     :class:`~skillruntime.core.files.async_spi.AsyncSkillRuntimeFileSystem` has them)."""
-
-    async def list_directory(self, path: str, depth: int = ..., limit: int = ...) -> list[FileInfo]:
-        """The entries below ``path`` down to ``depth`` levels, at most ``limit``."""
-        ...
 
     async def read_text(
         self, path: str, max_bytes: int = ..., *, encoding: str = ..., errors: str = ...

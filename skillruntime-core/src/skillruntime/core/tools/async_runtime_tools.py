@@ -136,24 +136,26 @@ def bash_tool(context: AsyncToolContext, guard: Guard | None = None) -> AsyncSki
     return _tool("bash", run, context, guard)
 
 
-class _MissingFileError(Exception):
-    """The file to read is missing or a directory; ``args[0]`` is the tool's answer."""
+class _AnswerError(Exception):
+    """The file to read cannot be: ``args[0]`` is the tool's answer."""
 
 
 async def _read_existing(
-    context: AsyncToolContext, files: AsyncSkillRuntimeFileSystem, path: str, max_bytes: int
-) -> str:
-    """The text of ``path`` read in one file-system call; a missing file or a directory is
-    told apart by a ``stat`` only once the read failed (:class:`_MissingFileError` carries
-    the tool's answer then)."""
+    context: AsyncToolContext, path: str, max_bytes: int, too_large: str
+) -> tuple[AsyncSkillRuntimeFileSystem, str]:
+    """The file system and the text of ``path``, read in one file-system call. A file over
+    ``max_bytes`` raises :class:`_AnswerError` with ``too_large``; a missing file or a
+    directory is told apart by a ``stat`` only once the read failed, and raises
+    :class:`_AnswerError` saying so."""
+    files = await context.file_system()
     try:
-        return await files.read_text(path, max_bytes)
+        return files, await files.read_text(path, max_bytes)
     except FileTooLargeError:
-        raise
+        raise _AnswerError(too_large) from None
     except RuntimeFileError:  # backends differ in what a directory read raises: ask stat
         problem = existing_file_problem(context.name, path, await files.stat(path))
         if problem:
-            raise _MissingFileError(problem) from None
+            raise _AnswerError(problem) from None
         raise
 
 
@@ -162,16 +164,14 @@ def read_tool(context: AsyncToolContext, guard: Guard | None = None) -> AsyncSki
 
     async def run(arguments: ReadArguments) -> str:
         path = context.resolve(arguments.file_path)
-        files = await context.file_system()
+        too_large = (
+            f"Error: File is larger than {MAX_READ_BYTES // (1024 * 1024)} MiB: {path}. "
+            "Use bash (for example head, tail or sed -n) to read part of it."
+        )
         try:
-            text = await _read_existing(context, files, path, MAX_READ_BYTES)
-        except _MissingFileError as missing:
-            return str(missing.args[0])
-        except FileTooLargeError:
-            return (
-                f"Error: File is larger than {MAX_READ_BYTES // (1024 * 1024)} MiB: {path}. "
-                "Use bash (for example head, tail or sed -n) to read part of it."
-            )
+            _, text = await _read_existing(context, path, MAX_READ_BYTES, too_large)
+        except _AnswerError as answer:
+            return str(answer.args[0])
         lines, chars = split_counted(text)
         total = len(lines)
         start = arguments.offset or 1
@@ -215,13 +215,11 @@ def edit_tool(context: AsyncToolContext, guard: Guard | None = None) -> AsyncSki
         if old == new:
             return "Error: old_string and new_string must be different"
         path = context.resolve(arguments.file_path)
-        files = await context.file_system()
+        too_large = f"Error: File is larger than {MAX_EDIT_BYTES // (1024 * 1024)} MiB: {path}"
         try:
-            text = await _read_existing(context, files, path, MAX_EDIT_BYTES)
-        except _MissingFileError as missing:
-            return str(missing.args[0])
-        except FileTooLargeError:
-            return f"Error: File is larger than {MAX_EDIT_BYTES // (1024 * 1024)} MiB: {path}"
+            files, text = await _read_existing(context, path, MAX_EDIT_BYTES, too_large)
+        except _AnswerError as answer:
+            return str(answer.args[0])
         first = text.find(old)
         if first < 0:
             return f"Error: old_string not found in file: {path}"

@@ -58,14 +58,14 @@ class ToolContext(_Context):
     def __init__(self, runtime: SkillRuntime) -> None:
         self.runtime = runtime
 
-    @property
-    def files(self) -> SkillRuntimeFileSystem:
+    def file_system(self) -> SkillRuntimeFileSystem:
         """The runtime file system (fetched per call, so a closed runtime is reported)."""
         return self.runtime.get_file_system()
 
-    def file_system(self) -> SkillRuntimeFileSystem:
-        """:attr:`files` as a call (the face the generated tools use)."""
-        return self.runtime.get_file_system()
+    @property
+    def files(self) -> SkillRuntimeFileSystem:
+        """:meth:`file_system` as a property."""
+        return self.file_system()
 
 
 class AsyncToolContext(_Context):

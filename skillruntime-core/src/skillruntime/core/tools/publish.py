@@ -83,7 +83,7 @@ def publish_file_tool(
 
     def run(arguments: PublishFileArguments) -> str:
         path = context.resolve(arguments.file_path)
-        files = context.files
+        files = context.file_system()
         info = files.stat(path)
         if info is None:
             return f"Error: File does not exist in {context.name} runtime: {path}"
