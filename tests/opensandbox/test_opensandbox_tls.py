@@ -13,40 +13,23 @@ from typing import Any
 
 import certifi
 import httpx
-import httpx._config
-import httpx._transports.default
 import pytest
 from opensandbox.config.connection_sync import ConnectionConfigSync
 
+import skillruntime.core.runtime.tls as core_tls
 import skillruntime.opensandbox._tls as tls
 from doubles.opensandbox import OpenSandboxDouble
 from skillruntime.core.models import SkillExecutionRequest
 from skillruntime.opensandbox import OpenSandboxSkillRuntime
 from skillruntime.opensandbox.async_runtime import AsyncOpenSandboxSkillRuntime
 from skillruntime.opensandbox.sweeping import OpenSandboxReaper
+from tls_counting import count_default_contexts
 
 
 @pytest.fixture
 def default_contexts(monkeypatch: pytest.MonkeyPatch) -> list[ssl.SSLContext]:
-    """The default contexts (``verify=True``: the CA bundle loaded) httpx builds from now on,
-    wherever it is asked (httpx's transports, the SDK, ``_tls``); the shared cache starts empty
-    and the CA source is httpx's default one."""
-    original = httpx._config.create_ssl_context
-    built: list[ssl.SSLContext] = []
-
-    def counting(verify: Any = True, cert: Any = None, trust_env: bool = True) -> ssl.SSLContext:
-        context = original(verify=verify, cert=cert, trust_env=trust_env)
-        if verify is True:
-            built.append(context)
-        return context
-
-    monkeypatch.setattr(httpx._config, "create_ssl_context", counting)
-    monkeypatch.setattr(httpx._transports.default, "create_ssl_context", counting)
-    monkeypatch.setattr(httpx, "create_ssl_context", counting)
-    monkeypatch.setattr(tls, "_contexts", {})
-    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
-    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
-    return built
+    """The default contexts httpx builds during the test (see ``tls_counting``)."""
+    return count_default_contexts(monkeypatch)
 
 
 def _use(runtime: OpenSandboxSkillRuntime) -> None:
@@ -124,7 +107,7 @@ def test_a_callers_connection_config_is_used_as_given(
     assert runtime._config is config
     assert type(config) is ConnectionConfigSync
     _use(runtime)
-    assert tls._contexts == {}  # the SDK built its own transports, as it always has
+    assert core_tls._contexts == {}  # the SDK built its own transports, as it always has
     assert default_contexts
 
 

@@ -31,6 +31,7 @@ import httpx
 from tenacity import AsyncRetrying
 
 from skillruntime.core.runtime.loop_local import LoopLocal
+from skillruntime.core.runtime.tls import shared_ssl_context
 
 from .defaults import DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT
 from .wire import (
@@ -154,6 +155,8 @@ class AsyncAioClient:
     def _new_http(self) -> httpx.AsyncClient:
         return httpx.AsyncClient(
             headers=self._headers,
+            # The process's one default TLS context, not a CA bundle loaded per pool.
+            verify=shared_ssl_context(httpx.create_ssl_context),
             # ``pool_size`` connections are kept, more are opened when more calls run at once
             # (a long command never waits for a free connection).
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=self._pool_size),

@@ -31,6 +31,8 @@ from urllib.parse import urlsplit
 import httpx
 from tenacity import Retrying
 
+from skillruntime.core.runtime.tls import shared_ssl_context
+
 from .defaults import DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT
 from .wire import (
     RETRYABLE_STATUSES,
@@ -131,6 +133,8 @@ class AioClient:
     def _new_http(self) -> httpx.Client:
         return httpx.Client(
             headers=self._headers,
+            # The process's one default TLS context, not a CA bundle loaded per pool.
+            verify=shared_ssl_context(httpx.create_ssl_context),
             # ``pool_size`` connections are kept, more are opened when more calls run at once
             # (a long command never waits for a free connection).
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=self._pool_size),

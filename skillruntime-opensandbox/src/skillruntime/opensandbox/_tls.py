@@ -5,12 +5,10 @@ certifi's whole CA bundle into it (about 50 ms of CPU). The SDK calls it for eve
 builds (one per sandbox handle and one per sandbox manager), and the async runtime builds one
 ``httpx.AsyncHTTPTransport`` per event loop, so each runtime paid for several bundles.
 
-:func:`shared_ssl_context` is that default context, built on first use and then shared by every
-transport this distribution builds in the process: one per CA source, that is per value of
-``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` (read on every call, as httpx reads them with
-``trust_env``). Sharing is sound: the context is never changed after it is built, except that
-httpcore sets the ALPN protocols on each TLS connection, always to ``["http/1.1"]`` here (none
-of these transports enables HTTP/2).
+:func:`shared_ssl_context` is that default context as
+:func:`skillruntime.core.runtime.tls.shared_ssl_context` shares it: built on first use, then
+shared by every transport this distribution builds in the process (one per CA source, that is
+per value of ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``).
 
 :func:`connection_config` builds the runtime's default :class:`ConnectionConfigSync`, whose
 transports (built by the SDK, owned and closed by it exactly as before) verify with the shared
@@ -19,15 +17,14 @@ context. A caller's own ``connection_config`` is used as given, never replaced.
 
 from __future__ import annotations
 
-import os
 import ssl
-import threading
 from typing import Any
 
 import httpx
 
 from opensandbox.config.connection_sync import ConnectionConfigSync
 from opensandbox.transport import RetrySyncTransport
+from skillruntime.core.runtime import tls
 
 try:  # the SDK's deadline-aware stack (opensandbox 1.1.1 and later 1.x)
     from opensandbox.transport._deadline_sync import DeadlineSyncTransport
@@ -36,24 +33,12 @@ except ImportError:  # pragma: no cover - another SDK layout: its own transports
 
 __all__ = ["SharedTLSConnectionConfigSync", "connection_config", "shared_ssl_context"]
 
-_contexts: dict[tuple[str | None, str | None], ssl.SSLContext] = {}
-_lock = threading.Lock()
-
 
 def shared_ssl_context() -> ssl.SSLContext:
     """The process's default client TLS context: ``httpx.create_ssl_context()`` (certificates
     verified; the CA file or directory that ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` name, else
-    certifi's bundle), built once per CA source and process, thread-safely, on first use. Callers
-    must not change it."""
-    key = (os.environ.get("SSL_CERT_FILE") or None, os.environ.get("SSL_CERT_DIR") or None)
-    context = _contexts.get(key)
-    if context is not None:
-        return context
-    with _lock:
-        context = _contexts.get(key)
-        if context is None:
-            context = _contexts[key] = httpx.create_ssl_context()
-        return context
+    certifi's bundle), built once per CA source and process. Callers must not change it."""
+    return tls.shared_ssl_context(httpx.create_ssl_context)
 
 
 class SharedTLSConnectionConfigSync(ConnectionConfigSync):
