@@ -145,7 +145,7 @@ def bench_execute(double: AioDouble, runs: int) -> tuple[float, float, float, fl
 def run(quick: bool) -> list[Row]:
     """The rows of this benchmark (interface of ``bench_common``)."""
     files, runs, prepare_runs = (20, 3, 1) if quick else (1000, 50, 3)
-    grep_files, grep_runs = (200, 3) if quick else (1000, 15)
+    grep_files, grep_runs = (20, 3) if quick else (1000, 15)
     rows: list[Row] = []
     with tempfile.TemporaryDirectory() as scratch:
         skill = make_skill(Path(scratch) / "bench-skill", files, 2048)

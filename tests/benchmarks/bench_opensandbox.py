@@ -247,7 +247,7 @@ def run(quick: bool) -> list[Row]:
     files, runs, latency_runs, grace, line_mib = (
         (20, 1, 2, 0.2, 4) if quick else (1000, 3, 10, 1.0, 256)
     )
-    grep_files, grep_runs = (200, 3) if quick else (1000, 15)
+    grep_files, grep_runs = (20, 3) if quick else (1000, 15)
     rows: list[Row] = []
     with tempfile.TemporaryDirectory() as scratch, OpenSandboxDouble() as double:
         skill = make_skill(Path(scratch) / "bench-skill", files, 2048)
