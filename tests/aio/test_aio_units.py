@@ -13,6 +13,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from doubles._polling import wait_until
 from skillruntime.aio import AioRuntimeOptions, AioSandboxSkillRuntime
@@ -466,6 +468,28 @@ def test_shell_line_carries_any_text_as_one_printable_line(text: str, as_base64:
     assert ("base64 -d" in line) is as_base64
     done = subprocess.run(["bash", "-c", line + '; echo " rc=$?"'], capture_output=True, check=True)
     assert done.stdout.decode() == text + " rc=5\n"
+
+
+_ESCAPED_BYTES = st.sampled_from([chr(code) for code in range(0xDC80, 0xDD00)])
+"""The lone surrogates that ``surrogateescape`` turns into the bytes 0x80 to 0xff."""
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    st.lists(
+        st.text(st.one_of(st.characters(blacklist_characters="\x00"), _ESCAPED_BYTES)),
+        min_size=1,
+        max_size=20,
+    )
+)
+def test_bash_decodes_every_shell_line_to_the_script_s_bytes(texts: list[str]) -> None:
+    """Generated text (any character but NUL, and the lone surrogates that stand for undecodable
+    bytes), each as one line, all evaluated by one real bash."""
+    lines = [shell_line(f"printf '%s\\n' {shlex.quote(text)}") for text in texts]
+    assert all(line.isascii() and line.isprintable() and "!" not in line for line in lines)
+    done = subprocess.run(["bash", "-c", "\n".join(lines)], capture_output=True, check=True)
+    expected = b"".join(text.encode("utf-8", "surrogateescape") + b"\n" for text in texts)
+    assert done.stdout == expected
 
 
 # ------------------------------------------------------------------------- archive

@@ -358,6 +358,14 @@ def build_report(
 
 
 _PLAIN = frozenset(range(0x20, 0x7F)) - {ord("\\"), ord("'"), ord("!")}
+_ESCAPES = {
+    chr(byte): ("\\n" if byte == 10 else f"\\x{byte:02x}")
+    for byte in range(256)
+    if byte not in _PLAIN
+}
+"""How ``shell_line`` writes each byte outside :data:`_PLAIN` in a ``$'...'`` string, keyed by
+the character that the byte decodes to as Latin-1."""
+_NOT_PLAIN = re.compile("[^" + re.escape("".join(map(chr, sorted(_PLAIN)))) + "]")
 
 
 def shell_line(script: str) -> str:
@@ -371,10 +379,7 @@ def shell_line(script: str) -> str:
     persistent shell.
     """
     data = script.encode("utf-8", "surrogateescape")
-    quoted = "".join(
-        chr(byte) if byte in _PLAIN else ("\\n" if byte == 10 else f"\\x{byte:02x}")
-        for byte in data
-    )
+    quoted = _NOT_PLAIN.sub(lambda match: _ESCAPES[match.group()], data.decode("latin-1"))
     encoded = base64.b64encode(data).decode("ascii")
     if len(quoted) <= len(encoded) + 24:
         return f"(eval $'{quoted}')"
