@@ -15,11 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anthropic
 import jsonschema
 import openai
 import pytest
-from anthropic.types import ToolParam, ToolResultBlockParam
 from openai.types.chat import ChatCompletionFunctionToolParam, ChatCompletionToolMessageParam
 from openai.types.responses import FunctionToolParam
 from openai.types.responses.response_input_param import FunctionCallOutput
@@ -47,6 +45,14 @@ def tools(tmp_path: Path) -> Iterator[SkillTools]:
         yield toolset
 
 
+def _anthropic() -> Any:
+    """The ``anthropic`` SDK, imported by the tests that use it rather than at collection: its
+    import costs about 2.5 s of CPU, which every xdist worker would pay for three tests."""
+    import anthropic
+
+    return anthropic
+
+
 # -- shapes against the SDK types --------------------------------------------------------------
 
 
@@ -59,7 +65,7 @@ def test_definitions_validate_as_the_sdk_param_types(tools: SkillTools, strict: 
     )
     validated = responses.validate_python(tools.openai_responses_tools(strict=strict))
     assert [item["strict"] for item in validated] == [strict] * len(tools.tools)
-    assert TypeAdapter(list[ToolParam]).validate_python(tools.anthropic_tools())
+    assert TypeAdapter(list[_anthropic().types.ToolParam]).validate_python(tools.anthropic_tools())
 
 
 def test_an_output_without_strict_fails_the_responses_type(tools: SkillTools) -> None:
@@ -79,7 +85,8 @@ def test_results_validate_as_the_sdk_param_types(tools: SkillTools) -> None:
     TypeAdapter(FunctionCallOutput).validate_python(output)
     block = {"id": "toolu_1", "name": "bash", "input": {"command": "echo c"}}
     result = anthropic_tool_result(tools, block)
-    assert TypeAdapter(ToolResultBlockParam).validate_python(result)["content"] == "c"
+    block_result = TypeAdapter(_anthropic().types.ToolResultBlockParam)
+    assert block_result.validate_python(result)["content"] == "c"
 
 
 # -- strict mode -------------------------------------------------------------------------------
@@ -207,7 +214,7 @@ def test_openai_responses_two_turn_loop(tools: SkillTools, stub: StubModel) -> N
 
 
 def test_anthropic_messages_two_turn_loop(tools: SkillTools, stub: StubModel) -> None:
-    client = anthropic.Anthropic(base_url=stub.base_url, api_key="test", max_retries=0)
+    client = _anthropic().Anthropic(base_url=stub.base_url, api_key="test", max_retries=0)
     messages: list[Any] = [{"role": "user", "content": "run it"}]
     for _ in range(3):
         response = client.messages.create(
