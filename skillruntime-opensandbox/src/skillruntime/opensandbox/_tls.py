@@ -56,7 +56,17 @@ class SharedTLSConnectionConfigSync(ConnectionConfigSync):
         keepalive_expiry: float = 30.0,
     ) -> httpx.BaseTransport:
         """The SDK's default transport stack with the shared TLS context (the SDK's own stack
-        when this SDK version lays its transports out differently)."""
+        when this SDK version lays its transports out differently).
+
+        Every connection the pool may open is also kept alive (``max_keepalive_connections`` is
+        raised to ``max_connections``). httpcore's sync pool closes the idle connections beyond
+        the keep-alive limit, and it can pick one it has just handed to a waiting request: the
+        request's socket is then closed under it (``[Errno 9] Bad file descriptor``), or it
+        waits out its read timeout. With 200 commands at once on one sandbox (100 connections,
+        20 kept alive) about one run in three lost a command that way; with no surplus to close,
+        none did."""
+        if max_connections is not None:
+            max_keepalive_connections = max(max_keepalive_connections, max_connections)
         if DeadlineSyncTransport is None:  # pragma: no cover - see the import
             return super().new_owned_transport(
                 max_connections=max_connections,
