@@ -30,6 +30,7 @@
 from __future__ import annotations
 
 import os
+import ssl
 import threading
 from pathlib import Path
 
@@ -47,6 +48,15 @@ pytest_plugins = ["docker_engine"]
 _TESTS = Path(__file__).resolve().parent
 _PRESTART_JOIN_SECONDS = 240.0
 """How long the run's end waits for a prestart still under way (its own bound is shorter)."""
+
+
+@pytest.fixture
+def default_contexts(monkeypatch: pytest.MonkeyPatch) -> list[ssl.SSLContext]:
+    """The default TLS contexts httpx builds during the test, from an empty shared cache (see
+    ``tls_counting``)."""
+    from tls_counting import count_default_contexts
+
+    return count_default_contexts(monkeypatch)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -12,22 +12,14 @@ import ssl
 import uuid
 
 import httpx
-import pytest
 
 from doubles.aio import AioDouble
 from skillruntime.aio import AioSandboxSkillRuntime, AsyncAioSkillRuntime
 from skillruntime.core.models import SkillExecutionRequest
 from skillruntime.core.runtime import tls
-from tls_counting import count_default_contexts
 
 ROOT = "/home/gem/workspace/conversations"
 HI = SkillExecutionRequest(command="echo hi")
-
-
-@pytest.fixture
-def default_contexts(monkeypatch: pytest.MonkeyPatch) -> list[ssl.SSLContext]:
-    """The default contexts httpx builds during the test (see ``tls_counting``)."""
-    return count_default_contexts(monkeypatch)
 
 
 def _options(double: AioDouble) -> dict[str, str]:

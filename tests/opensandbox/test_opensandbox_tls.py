@@ -23,13 +23,6 @@ from skillruntime.core.models import SkillExecutionRequest
 from skillruntime.opensandbox import OpenSandboxSkillRuntime
 from skillruntime.opensandbox.async_runtime import AsyncOpenSandboxSkillRuntime
 from skillruntime.opensandbox.sweeping import OpenSandboxReaper
-from tls_counting import count_default_contexts
-
-
-@pytest.fixture
-def default_contexts(monkeypatch: pytest.MonkeyPatch) -> list[ssl.SSLContext]:
-    """The default contexts httpx builds during the test (see ``tls_counting``)."""
-    return count_default_contexts(monkeypatch)
 
 
 def _use(runtime: OpenSandboxSkillRuntime) -> None:
