@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from skillruntime.core.models import (
@@ -110,3 +114,39 @@ def test_result_ok_and_file_info_name() -> None:
     assert not SkillExecutionResult(exit_code=3).ok
     assert FileInfo(path="/a/b.txt", is_directory=False).name == "b.txt"
     assert FileInfo(path="/", is_directory=True).name == "/"
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    prefix=st.text(st.characters(codec="utf-8", blacklist_characters="\x00")),
+    # U+DC80..U+DCFF stand for the bytes 0x80..0xff (``surrogateescape``): those are text
+    surrogate=st.one_of(st.integers(0xD800, 0xDC7F), st.integers(0xDD00, 0xDFFF)).map(chr),
+)
+def test_text_that_stands_for_no_bytes_is_refused_before_any_runtime_sees_it(
+    prefix: str, surrogate: str
+) -> None:
+    """A JSON ``\\udXXX`` escape or a YAML one carries a lone surrogate into a command, a working
+    directory, an environment value or a bootstrap command; it is a validation error naming the
+    field (never the value), not a ``UnicodeEncodeError`` out of a runtime."""
+    text = f"echo {prefix}{surrogate}"
+    cases: list[tuple[str, Callable[[], object]]] = [
+        ("command", lambda: SkillExecutionRequest(command=text)),
+        (
+            "working_directory",
+            lambda: SkillExecutionRequest(command="true", working_directory=text),
+        ),
+        (
+            "environment variable TOKEN",
+            lambda: SkillExecutionRequest(command="true", environment={"TOKEN": text}),
+        ),
+        ("environment variable TOKEN", lambda: SkillRuntimeConfig(environment={"TOKEN": text})),
+    ]
+    for field, build in cases:
+        with pytest.raises(ValidationError, match=f"{field} cannot be encoded as UTF-8") as info:
+            build()
+        assert surrogate not in str(info.value)
+    # a constrained ``str`` field (``min_length``) is refused by pydantic for any lone surrogate
+    with pytest.raises(ValidationError, match="unable to parse raw data as a unicode string"):
+        BootstrapCommand(command=text)
+    escaped = f"echo {prefix}\udcff"
+    assert SkillExecutionRequest(command=escaped, environment={"A": escaped}).command == escaped

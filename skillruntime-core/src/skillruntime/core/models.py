@@ -72,6 +72,23 @@ SHELL_RESERVED_NAMES: frozenset[str] = frozenset(
 itself, so a value given for them would make a command fail or silently not arrive."""
 
 
+_UNENCODABLE = (
+    "cannot be encoded as UTF-8: it holds a lone surrogate outside U+DC80..U+DCFF (the range "
+    "that stands for bytes that are not UTF-8)"
+)
+
+
+def _encodable(text: str) -> bool:
+    """Whether ``text`` has bytes to stand for: it encodes as UTF-8 with ``surrogateescape``, as
+    every runtime sends commands, paths and environment values (a lone surrogate outside
+    U+DC80..U+DCFF, which a JSON ``\\udXXX`` escape can carry, stands for nothing)."""
+    try:
+        text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def validate_environment(environment: Mapping[str, str]) -> dict[str, str]:
     """Return a copy of ``environment`` after checking names (never values appear in errors).
 
@@ -94,6 +111,8 @@ def validate_environment(environment: Mapping[str, str]) -> dict[str, str]:
             raise ValueError(f"environment variable {name} must have a string value")
         if "\x00" in value:
             raise ValueError(f"environment variable {name} must not contain a NUL character")
+        if not _encodable(value):
+            raise ValueError(f"environment variable {name} {_UNENCODABLE}")
         result[name] = value
     return result
 
@@ -148,6 +167,8 @@ class BootstrapCommand(_Frozen):
     def _not_blank(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("bootstrap command must not be blank")
+        if "\x00" in value:
+            raise ValueError("bootstrap command must not contain a NUL character")
         return value
 
 
@@ -228,6 +249,8 @@ class SkillExecutionRequest(_Frozen):
             raise ValueError("command must not be empty")
         if "\x00" in value:
             raise ValueError("command must not contain a NUL character")
+        if not _encodable(value):
+            raise ValueError(f"command {_UNENCODABLE}")
         return value
 
     @field_validator("working_directory")
@@ -235,6 +258,8 @@ class SkillExecutionRequest(_Frozen):
     def _cwd_not_blank(cls, value: str | None) -> str | None:
         if value is not None and not value.strip():
             raise ValueError("working_directory must not be blank (use None for the default)")
+        if value is not None and not _encodable(value):
+            raise ValueError(f"working_directory {_UNENCODABLE}")
         return value
 
     @field_validator("environment", mode="before")
