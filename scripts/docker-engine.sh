@@ -60,7 +60,7 @@ our_pid() { # prints the pid of the daemon started in $DIR, if it still runs
     pid=$(cat "$PIDFILE" 2>/dev/null) || return 1
     [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] || return 1
     local cmdline
-    cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline")
+    cmdline=$(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline") || return 1 # it may end meanwhile
     case $cmdline in
     *dockerd*"unix://$SOCKET "*) printf '%s\n' "$pid" ;;
     *) return 1 ;;
@@ -131,7 +131,8 @@ exec_root_pids() {
     local pid cmdline
     for pid in $(ls /proc | grep -E '^[0-9]+$'); do
         [ -r "/proc/$pid/cmdline" ] || continue
-        cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || continue
+        # stderr first: a process that ends between the test and the read is no error
+        cmdline=$(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline") || continue
         case $cmdline in
         *containerd*"$EXEC/"*) printf '%s\n' "$pid" ;;
         esac
