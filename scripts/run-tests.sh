@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run the test suite the way `make test` does: the tests not marked `serial` in parallel under
-# pytest-xdist (TEST_WORKERS workers, default 4, tests handed out one by one as workers free up),
+# pytest-xdist (TEST_WORKERS workers, default 6, tests handed out one by one as workers free up),
 # then the `serial` ones in one process (skipped when no test is marked serial).
 #
 # The Docker tests use the suite's private Docker daemon (scripts/docker-engine.sh): started here
@@ -23,7 +23,7 @@ if [ "${1:-}" = "-m" ]; then
     serial_marks="serial and ($2)"
     shift 2
 fi
-workers=${TEST_WORKERS:-4}
+workers=${TEST_WORKERS:-6}
 # Bytecode caches on, whatever the calling environment says: each worker imports about 700
 # modules and pytest rewrites the asserts of every test module; without the cache each worker's
 # collection spends twice the CPU (20 s instead of 11 on this 2-core machine kind). The cache

@@ -25,6 +25,9 @@
   tests that took the threshold or more without being marked ``slow``.
 - The Docker tests' engine, and the check that they leave no container or volume behind, are
   the plugin :mod:`docker_engine`.
+- Hypothesis runs every phase but ``explain`` and prints the reproducing blob of a failure. On
+  Python 3.11 ``explain`` replays the shrunk failure under ``sys.settrace``; a differential test
+  against real shells then ran into the suite's 300 s timeout with its failure unreported.
 """
 
 from __future__ import annotations
@@ -35,12 +38,18 @@ import threading
 from pathlib import Path
 
 import pytest
+from hypothesis import Phase, settings
 
 from slow_tests import SLOW_MODULES, SLOW_TESTS, DurationRecorder, heaviest_modules_first
 from viking_real.openviking_harness import TEST_DIRS as OPENVIKING_TEST_DIRS
 from viking_real.openviking_harness import begin_run, end_run, prestart
 
 os.environ["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
+
+settings.register_profile(
+    "skillruntime", phases=[phase for phase in Phase if phase is not Phase.explain], print_blob=True
+)
+settings.load_profile("skillruntime")
 
 # The Docker Engine of the Docker tests and the leak check at the end of the session.
 pytest_plugins = ["docker_engine"]

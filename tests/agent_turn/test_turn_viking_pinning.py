@@ -68,11 +68,15 @@ def _revision_two() -> dict[str, bytes]:
 def test_a_script_changed_after_activation_is_refused_and_the_skill_read_again(
     viking: VikingDouble, tools: SkillTools
 ) -> None:
-    viking.faults.change_after_read[ROOT] = _revision_two()
     run = ("bash", {"command": "sh scripts/run.sh"})
     with tools.turn() as turn:
         activated = turn.call(("skill", {"command": "pinned"}))
         assert "INSTRUCTIONS-one" in activated.content  # what the model read: revision one
+        # changed on the server once the activation has answered: a change armed to follow "the
+        # next integrity read" relied on the activation making exactly one, and in a loaded
+        # run of the suite the activation once read revision two
+        for path, data in _revision_two().items():
+            viking.set_file(ROOT, path, data)
         refused = turn.call(run)
         assert refused.code == "SKILL_REVISION_CHANGED"
         assert "word=" not in refused.content  # nothing of revision two ran
