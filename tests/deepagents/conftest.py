@@ -10,10 +10,11 @@ import pytest
 
 from doubles.aio import AioDouble
 from doubles.opensandbox.fixtures import opensandbox_double_fixture
+from doubles.opensandbox.harness import SCALED_TAIL_DELAY
 
 EXAMPLE_SKILLS = Path(__file__).resolve().parents[2] / "examples" / "skills"
 
-opensandbox_double = opensandbox_double_fixture(scope="module")
+opensandbox_double = opensandbox_double_fixture(scope="module", tail_delay=SCALED_TAIL_DELAY)
 
 
 @pytest.fixture(scope="module")

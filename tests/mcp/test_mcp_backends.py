@@ -18,12 +18,12 @@ from mcp import ClientSession
 
 from doubles.aio import AioDouble
 from doubles.opensandbox.fixtures import opensandbox_double_fixture
-from doubles.opensandbox.harness import OpenSandboxDouble
+from doubles.opensandbox.harness import SCALED_TAIL_DELAY, OpenSandboxDouble
 from mcp_clients import call_ok, scripted_turn, serve_args, stdio_session
 from mcp_http import http_server, http_session
 from skillruntime.opensandbox import OpenSandboxSkillRuntime
 
-opensandbox_double = opensandbox_double_fixture(scope="module")
+opensandbox_double = opensandbox_double_fixture(scope="module", tail_delay=SCALED_TAIL_DELAY)
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,9 @@ import pytest
 
 from doubles.aio import AioDouble
 from doubles.opensandbox.fixtures import opensandbox_double_fixture
+from doubles.opensandbox.harness import SCALED_TAIL_DELAY
 
-opensandbox_double = opensandbox_double_fixture(scope="module")
+opensandbox_double = opensandbox_double_fixture(scope="module", tail_delay=SCALED_TAIL_DELAY)
 
 
 @pytest.fixture(scope="module")

@@ -21,10 +21,14 @@ import pytest
 
 from doubles._polling import wait_until
 from doubles.opensandbox import OpenSandboxDouble
+from doubles.opensandbox.fixtures import opensandbox_double_fixture
 from skillruntime.core.conversations import InMemoryConversationStore
 from skillruntime.core.files.search import GlobQuery
 from skillruntime.core.models import SkillExecutionRequest, SkillExecutionResult
 from skillruntime.opensandbox import AsyncOpenSandboxSkillRuntime, OpenSandboxSkillRuntime
+
+opensandbox_double = opensandbox_double_fixture(scope="module")
+"""A double of this module's own, with execd's 1 s linger (the suite's is scaled down)."""
 
 LOOPS = 6
 

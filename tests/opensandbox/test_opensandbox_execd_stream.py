@@ -18,9 +18,13 @@ from pathlib import Path
 import pytest
 
 from doubles.opensandbox import OpenSandboxDouble
+from doubles.opensandbox.fixtures import opensandbox_double_fixture
 from skillruntime.core.models import SkillExecutionRequest
 from skillruntime.core.runtime.output import truncation_marker
 from skillruntime.opensandbox import OpenSandboxSkillRuntime
+
+opensandbox_double = opensandbox_double_fixture(scope="module")
+"""A double of this module's own, with execd's 1 s linger (the suite's is scaled down)."""
 
 TESTS = Path(__file__).resolve().parents[1]
 

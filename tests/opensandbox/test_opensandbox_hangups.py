@@ -20,10 +20,14 @@ import pytest
 
 from doubles._polling import wait_until
 from doubles.opensandbox import OpenSandboxDouble
+from doubles.opensandbox.fixtures import opensandbox_double_fixture
 from skillruntime.core.conversations import InMemoryConversationStore
 from skillruntime.core.models import SkillExecutionRequest, SkillExecutionResult
 from skillruntime.opensandbox import AsyncOpenSandboxSkillRuntime, OpenSandboxSkillRuntime
 from skillruntime.opensandbox.commands import CommandOutcomeUnknownError
+
+opensandbox_double = opensandbox_double_fixture(scope="module")
+"""A double of this module's own, with execd's 1 s linger (the suite's is scaled down)."""
 
 LONG_COMMANDS = 3
 SHORT_COMMANDS = 6

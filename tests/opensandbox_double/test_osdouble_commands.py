@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import pytest
 import requests
 
 from doubles._polling import proc_state, process_gone, wait_until
 from doubles.opensandbox import OpenSandboxDouble
+from doubles.opensandbox.harness import SCALED_TAIL_DELAY
 from doubles.opensandbox.rawclient import RawSandbox, create_raw
 from doubles.opensandbox.registry import Registry
 
@@ -413,11 +415,21 @@ def _hang_up_after_terminal(sandbox: RawSandbox, command: str) -> None:
     response.close()  # the connection goes, in execd's grace period
 
 
+@pytest.mark.parametrize("tail_delay", [1.0, SCALED_TAIL_DELAY])
 def test_hanging_up_in_the_grace_period_relays_sigpipe_to_every_running_command(
-    sandbox: RawSandbox,
+    sandbox: RawSandbox, tail_delay: float
 ) -> None:
     """As execd does: the SIGPIPE it takes ending a stream whose client left is relayed to the
-    process group of every command running in the sandbox; one reading to the end kills none."""
+    process group of every command running in the sandbox; one reading to the end kills none.
+    So it is with execd's 1 s linger and with the linger the suites scale it down to."""
+    sandbox.double.set_tail_delay(tail_delay)
+    try:
+        _relay_on_hang_up(sandbox)
+    finally:
+        sandbox.double.set_tail_delay(1.0)
+
+
+def _relay_on_hang_up(sandbox: RawSandbox) -> None:
     marker = f"/tmp/hangup-{os.getpid()}-{threading.get_ident()}"
     results: list[list[dict[str, Any]]] = []
 

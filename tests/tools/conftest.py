@@ -46,6 +46,7 @@ import yaml
 
 from doubles.aio import AioDouble
 from doubles.opensandbox import OpenSandboxDouble
+from doubles.opensandbox.harness import SCALED_TAIL_DELAY
 from skillruntime.aio import AioSandboxSkillRuntime
 from skillruntime.core.conversations import InMemoryConversationStore
 from skillruntime.core.files.async_spi import AsyncSkillRuntimeFileSystem
@@ -253,7 +254,7 @@ def tools_opensandbox() -> Iterator[OpenSandboxDouble]:
     """An OpenSandbox double shared by the session; at the end, every sandbox it created must
     have been deleted (conversation sandboxes by their test's teardown, private ones by
     ``close``)."""
-    with OpenSandboxDouble() as double:
+    with OpenSandboxDouble(tail_delay=SCALED_TAIL_DELAY) as double:
         yield double
         stats = double.stats()
         assert stats["live_sandbox_ids"] == [], f"sandboxes outlived their tests: {stats}"

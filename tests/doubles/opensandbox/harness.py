@@ -22,6 +22,13 @@ from typing import Any
 from doubles._process import double_env, read_ready_line, stop_process
 
 _READY_PREFIX = "OPENSANDBOX_DOUBLE_LISTENING "
+SCALED_TAIL_DELAY = 0.25
+"""execd's linger after a terminal event, scaled down from its 1 s for the suites whose rules do
+not depend on its length (tools, conformance, adapters): a stream still lingers after its
+terminal event, a client that hangs up at once still makes execd relay a SIGPIPE, and a runtime
+that closes waits for the linger, only for a quarter of the time. The suites about hang-ups in
+the linger (``test_opensandbox_hangups``, ``test_opensandbox_execd_stream``,
+``test_opensandbox_async_loops``, the double's own) keep execd's 1 s."""
 ADMIN_TIMEOUT = 10.0
 
 
