@@ -251,14 +251,6 @@ def test_wrapper_without_watchdog_gives_the_command_its_own_process_group(
     assert (tmp_path / "run" / "s1.p").read_text().strip() == ""  # blanked once it ended
 
 
-def _gone(pid: int) -> bool:
-    state = Path(f"/proc/{pid}/stat")
-    try:
-        return state.read_text().split(") ")[1][0] in "ZX"
-    except (OSError, IndexError):
-        return True
-
-
 def test_the_report_kills_the_tree_of_a_run_whose_wrapper_alone_was_killed(
     tmp_path: Path,
 ) -> None:
@@ -282,7 +274,8 @@ def test_the_report_kills_the_tree_of_a_run_whose_wrapper_alone_was_killed(
         wrapper.kill()
         wrapper.wait(10)
         children = [int(pid) for pid in pids.read_text().split()]
-        assert not any(_gone(pid) for pid in children)  # the wrapper's death left them running
+        # the wrapper's death left them running
+        assert not any(process_gone(pid) for pid in children)
         script = build_report(
             run_dir=str(tmp_path / "run"),
             run_id="s1",
@@ -295,7 +288,7 @@ def test_the_report_kills_the_tree_of_a_run_whose_wrapper_alone_was_killed(
         outcome = parse_stream_result("n1", done.stdout, done.stderr)
         assert outcome is not None
         assert (outcome.timed_out, outcome.stdout) == (True, b"begun\n")
-        assert wait_until(lambda: all(_gone(pid) for pid in children), timeout=5)
+        assert wait_until(lambda: all(process_gone(pid) for pid in children), timeout=5)
     finally:
         for pid in pids.read_text().split() if pids.exists() else []:
             with contextlib.suppress(ProcessLookupError):

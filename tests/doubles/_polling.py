@@ -35,5 +35,6 @@ def proc_state(pid: int) -> str:
 
 
 def process_gone(pid: int) -> bool:
-    """Whether the process has ended: it no longer exists or is a zombie awaiting its reaper."""
-    return proc_state(pid) in ("gone", "Z")
+    """Whether the process has ended: it no longer exists, is a zombie awaiting its reaper, or is
+    being torn down (``X``)."""
+    return proc_state(pid) in ("gone", "Z", "X")

@@ -8,9 +8,9 @@ CONFLICT ``path_busy``, 429 RESOURCE_EXHAUSTED, 400 INVALID_ARGUMENT, 401 UNAUTH
 the 500 INTERNAL of a search interrupted by skills added meanwhile).
 
 A skill changes between requests as on the real server: :meth:`VikingDouble.set_file` at any
-time, or :attr:`Faults.change_after_read` right after an integrity read (the revision the client
-just read is then stale). Hostile behaviours (:class:`Faults`): an endless manifest, an error
-message echoing the credentials, and a download that drips one byte at a time.
+time (after an integrity read, the revision the client just read is then stale). Hostile
+behaviours (:class:`Faults`): an endless manifest, an error message echoing the credentials,
+and a download that drips one byte at a time.
 
 Identity: dev mode by default (``X-OpenViking-Account``/``X-OpenViking-User``, ``default``
 otherwise); with ``api_keys`` set, ``X-API-Key`` or ``Authorization: Bearer`` is required and
@@ -56,10 +56,6 @@ class Faults:
     change_on_download: dict[str, tuple[str, bytes]] = field(default_factory=dict)
     """File URI -> (path, new bytes): after serving that file once, the skill's file at path
     is replaced, so the revision changes mid-download."""
-    change_after_read: dict[str, dict[str, bytes]] = field(default_factory=dict)
-    """Skill root URI -> {path: new bytes}: once the next integrity read of that skill has been
-    answered, those files are replaced (one shot), so the revision the client just read is
-    already stale — an update landing between two requests, as on the real server."""
     die_mid_stream: set[str] = field(default_factory=set)
     """File URIs whose download sends half the body and then drops the connection."""
     serve_root: dict[str, str] = field(default_factory=dict)
@@ -530,11 +526,6 @@ class _Handler(BaseHTTPRequestHandler):
             )
             return
         self._ok(result)
-        if integrity:
-            with owner._lock:
-                changes = faults.change_after_read.pop(root, {})
-            for path, data in changes.items():
-                owner.set_file(root, path, data, account=account)
 
     def _endless_manifest(self) -> None:
         entry = json.dumps(
