@@ -68,10 +68,15 @@ def test_async_keepers_serialise_tasks_and_renew_while_held(backend: Backend) ->
                 completed += 1
 
         await asyncio.gather(*(work(index) for index in range(5)))
-        # A hold longer than the TTL survives through renewals from the renewer task.
-        keeper = AsyncLeaseKeeper(backend.open(), KEY, ttl_seconds=1.5, renew_every_seconds=0.25)
+        # A hold longer than the TTL survives through renewals from the renewer task. As in the
+        # threaded keeper's test: the store is used once first, and a renewal may come back
+        # 2.25 s late without the lease being lost.
+        store = backend.open()
+        released = await asyncio.to_thread(store.get_lease, KEY)
+        assert released is None or released.owner is None  # every task released it
+        keeper = AsyncLeaseKeeper(store, KEY, ttl_seconds=2.5, renew_every_seconds=0.25)
         async with keeper.hold():
-            await asyncio.sleep(2.0)
+            await asyncio.sleep(2.75)
             keeper.check()
             intruder = await asyncio.to_thread(backend.open().acquire_lease, KEY, "intruder", 5)
             assert intruder is None
@@ -111,8 +116,9 @@ def test_async_keeper_reports_a_takeover_as_lost(backend: Backend) -> None:
     store = backend.open()
 
     async def scenario() -> None:
+        # A TTL of ten renewal periods, as in the threaded keeper's test.
         keeper = AsyncLeaseKeeper(
-            store, KEY, ttl_seconds=0.9, renew_every_seconds=0.3, wait_seconds=5
+            store, KEY, ttl_seconds=3.0, renew_every_seconds=0.3, wait_seconds=5
         )
         async with keeper.hold():
             lease = keeper.lease

@@ -146,11 +146,16 @@ def test_keeper_serialises_holders_and_renews_while_held(backend: Backend) -> No
         thread.join(timeout=120)
     assert overlaps == 0
     assert completed == 12
-    # A hold longer than the TTL survives through renewals.
-    # (Renewals every 0.25 s; a loaded machine may delay one by a second without losing it.)
-    keeper = LeaseKeeper(backend.open(), KEY, ttl_seconds=1.5, renew_every_seconds=0.25)
+    # A hold longer than the TTL survives through renewals. The store is used once before, so
+    # that the hold's acquire does not also open its first connection (on a loaded machine that
+    # took most of a short TTL, and the validity counts from the moment the acquire was sent).
+    # Renewals every 0.25 s; one may come back 2.25 s late without the lease being lost.
+    store = backend.open()
+    released = store.get_lease(KEY)
+    assert released is None or released.owner is None  # every worker released it
+    keeper = LeaseKeeper(store, KEY, ttl_seconds=2.5, renew_every_seconds=0.25)
     with keeper.hold():
-        time.sleep(2.0)
+        time.sleep(2.75)
         keeper.check()
         assert backend.open().acquire_lease(KEY, "intruder", 5) is None
 
@@ -167,7 +172,9 @@ def test_keeper_waits_with_a_bound(backend: Backend) -> None:
 
 def test_keeper_reports_a_takeover_as_lost(backend: Backend) -> None:
     store = backend.open()
-    keeper = LeaseKeeper(store, KEY, ttl_seconds=0.9, renew_every_seconds=0.3, wait_seconds=5)
+    # The TTL is ten renewal periods: the takeover must be what the first renewal finds, even
+    # when a loaded machine delays it (a lease that expires first is lost for that reason).
+    keeper = LeaseKeeper(store, KEY, ttl_seconds=3.0, renew_every_seconds=0.3, wait_seconds=5)
 
     def steal_and_wait() -> None:
         with keeper.hold():
