@@ -6,11 +6,13 @@
 - The real OpenViking server is started once per run, by the first test process that needs it,
   and shared by every xdist worker, each in an account of its own
   (``viking_real.openviking_harness``); the controller stops it when the run ends. When the run
-  is not narrowed by ``-m`` or ``-k`` and its paths include a folder of the server's tests
-  (``openviking_harness.TEST_DIRS``; ``make test`` does), the controller starts it in the
-  background before the workers collect, so that they do not wait for it when its tests come
-  up. (Grouping its tests on one worker with ``xdist_group`` does not work with pytest 9.2 and
-  pytest-xdist 3.8: xdist renames ``item._nodeid``, which pytest 9.2 no longer reads.)
+  is not narrowed by ``-k``, its ``-m`` (if any) keeps the server's tests (``make test``'s
+  ``not serial`` does, ``not slow`` does not: ``openviking_harness.selects_server_tests``), and
+  its paths include a folder of the server's tests (``openviking_harness.TEST_DIRS``; ``make
+  test`` does), the controller starts it in the background before the workers collect, so that
+  they do not wait for it when its tests come up. (Grouping its tests on one worker with
+  ``xdist_group`` does not work with pytest 9.2 and pytest-xdist 3.8: xdist renames
+  ``item._nodeid``, which pytest 9.2 no longer reads.)
 - ``make test-quick`` and the lowest-versions run leave out the tests marked ``slow``: besides
   those marked where they are written, every test of the modules in ``slow_tests.SLOW_MODULES``
   and every test that ``tests/durations.json`` lists as measured at
@@ -42,7 +44,7 @@ from hypothesis import Phase, settings
 
 from slow_tests import SLOW_MODULES, SLOW_TESTS, DurationRecorder, heaviest_modules_first
 from viking_real.openviking_harness import TEST_DIRS as OPENVIKING_TEST_DIRS
-from viking_real.openviking_harness import begin_run, end_run, prestart
+from viking_real.openviking_harness import begin_run, end_run, prestart, selects_server_tests
 
 os.environ["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
 
@@ -83,7 +85,9 @@ _PRESTART = pytest.StashKey[threading.Thread]()
 
 def _runs_openviking_tests(config: pytest.Config) -> bool:
     """Whether this run, as its arguments select it, will run tests of the real server."""
-    if config.option.markexpr or config.option.keyword:
+    if config.option.keyword:
+        return False
+    if config.option.markexpr and not selects_server_tests(config.option.markexpr):
         return False
     base = config.invocation_params.dir
     for argument in config.args:

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 import preloaded_python
-from viking_real.openviking_harness import TEST_DIRS
+from slow_tests import SLOW_MODULES
+from viking_real.openviking_harness import SERVER_TEST_MARKS, TEST_DIRS, selects_server_tests
 
 TESTS = Path(__file__).resolve().parents[1]
 
@@ -163,3 +164,34 @@ def test_every_module_of_the_real_openviking_server_is_in_a_prestarted_folder() 
     }
     users.discard("core")  # this module names the fixture
     assert users <= set(TEST_DIRS)
+
+
+def test_every_module_of_the_real_openviking_server_has_the_marks_the_prestart_assumes() -> None:
+    users = {
+        path.relative_to(TESTS).as_posix()
+        for path in TESTS.rglob("test_*.py")
+        if path.relative_to(TESTS).parts[0] in TEST_DIRS
+        and any(
+            name in path.read_text(encoding="utf-8")
+            for name in ("openviking_server", "shared_server", "openviking_harness")
+        )
+    }
+    assert len(users) >= 4, users
+    assert users <= SLOW_MODULES  # each is marked slow when collected
+    assert SERVER_TEST_MARKS.issubset({"slow"})
+
+
+@pytest.mark.parametrize(
+    ("expression", "selects"),
+    [
+        ("not serial", True),
+        ("slow", True),
+        ("not serial and (slow or docker)", True),
+        ("not slow", False),
+        ("not serial and (not slow)", False),
+        ("docker", False),
+        ("slow and", False),
+    ],
+)
+def test_the_prestart_follows_the_mark_expression(expression: str, selects: bool) -> None:
+    assert selects_server_tests(expression) is selects

@@ -487,6 +487,27 @@ TEST_DIRS = ("agent_turn", "viking_cli", "viking_real", "viking_tools")
 """The folders (under tests/) whose tests use the real server (``tests/conftest.py`` prestarts it
 for a run that includes one; ``tests/core/test_preloaded_python.py`` keeps the list true)."""
 
+SERVER_TEST_MARKS = frozenset({"slow"})
+"""The marks every module of the server's tests carries (they are ``slow_tests.SLOW_MODULES``;
+``tests/core/test_preloaded_python.py`` keeps that true)."""
+
+
+def selects_server_tests(mark_expression: str) -> bool:
+    """Whether ``-m mark_expression`` keeps tests that carry :data:`SERVER_TEST_MARKS` and no
+    other mark it names (``"not serial"`` does, ``"not slow"`` does not); ``False`` for an
+    expression pytest would refuse. Only the prestart depends on it: a wrong ``True`` starts
+    the server for nothing, a wrong ``False`` leaves its start to its first test."""
+    from _pytest.mark.expression import Expression
+
+    def matcher(name: str, /, **kwargs: object) -> bool:
+        return not kwargs and name in SERVER_TEST_MARKS
+
+    try:
+        return Expression.compile(mark_expression).evaluate(matcher)
+    except SyntaxError:
+        return False
+
+
 _SERVICE_FILE = "server.json"
 _SERVICE_STOP_GRACE = 2.0
 
