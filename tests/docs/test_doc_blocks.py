@@ -86,26 +86,26 @@ def test_block_extraction_keeps_lines_and_setups(tmp_path: Path) -> None:
     assert (second.line, second.code, second.setups) == (10, "b = a\n", ("one", "two"))
 
 
-@pytest.mark.parametrize(
-    "page", _pages_with_blocks(), ids=lambda page: page.relative_to(ROOT).as_posix()
-)
-def test_python_blocks_run(
-    page: Path,
+def _run_blocks(
+    blocks: list[DocBlock],
     request: pytest.FixtureRequest,
-    tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
+    directory: Path,
+    scratch: Path,
 ) -> None:
-    shutil.copytree(ROOT / "examples", tmp_path / "examples")
-    monkeypatch.chdir(tmp_path)
+    """Run ``blocks`` in order in one namespace, in ``directory`` (given a copy of ``examples/``);
+    ``HOME`` and ``TMPDIR`` point into ``scratch``."""
+    shutil.copytree(ROOT / "examples", directory / "examples")
+    monkeypatch.chdir(directory)
     # Defaults under ~ and temporary files stay inside this test's directory too.
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("HOME", str(scratch / "home"))
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     environment = dict(os.environ)  # a block may export variables, as a reader would
     namespace: dict[str, Any] = {"__name__": "__doc_block__"}
     try:
-        for block in doc_blocks(page):
+        for block in blocks:
             for setup in block.setups:
                 namespace.update(request.getfixturevalue(setup))
             padded = "\n" * (block.line - 1) + block.code
@@ -122,3 +122,41 @@ def test_python_blocks_run(
                 closing = close()
                 if inspect.iscoroutine(closing):  # an async runtime a block left open
                     asyncio.run(closing)
+
+
+@pytest.mark.parametrize(
+    "page", _pages_with_blocks(), ids=lambda page: page.relative_to(ROOT).as_posix()
+)
+def test_python_blocks_run(
+    page: Path,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _run_blocks(doc_blocks(page), request, monkeypatch, tmp_path, tmp_path)
+
+
+STANDALONE_PAGES = ["docs/openai-agents.md"]
+"""Pages whose every block also runs alone, as a reader who copies just that block runs it, and
+writes nothing into its working directory (a clone of the repository, where it would be left as
+an untracked file)."""
+
+
+@pytest.mark.parametrize("page", STANDALONE_PAGES)
+def test_each_block_runs_alone_and_leaves_the_working_directory_clean(
+    page: str,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    blocks = doc_blocks(ROOT / page)
+    assert blocks
+    for index, block in enumerate(blocks):
+        clone = tmp_path / f"block-{index}" / "clone"
+        scratch = tmp_path / f"block-{index}" / "scratch"
+        clone.mkdir(parents=True)
+        scratch.mkdir()
+        with monkeypatch.context() as patch:
+            _run_blocks([block], request, patch, clone, scratch)
+        left = sorted(path.name for path in clone.iterdir())
+        assert left == ["examples"], f"{page}:{block.line} left {left} in the working directory"

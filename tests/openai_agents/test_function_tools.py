@@ -1,6 +1,6 @@
 """A plain ``Agent`` (no sandbox beta) with the ``SkillTools`` set as ``FunctionTool``s, run through
-the SDK's ``Runner`` on the local runtime and the OpenSandbox and AIO doubles; the enabled tools
-follow the active skills' ``allowed-tools``; errors come back as results."""
+the SDK's ``Runner`` on the local runtime and the OpenSandbox and AIO doubles; errors come back as
+results. How the offered tools follow the active skills' ``allowed-tools``: test_tool_schema.py."""
 
 from __future__ import annotations
 
@@ -102,11 +102,12 @@ def test_a_plain_agent_runs_a_skill_through_the_function_tools(
         backend.cleanup(conversation)
 
 
-def test_a_tool_the_active_skills_do_not_allow_answers_a_refusal(
+def test_with_every_tool_offered_a_call_the_skills_do_not_allow_answers_a_refusal(
     skills_root: Path, tmp_path: Path
 ) -> None:
-    """With the SDK's default run config (a call to a disabled tool ends the run), a call that
-    ``allowed-tools`` forbids is a tool result the model acts on, and nothing runs."""
+    """``hide_disallowed=False`` (for a run config that cannot return errors to the model): every
+    tool stays offered, a call ``allowed-tools`` forbids reaches the tool, which refuses it with a
+    result the model acts on, and nothing runs."""
     model = ScriptedModel(
         [
             [function_call("skill", {"command": "notes-only"}, call_id="s")],
@@ -118,7 +119,8 @@ def test_a_tool_the_active_skills_do_not_allow_answers_a_refusal(
     )
     with create_runtime("local", work_root=str(tmp_path / "work")) as runtime:
         tools = SkillTools(runtime, [skills_root])
-        agent = Agent(name="tools", instructions="", model=model, tools=list(function_tools(tools)))
+        converted = function_tools(tools, hide_disallowed=False)
+        agent = Agent(name="tools", instructions="", model=model, tools=list(converted))
         result = asyncio.run(Runner.run(agent, "go", run_config=NO_TRACING))
     assert result.final_output == "done"
     _activated, write, touch, echo = outputs(result)
@@ -128,7 +130,6 @@ def test_a_tool_the_active_skills_do_not_allow_answers_a_refusal(
     assert "allowed" in echo
     assert not (tmp_path / "work" / "x.txt").exists()
     assert not (tmp_path / "work" / "y.txt").exists()
-    # Every tool stays offered, so the call reaches the tool and its refusal reaches the model.
     for call in model.calls:
         assert {tool.name for tool in call.tools} == {tool.name for tool in tools.all_tools}
     model.assert_complete()
