@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import base64
+import email.message
+import email.utils
 import hashlib
 import os
+import socket
 from typing import Any
+from urllib.parse import quote
+
+import pytest
 
 from doubles.aio import AioDouble
 from doubles.aio.rawclient import RawClient as Client
@@ -157,6 +163,68 @@ def test_upload_into_directory_and_validation(client: Client, aio: AioDouble) ->
     )
     assert no_parent.json()["success"] is False
     assert no_parent.json()["data"]["error_type"] == "not_found"
+
+
+def _raw_download_head(aio: AioDouble, path: str) -> bytes:
+    """The status line and headers of a download exactly as they arrived, bytes included."""
+    with socket.create_connection(("127.0.0.1", aio.port), timeout=30) as sock:
+        headers = "".join(f"{key}: {value}\r\n" for key, value in aio.headers.items())
+        target = f"/v1/file/download?path={quote(path)}"
+        sock.sendall(
+            f"GET {target} HTTP/1.1\r\nHost: x\r\n{headers}Connection: close\r\n\r\n".encode()
+        )
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            chunk = sock.recv(65536)
+            assert chunk, answer
+            answer += chunk
+    return answer.split(b"\r\n\r\n", 1)[0]
+
+
+@pytest.mark.parametrize(
+    ("name", "plain"),
+    [
+        ("plain name.txt", True),
+        ("ファイル.txt", False),
+        ("café.txt", False),
+        ("new\nline\r.txt", False),
+        ('say "hi" \\ bye.txt', False),
+        ("100%.txt", True),
+    ],
+)
+def test_download_names_the_file_in_ascii_headers_the_rfc_6266_way(
+    client: Client, aio: AioDouble, name: str, plain: bool
+) -> None:
+    """``send_header`` encodes Latin-1: the double dropped the connection on ``ファイル.txt`` and
+    split its headers on a newline. Every header byte is printable ASCII now, ``filename`` an
+    ASCII fallback and ``filename*`` (RFC 5987) the exact name."""
+    aio.host_path("/home/gem/names").mkdir(exist_ok=True)
+    aio.host_path(f"/home/gem/names/{name}").write_bytes(b"body")
+    head = _raw_download_head(aio, f"/home/gem/names/{name}")
+    status, *lines = head.split(b"\r\n")
+    assert status == b"HTTP/1.1 200 OK"
+    assert all(0x20 <= byte < 0x7F for line in lines for byte in line), head
+    (disposition,) = [
+        line.split(b":", 1)[1].strip()
+        for line in lines
+        if line.lower().startswith(b"content-disposition:")
+    ]
+    parsed = email.message.Message()
+    parsed["Content-Disposition"] = disposition.decode("ascii")
+    kind, *params = parsed.get_params(header="Content-Disposition") or []
+    assert kind == ("attachment", "")
+    fallbacks = [value for key, value in params if key == "filename" and isinstance(value, str)]
+    extended = [value for key, value in params if key == "filename" and isinstance(value, tuple)]
+    (fallback,) = fallbacks
+    if plain:
+        assert fallback == name
+        assert not extended
+    else:  # an ASCII stand-in, then the exact name (RFC 5987), which a client prefers
+        assert fallback.isascii()
+        assert len(fallback) == len(name)
+        (exact,) = extended
+        assert exact[0] == "UTF-8"
+        assert email.utils.collapse_rfc2231_value(exact) == name
 
 
 def test_download_errors(client: Client) -> None:

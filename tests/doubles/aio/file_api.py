@@ -10,7 +10,9 @@ and a ``FileOperationError`` in ``data``. ``write`` and ``upload`` do not create
 directories (the documents leave this open; clients are told to ``mkdir -p`` first, and this
 double is strict so that clients that forget are caught). ``download`` streams the bytes as
 ``application/octet-stream``; a missing path is HTTP 404 and a directory HTTP 400, both with the
-envelope.
+envelope. Its ``Content-Disposition`` names the file as RFC 6266 says a server names any file
+(:func:`content_disposition`): an ASCII ``filename="…"`` and, for any other name, the exact bytes in
+``filename*=UTF-8''…`` (RFC 5987), so a header is never more than printable ASCII.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
+from urllib.parse import quote
 
 from doubles._multipart import ByteSource
 
@@ -117,7 +120,8 @@ def _iso(ts: float) -> str:
 
 @dataclass
 class Download:
-    """A streamed download: open file, size and the name for ``Content-Disposition``."""
+    """A streamed download: open file, size and the name for ``Content-Disposition``
+    (:attr:`disposition`)."""
 
     file: IO[bytes]
     size: int
@@ -125,6 +129,11 @@ class Download:
     path: str
     abort_on_change: bool
     mtime_ns: int
+
+    @property
+    def disposition(self) -> str:
+        """The ``Content-Disposition`` header value naming the file."""
+        return content_disposition(self.name)
 
     def chunks(self) -> Iterator[bytes]:
         with self.file:
@@ -137,6 +146,22 @@ class Download:
             st = os.stat(self.path)
             if st.st_mtime_ns != self.mtime_ns or st.st_size != self.size:
                 raise OSError("file changed during download")
+
+
+# RFC 5987 ``attr-char`` beyond letters, digits and ``_.-~`` (which ``quote`` always keeps).
+_ATTR_CHARS = "!#$&+^`|"
+
+
+def content_disposition(name: str) -> str:
+    """``attachment`` naming ``name`` the RFC 6266 way: ``filename="…"`` holds the name when it
+    is printable ASCII without ``"`` or ``\\``, else an ASCII fallback (each other character an
+    ``_``) followed by ``filename*=UTF-8''…``, the name's bytes percent-encoded (RFC 5987). A name
+    with undecodable bytes (``surrogateescape``) has those very bytes encoded."""
+    fallback = "".join(c if " " <= c <= "~" and c not in '"\\' else "_" for c in name)
+    if fallback == name:
+        return f'attachment; filename="{name}"'
+    encoded = quote(os.fsencode(name), safe=_ATTR_CHARS)
+    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{encoded}"
 
 
 class FileService:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -285,14 +286,24 @@ class AioDouble:
         count: int = 1,
         body: Any = None,
         delay: float = 0.0,
+        raw: bytes | None = None,
     ) -> None:
         """Make the next ``count`` requests matching ``route`` fail before auth and routing.
 
         ``route`` is ``"POST /v1/bash/exec"``, a template/path (any method) or a concrete
         ``"METHOD /path"``. ``status`` 0 drops the connection; 5xx answers an nginx HTML page
-        unless ``body`` (str → text, other → JSON) is given; ``delay`` sleeps first.
+        unless ``body`` (str → text, other → JSON) is given; ``raw`` bytes are the whole
+        answer, sent verbatim before the connection is closed (a broken-off or garbled answer;
+        ``status`` is then ignored); ``delay`` sleeps first.
         """
-        payload = {"route": route, "status": status, "count": count, "body": body, "delay": delay}
+        payload = {
+            "route": route,
+            "status": status,
+            "count": count,
+            "body": body,
+            "delay": delay,
+            "raw": base64.b64encode(raw).decode() if raw is not None else None,
+        }
         self._admin("POST", "/_double/faults", payload)
 
     def clear_faults(self) -> None:

@@ -14,6 +14,7 @@ and the private admin surface ``/_double/*`` (no auth, no faults). See README.md
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import json
 import logging
@@ -97,8 +98,9 @@ class Fault:
     """An injected failure for the next ``remaining`` matching requests.
 
     ``status`` 0 drops the connection without an answer. ``body`` (str or JSON value) replaces
-    the default body (an nginx-style HTML page for 5xx, the envelope otherwise). ``delay`` waits
-    before answering.
+    the default body (an nginx-style HTML page for 5xx, the envelope otherwise). ``raw`` bytes
+    are sent as the whole answer, verbatim, before the connection is closed (an answer broken
+    off or garbled). ``delay`` waits before answering.
     """
 
     route: str
@@ -106,6 +108,7 @@ class Fault:
     remaining: int
     body: Any = None
     delay: float = 0.0
+    raw: bytes | None = None
 
 
 @dataclass
@@ -336,6 +339,10 @@ class AioHandler(BaseHTTPRequestHandler):
 
     # -- plumbing ----------------------------------------------------------------------------
 
+    def end_headers(self) -> None:
+        super().end_headers()
+        self._answer_started = True
+
     def _body_stream(self) -> tuple[ByteSource, int]:
         """The body and its length; a chunked body's length is unknown (``1 << 62``)."""
         if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
@@ -405,6 +412,7 @@ class AioHandler(BaseHTTPRequestHandler):
         path = split.path
         query = parse_qs(split.query, keep_blank_values=True)
         stream, length = self._body_stream()
+        self._answer_started = False
         matched: tuple[str, dict[str, str], Handler] | None = None
         allowed_elsewhere = False
         for route_method, template, regex, handler in ROUTES:
@@ -489,6 +497,9 @@ class AioHandler(BaseHTTPRequestHandler):
         except Exception:
             logger.exception("unhandled error on %s %s", method, path)
             self.close_connection = True
+            if self._answer_started:  # as an ASGI server does: the connection is dropped
+                return
+            self._headers_buffer = []  # no half-built header goes out before it
             with contextlib.suppress(OSError):
                 self._send(500, b"Internal Server Error", "text/plain; charset=utf-8")
 
@@ -497,7 +508,7 @@ class AioHandler(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Type", "application/octet-stream")
         self.send_header("Content-Length", str(download.size))
-        self.send_header("Content-Disposition", f'attachment; filename="{download.name}"')
+        self.send_header("Content-Disposition", download.disposition)
         self.end_headers()
         sent = 0
         try:
@@ -516,6 +527,10 @@ class AioHandler(BaseHTTPRequestHandler):
         self._discard_body(req)
         if fault.delay > 0:
             time.sleep(fault.delay)
+        if fault.raw is not None:
+            self.close_connection = True
+            self.wfile.write(fault.raw)
+            return
         if fault.status == 0:
             self.close_connection = True
             return
@@ -555,6 +570,7 @@ class AioHandler(BaseHTTPRequestHandler):
                 remaining=int(body.get("count", 1)),
                 body=body.get("body"),
                 delay=float(body.get("delay", 0.0)),
+                raw=base64.b64decode(body["raw"]) if body.get("raw") is not None else None,
             )
             with state.lock:
                 state.faults.append(fault)

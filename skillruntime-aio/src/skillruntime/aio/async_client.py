@@ -6,9 +6,10 @@ send the same
 requests and read the answers with the same envelope, errors and retry rule (:mod:`.wire`;
 tenacity's ``AsyncRetrying``). Every call has explicit connect and read timeouts. Calls marked
 idempotent (reads, stat, list, download, uploads to a fresh staging path) are retried on
-connection errors, timeouts and HTTP 502/503/504; nothing else is ever retried — in particular
-no command execution. Uploads stream from a seekable file in bounded blocks with a
-``Content-Length``; downloads are byte streams the caller reads in bounded chunks.
+connection errors, protocol errors (an answer broken off or garbled), timeouts and HTTP
+502/503/504; nothing else is ever retried — in particular no command execution. Uploads
+stream from a seekable file in bounded blocks with a ``Content-Length``; downloads are byte
+streams the caller reads in bounded chunks.
 
 **Any event loop** (async face). A connection pool belongs to the loop its sockets were opened
 on, so the client keeps one pool per loop, opened on the loop's first call. When the loop is
@@ -34,6 +35,7 @@ from skillruntime.core.runtime.loop_local import LoopLocal
 from skillruntime.core.runtime.tls import shared_ssl_context
 
 from .defaults import DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT
+from .errors import AioTransportError
 from .wire import (
     RETRYABLE_STATUSES,
     MultipartFrame,
@@ -284,11 +286,22 @@ class AsyncAioClient:
     def _timeout(self, read_timeout: float | None) -> httpx.Timeout:
         return httpx.Timeout(read_timeout or self.read_timeout, connect=self.connect_timeout)
 
+    def transport_failure(
+        self, endpoint: str, error: httpx.HTTPError, *, read_timeout: float | None = None
+    ) -> AioTransportError:
+        """The typed error of ``error``, raised by httpx while ``endpoint`` was sent or its
+        answer read (also while a stream is read): a timeout, a protocol error (an answer
+        broken off or garbled) or a service that cannot be reached."""
+        if isinstance(error, httpx.TimeoutException):
+            timeout = (self.connect_timeout, read_timeout or self.read_timeout)
+            return transport_error(endpoint, self.base_url, error, timeout=timeout)
+        return transport_error(endpoint, self.base_url, error, timeout=None)
+
     async def _send(
         self, endpoint: str, request: httpx.Request, *, stream: bool = False
     ) -> httpx.Response:
         """Send ``request``; unless ``stream``, its body is read before it returns. A failure
-        to get (or read) the answer is an ``AioTransportError``."""
+        to get (or read) the answer is an ``AioTransportError`` (:meth:`transport_failure`)."""
         http = await self._pool()
         with self._count_lock:
             self._request_count += 1
@@ -300,13 +313,9 @@ class AsyncAioClient:
                     await response.aread()
                 finally:
                     await response.aclose()
-        except httpx.TimeoutException as exc:
-            read = request.extensions.get("timeout", {}).get("read") or self.read_timeout
-            raise transport_error(
-                endpoint, self.base_url, exc, timeout=(self.connect_timeout, read)
-            ) from exc
         except httpx.HTTPError as exc:
-            raise transport_error(endpoint, self.base_url, exc, timeout=None) from exc
+            read = request.extensions.get("timeout", {}).get("read")
+            raise self.transport_failure(endpoint, exc, read_timeout=read) from exc
         logger.debug(
             "AIO %s %s -> %d in %.3fs",
             request.method,

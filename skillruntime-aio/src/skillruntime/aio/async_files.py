@@ -148,13 +148,14 @@ class AsyncAioFileSystem(AsyncSkillRuntimeFileSystem):
         except AioSandboxError as exc:
             raise await self._read_error(path, exc) from exc
         try:
-            async for chunk in response.aiter_bytes(chunk_size):
-                if chunk:
-                    yield chunk
-        except httpx.HTTPError as exc:
-            raise RuntimeFileError(
-                f"Reading {path} from the AIO Sandbox failed: {type(exc).__name__}", path=path
-            ) from exc
+            try:
+                async for chunk in response.aiter_bytes(chunk_size):
+                    if chunk:
+                        yield chunk
+            except httpx.HTTPError as exc:
+                raise self._client.transport_failure("/v1/file/download", exc) from exc
+        except AioSandboxError as exc:  # the answer broke off (or stalled) after its headers
+            raise RuntimeFileError(f"Cannot read {path}: {exc}", path=path) from exc
         finally:
             await response.aclose()
 

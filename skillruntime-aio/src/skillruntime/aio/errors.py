@@ -13,6 +13,7 @@ __all__ = [
     "AioAuthenticationError",
     "AioNotFoundError",
     "AioOperationError",
+    "AioProtocolError",
     "AioRequestError",
     "AioSandboxError",
     "AioServerError",
@@ -62,4 +63,10 @@ class AioOperationError(AioSandboxError):
 
 
 class AioTransportError(AioSandboxError):
-    """No response: connection refused or reset, or a connect/read timeout."""
+    """No usable response: the service cannot be reached (connection refused, no route), a
+    connect/read timeout, or (:class:`AioProtocolError`) an answer broken off or garbled."""
+
+
+class AioProtocolError(AioTransportError):
+    """A protocol error: the service accepted the connection, then dropped it mid-answer (closed
+    or reset before the answer was whole) or sent an answer that is not parseable HTTP."""

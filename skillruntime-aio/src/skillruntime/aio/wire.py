@@ -15,12 +15,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import httpx
 from tenacity import RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential
 
 from .errors import (
     AioAuthenticationError,
     AioNotFoundError,
     AioOperationError,
+    AioProtocolError,
     AioRequestError,
     AioSandboxError,
     AioServerError,
@@ -47,6 +49,10 @@ RETRYABLE_STATUSES = frozenset({502, 503, 504})
 
 _MESSAGE_LIMIT = 300
 
+# What httpx raises for an answer broken off after the connection was accepted (closed or reset
+# while the request was sent or the answer read) or not parseable (framing, content encoding).
+_BROKEN_ANSWER = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError, httpx.DecodingError)
+
 
 class WireResponse(Protocol):
     """What the rules read of an HTTP response."""
@@ -58,8 +64,8 @@ class WireResponse(Protocol):
 
 
 def is_retryable(error: BaseException) -> bool:
-    """True for the transient failures an idempotent call is retried after: no response, or
-    HTTP 502/503/504."""
+    """True for the transient failures an idempotent call is retried after: no usable
+    response (no connection, a timeout, a protocol error), or HTTP 502/503/504."""
     if isinstance(error, AioTransportError):
         return True
     return isinstance(error, AioServerError) and error.status in RETRYABLE_STATUSES
@@ -123,15 +129,32 @@ def _error_type(body: Any) -> str | None:
 def transport_error(
     endpoint: str, base_url: str, error: Exception, *, timeout: tuple[float, float] | None
 ) -> AioTransportError:
-    """The error of a call that got no response; ``timeout`` (connect, read) when it timed out."""
+    """The error of a call that got no usable answer; ``timeout`` (connect, read) when it timed
+    out. A connection the service accepted and then dropped mid-answer (closed or reset), or an
+    answer that cannot be parsed, is an :class:`AioProtocolError`; only a connection that could
+    not be made says the service cannot be reached."""
     if timeout is not None:
         return AioTransportError(
             f"AIO Sandbox {endpoint} timed out (connect {timeout[0]:g}s, read {timeout[1]:g}s)",
             endpoint=endpoint,
         )
+    kind = type(error).__name__
+    if isinstance(error, httpx.LocalProtocolError):
+        return AioProtocolError(
+            f"AIO Sandbox {endpoint}: protocol error: the request could not be sent as valid "
+            f"HTTP ({kind})",
+            endpoint=endpoint,
+        )
+    if isinstance(error, _BROKEN_ANSWER):
+        return AioProtocolError(
+            f"AIO Sandbox {endpoint}: protocol error: the service at {base_url} accepted the "
+            f"connection, then dropped it mid-answer or sent an answer that cannot be parsed "
+            f"({kind}); the service or a proxy in front of it failed while answering",
+            endpoint=endpoint,
+        )
     return AioTransportError(
         f"Cannot reach the AIO Sandbox service at {base_url} ({endpoint}): "
-        f"{type(error).__name__}; check base_url and that the service is running",
+        f"{kind}; check base_url and that the service is running",
         endpoint=endpoint,
     )
 
@@ -145,7 +168,7 @@ def envelope_data(endpoint: str, response: WireResponse, *, has_credentials: boo
         body = response.json()
     except ValueError as exc:
         raise AioServerError(
-            f"AIO Sandbox {endpoint} returned a body that is not JSON "
+            f"AIO Sandbox {endpoint}: protocol error: the answer's body is not JSON "
             f"(HTTP {response.status_code})",
             endpoint=endpoint,
             status=response.status_code,
