@@ -36,6 +36,7 @@ import posixpath
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from skillruntime.core.conversations import (
     ConversationRecord,
@@ -62,14 +63,16 @@ from skillruntime.core.models import (
     Skill,
     SkillExecutionRequest,
     SkillExecutionResult,
+    SkillRuntimeConfig,
 )
 from skillruntime.core.observability.audit import audited
+from skillruntime.core.runtime.rules import place_failure
 from skillruntime.core.runtime.spi import BaseSkillRuntime, ready_marker_path
 from skillruntime.core.runtime.workspace import ConversationWorkspace, validate_remote_root
 from skillruntime.core.skills.files import DEFAULT_UPLOAD_POLICY, SkillFile, UploadPolicy
 
 from .archive import ArchiveMemberError, DirectoryEntry, MemberReader, tar_stream
-from .commands import CommandNotStartedError, CommandRunner, RawOutcome
+from .commands import CommandNotStartedError, CommandRunner
 from .engine import DockerEngine, engine_service_key
 from .errors import ContainerReplacedError, DockerEngineError, DockerExecutionError
 from .files import ContainerTarget, DockerFileSystem
@@ -277,13 +280,13 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
                 lease_wait_seconds=lease_wait_seconds,
                 activity_interval_seconds=activity_interval_seconds,
             )
+        self._pending_copies: dict[str, tuple[Skill, list[tuple[Path, str, bool]]]] = {}
         self._files = DockerFileSystem(
             self._engine,
             self._handle,
             boundary=workspace.directory if workspace else None,
-            run_script=self._run_script,
             run_command=self._run_file_command,
-            owned_roots=(workspace.directory,) if workspace else (self._remote_root,),
+            stage_root=workspace.conversations_root if workspace else None,
         )
 
     # ------------------------------------------------------------------- SPI
@@ -386,13 +389,6 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
             max_output_bytes=request.max_output_bytes,
         )
 
-    def _run_script(
-        self, target: ContainerTarget, argv: list[str], timeout: float, cap: int
-    ) -> RawOutcome:
-        return self._runner.run_plain(
-            target.container_id, argv, user=target.user, timeout_seconds=timeout, cap=cap
-        )
-
     def _run_file_command(self, command: str, timeout: float, cap: int) -> SkillExecutionResult:
         target = self._handle()
         return self._runner.run(
@@ -411,36 +407,38 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
     def _skills_root(self) -> str | None:
         return self._workspace.skills_directory if self._workspace else self._remote_root
 
-    def _anchor(self) -> str:
-        """The directory skills are placed below with one archive: the workspace volume's mount
-        point (a mount point cannot be replaced by a link); without a conversation the parent of
-        ``remote_root`` when this runtime made ``remote_root`` (so it is a member too: a link
-        put in its place is replaced, not followed), else ``remote_root`` itself (a directory
-        of the image, left as it is: its mode and owner are not the runtime's to change)."""
-        if self._workspace is not None:
-            return self._workspace.conversations_root
-        key = (self._engine.address, self._image, self._remote_root)
-        with _USERS_LOCK:
-            base = _TREE_BASES.get(key)
-        if base is None or base == self._remote_root:
-            return self._remote_root
-        return posixpath.dirname(self._remote_root)
-
     def _place_skill(self, skill: Skill, files: Sequence[SkillFile], target: str) -> None:
-        """One tar stream (one ``PUT`` to :meth:`_anchor`, see
-        :meth:`DockerFileSystem.place_below`) for the whole skill and the directories above it.
-
-        Same digest means same bytes, so an earlier incomplete copy is simply overwritten (a
-        link or directory where the copy has a file, or a link where it has a directory, is
-        replaced). When the anchor is missing (``remote_root`` removed by a command), the
-        directory is made first and the tree sent into it.
-        """
-        container = self._handle()
+        """The copy is sent by the next step, so that a skill without bootstrap commands is
+        placed and marked ready by one operation (:meth:`DockerFileSystem.place_tree`: in a
+        conversation two ``PUT`` s into a root-only staging directory and one exec that moves
+        the tree into place by a pinned walk; without one, ``tar -x`` run as the user). Same
+        digest means same bytes, so an earlier incomplete copy is simply replaced (removed,
+        never followed)."""
         items = [(item.local_path, item.relative_path, item.executable) for item in files]
-        if self._files.place_below(container, self._anchor(), target, items):
-            return
-        self._files.make_directory(target)
-        self._files.upload_tree(container, target, items)
+        with self._lock:
+            self._pending_copies[target] = (skill, items)
+
+    def _send_copy(self, target: str, marker: tuple[str, bytes] | None) -> bool:
+        """Send the copy :meth:`_place_skill` left for ``target`` (with the ready ``marker``);
+        ``False`` when none is pending."""
+        with self._lock:
+            pending = self._pending_copies.pop(target, None)
+        if pending is None:
+            return False
+        skill, items = pending
+        try:
+            self._files.place_tree(target, items, marker=marker)
+        except Exception as exc:
+            failure = place_failure(skill, self.name, exc)
+            if failure is exc:
+                raise
+            raise failure from exc
+        return True
+
+    def _bootstrap(self, prepared: Skill, config: SkillRuntimeConfig) -> None:
+        if config.bootstrap:
+            self._send_copy(prepared.base_path, None)
+        super()._bootstrap(prepared, config)
 
     def _is_ready(self, target: str) -> bool:
         """One ``GET`` of the ready marker. Its parents are resolved by the engine inside the
@@ -455,15 +453,13 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         return text is not None and text.strip() == _MARKER_PREFIX + container.container_id
 
     def _mark_ready(self, target: str, *, digest: str) -> None:
-        """The marker written with one ``PUT`` to :meth:`_anchor` (the directories above it are
-        members too, see :meth:`DockerFileSystem.place_below`)."""
+        """The marker sent with the copy when it is still pending (no bootstrap command),
+        else written as the runtime's user (one exec, :meth:`DockerFileSystem.write_stream`)."""
         container = self._handle()
         marker = ready_marker_path(target)
         data = f"{_MARKER_PREFIX}{container.container_id}\n".encode()
-        parent, name = posixpath.split(marker)
-        if self._files.place_below(container, self._anchor(), parent, [], extra=[(name, data)]):
-            return
-        self._files.write_text(marker, data.decode())
+        if not self._send_copy(target, (marker, data)):
+            self._files.write_stream(marker, [data])
 
     def _close_resources(self) -> None:
         with self._target_lock:
@@ -815,9 +811,10 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         capabilities).
 
         A workspace is one ``PUT`` to the volume's mount point (the workspace directory is a
-        member: made when missing, a link there replaced, owned by the user with mode ``0755``
-        afterwards); on a container ``attached`` (not created by this call) one stat comes first
-        and a workspace directory already there is left as it is. ``remote_root`` is made below
+        member: made when missing, owned by the user with mode ``0755`` afterwards; a directory
+        between them is root's, so no command can change the way while the engine extracts);
+        on a container ``attached`` (not created by this call) one stat comes first and a
+        workspace directory already there is left as it is. ``remote_root`` is made below
         its deepest existing parent, found with stats once per engine, image and directory in
         the process (one ``PUT`` afterwards)."""
         if self._workspace is not None:
@@ -826,8 +823,12 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
                 found = self._engine.stat_path(target.container_id, directory)
                 if found is not None and found.is_directory:
                     return
-            if self._files.place_below(target, self._anchor(), directory, []):
+            try:
+                self._put_tree(target, self._workspace.conversations_root, directory)
                 return
+            except DockerEngineError as exc:
+                if exc.status_code != 404:
+                    raise
             raise DockerEngineError(
                 f"cannot create the workspace {directory}: the container or its volume's mount "
                 f"point {self._workspace.conversations_root} was not found",
@@ -865,8 +866,17 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         return probe
 
     def _put_tree(self, target: ContainerTarget, base: str, directory: str) -> None:
+        """``directory`` made below ``base`` with one ``PUT``: the directories between them are
+        root's (``0755``), only ``directory`` itself is the user's, so nothing the user owns is
+        on the way while the engine extracts."""
         parts = posixpath.relpath(directory, base).split("/")
-        entries = [DirectoryEntry("/".join(parts[: index + 1])) for index in range(len(parts))]
+        entries = [
+            DirectoryEntry(
+                "/".join(parts[: index + 1]),
+                owner=None if index == len(parts) - 1 else (0, 0),
+            )
+            for index in range(len(parts))
+        ]
         self._engine.put_archive(
             target.container_id, base, tar_stream(entries, uid=target.uid, gid=target.gid)
         )
