@@ -286,10 +286,11 @@ class DockerFileSystem(SkillRuntimeFileSystem):
         timeout: float = _SCRIPT_SECONDS,
         cap: int = _SEARCH_CAP,
         accept: frozenset[int] = frozenset({Status.OK}),
+        target: ContainerTarget | None = None,
     ) -> ScriptOutcome:
-        """Run a file script for ``path`` as the runtime's user; a status outside ``accept``
-        raises its typed error."""
-        target = self._target()
+        """Run a file script for ``path`` as the runtime's user (in ``target``, else the
+        runtime's container); a status outside ``accept`` raises its typed error."""
+        target = target or self._target()
         normal = self._checked_path(path, operation)
         try:
             outcome = self._scripts.run(
@@ -435,12 +436,15 @@ class DockerFileSystem(SkillRuntimeFileSystem):
             accept=frozenset({Status.OK, Status.MISSING, Status.NOT_DIRECTORY}),
         )
 
-    def make_directory(self, path: str) -> None:
+    def make_directory(self, path: str, *, target: ContainerTarget | None = None) -> None:
+        """Make ``path`` and its missing parents (in ``target``, else the runtime's
+        container)."""
         outcome = self._run(
             scripts.MKDIR_SCRIPT,
             path,
             "create directory",
             accept=frozenset({Status.OK, Status.MISSING}),
+            target=target,
         )
         if outcome.status == Status.MISSING:
             raise NotADirectoryFileError(

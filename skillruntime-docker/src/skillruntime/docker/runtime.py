@@ -73,7 +73,7 @@ from skillruntime.core.skills.files import DEFAULT_UPLOAD_POLICY, SkillFile, Upl
 
 from .archive import ArchiveMemberError, DirectoryEntry, MemberReader, tar_stream
 from .commands import CommandNotStartedError, CommandRunner
-from .engine import DockerEngine, engine_service_key
+from .engine import DockerEngine, engine_address, engine_service_key
 from .errors import ContainerReplacedError, DockerEngineError, DockerExecutionError
 from .files import ContainerTarget, DockerFileSystem
 from .options import (
@@ -84,7 +84,7 @@ from .options import (
     DEFAULT_PIDS_LIMIT,
     DEFAULT_REMOTE_ROOT,
 )
-from .security import ContainerSecurity, parse_memory
+from .security import ContainerSecurity, check_binds, engine_sockets, parse_memory
 
 __all__ = [
     "DEFAULT_ORPHAN_GRACE_SECONDS",
@@ -242,6 +242,12 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         )
         self._image = image
         self._user_option = user
+        address = engine.address if engine is not None else engine_address(docker_host)
+        check_binds(
+            self._security.binds,
+            sockets=engine_sockets(address),
+            local=address.startswith("unix://"),
+        )
         self._labels = dict(labels or {})
         self._orphan_grace_seconds = orphan_grace_seconds
         self._owns_engine = engine is None
@@ -549,6 +555,8 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
                 prepare=self._prepare_container,
             )
             record.sandbox_id = container_id
+            if self._workspace is None and self._security.read_only_root:
+                self._files.make_directory(self._remote_root, target=self._target_for(container_id))
         logger.info("created container %s", container_id[:12])
         self._created = container_id
         return container_id
@@ -816,7 +824,8 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         on a container ``attached`` (not created by this call) one stat comes first and a
         workspace directory already there is left as it is. ``remote_root`` is made below
         its deepest existing parent, found with stats once per engine, image and directory in
-        the process (one ``PUT`` afterwards)."""
+        the process (one ``PUT`` afterwards); with a read-only root it is made by the user once
+        the container runs (one exec)."""
         if self._workspace is not None:
             directory = self._workspace.directory
             if attached:
@@ -835,6 +844,10 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
                 status_code=404,
             )
         directory = self._remote_root
+        if self._security.read_only_root:
+            # The archive API cannot write below a read-only root, nor see a tmpfs mounted on
+            # it: the user makes the directory once the container runs (see _create).
+            return
         key = (self._engine.address, self._image, directory)
         with _USERS_LOCK:
             base = _TREE_BASES.get(key)
