@@ -555,10 +555,14 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
                 prepare=self._prepare_container,
             )
             record.sandbox_id = container_id
-            if self._workspace is None and self._security.read_only_root:
-                self._files.make_directory(self._remote_root, target=self._target_for(container_id))
         logger.info("created container %s", container_id[:12])
         self._created = container_id
+        if self._workspace is None and self._security.read_only_root:
+            try:
+                self._files.make_directory(self._remote_root, target=self._target_for(container_id))
+            except BaseException:
+                self._engine.remove_container(container_id)
+                raise
         return container_id
 
     def _prepare_container(self, container_id: str) -> None:
