@@ -18,12 +18,17 @@ Measured in one run, each figure against a baseline measured in the same run on 
    interleaved, medians. Target ≤ 1.2.
 3. **prepare of a ``--files``-file skill** into a conversation whose container runs: the engine
    requests it takes (HTTP requests of every ``docker.APIClient`` of the process, counted at
-   ``send``; target ≤ 3) and its median seconds against a raw ``put_archive`` of the same files
+   ``send``; target ≤ 7: the marker's ``GET``, the staging path's check, once a container, the
+   archive into the staging directory, the ``PUT`` handing it to the user and the exec moving
+   it into place) and its median seconds against a raw ``put_archive`` of the same files
    as one tar, the tar built from the files in memory included (target ≤ 1.5); and, informative,
    against sending an already-built tar.
 4. **client memory under ``--output-mib`` MiB of output**: a child process runs ``execute`` of a
    command writing that much to stdout and reports the growth of its peak RSS (``ru_maxrss``)
    over the same child running ``true``. Bound 64 MiB.
+5. **write_text, read_text, stat** of a small file in a conversation — median seconds — each
+   against one raw exec of ``sh -c true`` as the runtime's user (a file operation is one exec of
+   a file script), interleaved. Target ≤ 1.3.
 """
 
 from __future__ import annotations
@@ -152,6 +157,33 @@ def bench_execute(bench: Bench, runs: int) -> tuple[float, float]:
         return _interleaved(
             lambda: runtime.execute(TRUE), lambda: raw_exec(api, container_id, ["true"], user), runs
         )
+    finally:
+        runtime.close()
+
+
+def bench_files(bench: Bench, runs: int) -> dict[str, tuple[float, float]]:
+    """Median seconds of a small ``write_text``, ``read_text`` and ``stat`` in a conversation,
+    each against one raw exec of ``sh -c true`` as the same user (a file operation is one exec
+    of a file script), interleaved."""
+    runtime = bench.runtime()
+    try:
+        assert runtime.execute(TRUE).exit_code == 0
+        api, container_id = _api(runtime), _container(runtime)
+        user = api.inspect_container(container_id)["Config"]["User"]
+        fs = runtime.get_file_system()
+        fs.write_text("bench/x.txt", "x\n")
+        counter = iter(range(10**9))
+        operations: dict[str, Callable[[], Any]] = {
+            "write_text": lambda: fs.write_text(f"bench/w{next(counter)}.txt", "hello\n"),
+            "read_text": lambda: fs.read_text("bench/x.txt"),
+            "stat": lambda: fs.stat("bench/x.txt"),
+        }
+        return {
+            name: _interleaved(
+                operation, lambda: raw_exec(api, container_id, ["sh", "-c", "true"], user), runs
+            )
+            for name, operation in operations.items()
+        }
     finally:
         runtime.close()
 
@@ -297,6 +329,8 @@ def measure(runs: int, cold_runs: int, files: int, prepare_runs: int, output_mib
     try:
         ours, raw = bench_execute(bench, runs)
         rows.append(Row('execute("true")', ours, raw, target=1.2, note="one raw exec, same client"))
+        for name, (ours, raw) in bench_files(bench, runs).items():
+            rows.append(Row(name, ours, raw, target=1.3, note="one raw exec of sh -c true"))
         ours, raw = bench_cold(bench, cold_runs)
         rows.append(
             Row(
@@ -314,10 +348,10 @@ def measure(runs: int, cold_runs: int, files: int, prepare_runs: int, output_mib
             Row(
                 f"prepare, {files} files",
                 requests,
-                3,
+                7,
                 unit="requests",
                 target=1.0,
-                note="3 requests",
+                note="7: marker GET, staging check (once a container), 2 PUTs, the move",
             )
         )
         rows.append(

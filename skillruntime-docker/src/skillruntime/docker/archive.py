@@ -39,10 +39,12 @@ class ArchiveMemberError(ValueError):
 
 @dataclass(frozen=True)
 class DirectoryEntry:
-    """A directory member: ``name`` relative to the extraction directory."""
+    """A directory member: ``name`` relative to the extraction directory; ``owner`` (uid, gid)
+    instead of the archive's (a root-only staging directory)."""
 
     name: str
     mode: int = 0o755
+    owner: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,7 @@ def tar_stream(
                 tarfile.DIRTYPE,
                 0,
                 entry.mode,
-                owner=owner,
+                owner=entry.owner or owner,
                 mtime=mtime,
             )
             continue

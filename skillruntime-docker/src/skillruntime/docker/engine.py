@@ -189,6 +189,10 @@ class ExecStream:
                 left -= len(chunk)
                 yield (None, chunk) if kind == 2 else (chunk, None)
 
+    def send(self, data: bytes) -> None:
+        """Write ``data`` to the command's standard input (an exec created with ``stdin``)."""
+        self._socket.sendall(data)
+
     def close(self) -> None:
         """Shut the connection down (a blocked read returns) and release the response."""
         with contextlib.suppress(AttributeError, OSError):

@@ -36,6 +36,7 @@ import posixpath
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from skillruntime.core.conversations import (
     ConversationRecord,
@@ -62,15 +63,17 @@ from skillruntime.core.models import (
     Skill,
     SkillExecutionRequest,
     SkillExecutionResult,
+    SkillRuntimeConfig,
 )
 from skillruntime.core.observability.audit import audited
+from skillruntime.core.runtime.rules import place_failure
 from skillruntime.core.runtime.spi import BaseSkillRuntime, ready_marker_path
 from skillruntime.core.runtime.workspace import ConversationWorkspace, validate_remote_root
 from skillruntime.core.skills.files import DEFAULT_UPLOAD_POLICY, SkillFile, UploadPolicy
 
 from .archive import ArchiveMemberError, DirectoryEntry, MemberReader, tar_stream
-from .commands import CommandNotStartedError, CommandRunner, RawOutcome
-from .engine import DockerEngine, engine_service_key
+from .commands import CommandNotStartedError, CommandRunner
+from .engine import DockerEngine, engine_address, engine_service_key
 from .errors import ContainerReplacedError, DockerEngineError, DockerExecutionError
 from .files import ContainerTarget, DockerFileSystem
 from .options import (
@@ -81,7 +84,7 @@ from .options import (
     DEFAULT_PIDS_LIMIT,
     DEFAULT_REMOTE_ROOT,
 )
-from .security import ContainerSecurity, parse_memory
+from .security import ContainerSecurity, check_binds, engine_sockets, parse_memory
 
 __all__ = [
     "DEFAULT_ORPHAN_GRACE_SECONDS",
@@ -239,6 +242,12 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         )
         self._image = image
         self._user_option = user
+        address = engine.address if engine is not None else engine_address(docker_host)
+        check_binds(
+            self._security.binds,
+            sockets=engine_sockets(address),
+            local=address.startswith("unix://"),
+        )
         self._labels = dict(labels or {})
         self._orphan_grace_seconds = orphan_grace_seconds
         self._owns_engine = engine is None
@@ -277,13 +286,13 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
                 lease_wait_seconds=lease_wait_seconds,
                 activity_interval_seconds=activity_interval_seconds,
             )
+        self._pending_copies: dict[str, tuple[Skill, list[tuple[Path, str, bool]]]] = {}
         self._files = DockerFileSystem(
             self._engine,
             self._handle,
             boundary=workspace.directory if workspace else None,
-            run_script=self._run_script,
             run_command=self._run_file_command,
-            owned_roots=(workspace.directory,) if workspace else (self._remote_root,),
+            stage_root=workspace.conversations_root if workspace else None,
         )
 
     # ------------------------------------------------------------------- SPI
@@ -386,13 +395,6 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
             max_output_bytes=request.max_output_bytes,
         )
 
-    def _run_script(
-        self, target: ContainerTarget, argv: list[str], timeout: float, cap: int
-    ) -> RawOutcome:
-        return self._runner.run_plain(
-            target.container_id, argv, user=target.user, timeout_seconds=timeout, cap=cap
-        )
-
     def _run_file_command(self, command: str, timeout: float, cap: int) -> SkillExecutionResult:
         target = self._handle()
         return self._runner.run(
@@ -411,36 +413,38 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
     def _skills_root(self) -> str | None:
         return self._workspace.skills_directory if self._workspace else self._remote_root
 
-    def _anchor(self) -> str:
-        """The directory skills are placed below with one archive: the workspace volume's mount
-        point (a mount point cannot be replaced by a link); without a conversation the parent of
-        ``remote_root`` when this runtime made ``remote_root`` (so it is a member too: a link
-        put in its place is replaced, not followed), else ``remote_root`` itself (a directory
-        of the image, left as it is: its mode and owner are not the runtime's to change)."""
-        if self._workspace is not None:
-            return self._workspace.conversations_root
-        key = (self._engine.address, self._image, self._remote_root)
-        with _USERS_LOCK:
-            base = _TREE_BASES.get(key)
-        if base is None or base == self._remote_root:
-            return self._remote_root
-        return posixpath.dirname(self._remote_root)
-
     def _place_skill(self, skill: Skill, files: Sequence[SkillFile], target: str) -> None:
-        """One tar stream (one ``PUT`` to :meth:`_anchor`, see
-        :meth:`DockerFileSystem.place_below`) for the whole skill and the directories above it.
-
-        Same digest means same bytes, so an earlier incomplete copy is simply overwritten (a
-        link or directory where the copy has a file, or a link where it has a directory, is
-        replaced). When the anchor is missing (``remote_root`` removed by a command), the
-        directory is made first and the tree sent into it.
-        """
-        container = self._handle()
+        """The copy is sent by the next step, so that a skill without bootstrap commands is
+        placed and marked ready by one operation (:meth:`DockerFileSystem.place_tree`: in a
+        conversation two ``PUT`` s into a root-only staging directory and one exec that moves
+        the tree into place by a pinned walk; without one, ``tar -x`` run as the user). Same
+        digest means same bytes, so an earlier incomplete copy is simply replaced (removed,
+        never followed)."""
         items = [(item.local_path, item.relative_path, item.executable) for item in files]
-        if self._files.place_below(container, self._anchor(), target, items):
-            return
-        self._files.make_directory(target)
-        self._files.upload_tree(container, target, items)
+        with self._lock:
+            self._pending_copies[target] = (skill, items)
+
+    def _send_copy(self, target: str, marker: tuple[str, bytes] | None) -> bool:
+        """Send the copy :meth:`_place_skill` left for ``target`` (with the ready ``marker``);
+        ``False`` when none is pending."""
+        with self._lock:
+            pending = self._pending_copies.pop(target, None)
+        if pending is None:
+            return False
+        skill, items = pending
+        try:
+            self._files.place_tree(target, items, marker=marker)
+        except Exception as exc:
+            failure = place_failure(skill, self.name, exc)
+            if failure is exc:
+                raise
+            raise failure from exc
+        return True
+
+    def _bootstrap(self, prepared: Skill, config: SkillRuntimeConfig) -> None:
+        if config.bootstrap:
+            self._send_copy(prepared.base_path, None)
+        super()._bootstrap(prepared, config)
 
     def _is_ready(self, target: str) -> bool:
         """One ``GET`` of the ready marker. Its parents are resolved by the engine inside the
@@ -455,15 +459,13 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         return text is not None and text.strip() == _MARKER_PREFIX + container.container_id
 
     def _mark_ready(self, target: str, *, digest: str) -> None:
-        """The marker written with one ``PUT`` to :meth:`_anchor` (the directories above it are
-        members too, see :meth:`DockerFileSystem.place_below`)."""
+        """The marker sent with the copy when it is still pending (no bootstrap command),
+        else written as the runtime's user (one exec, :meth:`DockerFileSystem.write_stream`)."""
         container = self._handle()
         marker = ready_marker_path(target)
         data = f"{_MARKER_PREFIX}{container.container_id}\n".encode()
-        parent, name = posixpath.split(marker)
-        if self._files.place_below(container, self._anchor(), parent, [], extra=[(name, data)]):
-            return
-        self._files.write_text(marker, data.decode())
+        if not self._send_copy(target, (marker, data)):
+            self._files.write_stream(marker, [data])
 
     def _close_resources(self) -> None:
         with self._target_lock:
@@ -555,6 +557,12 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
             record.sandbox_id = container_id
         logger.info("created container %s", container_id[:12])
         self._created = container_id
+        if self._workspace is None and self._security.read_only_root:
+            try:
+                self._files.make_directory(self._remote_root, target=self._target_for(container_id))
+            except BaseException:
+                self._engine.remove_container(container_id)
+                raise
         return container_id
 
     def _prepare_container(self, container_id: str) -> None:
@@ -815,25 +823,35 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         capabilities).
 
         A workspace is one ``PUT`` to the volume's mount point (the workspace directory is a
-        member: made when missing, a link there replaced, owned by the user with mode ``0755``
-        afterwards); on a container ``attached`` (not created by this call) one stat comes first
-        and a workspace directory already there is left as it is. ``remote_root`` is made below
+        member: made when missing, owned by the user with mode ``0755`` afterwards; a directory
+        between them is root's, so no command can change the way while the engine extracts);
+        on a container ``attached`` (not created by this call) one stat comes first and a
+        workspace directory already there is left as it is. ``remote_root`` is made below
         its deepest existing parent, found with stats once per engine, image and directory in
-        the process (one ``PUT`` afterwards)."""
+        the process (one ``PUT`` afterwards); with a read-only root it is made by the user once
+        the container runs (one exec)."""
         if self._workspace is not None:
             directory = self._workspace.directory
             if attached:
                 found = self._engine.stat_path(target.container_id, directory)
                 if found is not None and found.is_directory:
                     return
-            if self._files.place_below(target, self._anchor(), directory, []):
+            try:
+                self._put_tree(target, self._workspace.conversations_root, directory)
                 return
+            except DockerEngineError as exc:
+                if exc.status_code != 404:
+                    raise
             raise DockerEngineError(
                 f"cannot create the workspace {directory}: the container or its volume's mount "
                 f"point {self._workspace.conversations_root} was not found",
                 status_code=404,
             )
         directory = self._remote_root
+        if self._security.read_only_root:
+            # The archive API cannot write below a read-only root, nor see a tmpfs mounted on
+            # it: the user makes the directory once the container runs (see _create).
+            return
         key = (self._engine.address, self._image, directory)
         with _USERS_LOCK:
             base = _TREE_BASES.get(key)
@@ -865,8 +883,17 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         return probe
 
     def _put_tree(self, target: ContainerTarget, base: str, directory: str) -> None:
+        """``directory`` made below ``base`` with one ``PUT``: the directories between them are
+        root's (``0755``), only ``directory`` itself is the user's, so nothing the user owns is
+        on the way while the engine extracts."""
         parts = posixpath.relpath(directory, base).split("/")
-        entries = [DirectoryEntry("/".join(parts[: index + 1])) for index in range(len(parts))]
+        entries = [
+            DirectoryEntry(
+                "/".join(parts[: index + 1]),
+                owner=None if index == len(parts) - 1 else (0, 0),
+            )
+            for index in range(len(parts))
+        ]
         self._engine.put_archive(
             target.container_id, base, tar_stream(entries, uid=target.uid, gid=target.gid)
         )

@@ -2,19 +2,30 @@
 
 Every container the runtime creates runs with no network (``network_mode="none"``), every
 capability dropped (``cap_drop=["ALL"]``, ``cap_add`` puts some back), ``no-new-privileges``, a
-process limit, memory and CPU limits, and never ``privileged``. No bind may bring the engine's
-own socket (``docker.sock``, ``containerd.sock``, ``podman.sock`` or the directory holding one)
-into the container: such a bind is refused before anything is created.
+process limit, memory and CPU limits, and never ``privileged``. No bind may bring an engine's
+socket into the container: not the standard ones (``docker.sock``, ``containerd.sock``,
+``podman.sock``), not the socket the runtime itself talks to, not a ``DOCKER_HOST`` unix socket,
+nor a directory holding one of them. For an engine on this machine (a unix socket) the bind's
+source and the sockets are resolved first (``/var/run`` is ``/run``, a link to a socket is the
+socket), so neither a link nor a parent directory brings one in. Such a bind is refused before
+anything is created.
 """
 
 from __future__ import annotations
 
+import os
 import posixpath
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ENGINE_SOCKETS", "ContainerSecurity", "check_binds", "parse_memory"]
+__all__ = [
+    "ENGINE_SOCKETS",
+    "ContainerSecurity",
+    "check_binds",
+    "engine_sockets",
+    "parse_memory",
+]
 
 ENGINE_SOCKETS = (
     "/var/run/docker.sock",
@@ -29,30 +40,53 @@ _SOCKET_NAMES = ("docker.sock", "containerd.sock", "podman.sock", "dockershim.so
 _UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 
 
-def _host_path(bind: str) -> str:
+def _unix_socket(address: str | None) -> str | None:
+    if address and address.startswith("unix://"):
+        return posixpath.normpath(address[len("unix://") :] or "/")
+    return None
+
+
+def engine_sockets(address: str | None) -> tuple[str, ...]:
+    """The sockets a bind must not bring in besides :data:`ENGINE_SOCKETS`: the unix socket of
+    the engine at ``address`` and the one ``DOCKER_HOST`` names."""
+    found = [_unix_socket(address), _unix_socket(os.environ.get("DOCKER_HOST"))]
+    return tuple(path for path in found if path)
+
+
+def _host_path(bind: str, *, resolve: bool) -> str:
     host = bind.split(":", 1)[0]
-    return posixpath.normpath(host) if host.startswith("/") else host
+    if not host.startswith("/"):
+        return host
+    return os.path.realpath(host) if resolve else posixpath.normpath(host)
 
 
-def check_binds(binds: Iterable[str]) -> None:
+def _holds(directory: str, path: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
+
+
+def check_binds(binds: Iterable[str], *, sockets: Iterable[str] = (), local: bool = False) -> None:
     """Raise :class:`ValueError` for a bind that would bring an engine socket into the container.
 
-    A bind is ``host:container[:mode]``. Its host path is refused when it names a socket of
-    :data:`ENGINE_SOCKETS`, ends in a known socket name, or is a directory holding one of them
-    (``/``, ``/var/run``, ``/run``…).
+    A bind is ``host:container[:mode]``. Its host path is refused when it ends in a known socket
+    name or names, or is a directory holding, a socket of :data:`ENGINE_SOCKETS` or of
+    ``sockets`` (the engine's own: :func:`engine_sockets`). With ``local`` (the engine runs on
+    this machine) the host path and the sockets are resolved first, links and all.
     """
+    known = [*ENGINE_SOCKETS, *sockets]
+    if local:
+        known += [os.path.realpath(socket) for socket in known]
     for bind in binds:
-        host = _host_path(bind)
-        if posixpath.basename(host) in _SOCKET_NAMES:
-            raise ValueError(f"refusing to bind an engine socket into the container: {host}")
-        for socket in ENGINE_SOCKETS:
-            if host.startswith("/") and (
-                socket == host or socket.startswith(host.rstrip("/") + "/")
-            ):
-                raise ValueError(
-                    f"refusing to bind {host}: it holds the engine socket {socket}, which would "
-                    "give the container control of the engine"
-                )
+        lexical = _host_path(bind, resolve=False)
+        hosts = {lexical, _host_path(bind, resolve=True)} if local else {lexical}
+        for host in hosts:
+            if posixpath.basename(host) in _SOCKET_NAMES:
+                raise ValueError(f"refusing to bind an engine socket into the container: {host}")
+            for socket in known:
+                if host.startswith("/") and _holds(host, socket):
+                    raise ValueError(
+                        f"refusing to bind {lexical}: it holds the engine socket {socket}, which "
+                        "would give the container control of the engine"
+                    )
 
 
 def parse_memory(text: str) -> int:
