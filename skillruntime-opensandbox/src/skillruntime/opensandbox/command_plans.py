@@ -28,7 +28,10 @@ yields the result; a stream that ends without either is an
 (execd's terminal event says ``-1`` but no trailer came) is a :class:`CommandOutcomeUnknownError`:
 the command itself may still run, until its watchdog kills it at the deadline, which the error
 carries (``ends_by``: the timeout plus a margin, counted from execd's ``init`` event, after which
-the watchdog's clock starts). Commands are never retried.
+the watchdog's clock starts). The exception is an image without ``setsid``, where the watchdog's
+kill ends the wrapper with the command: the watchdog says so on the stream first, and that is a
+timeout (``timed_out``, exit code -1, no output), returned at the deadline. Commands are never
+retried.
 
 The rules live here once, free of I/O: the options and wrapper of a command
 (:func:`command_options`, :func:`command_script`), what its events told
@@ -274,7 +277,11 @@ def command_result(
                 f"the command ran (exit code {trailer.exit_code}) but its output cannot be "
                 "sent: the sandbox image has no base64 program"
             )
-        timed_out = interrupted or trailer.flag in (FLAG_TIMED_OUT, FLAG_INTERRUPTED)
+        timed_out = (
+            interrupted
+            or output.watchdog_fired
+            or trailer.flag in (FLAG_TIMED_OUT, FLAG_INTERRUPTED)
+        )
         exit_code = -1 if timed_out else trailer.exit_code
     else:
         if progress.terminal and progress.exit_code is None:
@@ -282,7 +289,9 @@ def command_result(
                 f"OpenSandbox could not run the command ({progress.error_text})"
             )
         code = progress.exit_code if progress.terminal else None
-        if not interrupted:
+        if not interrupted and not output.watchdog_fired:
+            # (A watchdog that fired without setsid killed the wrapper with the command, after
+            # saying so: that is a timeout, not an unknown outcome.)
             if code == _SIGNAL_KILLED:
                 raise CommandOutcomeUnknownError(
                     "the command wrapper was killed by a signal before it reported the "

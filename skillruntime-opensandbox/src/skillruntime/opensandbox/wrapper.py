@@ -24,10 +24,12 @@ Stream layout (the wrapper's stdout; its stderr carries nothing)::
     <tag> E / <tag> e  the same for stderr
     <tag> S RC TO NO NE   exit status, 1 if the watchdog fired (2: interrupted), byte sizes
     <tag> X            instead of all of it: the run directory could not be created
+    <tag> T            the watchdog fired and kills the wrapper with the command (no setsid)
 
 where ``<tag>`` is ``SROS`` followed by the nonce. Sections of an empty stream are left out.
-Without ``setsid`` the command shares the wrapper's process group and a timeout kills both, so
-the output of a timed-out command is then lost (the result still says it timed out). Without
+Without ``setsid`` the command shares the wrapper's process group and a timeout kills both: the
+watchdog writes ``<tag> T`` to the stream and removes the run files first, so the result still
+says it timed out, at the deadline, but the output of a timed-out command is lost. Without
 ``base64`` the trailer carries flag 3 and no output.
 """
 
@@ -84,8 +86,11 @@ def build_wrapper(
         f"if [ ${v}S = 1 ]; then command -p setsid /bin/sh -c "
         '\'command -p sleep "$1" || exit 0; : > "$2"; kill -KILL -"$3"\' '
         f'sh {timeout:g} {mark} "${v}P" </dev/null >/dev/null 2>&1 &',
-        f"else ( command -p sleep {timeout:g} || exit 0; : > {mark}; kill -KILL 0 ) "
-        "</dev/null >/dev/null 2>&1 & fi",
+        # Without setsid the watchdog's kill ends the wrapper too, so no trailer can follow: it
+        # says on the stream that it fired, removes the run files, then kills the group.
+        f"else ( command -p sleep {timeout:g} >/dev/null 2>&1 || exit 0; : > {mark}; "
+        f"echo '{tag} T'; command -p rm -f -- {out} {err} {mark}; kill -KILL 0 ) "
+        "</dev/null 2>/dev/null & fi",
         f"{v}W=$!",
         f'wait "${v}P"; {v}RC=$?',
         f'while kill -0 "${v}P" 2>/dev/null; do wait "${v}P"; {v}RC=$?; done',
@@ -140,6 +145,8 @@ class WrapperOutput:
         self.trailer: WrapperTrailer | None = None
         self.setup_failed = False
         self.malformed = False
+        self.watchdog_fired = False
+        """The watchdog said it kills the command together with the wrapper (no ``setsid``)."""
 
     def add_line(self, text: str) -> bool:
         """Feed one stdout line event; ``True`` once the trailer (or a setup failure) arrived,
@@ -169,6 +176,9 @@ class WrapperOutput:
             self._current = self._sections[fields[0]]
         elif fields[0] == "X":
             self.setup_failed = True
+        elif fields[0] == "T":
+            self.watchdog_fired = True
+            self._current = None
         elif fields[0] == "S" and len(fields) == 5:
             try:
                 rc, flag, out_size, err_size = (int(x) for x in fields[1:])
