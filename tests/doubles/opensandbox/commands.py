@@ -264,6 +264,9 @@ class CommandTable:
         self._records: dict[str, CommandRecord] = {}
         self.removed = False
         """Set once the sandbox was deleted (every process killed)."""
+        self.gone = threading.Event()
+        """Set as soon as the sandbox is being removed, before anything is killed: its execd
+        dies with it, so every stream it is still writing is cut (see :meth:`retire`)."""
         self._cgroup = SandboxCgroup.create(sandbox.id)
         self._skeleton = sandbox.staging / "rootfs-skeleton"
         self._rootfs = sandbox.staging / "rootfs"
@@ -455,9 +458,17 @@ class CommandTable:
             self._signal(record, sig)
         return True
 
+    def retire(self) -> None:
+        """The sandbox is being removed (deleted, killed, expired): its execd dies with it, so
+        every command stream still open is cut where it stands, without a terminal event or
+        the chunked terminator (what a client of a real sandbox sees when its container is
+        killed: the connection closes mid-body, httpx raises ``RemoteProtocolError``)."""
+        self.gone.set()
+
     def kill_all(self) -> None:
         """SIGKILL every process of the sandbox, including leftovers of finished commands
         (``cmd &``) when the sandbox has a cgroup, and wait for the commands (deletion)."""
+        self.retire()
         with self._lock:
             self.removed = True
             records = list(self._records.values())

@@ -273,6 +273,8 @@ class Registry:
             if sandbox is None:
                 return False
             self._counters[reason] += 1
+        if sandbox.commands is not None:
+            sandbox.commands.retire()  # its execd goes first: every open stream is cut
         if sandbox.sessions is not None:
             sandbox.sessions.kill_all()
         if sandbox.commands is not None:

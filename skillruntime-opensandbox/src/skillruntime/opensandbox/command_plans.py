@@ -16,7 +16,8 @@ sandbox*. So the runner returns the result as soon as the trailer (or, without o
 event) has arrived, while the stream goes on being read to its end off the caller's path (a
 *drain*: the reading thread, or task, carries on and ignores what follows). A command costs no
 grace period and no neighbour is killed. A runner's ``wait_for_drains`` waits (bounded) for the
-drains in flight; the runtime calls it before it releases a shared sandbox's connections.
+drains in flight; the runtime calls it before it releases a shared sandbox's connections and
+before it kills a sandbox (execd dies with it, cutting the streams, which the SDK logs at ERROR).
 
 Timeouts are enforced in the sandbox: the wrapper's watchdog kills the command's process group
 at ``timeout_seconds`` and the result says ``timed_out`` with the output produced so far. execd
