@@ -1,9 +1,11 @@
 """Commands in a sandbox whose image has no ``setsid`` (the double's image profile hides it).
 
 Without ``setsid`` the wrapper cannot give the command a process group of its own: the command
-shares the wrapper's, and at the deadline the watchdog kills that whole group, the wrapper with
-it, so no report follows. The watchdog says it fired before it kills, and the result is still a
-timeout (``timed_out``, exit code -1, the output lost), returned at the deadline, never a
+shares the wrapper's. At the deadline the watchdog sends that group ``TERM`` (the wrapper traps
+it): a command that ends on it is reported as usual, with its output. One that outlives the
+grace is killed with the whole group, the wrapper included, so no report follows: the watchdog
+says it fired before it kills, and the result is still a timeout (``timed_out``, exit code -1,
+the output lost), never a
 :class:`~skillruntime.opensandbox.command_plans.CommandOutcomeUnknownError`.
 """
 
@@ -21,11 +23,12 @@ from doubles.opensandbox import OpenSandboxDouble
 from skillruntime.core.models import SkillExecutionRequest
 from skillruntime.opensandbox import AsyncOpenSandboxSkillRuntime, OpenSandboxSkillRuntime
 from skillruntime.opensandbox.command_plans import CommandEvents, CommandOutcomeUnknownError
+from skillruntime.opensandbox.wrapper import KILL_GRACE_SECONDS
 
 TIMEOUT = 2.0
-LATE = 1.0
-"""How long past its deadline a timed-out command may take to come back (the kill, the stream's
-events, a loaded host); an outcome-unknown error came back at the deadline plus its margin."""
+LATE = 1.5
+"""How long past its deadline (or its deadline and the kill grace) a timed-out command may take
+to come back (the kill, the stream's events, a loaded host)."""
 
 
 @pytest.fixture(scope="module")
@@ -122,13 +125,25 @@ def test_a_timeout_kills_the_whole_tree(runtime: OpenSandboxSkillRuntime) -> Non
 
 
 @pytest.mark.slow
-def test_a_timed_out_command_leaves_no_files_behind(runtime: OpenSandboxSkillRuntime) -> None:
+@pytest.mark.parametrize("ignores_term", [False, True])
+def test_a_timed_out_command_leaves_no_files_behind(
+    runtime: OpenSandboxSkillRuntime, ignores_term: bool
+) -> None:
     listing = SkillExecutionRequest(command="ls -A /tmp/.skillruntime-runs-default")
     before = runtime.execute(listing)  # the listing's own output files
+    trap = "trap '' TERM; " if ignores_term else ""
+    started = time.monotonic()
     result = runtime.execute(
-        SkillExecutionRequest(command="echo partial; sleep 5", timeout_seconds=TIMEOUT)
+        SkillExecutionRequest(command=f"{trap}echo partial; sleep 30", timeout_seconds=TIMEOUT)
     )
-    assert result.timed_out
+    elapsed = time.monotonic() - started
+    assert (result.timed_out, result.exit_code) == (True, -1)
+    if ignores_term:  # killed with the wrapper after the grace: the output is lost
+        assert result.stdout == ""
+        assert TIMEOUT + KILL_GRACE_SECONDS <= elapsed < TIMEOUT + KILL_GRACE_SECONDS + LATE
+    else:
+        assert result.stdout == "partial\n"
+        assert TIMEOUT <= elapsed < TIMEOUT + LATE
     after = runtime.execute(listing)
     assert len(after.stdout.split()) == len(before.stdout.split()) == 2
 
