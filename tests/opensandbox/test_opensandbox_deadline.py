@@ -14,6 +14,10 @@ import pytest
 
 from skillruntime.opensandbox import command_plans
 from skillruntime.opensandbox.command_plans import DEADLINE_MARGIN_SECONDS, CommandEvents
+from skillruntime.opensandbox.wrapper import KILL_GRACE_SECONDS
+
+MARGIN = KILL_GRACE_SECONDS + DEADLINE_MARGIN_SECONDS
+"""Past the timeout, the watchdog's grace between its TERM and its KILL, then the kill itself."""
 
 
 class _Clock:
@@ -34,11 +38,11 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
 def test_the_deadline_is_counted_from_the_init_event(clock: _Clock) -> None:
     events = CommandEvents("n0nce", 1024)
     events.progress.start(2.0)
-    assert events.progress.ends_by == pytest.approx(1002.0 + DEADLINE_MARGIN_SECONDS)
+    assert events.progress.ends_by == pytest.approx(1002.0 + MARGIN)
     clock.now += 3.25  # the request took 3.25 s to reach execd
     events.on_init(SimpleNamespace(id="exec-1"))
     assert events.progress.execution_id == "exec-1"
-    assert events.progress.ends_by == pytest.approx(1005.25 + DEADLINE_MARGIN_SECONDS)
+    assert events.progress.ends_by == pytest.approx(1005.25 + MARGIN)
 
 
 def test_an_init_event_never_moves_the_deadline_earlier(clock: _Clock) -> None:

@@ -23,6 +23,7 @@ from doubles._polling import process_gone, wait_until
 from skillruntime.core.runtime.output import HeadTailBuffer
 from skillruntime.opensandbox.wrapper import (
     FLAG_TIMED_OUT,
+    KILL_GRACE_SECONDS,
     WrapperOutput,
     build_wrapper,
 )
@@ -49,7 +50,12 @@ def execd_lines(data: bytes) -> Iterator[str]:
 
 
 def run_wrapped(
-    command: str, tmp_path: Path, *, cap: int = 1 << 20, timeout: float = 30.0
+    command: str,
+    tmp_path: Path,
+    *,
+    cap: int = 1 << 20,
+    timeout: float = 30.0,
+    kill_grace: float = KILL_GRACE_SECONDS,
 ) -> tuple[WrapperOutput, list[str], subprocess.CompletedProcess[bytes]]:
     nonce = secrets.token_hex(8)
     script = build_wrapper(
@@ -59,6 +65,7 @@ def run_wrapped(
         nonce=nonce,
         cap=cap,
         timeout=timeout,
+        kill_grace=kill_grace,
     )
     done = subprocess.run(
         ["bash", "-c", script],
@@ -163,6 +170,50 @@ def test_the_watchdog_kills_the_process_tree_and_the_output_so_far_is_kept(
     assert output.stdout() == ("started\n", False)
     assert output.stderr() == ("partial", False)
     assert done.returncode == 0
+    assert wait_until(lambda: process_gone(int(pid_file.read_text())))
+
+
+@pytest.mark.slow
+def test_the_watchdog_sends_term_first_and_a_command_that_ends_on_it_reports(
+    tmp_path: Path,
+) -> None:
+    """As the local runtime: at the deadline the group gets ``TERM``, so a command can say
+    goodbye; it ended on it, so nothing waits for the grace."""
+    command = "trap 'echo got TERM; exit 3' TERM; echo started; sleep 300 & wait"
+    started = time.monotonic()
+    output, _, _ = run_wrapped(command, tmp_path, timeout=0.5, kill_grace=30.0)
+    assert time.monotonic() - started < 15  # not the grace
+    assert output.trailer is not None
+    assert output.trailer.flag == FLAG_TIMED_OUT
+    assert output.stdout() == ("started\ngot TERM\n", False)
+
+
+@pytest.mark.slow
+def test_a_command_ignoring_term_is_killed_after_the_grace(tmp_path: Path) -> None:
+    pid_file = tmp_path / "cmd.pid"
+    command = f"trap '' TERM; echo $$ > {pid_file}; sleep 300; echo survived"
+    started = time.monotonic()
+    output, _, _ = run_wrapped(command, tmp_path, timeout=0.5, kill_grace=1.0)
+    assert time.monotonic() - started >= 1.5  # the deadline, then the grace
+    assert output.trailer is not None
+    assert output.trailer.flag == FLAG_TIMED_OUT
+    assert output.stdout() == ("", False)
+    assert wait_until(lambda: process_gone(int(pid_file.read_text())))
+
+
+@pytest.mark.slow
+def test_what_outlives_the_term_dies_as_soon_as_the_command_s_shell_ended(
+    tmp_path: Path,
+) -> None:
+    """A child ignoring ``TERM`` is killed with the rest of the group once the command's shell
+    ended on it, not after the grace."""
+    pid_file = tmp_path / "child.pid"
+    command = f"(trap '' TERM; exec sleep 300) & echo $! > {pid_file}; sleep 300"
+    started = time.monotonic()
+    output, _, _ = run_wrapped(command, tmp_path, timeout=0.5, kill_grace=60.0)
+    assert time.monotonic() - started < 30  # not the grace
+    assert output.trailer is not None
+    assert output.trailer.flag == FLAG_TIMED_OUT
     assert wait_until(lambda: process_gone(int(pid_file.read_text())))
 
 

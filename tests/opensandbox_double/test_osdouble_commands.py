@@ -6,6 +6,7 @@ import json
 import os
 import socket
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -449,3 +450,39 @@ def _relay_on_hang_up(sandbox: RawSandbox) -> None:
     assert events[-1]["type"] == "error"
     assert events[-1]["error"]["evalue"] == "-1"
     assert sandbox.double.stats()["grace_hangups"] == before + 1
+
+
+def _read_until(response: requests.Response, marker: bytes) -> tuple[bytes, Iterator[bytes]]:
+    """Read a command stream until ``marker`` arrived; the bytes so far and the rest's reader."""
+    chunks = response.iter_content(chunk_size=None)
+    buffer = b""
+    for chunk in chunks:
+        buffer += chunk
+        if marker in buffer:
+            break
+    return buffer, chunks
+
+
+@pytest.mark.parametrize("how", ["delete", "kill_behind_back"])
+def test_removing_a_sandbox_cuts_its_open_streams(
+    opensandbox_double: OpenSandboxDouble, http: requests.Session, how: str
+) -> None:
+    """execd dies with its sandbox: a stream still lingering after its terminal event, and one
+    whose command still runs, end where they stand, with no terminal event and no chunked
+    terminator (the client's read fails), never as a clean end."""
+    raw = create_raw(opensandbox_double, http)
+    lingering = raw.call("POST", "/command", json={"command": "echo hi"}, stream=True)
+    with requests.Session() as other:
+        running = other.post(
+            f"{raw.execd}/command", json={"command": "echo up; sleep 30"}, stream=True, timeout=30
+        )
+        _, rest_lingering = _read_until(lingering, b'"execution_complete"')
+        seen_running, rest_running = _read_until(running, b'"up"')
+        if how == "delete":
+            assert raw.lifecycle("DELETE", f"/sandboxes/{raw.id}").status_code == 204
+        else:
+            assert opensandbox_double.kill_behind_back(raw.id)
+        for rest in (rest_lingering, rest_running):
+            with pytest.raises(requests.exceptions.ChunkedEncodingError):
+                b"".join(rest)
+    assert b'"error"' not in seen_running

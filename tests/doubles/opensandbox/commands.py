@@ -54,17 +54,37 @@ _CGROUP_CREATE_ATTEMPTS = 5
 # sandbox without ever being created on the host), with the host's other mounts bound in and
 # the sandbox's private trees bound over ``/workspace``, ``/tmp`` and ``/root``; every mount
 # is listed in the sandbox's fstab (see :func:`sandbox_fstab`) and lives in this namespace
-# only. Arguments: $1 skeleton dir, $2 fstab, $3 root dir, $4 working directory, $5 cgroup
-# procs file (may be empty), then the command.
+# only. The programs the sandbox's image lacks are overlay whiteouts in the skeleton (a
+# character device 0/0 at a path hides that path of the layers below it), so inside the
+# sandbox they are missing for real. Arguments: $1 skeleton dir, $2 fstab, $3 root dir, $4
+# working directory, $5 cgroup procs file (may be empty), $6 the host paths to hide
+# (space-separated, may be empty), then the command.
 _WRAPPER = (
     'if [ -n "$5" ]; then echo $$ > "$5" || exit 125; fi; '
     'mount -t tmpfs -o size=64k,mode=755 skeleton "$1" || exit 125; '
     'mkdir "$1/workspace" || exit 125; '
+    'for w in $6; do mkdir -p "$1${w%/*}" && mknod "$1$w" c 0 0 || exit 125; done; '
     'mount -a -T "$2" || exit 125; '
-    'root="$3"; cwd="$4"; shift 5; '
+    'root="$3"; cwd="$4"; shift 6; '
     'exec chroot "$root" /bin/sh -c \'cd "$1" || exit 1; shift; exec "$@"\' sh "$cwd" "$@"'
 )
 _PRIVATE_MOUNTS = ("/workspace", "/tmp", "/root")
+TOOL_DIRECTORIES = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+"""Where an image's programs live: the sandbox's ``PATH`` and ``command -p``'s default path."""
+
+
+def tool_whiteouts(tools: tuple[str, ...]) -> list[str]:
+    """The host paths that hide ``tools`` from a sandbox: every copy of each in the
+    :data:`TOOL_DIRECTORIES`, symlinked directories resolved (``/bin`` may be ``usr/bin``)."""
+    paths: list[str] = []
+    for tool in tools:
+        for directory in TOOL_DIRECTORIES:
+            path = os.path.join(os.path.realpath(directory), tool)
+            if os.path.lexists(path) and path not in paths:
+                if any(character.isspace() for character in path):
+                    raise ValueError(f"cannot hide {path!r} (white space)")
+                paths.append(path)
+    return paths
 
 
 def _host_submounts() -> list[str]:
@@ -244,6 +264,9 @@ class CommandTable:
         self._records: dict[str, CommandRecord] = {}
         self.removed = False
         """Set once the sandbox was deleted (every process killed)."""
+        self.gone = threading.Event()
+        """Set as soon as the sandbox is being removed, before anything is killed: its execd
+        dies with it, so every stream it is still writing is cut (see :meth:`retire`)."""
         self._cgroup = SandboxCgroup.create(sandbox.id)
         self._skeleton = sandbox.staging / "rootfs-skeleton"
         self._rootfs = sandbox.staging / "rootfs"
@@ -251,6 +274,7 @@ class CommandTable:
         self._skeleton.mkdir(exist_ok=True)
         self._rootfs.mkdir(exist_ok=True)
         self._fstab.write_text(sandbox_fstab(sandbox, self._skeleton, self._rootfs))
+        self._hidden = " ".join(tool_whiteouts(sandbox.missing_tools))
 
     # -- lookup --------------------------------------------------------------------------
 
@@ -364,6 +388,7 @@ class CommandTable:
             str(self._rootfs),
             cwd,
             self._cgroup.procs_file if self._cgroup is not None else "",
+            self._hidden,
             *exec_args,
         ]
         try:
@@ -433,9 +458,17 @@ class CommandTable:
             self._signal(record, sig)
         return True
 
+    def retire(self) -> None:
+        """The sandbox is being removed (deleted, killed, expired): its execd dies with it, so
+        every command stream still open is cut where it stands, without a terminal event or
+        the chunked terminator (what a client of a real sandbox sees when its container is
+        killed: the connection closes mid-body, httpx raises ``RemoteProtocolError``)."""
+        self.gone.set()
+
     def kill_all(self) -> None:
         """SIGKILL every process of the sandbox, including leftovers of finished commands
         (``cmd &``) when the sandbox has a cgroup, and wait for the commands (deletion)."""
+        self.retire()
         with self._lock:
             self.removed = True
             records = list(self._records.values())

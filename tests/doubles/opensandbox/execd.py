@@ -7,6 +7,9 @@ for the registry's ``tail_delay`` (execd's ``EXECD_API_GRACE_SHUTDOWN``, 1 s by 
 it ends. A client that hangs up during that grace period makes execd take a SIGPIPE when it
 ends the stream, and execd relays every signal it receives to the process group of **every
 command then running in the sandbox**: the double does the same (counter ``grace_hangups``).
+When the sandbox is removed (deleted, killed, expired), its execd dies with it: every stream
+still open, a lingering one included, is cut at once, with no terminal event and no chunked
+terminator (the client's httpx raises ``RemoteProtocolError``).
 """
 
 from __future__ import annotations
@@ -135,6 +138,8 @@ def stream_record(
         output_events = 0
         inside_event = False
         for item in table.stream_lines(record):
+            if table.gone.is_set():
+                raise StreamAbortedError("the sandbox was removed: its execd is gone")
             if (
                 fault is not None
                 and fault.kind == "drop_mid_stream"
@@ -153,6 +158,8 @@ def stream_record(
             last_write = time.monotonic()
         if fault is not None and fault.kind == "drop_mid_stream":
             raise StreamAbortedError("stream dropped before the terminal event")
+        if table.gone.is_set():
+            raise StreamAbortedError("the sandbox was removed: its execd is gone")
         if fault is not None and fault.kind == "no_terminal":
             writer.finish()
             return
@@ -177,8 +184,8 @@ def stream_record(
         writer.write(_frame(terminal))
         if fault is not None and fault.kind == "drop_after_terminal":
             raise StreamAbortedError("stream dropped after the terminal event")
-        if registry.tail_delay > 0:
-            time.sleep(registry.tail_delay)
+        if registry.tail_delay > 0 and table.gone.wait(registry.tail_delay):
+            raise StreamAbortedError("the sandbox was removed during the grace period")
         if _client_hung_up(ex):
             # execd's write of the stream's end raises SIGPIPE, which it relays to every
             # running command of the sandbox.
@@ -187,8 +194,8 @@ def stream_record(
             raise BrokenPipeError("client hung up during the grace period")
         writer.finish()
     except (BrokenPipeError, ConnectionResetError, StreamAbortedError):
-        # The client vanished (or a fault cut the stream): like a cancelled request
-        # context in execd, the foreground command dies with it.
+        # The client vanished (or a fault, or the sandbox's removal, cut the stream): like a
+        # cancelled request context in execd, the foreground command dies with it.
         table.kill(record)
         raise
     finally:

@@ -139,6 +139,14 @@ class DoubleAdmin:
         a hostile or buggy lifecycle server might."""
         self._call("POST", "config", {"ignore_metadata_filter": ignore})
 
+    def set_image_profile(self, uri: str, *, missing_tools: list[str] | tuple[str, ...]) -> None:
+        """Make the sandboxes created from image ``uri`` from now on lack ``missing_tools``
+        (program names, e.g. ``["setsid"]``), as a slim image that does not ship them: inside
+        such a sandbox each is absent from every directory (``command -v`` finds nothing,
+        running it is ``command not found``, exit 127), whatever the host has. Other images,
+        and sandboxes created before, keep the host's tools; an empty list undoes it."""
+        self._call("POST", "images", {"uri": uri, "missing_tools": list(missing_tools)})
+
     def sandboxes(self) -> list[dict[str, Any]]:
         """Live sandboxes with their host directory (``root``), state and metadata."""
         result: list[dict[str, Any]] = self._call("GET", "sandboxes")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import re
 import shutil
 import threading
 import uuid
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+_TOOL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 STATE_RUNNING = "Running"
 DEFAULT_TAIL_DELAY = 1.0
 """Seconds a command stream stays open after its terminal event (execd's
@@ -67,6 +69,9 @@ class Sandbox:
     reason: str = "CONTAINER_RUNNING"
     message: str = "Sandbox container started successfully."
     last_transition_at: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
+    missing_tools: tuple[str, ...] = ()
+    """Programs the sandbox's image lacks (see :meth:`Registry.set_image_profile`): its
+    commands find none of them, wherever the host has them."""
     commands: CommandTable | None = None
     sessions: SessionTable | None = None
 
@@ -152,6 +157,7 @@ class Registry:
         self.tail_delay = DEFAULT_TAIL_DELAY
         self.ping_interval = 3.0
         self.ignore_metadata_filter = False
+        self._image_profiles: dict[str, tuple[str, ...]] = {}
         """A hostile or buggy server: ``GET /sandboxes`` lists every sandbox whatever the
         ``metadata`` filter asked for."""
 
@@ -168,6 +174,28 @@ class Registry:
         with self._lock:
             self._clock_offset += seconds
         self.reap_expired()
+
+    # -- images ------------------------------------------------------------------------------
+
+    def set_image_profile(self, uri: str, missing_tools: list[str] | tuple[str, ...]) -> None:
+        """Make the sandboxes created from image ``uri`` from now on lack ``missing_tools``
+        (program names such as ``setsid``): their commands find none of them on any path, as
+        in a slim image that does not ship them (see :class:`~.commands.CommandTable`). An
+        empty list gives the image the host's tools again."""
+        tools = tuple(dict.fromkeys(missing_tools))
+        for tool in tools:
+            if not _TOOL_NAME.fullmatch(tool):
+                raise ValueError(f"not a program name: {tool!r}")
+        with self._lock:
+            if tools:
+                self._image_profiles[uri] = tools
+            else:
+                self._image_profiles.pop(uri, None)
+
+    def image_profiles(self) -> dict[str, list[str]]:
+        """Every image given a profile, with the programs it lacks."""
+        with self._lock:
+            return {uri: list(tools) for uri, tools in self._image_profiles.items()}
 
     # -- sandboxes ---------------------------------------------------------------------------
 
@@ -208,6 +236,9 @@ class Registry:
             ),
             last_transition_at=now,
         )
+        if image is not None:
+            with self._lock:
+                sandbox.missing_tools = self._image_profiles.get(str(image.get("uri")), ())
         for directory in (sandbox.workspace, sandbox.tmp, sandbox.home, sandbox.staging):
             directory.mkdir(parents=True, exist_ok=True)
         sandbox.tmp.chmod(0o1777)
@@ -242,6 +273,8 @@ class Registry:
             if sandbox is None:
                 return False
             self._counters[reason] += 1
+        if sandbox.commands is not None:
+            sandbox.commands.retire()  # its execd goes first: every open stream is cut
         if sandbox.sessions is not None:
             sandbox.sessions.kill_all()
         if sandbox.commands is not None:

@@ -394,6 +394,16 @@ def admin(ex: Exchange, server: DoubleServer, seg: list[str]) -> None:
                 "ignore_metadata_filter": registry.ignore_metadata_filter,
             },
         )
+    elif seg == ["images"] and m == "POST":
+        spec = body or {}
+        uri, tools = spec.get("uri"), spec.get("missing_tools", [])
+        if not isinstance(uri, str) or not uri or not isinstance(tools, list):
+            raise ApiError(400, "BAD_IMAGE", "uri (a string) and missing_tools (a list) needed")
+        try:
+            registry.set_image_profile(uri, [str(tool) for tool in tools])
+        except ValueError as exc:
+            raise ApiError(400, "BAD_IMAGE", str(exc)) from exc
+        ex.send_json(200, registry.image_profiles())
     elif seg == ["sandboxes"] and m == "GET":
         ex.send_json(
             200,

@@ -17,7 +17,8 @@ the async face streams are read on the runner's own :class:`~.command_loop.Comma
 daemon thread for every command, never the caller's loop, whose end would cut a drain), and
 the runner's ``close`` stops that loop. :meth:`AsyncCommandRunner.wait_for_drains` waits
 (bounded) for the drains in flight; the runtime calls it before it releases a shared sandbox's
-connections.
+connections and before it kills a sandbox (execd dies with it, cutting the streams, which the
+SDK logs at ERROR).
 
 **Cancellation** (async face). When the awaiting task is cancelled (``task.cancel()``,
 ``asyncio.timeout``, its loop shutting down) the cancellation is forwarded to the command's task
@@ -40,6 +41,7 @@ from typing import Any
 
 from opensandbox.models.execd import ExecutionHandlers
 from opensandbox.sandbox import Sandbox
+from skillruntime.core.errors import RuntimeClosedError
 from skillruntime.core.models import SkillExecutionResult
 
 from .command_loop import CommandLoop
@@ -276,7 +278,10 @@ class AsyncCommandRunner:
         # unasync: async
         if not self._loop.started:
             return True
-        return await self._loop.call(self._wait_for_drains(timeout_seconds))
+        try:
+            return await self._loop.call(self._wait_for_drains(timeout_seconds))
+        except RuntimeClosedError:  # closed: its loop ended, no stream is read anymore
+            return True
 
     async def _wait_for_drains(self, timeout_seconds: float) -> bool:
         drains = set(self._drains)
@@ -317,7 +322,8 @@ class AsyncCommandRunner:
     async def cancel_drains(self) -> None:
         """Stop reading every stream still being drained (its sandbox is gone or going)."""
         if self._loop.started:
-            await self._loop.call(self._cancel_drains())
+            with contextlib.suppress(RuntimeClosedError):  # closed: no stream is read anymore
+                await self._loop.call(self._cancel_drains())
 
     async def close(self, timeout_seconds: float = DRAIN_WAIT_SECONDS) -> None:
         """End the command loop (streams still being read are cut); later runs raise

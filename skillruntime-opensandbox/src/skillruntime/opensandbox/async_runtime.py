@@ -213,6 +213,9 @@ class AsyncOpenSandboxSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRun
             await close_async_handle(current[1] if current else None)
             with self._lock:
                 self._prepared.clear()
+            # Its execd dies with the sandbox, cutting the streams still being read: they end
+            # first (see _close_resources).
+            await self._runner.wait_for_drains()
             await asyncio.to_thread(self._core.destroy_conversation_sandbox)
 
     # ----------------------------------------------------------------- handles
@@ -377,10 +380,11 @@ class AsyncOpenSandboxSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRun
         async with self._attach_lock:
             current, self._current = self._current, None
         try:
-            if self._core._binding is not None:
-                # The conversation's sandbox runs on: cutting a stream execd has not ended yet
-                # would make it kill every command running there (see .async_commands).
-                await self._runner.wait_for_drains()
+            # The streams still being read end first. A conversation's sandbox runs on, and
+            # cutting a stream execd has not ended yet would make it kill every command running
+            # there (see .async_commands); a private one is killed next, and its execd dies with
+            # it, cutting the stream, which the SDK logs at ERROR with the httpx traceback.
+            await self._runner.wait_for_drains()
             await asyncio.to_thread(self._core.close)  # a private sandbox is killed here
             await self._runner.cancel_drains()
             await close_async_handle(current[1] if current else None)

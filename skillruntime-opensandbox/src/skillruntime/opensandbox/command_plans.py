@@ -16,19 +16,25 @@ sandbox*. So the runner returns the result as soon as the trailer (or, without o
 event) has arrived, while the stream goes on being read to its end off the caller's path (a
 *drain*: the reading thread, or task, carries on and ignores what follows). A command costs no
 grace period and no neighbour is killed. A runner's ``wait_for_drains`` waits (bounded) for the
-drains in flight; the runtime calls it before it releases a shared sandbox's connections.
+drains in flight; the runtime calls it before it releases a shared sandbox's connections and
+before it kills a sandbox (execd dies with it, cutting the streams, which the SDK logs at ERROR).
 
-Timeouts are enforced in the sandbox: the wrapper's watchdog kills the command's process group
-at ``timeout_seconds`` and the result says ``timed_out`` with the output produced so far. execd
+Timeouts are enforced in the sandbox: at ``timeout_seconds`` the wrapper's watchdog sends the
+command's process group ``TERM``, then ``KILL`` once the command's shell ended or after
+:data:`~.wrapper.KILL_GRACE_SECONDS` (as the local runtime does), and the result says
+``timed_out`` with the output produced so far. execd
 is given a later timeout as a backstop, and because the SDK's stream has no read timeout an
 outer deadline (``timeout_seconds`` plus a grace period) interrupts the command and returns what
 is known if the stream does not end. A stream lost after the trailer or the terminal event still
 yields the result; a stream that ends without either is an
 :class:`~.errors.OpenSandboxExecutionError`, never exit code 0. A wrapper killed before its report
 (execd's terminal event says ``-1`` but no trailer came) is a :class:`CommandOutcomeUnknownError`:
-the command itself may still run, until its watchdog kills it at the deadline, which the error
-carries (``ends_by``: the timeout plus a margin, counted from execd's ``init`` event, after which
-the watchdog's clock starts). Commands are never retried.
+the command itself may still run, until its watchdog kills it, past the deadline and the kill
+grace, which the error carries (``ends_by``: the timeout plus the grace plus a margin, counted
+from execd's ``init`` event, after which the watchdog's clock starts). The exception is an image
+without ``setsid``, where the watchdog's kill of a command that outlived its ``TERM`` ends the
+wrapper with the command: the watchdog says so on the stream first, and that is a timeout
+(``timed_out``, exit code -1, no output). Commands are never retried.
 
 The rules live here once, free of I/O: the options and wrapper of a command
 (:func:`command_options`, :func:`command_script`), what its events told
@@ -57,6 +63,7 @@ from .wrapper import (
     FLAG_INTERRUPTED,
     FLAG_NO_BASE64,
     FLAG_TIMED_OUT,
+    KILL_GRACE_SECONDS,
     WrapperOutput,
     build_wrapper,
 )
@@ -83,7 +90,8 @@ INTERRUPT_WAIT_SECONDS = 5.0
 """Seconds the outer deadline waits for the stream to end after interrupting the command."""
 
 BACKSTOP_SECONDS = 2.0
-"""execd's own timeout is the command's plus this: the wrapper's watchdog fires first."""
+"""execd's own timeout is the command's plus the kill grace plus this: the wrapper's watchdog
+fires, and has killed the command, first."""
 
 RUN_DIRECTORY = "/tmp/.skillruntime-runs"
 """Private directory (mode 0700) of the wrapper's output files, suffixed with the uid."""
@@ -93,7 +101,8 @@ DRAIN_WAIT_SECONDS = 5.0
 one about a second after its final event)."""
 
 DEADLINE_MARGIN_SECONDS = 0.5
-"""Past a command's deadline its watchdog has killed it: the margin covers the kill itself."""
+"""Past a command's deadline and the kill grace its watchdog has killed it: the margin covers the
+kill itself."""
 
 _SIGNAL_KILLED = -1
 
@@ -124,12 +133,13 @@ class _Progress:
     abandoned: bool = False
     ends_by: float = 0.0
     budget: float = 0.0
-    """The command's timeout plus :data:`DEADLINE_MARGIN_SECONDS`; ``ends_by`` is that long after
-    the request was sent, then after execd's ``init`` event (the command has started by then)."""
+    """The command's timeout plus the watchdog's :data:`~.wrapper.KILL_GRACE_SECONDS` (``TERM``
+    to ``KILL``) plus :data:`DEADLINE_MARGIN_SECONDS`; ``ends_by`` is that long after the request
+    was sent, then after execd's ``init`` event (the command has started by then)."""
 
     def start(self, timeout_seconds: float) -> None:
         """Set the deadline before the request is sent."""
-        self.budget = timeout_seconds + DEADLINE_MARGIN_SECONDS
+        self.budget = timeout_seconds + KILL_GRACE_SECONDS + DEADLINE_MARGIN_SECONDS
         self.ends_by = time.monotonic() + self.budget
 
 
@@ -213,7 +223,9 @@ def command_options(
     """execd's options of one command: its own timeout is a backstop past the wrapper's."""
     return RunCommandOpts(
         working_directory=working_directory,
-        timeout=timedelta(milliseconds=int((timeout_seconds + BACKSTOP_SECONDS) * 1000)),
+        timeout=timedelta(
+            milliseconds=int((timeout_seconds + KILL_GRACE_SECONDS + BACKSTOP_SECONDS) * 1000)
+        ),
         envs=dict(environment),
         uid=uid,
         gid=gid if uid is not None else None,
@@ -274,7 +286,11 @@ def command_result(
                 f"the command ran (exit code {trailer.exit_code}) but its output cannot be "
                 "sent: the sandbox image has no base64 program"
             )
-        timed_out = interrupted or trailer.flag in (FLAG_TIMED_OUT, FLAG_INTERRUPTED)
+        timed_out = (
+            interrupted
+            or output.watchdog_fired
+            or trailer.flag in (FLAG_TIMED_OUT, FLAG_INTERRUPTED)
+        )
         exit_code = -1 if timed_out else trailer.exit_code
     else:
         if progress.terminal and progress.exit_code is None:
@@ -282,7 +298,9 @@ def command_result(
                 f"OpenSandbox could not run the command ({progress.error_text})"
             )
         code = progress.exit_code if progress.terminal else None
-        if not interrupted:
+        if not interrupted and not output.watchdog_fired:
+            # (A watchdog that fired without setsid killed the wrapper with the command, after
+            # saying so: that is a timeout, not an unknown outcome.)
             if code == _SIGNAL_KILLED:
                 raise CommandOutcomeUnknownError(
                     "the command wrapper was killed by a signal before it reported the "

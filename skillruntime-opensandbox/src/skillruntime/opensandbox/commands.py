@@ -19,7 +19,8 @@ the async face streams are read on the runner's own :class:`~.command_loop.Comma
 daemon thread for every command, never the caller's loop, whose end would cut a drain), and
 the runner's ``close`` stops that loop. :meth:`CommandRunner.wait_for_drains` waits
 (bounded) for the drains in flight; the runtime calls it before it releases a shared sandbox's
-connections.
+connections and before it kills a sandbox (execd dies with it, cutting the streams, which the
+SDK logs at ERROR).
 
 **Cancellation** (async face). When the awaiting task is cancelled (``task.cancel()``,
 ``asyncio.timeout``, its loop shutting down) the cancellation is forwarded to the command's task

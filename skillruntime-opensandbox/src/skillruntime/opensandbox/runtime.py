@@ -378,6 +378,8 @@ class OpenSandboxSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
             target = local.id
         try:
             if target is not None:
+                # The kill would cut the streams still being read (see _close_resources).
+                self._runner.wait_for_drains()
                 self._client.kill(target)
         finally:
             self._client.release(local)
@@ -558,15 +560,18 @@ class OpenSandboxSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         with self._sandbox_lock:
             sandbox, self._sandbox = self._sandbox, None
         try:
+            # The streams still being read end first. A conversation's sandbox runs on, and
+            # cutting a stream execd has not ended yet would make it kill every command running
+            # there (see .commands); a private one is killed next, and its execd dies with it,
+            # cutting the stream, which the SDK logs at ERROR with the httpx traceback. A
+            # blocking read cannot be stopped without such an error, so the wait is execd's
+            # linger after a command's final event (about a second, at most DRAIN_WAIT_SECONDS).
+            self._runner.wait_for_drains()
             if sandbox is not None and self._binding is None:
                 try:
                     self._client.kill(sandbox.id)
                 except OpenSandboxError:
                     logger.warning("killing sandbox %s at close failed", sandbox.id, exc_info=True)
-            else:
-                # The conversation's sandbox runs on: cutting a stream execd has not ended yet
-                # would make it kill every command running there (see .commands).
-                self._runner.wait_for_drains()
         finally:
             self._client.release(sandbox)
             self._client.close()

@@ -7,9 +7,12 @@ the SDK buffers whole. The wrapper keeps the command's output off the event stre
 * the command runs with ``bash -c`` (``bash`` from ``/bin``, ``/usr/bin`` or ``/usr/local/bin``;
   ``/bin/sh`` where there is none), stdin from ``/dev/null``, in its own session and process
   group (``setsid``), stdout and stderr into two files of a private run directory;
-* a watchdog in a session of its own kills the command's whole process group at the deadline
-  (even if the wrapper itself is gone) and leaves a marker saying it did; a ``TERM``, ``INT`` or
-  ``HUP`` sent to the wrapper (execd's interrupt) kills the command's group too;
+* a watchdog in a session of its own ends the command's whole process group at the deadline
+  (even if the wrapper itself is gone) as the local runtime does: ``TERM`` first, then ``KILL``
+  once the group is empty or after ``kill_grace`` seconds (:data:`KILL_GRACE_SECONDS`; the
+  wrapper kills what is left of the group as soon as the command's shell ended), and leaves a
+  marker saying it did; a ``TERM``, ``INT`` or ``HUP`` sent to the wrapper (execd's interrupt)
+  kills the command's group too;
 * when the command has ended, each stream is sent cut to ``cap`` bytes (the head ``cap // 2``
   and the tail ``cap - cap // 2`` around the dropped middle), base64-encoded in lines of at most
   64 KiB, so the event stream never carries more than the caps, in events of bounded size, and
@@ -24,11 +27,16 @@ Stream layout (the wrapper's stdout; its stderr carries nothing)::
     <tag> E / <tag> e  the same for stderr
     <tag> S RC TO NO NE   exit status, 1 if the watchdog fired (2: interrupted), byte sizes
     <tag> X            instead of all of it: the run directory could not be created
+    <tag> T            the watchdog kills the wrapper with the command (no setsid, see below)
 
 where ``<tag>`` is ``SROS`` followed by the nonce. Sections of an empty stream are left out.
-Without ``setsid`` the command shares the wrapper's process group and a timeout kills both, so
-the output of a timed-out command is then lost (the result still says it timed out). Without
-``base64`` the trailer carries flag 3 and no output.
+Without ``setsid`` the command shares the wrapper's process group. The watchdog's ``TERM`` goes
+to that group (the wrapper traps it, the watchdog ignores it): a command that ends on it is
+reported as usual, then the wrapper kills what is left of the group, itself included, once its
+report is out. A command still running after the grace is killed with the whole group, so no
+report can follow: the watchdog writes ``<tag> T`` to the stream and removes the run files
+first, and the result still says it timed out, but its output is lost. Without ``base64`` the
+trailer carries flag 3 and no output.
 """
 
 from __future__ import annotations
@@ -51,15 +59,31 @@ FLAG_TIMED_OUT = 1
 FLAG_INTERRUPTED = 2
 FLAG_NO_BASE64 = 3
 
+KILL_GRACE_SECONDS = 2.0
+"""Seconds between the watchdog's ``TERM`` and its ``KILL`` of a timed-out command's process
+group: the local runtime's ``DEFAULT_KILL_GRACE_SECONDS``."""
+_TICK = 0.1
+"""Seconds between two looks of the watchdog at the group it sent ``TERM``."""
+
 
 def build_wrapper(
-    *, command: str, run_dir: str, run_id: str, nonce: str, cap: int, timeout: float
+    *,
+    command: str,
+    run_dir: str,
+    run_id: str,
+    nonce: str,
+    cap: int,
+    timeout: float,
+    kill_grace: float = KILL_GRACE_SECONDS,
 ) -> str:
     """The shell text sent to execd for one command (see the module docs)."""
     if not re.fullmatch(r"[A-Za-z0-9]+", run_id) or not re.fullmatch(r"[A-Za-z0-9]+", nonce):
         raise ValueError("run_id and nonce must be made of letters and digits")
     if cap < 2:
         raise ValueError("cap must be at least 2 bytes")
+    if kill_grace < 0:
+        raise ValueError("kill_grace must not be negative")
+    ticks = round(kill_grace / _TICK)
     q = shlex.quote
     v = f"_sr{nonce[:6]}"  # prefix of every wrapper variable (none is exported)
     tag = f"{_TAG}{nonce}"
@@ -73,7 +97,7 @@ def build_wrapper(
         f"{{ : > {out} && : > {err}; }} 2>/dev/null || {{ echo '{tag} X'; exit 125; }}",
         f"{v}B=/bin/sh; for {v}x in /bin/bash /usr/bin/bash /usr/local/bin/bash; do "
         f'if [ -x "${v}x" ]; then {v}B=${v}x; break; fi; done',
-        f"{v}S=0; {v}I=0; {v}RC=0; {v}NO=0; {v}NE=0; {v}K=0",
+        f"{v}S=0; {v}I=0; {v}RC=0; {v}NO=0; {v}NE=0; {v}K=0; {v}M=0",
         f"if command -p -v setsid >/dev/null 2>&1; then {v}S=1; fi",
         # A background job of a shell without job control is never a process group leader, so
         # setsid does not fork: the job's pid is the id of the new session and process group.
@@ -81,17 +105,34 @@ def build_wrapper(
         f'else "${v}B" -c "${v}C" </dev/null >{out} 2>{err} & fi',
         f"{v}P=$!",
         f"trap '{v}I=1; kill -KILL -\"${v}P\" 2>/dev/null' TERM INT HUP",
+        # The watchdog: at the deadline, TERM to the command's group, then KILL once the group
+        # is empty or after the grace, whichever comes first.
         f"if [ ${v}S = 1 ]; then command -p setsid /bin/sh -c "
-        '\'command -p sleep "$1" || exit 0; : > "$2"; kill -KILL -"$3"\' '
-        f'sh {timeout:g} {mark} "${v}P" </dev/null >/dev/null 2>&1 &',
-        f"else ( command -p sleep {timeout:g} || exit 0; : > {mark}; kill -KILL 0 ) "
-        "</dev/null >/dev/null 2>&1 & fi",
+        '\'command -p sleep "$1" || exit 0; : > "$2"; kill -TERM -"$3" 2>/dev/null || exit 0; '
+        'n=0; while [ $n -lt "$4" ] && kill -0 -"$3" 2>/dev/null; do '
+        f'command -p sleep {_TICK:g}; n=$((n+1)); done; kill -KILL -"$3"\' '
+        f'sh {timeout:g} {mark} "${v}P" {ticks} </dev/null >/dev/null 2>&1 &',
+        # Without setsid the command shares the wrapper's group: the watchdog ignores its own
+        # TERM to the group (the wrapper traps it), and a command that ends on it is reported
+        # as usual. One that outlives the grace is killed with the whole group, the wrapper
+        # included, so no trailer can follow: the watchdog says on the stream that it fired and
+        # removes the run files first.
+        f"else ( command -p sleep {timeout:g} >/dev/null 2>&1 || exit 0; : > {mark}; "
+        f"trap '' TERM; kill -TERM 0; n=0; while [ $n -lt {ticks} ] && "
+        f'kill -0 "${v}P" 2>/dev/null; do command -p sleep {_TICK:g} >/dev/null 2>&1; '
+        f'n=$((n+1)); done; kill -0 "${v}P" 2>/dev/null || exit 0; '
+        f"echo '{tag} T'; command -p rm -f -- {out} {err} {mark}; kill -KILL 0 ) "
+        "</dev/null 2>/dev/null & fi",
         f"{v}W=$!",
         f'wait "${v}P"; {v}RC=$?',
         f'while kill -0 "${v}P" 2>/dev/null; do wait "${v}P"; {v}RC=$?; done',
+        # The command's shell ended after the watchdog's TERM: what is left of its group (a
+        # process that ignored the TERM) is killed now, as the local runtime does.
+        f"{v}M=0; [ ! -e {mark} ] || {v}M=1",
+        f'if [ ${v}S = 1 ] && [ ${v}M = 1 ]; then kill -KILL -"${v}P" 2>/dev/null; fi',
         f'kill -KILL -"${v}W" 2>/dev/null || kill -KILL "${v}W" 2>/dev/null',
-        f"{v}TO=0; [ ! -e {mark} ] || {v}TO={FLAG_TIMED_OUT}; "
-        f"[ ${v}I = 0 ] || {v}TO={FLAG_INTERRUPTED}",
+        f"{v}TO=0; [ ${v}I = 0 ] || {v}TO={FLAG_INTERRUPTED}; "
+        f"[ ${v}M = 0 ] || {v}TO={FLAG_TIMED_OUT}",
         f"if [ -s {out} ] || [ -s {err} ]; then",
         f"set -- $(command -p wc -c -- {out} {err}); {v}NO=$1; {v}NE=$3",
         f"if command -p base64 -w 0 </dev/null >/dev/null 2>&1; then {v}K=-w{_LINE_CHARS}; "
@@ -107,6 +148,9 @@ def build_wrapper(
         f'{v}e {err} "${v}NE" E e',
         f'echo "{tag} S ${v}RC ${v}TO ${v}NO ${v}NE"',
         f"command -p rm -f -- {out} {err} {mark}",
+        # Without setsid, what is left of a timed-out command shares the wrapper's group: the
+        # report is out, the group (the wrapper included) goes.
+        f"if [ ${v}S = 0 ] && [ ${v}M = 1 ]; then kill -KILL 0; fi",
     ]
     return "\n".join(lines) + "\n"
 
@@ -140,6 +184,8 @@ class WrapperOutput:
         self.trailer: WrapperTrailer | None = None
         self.setup_failed = False
         self.malformed = False
+        self.watchdog_fired = False
+        """The watchdog said it kills the command together with the wrapper (no ``setsid``)."""
 
     def add_line(self, text: str) -> bool:
         """Feed one stdout line event; ``True`` once the trailer (or a setup failure) arrived,
@@ -169,6 +215,9 @@ class WrapperOutput:
             self._current = self._sections[fields[0]]
         elif fields[0] == "X":
             self.setup_failed = True
+        elif fields[0] == "T":
+            self.watchdog_fired = True
+            self._current = None
         elif fields[0] == "S" and len(fields) == 5:
             try:
                 rc, flag, out_size, err_size = (int(x) for x in fields[1:])
