@@ -7,6 +7,12 @@
 - The list of distributions is one list: every folder holding a ``pyproject.toml`` with a
   ``[project]`` table appears in the README's and docs/architecture.md's tables, in the
   CHANGELOG's header, and the architecture page's count in words matches.
+- The architecture table's "depends on" column names each distribution's own required
+  dependencies and no other's.
+- The lists of sweep reapers and of exclusive runtimes (cli.md, conversation-stores.md, async.md)
+  name every installed runtime that has one.
+- The README's runtime picker has a row for every installed runtime, and its quick start says
+  that the second command is the contributors' full suite and what it needs.
 """
 
 from __future__ import annotations
