@@ -175,6 +175,7 @@ def test_a_failing_reaper_is_one_stderr_line_without_a_traceback(tmp_path: Path)
     assert "Traceback" in debug.stderr  # --debug keeps the whole story
 
 
+@pytest.mark.slow  # imports the OpenSandbox SDK (about 0.6 s)
 def test_an_opensandbox_reaper_without_a_server_names_what_to_set(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
