@@ -234,7 +234,106 @@ def test_missing_command_is_a_usage_error(runner: CliRunner) -> None:
     assert "Missing argument 'COMMAND...'" in result.stderr
 
 
+@pytest.mark.parametrize("unknown", ["--bogus", "--frobnicate", "-Z"])
+def test_an_unknown_option_before_the_command_is_a_usage_error(
+    runner: CliRunner, recorder: Any, unknown: str
+) -> None:
+    # exec once ignored unknown options: `exec --bogus -- true` ran `--bogus -- true` in bash,
+    # which printed its own 23-line usage
+    result = runner.invoke(cli, ["exec", "--runtime", "recording", unknown, "--", "true"])
+
+    assert result.exit_code == 2, result.output
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"Error: No such option '{unknown}'")
+    assert line.endswith("exec --help')")
+    assert result.stdout == ""
+    assert recorder.requests == []
+
+
+def test_the_usage_error_of_an_unknown_option_is_the_one_the_docs_show() -> None:
+    from skillruntime.core.cli import build_cli
+
+    result = CliRunner().invoke(
+        build_cli(), ["exec", "--bogus", "--", "true"], prog_name="skillruntime"
+    )
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text(encoding="utf-8")
+
+    assert result.exit_code == 2
+    [line] = result.stderr.splitlines()
+    assert f"`{line}`" in docs
+
+
+@pytest.mark.parametrize(
+    ("args", "command"),
+    [
+        (["ls", "--bogus"], "ls --bogus"),  # options after the command's first word are its own
+        (["--", "--version"], "--version"),
+        (["--", "-x", "y"], "-x y"),
+        (["-e", "A=1", "--", "--bogus"], "--bogus"),
+    ],
+)
+def test_everything_from_the_command_on_belongs_to_the_command(
+    runner: CliRunner, recorder: Any, args: list[str], command: str
+) -> None:
+    result = runner.invoke(cli, ["exec", "--runtime", "recording", *args])
+
+    assert result.exit_code == 0, result.output
+    [request] = recorder.requests
+    assert request.command == command
+
+
+def test_the_help_names_no_variable_that_is_never_set(runner: CliRunner) -> None:
+    result = runner.invoke(cli, ["exec", "--help"])
+
+    assert result.exit_code == 0
+    assert "$SKILL_DIR" not in result.output
+    assert "skills/pdf-*/scripts/fill.py" in result.output
+
+
 # ------------------------------------------------------------------ with the local runtime
+
+
+def test_a_command_that_starts_with_a_dash_runs_as_a_command(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    work = tmp_path / "work"
+    result = runner.invoke(cli, ["exec", "-o", f"work_root={work}", "--", "--version"])
+
+    # bash read `bash -c --version` as its own option and printed its version, exit 0
+    assert result.exit_code == 127, result.output
+    assert "--version: command not found" in result.stderr
+    assert "GNU bash" not in result.stdout
+
+
+@pytest.mark.slow  # a python3 process besides the preparation
+def test_the_help_example_runs_a_script_of_a_prepared_skill(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """The help's example (`skills/NAME-*/scripts/...` under the work root) as written, with
+    the example skill csv-report in place of pdf."""
+    examples = Path(__file__).resolve().parents[2] / "examples" / "skills"
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "data.csv").write_text("region,sales\nnorth,3\nsouth,4\n")
+
+    result = runner.invoke(
+        cli,
+        [
+            "exec",
+            "--skills-root",
+            str(examples),
+            "--skill",
+            "csv-report",
+            "-v",
+            "-o",
+            f"work_root={work}",
+            "python3 skills/csv-report-*/scripts/report.py data.csv out",
+        ],
+    )
+
+    assert result.exit_code == 0, result.output
+    assert "prepared skill csv-report: " + str(work / "skills" / "csv-report-") in result.stderr
+    assert any((work / "out").iterdir())
 
 
 def test_local_runtime_prepares_bootstraps_and_runs(

@@ -173,3 +173,29 @@ def test_a_failing_reaper_is_one_stderr_line_without_a_traceback(tmp_path: Path)
         check=False,
     )
     assert "Traceback" in debug.stderr  # --debug keeps the whole story
+
+
+@pytest.mark.slow  # imports the OpenSandbox SDK (about 0.6 s)
+def test_an_opensandbox_reaper_without_a_server_names_what_to_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The sweep has no -o option: its message names the variables (it said `-o domain=…`)."""
+    from skillruntime.opensandbox import sandbox
+
+    for name in ("OPEN_SANDBOX_DOMAIN", "SKILLRUNTIME_OPENSANDBOX_DOMAIN"):
+        monkeypatch.delenv(name, raising=False)
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise ConnectionRefusedError(111, "Connection refused")  # the SDK's default server
+
+    monkeypatch.setattr(sandbox.SandboxClient, "list_tagged_infos", refused)
+
+    code, out, err = _sweep(f"sqlite:///{tmp_path / 'x.db'}", "--runtime", "opensandbox")
+
+    assert code == 1
+    assert "1 listing error(s)" in out
+    [record] = [r for r in caplog.records if "listing orphans of opensandbox" in r.getMessage()]
+    assert record.exc_info is not None
+    reason = str(record.exc_info[1])
+    assert "set SKILLRUNTIME_OPENSANDBOX_DOMAIN or OPEN_SANDBOX_DOMAIN" in reason
+    assert "-o domain" not in reason + err

@@ -50,7 +50,7 @@ from skillruntime.core.skills.files import DEFAULT_UPLOAD_POLICY, SkillFile, Upl
 
 from .async_process import run_command_async
 from .process import DEFAULT_DRAIN_SECONDS, DEFAULT_KILL_GRACE_SECONDS, ProcessRegistry
-from .runtime import LocalSkillRuntime
+from .runtime import LocalSkillRuntime, shell_argv
 
 __all__ = ["AsyncLocalSkillRuntime"]
 
@@ -154,7 +154,7 @@ class AsyncLocalSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRuntime):
         directory_fd = self._host._open_working_directory(cwd)
         try:
             return await run_command_async(
-                [self._host.shell, "-c", request.command],
+                shell_argv(self._host.shell, request.command),
                 cwd=cwd if directory_fd is None else f"/proc/self/fd/{directory_fd}",
                 env=self._host._process_environment(environment),
                 timeout=request.timeout_seconds,

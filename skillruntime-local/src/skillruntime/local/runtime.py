@@ -88,7 +88,7 @@ from .process import (
 )
 from .staging import copy_and_hash
 
-__all__ = ["DEFAULT_CONVERSATIONS_ROOT", "LocalSkillRuntime", "default_shell"]
+__all__ = ["DEFAULT_CONVERSATIONS_ROOT", "LocalSkillRuntime", "default_shell", "shell_argv"]
 
 T = TypeVar("T")
 
@@ -101,6 +101,16 @@ DEFAULT_CONVERSATIONS_ROOT = Path("~/.skillruntime/conversations")
 def default_shell() -> str:
     """Absolute path of ``bash``, or of ``sh`` where bash is missing."""
     return shutil.which("bash") or shutil.which("sh") or "/bin/sh"
+
+
+def shell_argv(shell: str, command: str) -> list[str]:
+    """The argv that runs ``command`` with ``shell``: ``<shell> -c -- <command>``.
+
+    The ``--`` ends the shell's options, so a command that starts with ``-`` (``--version``,
+    ``-x``) is run as a command instead of being read as options of the shell; bash, dash and the
+    other POSIX shells all take it.
+    """
+    return [shell, "-c", "--", command]
 
 
 def _absolute(path: str | os.PathLike[str]) -> str:
@@ -189,7 +199,7 @@ class LocalSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
 
     @property
     def shell(self) -> str:
-        """The shell commands run with (``<shell> -c <command>``)."""
+        """The shell commands run with (``<shell> -c -- <command>``, :func:`shell_argv`)."""
         return self._shell
 
     def execute(self, request: SkillExecutionRequest) -> SkillExecutionResult:
@@ -216,7 +226,7 @@ class LocalSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         directory_fd = self._open_working_directory(cwd)
         try:
             return run_command(
-                [self._shell, "-c", request.command],
+                shell_argv(self._shell, request.command),
                 cwd=cwd if directory_fd is None else f"/proc/self/fd/{directory_fd}",
                 env=self._process_environment(environment),
                 timeout=request.timeout_seconds,

@@ -32,11 +32,18 @@ from .errors import OpenSandboxError
 from .options import OpenSandboxRuntimeOptions
 from .retry import DEFAULT_RETRY_SECONDS
 from .runtime import DEFAULT_ORPHAN_GRACE_SECONDS
-from .sandbox import NO_DOMAIN_MESSAGE, SandboxClient, SandboxSettings, clip_metadata
+from .sandbox import SandboxClient, SandboxSettings, clip_metadata
 
 __all__ = ["OpenSandboxReaper", "reaper_from_environment"]
 
 logger = logging.getLogger(__name__)
+
+NO_DOMAIN_MESSAGE = (
+    "no OpenSandbox server is configured for the sweep: set SKILLRUNTIME_OPENSANDBOX_DOMAIN or "
+    "OPEN_SANDBOX_DOMAIN (HOST:PORT) in its environment, or pass domain= to OpenSandboxReaper"
+)
+"""What a reaper without a server says: a sweep has no ``-o`` option, unlike the runtime's
+commands, so the message names the variables (:func:`reaper_from_environment` reads them)."""
 
 _RUNTIME_TAG = "skillruntime-runtime"
 _KEY_TAG = "skillruntime-conversation-key"

@@ -7,16 +7,18 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from pydantic import ValidationError
 
 from ..cli.errors import CliError, CliUsageError, validation_message
 from ..errors import SkillRuntimeError
-from .spi import SkillArtifact, SkillArtifactStore, SkillPackage
-from .urls import open_artifact_store
-from .zipcheck import read_package_skill_name
+
+if TYPE_CHECKING:
+    from .spi import SkillArtifact, SkillArtifactStore
+
+# The stores, the models (pydantic) and the ZIP checks (yaml) are imported by the commands that
+# use them: `skillruntime artifacts --help` needs none of them (tests/cli/test_cli_startup.py).
 
 __all__ = ["artifacts_group"]
 
@@ -38,6 +40,8 @@ def _parse_options(pairs: Sequence[str]) -> dict[str, Any]:
 
 @contextmanager
 def _store(url: str, pairs: Sequence[str]) -> Iterator[SkillArtifactStore]:
+    from .urls import open_artifact_store
+
     try:
         store = open_artifact_store(url, **_parse_options(pairs))
     except (SkillRuntimeError, ValueError, TypeError) as error:
@@ -56,6 +60,10 @@ def _emit(artifact: SkillArtifact) -> None:
 def _artifact(name: str, version: str, digest: str | None) -> SkillArtifact:
     """The artifact the command line names; a bad name, version or digest is a usage error
     reported by field and reason (never echoing the value)."""
+    from pydantic import ValidationError
+
+    from .spi import SkillArtifact
+
     try:
         return SkillArtifact(name=name, version=version, digest=digest)
     except ValidationError as error:
@@ -103,6 +111,9 @@ def install_command(  # noqa: PLR0917 - click passes options positionally
     options: tuple[str, ...],
 ) -> None:
     """Install PACKAGE (a ZIP) and print the completed artifact as JSON."""
+    from .spi import SkillPackage
+    from .zipcheck import read_package_skill_name
+
     try:
         skill_name = name or read_package_skill_name(package)
     except (SkillRuntimeError, ValueError) as error:

@@ -6,11 +6,15 @@ contain environment values or option values: pydantic errors are reported by fie
 
 from __future__ import annotations
 
-import click
-from pydantic import ValidationError
+from typing import TYPE_CHECKING
 
-from ..errors import SkillRuntimeError
-from ..plugins.registry import RuntimeOptionsError
+import click
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
+# pydantic and the plugin registry are imported where an error is translated, not here: every
+# command module imports this one, and a command's --help needs neither.
 
 __all__ = [
     "FAILURE_EXIT_CODE",
@@ -48,6 +52,11 @@ def validation_message(error: ValidationError) -> str:
 
 def as_cli_error(error: Exception) -> CliError:
     """Translate an exception into a short CLI error; never includes environment values."""
+    from pydantic import ValidationError
+
+    from ..errors import SkillRuntimeError
+    from ..plugins.registry import RuntimeOptionsError
+
     if isinstance(error, RuntimeOptionsError):
         return CliUsageError(str(error))
     if isinstance(error, ValidationError):

@@ -12,32 +12,30 @@ import json
 import os
 import posixpath
 import shlex
+import shutil
+import stat
 import sys
+import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import UnionType
-from typing import Any, TypeVar, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar, Union, get_args, get_origin
 
 import click
-from pydantic import BaseModel, ValidationError
 
-from ..files.spi import SkillRuntimeFileSystem, iter_local_file, open_part_file
-from ..models import (
-    Skill,
-    SkillExecutionRequest,
-    SkillPreparationRequest,
-)
-from ..plugins.registry import (
-    RuntimeOptionsError,
-    RuntimeProvider,
-    create_runtime,
-    describe_options,
-    get_runtime_provider,
-)
-from ..runtime.spi import SkillRuntime
-from .errors import CliError, CliUsageError, validation_message
+from .errors import CliError, CliUsageError
 from .progress import TransferProgress
+
+if TYPE_CHECKING:
+    from ..files.spi import SkillRuntimeFileSystem
+    from ..models import Skill
+    from ..plugins.registry import RuntimeProvider
+    from ..runtime.spi import SkillRuntime
+
+# The library (pydantic models, the plugin registry, the file SPI) is imported inside the
+# commands, never here: `skillruntime exec --help` and `files get --help` then start as fast as
+# the root help (tests/cli/test_cli_startup.py).
 
 __all__ = [
     "TIMEOUT_EXIT_CODE",
@@ -118,6 +116,8 @@ def runtime_options(function: F) -> F:
 def _takes_json(annotation: Any) -> bool:
     """True for an option type given as JSON text (mappings, lists, models), as pydantic-settings
     reads it from the environment; a type that also accepts a plain string is not."""
+    from pydantic import BaseModel
+
     members = get_args(annotation) if get_origin(annotation) in (Union, UnionType) else ()
     kinds = [get_origin(member) or member for member in (members or (annotation,))]
     if str in kinds:
@@ -173,6 +173,8 @@ def _decode_json_options(provider: RuntimeProvider[Any], options: dict[str, Any]
 def _conversation_hint(provider: RuntimeProvider[Any], options: Mapping[str, Any]) -> str | None:
     """What to do when a runtime needs a conversation id because its conversations root is set
     in the environment (a common leftover of an exported variable)."""
+    from ..plugins.registry import describe_options
+
     env_vars = {info.name: info.env_var for info in describe_options(provider)}
     root_var, id_var = env_vars.get("conversations_root"), env_vars.get("conversation_id")
     if root_var is None or id_var is None or "conversation_id" in options:
@@ -199,6 +201,8 @@ def open_runtime(
     option (the local runtime's ``conversations_root``, ``work_root``) is resolved against the
     current directory. Environment variables are passed on as they are.
     """
+    from ..plugins.registry import RuntimeOptionsError, create_runtime, get_runtime_provider
+
     options: dict[str, Any] = parse_assignments(option_items, what="'--option'")
     if conversation_id is not None:
         options["conversation_id"] = conversation_id
@@ -260,7 +264,9 @@ def _exit_code(exit_code: int) -> int:
 
 @click.command(
     "exec",
-    context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True},
+    # Options end at the first argument that is not one (or at `--`): everything after it is the
+    # command's. An unknown option before that is a usage mistake, not the start of the command.
+    context_settings={"allow_interspersed_args": False},
 )
 @runtime_options
 @click.option(
@@ -321,15 +327,26 @@ def exec_command(
     """Run COMMAND in a runtime, after preparing skills.
 
     A single COMMAND argument is a shell command line (`'ls | wc -l'`); several arguments are
-    quoted and joined (`ls -la /tmp`). The command's stdout and stderr are copied to this
-    process's, and its exit status becomes this process's (124 on timeout).
+    quoted and joined (`ls -la /tmp`). Options of exec come first: the command starts at the
+    first argument that is not an option, or after `--`. The command's stdout and stderr are
+    copied to this process's, and its exit status becomes this process's (124 on timeout).
+
+    With -v, exec prints where each skill was prepared: in a conversation workspace (or the
+    local runtime's work root) skills/NAME-DIGEST/, relative to where the command runs; the
+    local runtime with neither uses the skill directory in place.
 
     \b
     Examples:
       skillruntime exec -- echo hello
-      skillruntime exec --skills-root ./skills --skill pdf -v 'python $SKILL_DIR/x.py'
+      skillruntime exec --skills-root ./skills --skill pdf -v -o work_root=/tmp/work \\
+          'python3 skills/pdf-*/scripts/fill.py form.pdf'
       skillruntime exec --runtime opensandbox --conversation c1 -o image=python:3.12 -- uname -a
     """
+    from pydantic import ValidationError
+
+    from ..models import SkillExecutionRequest, SkillPreparationRequest
+    from .errors import validation_message
+
     environment = parse_assignments(env_items, what="'--env'", inherit=os.environ)
     try:
         request = SkillExecutionRequest(
@@ -440,21 +457,96 @@ def _progress(enabled: bool | None, label: str, total: int | None) -> TransferPr
     return TransferProgress(label, total, sys.stderr) if enabled else None
 
 
-def _download_with_progress(
-    fs: SkillRuntimeFileSystem, remote: str, local: str, progress: TransferProgress
+def _copy_remote(
+    fs: SkillRuntimeFileSystem, remote: str, handle: BinaryIO, meter: TransferProgress | None
 ) -> None:
-    """Like ``fs.download`` (a ``.part`` file renamed when complete), counting the bytes."""
-    target = Path(local).expanduser().absolute()
+    """Write the runtime file ``remote`` into ``handle``, counting the bytes on ``meter``."""
+    if meter is None:
+        fs.download(remote, handle)
+        return
+    with contextlib.closing(fs.read_stream(remote)) as stream:
+        for chunk in meter.chunks(stream):
+            handle.write(chunk)
+
+
+def _download_new(
+    fs: SkillRuntimeFileSystem, remote: str, target: Path, meter: TransferProgress | None
+) -> None:
+    """A new host file: like ``fs.download`` (a ``.part`` file renamed when complete)."""
+    if meter is None:
+        fs.download(remote, target)
+        return
+    from ..files.spi import open_part_file
+
     fd, part = open_part_file(target)
     try:
-        with os.fdopen(fd, "wb") as handle, contextlib.closing(fs.read_stream(remote)) as stream:
-            for chunk in progress.chunks(stream):
-                handle.write(chunk)
+        with os.fdopen(fd, "wb") as handle:
+            _copy_remote(fs, remote, handle, meter)
         os.replace(part, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(part)
         raise
+
+
+def _staging_file(target: Path) -> BinaryIO:
+    """An unnamed temporary file beside ``target``'s real file (nothing is left behind whatever
+    happens), or in the temporary directory when that directory takes no new file."""
+    try:
+        return tempfile.TemporaryFile(dir=target.resolve().parent)
+    except OSError:
+        return tempfile.TemporaryFile()
+
+
+def _overwrite(
+    fs: SkillRuntimeFileSystem, remote: str, target: Path, meter: TransferProgress | None
+) -> None:
+    """An existing host file, as ``cp`` writes it: opened through a link, its content replaced
+    in place, so its mode, owner, links and inode stay.
+
+    A regular file is opened first (a file this user may not write fails before any transfer),
+    the download goes to a staging file, and only a complete download replaces the content: a
+    failed transfer leaves the file as it was, and a runtime file that is the host file itself
+    (the local runtime) is read whole before it is rewritten. A device or a pipe is written as
+    the bytes come.
+    """
+    fd = os.open(target, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "wb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            _copy_remote(fs, remote, handle, meter)
+            return
+        with _staging_file(target) as staging:
+            _copy_remote(fs, remote, staging, meter)
+            staging.flush()
+            staging.seek(0)
+            os.ftruncate(fd, 0)
+            shutil.copyfileobj(staging, handle, 1 << 20)
+
+
+def _local_destination(remote: str, local: str) -> Path:
+    """The host file ``files get REMOTE LOCAL`` writes, decided as ``cp`` decides.
+
+    An existing directory LOCAL (a link to one too) receives REMOTE's name; a LOCAL that ends
+    with ``/`` must be such a directory; the destination's directory must exist; a link that
+    points nowhere is not written through.
+    """
+    target = Path(local).expanduser()
+    if target.is_dir():
+        name = posixpath.basename(posixpath.normpath(remote))
+        if name in ("", ".", "..", "/"):
+            raise CliUsageError(
+                f"{remote!r} names no file to copy into {local}: give the destination's file name"
+            )
+        target = target / name
+        if target.is_dir():
+            raise CliError(f"cannot overwrite the directory {target} with a file")
+    elif local.endswith("/"):
+        what = "is not a directory" if target.exists() else "does not exist"
+        raise CliError(f"cannot write into {local}: it {what}")
+    _check_local_parent(target)
+    if target.is_symlink() and not target.exists():
+        raise CliError(f"not writing through the dangling link {target} (as cp)")
+    return target
 
 
 def _check_local_parent(local: Path) -> None:
@@ -468,7 +560,7 @@ def _check_local_parent(local: Path) -> None:
 @files_group.command("get")
 @runtime_options
 @click.argument("remote")
-@click.argument("local", type=click.Path(dir_okay=False, allow_dash=True))
+@click.argument("local", type=click.Path(allow_dash=True))
 @_progress_option
 def files_get(
     *,
@@ -481,28 +573,28 @@ def files_get(
 ) -> None:
     """Download runtime file REMOTE to LOCAL (`-` writes it to stdout).
 
-    As `cp`: a new LOCAL gets mode 0666 less the umask, and LOCAL's directory must exist.
+    \b
+    As `cp`:
+    - a LOCAL directory receives the file under REMOTE's name;
+    - a new LOCAL gets mode 0666 less the umask, and its directory must exist;
+    - an existing LOCAL is written in place: its mode, owner and links stay, and a link
+      to a file is written through (a link that points nowhere is refused).
+    A failed download leaves no new file and an existing one as it was.
     """
-    if local != "-":
-        _check_local_parent(Path(local))
+    target = None if local == "-" else _local_destination(remote, local)
     with open_runtime(runtime_name, runtime_option_items, conversation_id) as runtime:
         fs = runtime.get_file_system()
         path = _runtime_path(runtime, remote)
         info = fs.stat(path) if progress is not False else None
         meter = _progress(progress, f"get {posixpath.basename(path)}", info.size if info else None)
-        if local == "-":
+        if target is None:
             sys.stdout.flush()
-            if meter is None:
-                fs.download(path, sys.stdout.buffer)
-            else:
-                with contextlib.closing(fs.read_stream(path)) as stream:
-                    for chunk in meter.chunks(stream):
-                        sys.stdout.buffer.write(chunk)
+            _copy_remote(fs, path, sys.stdout.buffer, meter)
             sys.stdout.buffer.flush()
-        elif meter is None:
-            fs.download(path, local)
+        elif target.exists():
+            _overwrite(fs, path, target, meter)
         else:
-            _download_with_progress(fs, path, local, meter)
+            _download_new(fs, path, target, meter)
         if meter is not None:
             meter.finish()
 
@@ -533,6 +625,8 @@ def files_put(
         if meter is None:
             fs.upload(local, path)
             return
+        from ..files.spi import iter_local_file
+
         executable = bool(local.stat().st_mode & 0o111)
         fs.write_stream(path, meter.chunks(iter_local_file(local)), executable=executable)
         meter.finish()
