@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -319,18 +321,33 @@ def test_get_of_a_file_onto_itself_keeps_its_content(
     assert stat.S_IMODE(remote.stat().st_mode) == 0o755
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes any file")
+@contextlib.contextmanager
+def _unwritable(path: Path) -> Iterator[str]:
+    """``path`` made unwritable for this process; yields the error text a write then gets.
+    Root ignores modes, so for root the file is made immutable (``chattr +i``, ext4 and the
+    like), which root obeys too."""
+    if os.geteuid() != 0:
+        path.chmod(0o444)
+        yield "Permission denied"
+        return
+    subprocess.run(["chattr", "+i", str(path)], check=True)
+    try:
+        yield "Operation not permitted"
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+
+
 def test_get_over_a_file_this_user_may_not_write_fails_before_downloading(
     runner: CliRunner, work: Path, tmp_path: Path, remote: Path
 ) -> None:
     target = tmp_path / "copy.txt"
     target.write_text("read only\n")
-    target.chmod(0o444)
 
-    code, _, err = files(runner, work, "get", "data.txt", str(target))
+    with _unwritable(target) as reason:
+        code, _, err = files(runner, work, "get", "data.txt", str(target))
 
     assert code == 1
-    assert "Permission denied" in err
+    assert reason in err
     assert target.read_text() == "read only\n"
 
 
