@@ -101,8 +101,10 @@ def build_wrapper(
         f"if command -p -v setsid >/dev/null 2>&1; then {v}S=1; fi",
         # A background job of a shell without job control is never a process group leader, so
         # setsid does not fork: the job's pid is the id of the new session and process group.
-        f'if [ ${v}S = 1 ]; then command -p setsid "${v}B" -c "${v}C" </dev/null >{out} 2>{err} &',
-        f'else "${v}B" -c "${v}C" </dev/null >{out} 2>{err} & fi',
+        # "--": a command that starts with "-" is a command, not the shell's options.
+        f'if [ ${v}S = 1 ]; then command -p setsid "${v}B" -c -- "${v}C" '
+        f"</dev/null >{out} 2>{err} &",
+        f'else "${v}B" -c -- "${v}C" </dev/null >{out} 2>{err} & fi',
         f"{v}P=$!",
         f"trap '{v}I=1; kill -KILL -\"${v}P\" 2>/dev/null' TERM INT HUP",
         # The watchdog: at the deadline, TERM to the command's group, then KILL once the group
