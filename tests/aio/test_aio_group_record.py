@@ -125,14 +125,16 @@ def _kill(double: AioDouble, pid: int) -> None:
 # ------------------------------------------------------------ the report in a PID namespace
 
 _MARKER = f"{CANCEL_MARKER_VARIABLE}={uuid.uuid4().hex}"  # unique: the host's /proc shows all
-_SURVIVED = ["ours=137", "victim=143"]
-"""The run's leader was killed, its fifo closed in time, the process outside the run lived."""
+_SURVIVED = ["ours=143", "victim=138"]
+"""The run's leader was stopped (the report's SIGTERM comes first), its fifo closed in time, the
+process outside the run lived."""
 
 # Runs as PID 1 of a new PID namespace: a process outside the run (``setsid``: its own group
 # and session), the run's group leader (started with the run's marker, as the service starts
 # the wrapper) with a child in its group, the record (placeholders replaced by their pids),
 # then the report. Deaths are observed as events, not polled: the victim's and the leader's
-# exit statuses (143: the driver's own SIGTERM, so it was alive; 137: killed), and the end of
+# exit statuses (138: the driver's own SIGUSR1, so it was alive; 143: the report's SIGTERM,
+# 137: its SIGKILL), and the end of
 # the fifo ``life`` that the leader and its child hold open. A watchdog SIGTERMs the run's
 # processes after 30 s, leaving a mark, when the report left them alive.
 _DRIVER = """
@@ -150,7 +152,7 @@ bash -c "$REPORT" >/dev/null 2>&1
 watchdog=$!
 wait "$ours"; echo "ours=$?"
 cat <&4 >/dev/null; [ -e "$RUN/late" ] && echo late
-kill -TERM "$victim" "$watchdog"; wait "$victim"; echo "victim=$?"
+kill -USR1 "$victim"; kill -TERM "$watchdog"; wait "$victim"; echo "victim=$?"
 """
 
 

@@ -55,6 +55,7 @@ from skillruntime.core.runtime.bridge import CANCEL_MARKER_VARIABLE
 from .defaults import TEMP_ROOT_PATTERN
 from .errors import AioNotFoundError, AioOperationError, AioSandboxError
 from .script import (
+    KILL_GRACE_SECONDS,
     WrapperOutcome,
     build_report,
     build_wrapper,
@@ -92,6 +93,8 @@ _GRACE = 10.0
 """Seconds past a command's own deadline before the client gives up on the service."""
 
 _SHELL_RUNNING = ("running", "no_change_timeout")
+
+_BASH_RUNNING = ("running", "pending")
 
 _KILLED = WrapperOutcome(-1, True, False, b"", b"", 0, 0)
 """The outcome of a command the service stopped at its deadline before the wrapper reported."""
@@ -202,6 +205,16 @@ class _Pool:
             return ids
 
 
+def _split_marker(environment: Mapping[str, str]) -> tuple[dict[str, str], str]:
+    """``environment`` without the run's marker
+    (:data:`~skillruntime.core.runtime.bridge.CANCEL_MARKER_VARIABLE`), and the marker's token:
+    the caller's when it is letters and digits (the runtime and the thread bridge sweep for
+    their own token), else a fresh one."""
+    rest = {name: value for name, value in environment.items() if name != CANCEL_MARKER_VARIABLE}
+    token = environment.get(CANCEL_MARKER_VARIABLE, "")
+    return rest, token if token.isalnum() else uuid.uuid4().hex
+
+
 def _env_file_text(environment: Mapping[str, str]) -> str:
     return "".join(f"{name}={shlex.quote(value)}\n" for name, value in environment.items())
 
@@ -291,33 +304,36 @@ class CommandPlans:
             watchdog=False,
             keep_files=True,
         )
-        # The service's hard timeout is the command's deadline. The command runs in a process
-        # group of its own, recorded by the wrapper; after a timeout the report kills that group
-        # (once verified: the record is the command's to overwrite) and every process holding
-        # the run's marker, whatever the service killed.
-        environment = dict(spec.environment)
-        token = environment.get(CANCEL_MARKER_VARIABLE, "")
-        if not token.isalnum():
-            token = environment[CANCEL_MARKER_VARIABLE] = uuid.uuid4().hex
+        # The client keeps the command's deadline: the request's soft ``timeout`` answers
+        # ``running`` at it, and one more request, on another session, stops the command's
+        # process group (once verified: the record is the command's to overwrite) and every
+        # process holding the run's marker — SIGTERM, a grace, SIGKILL — then reports what the
+        # run left. The service's ``hard_timeout`` is only a backstop past that grace.
+        environment, token = _split_marker(spec.environment)
+        environment[CANCEL_MARKER_VARIABLE] = token
         marker = f"{CANCEL_MARKER_VARIABLE}={token}"
         body: dict[str, Any] = {
             "command": json_script(script),
             "session_id": session_id,
-            "hard_timeout": spec.timeout,
+            "timeout": spec.timeout,
+            "hard_timeout": spec.timeout + KILL_GRACE_SECONDS + _GRACE,
             "max_output_length": 2 * spec.cap + 8192,
             "env": environment,
         }
         read_timeout = spec.timeout + 2 * _GRACE + self._read_timeout
+        deadline = time.monotonic() + spec.timeout
         healthy = False
         try:
             data = yield Call("POST", "/v1/bash/exec", json=body, read_timeout=read_timeout)
-            stdout, stderr, status = yield from self._bash_finish(
-                session_id, data, spec.timeout + _GRACE
-            )
+            stdout, stderr, status = yield from self._bash_finish(session_id, data, deadline)
+            if status in _BASH_RUNNING:
+                # The deadline passed with the command running: this session is retired.
+                left = yield from self._bash_stop(run_dir, run_id, spec.cap, marker)
+                return left or _KILLED
             outcome = parse_stream_result(nonce, stdout, stderr)
             if status == "timed_out":
-                # Killed at the deadline: kill the command's process group (the service may
-                # have killed the wrapper alone), then report what the run left.
+                # Killed by the service's backstop: stop the command's process group (the
+                # service may have killed the wrapper alone), then report what the run left.
                 left = yield from self._bash_report(session_id, run_dir, run_id, spec.cap, marker)
                 outcome = outcome or left or _KILLED
             elif outcome is None:
@@ -340,12 +356,31 @@ class CommandPlans:
             "the command wrapper could not run"
         )
 
+    def _bash_stop(
+        self, run_dir: str, run_id: str, cap: int, marker: str
+    ) -> Plan[WrapperOutcome | None]:
+        """Stop a run still going at its deadline (:meth:`_bash_report`: SIGTERM, a grace,
+        SIGKILL) and report what it left, through another session of the pool (the run's own
+        is still busy)."""
+        other = self._bash.take() or (yield from self._create_bash_session())
+        done = False
+        try:
+            outcome = yield from self._bash_report(other, run_dir, run_id, cap, marker)
+            done = True
+        finally:
+            if done:
+                self._bash.give_back(other)
+            else:
+                yield from self._retire_bash(other)
+        return outcome
+
     def _bash_report(
         self, session_id: str, run_dir: str, run_id: str, cap: int, marker: str
     ) -> Plan[WrapperOutcome | None]:
-        """Kill the process group the run recorded (its command's whole tree) once verified,
-        and the processes holding the run's ``marker`` (see :func:`.script.build_report`), then
-        the partial output the run left; its files are emptied."""
+        """Stop (SIGTERM, a grace, SIGKILL) the process group the run recorded (its command's
+        whole tree) once verified, and the processes holding the run's ``marker`` (see
+        :func:`.script.build_report`), then report the partial output the run left; its files
+        are emptied."""
         nonce = uuid.uuid4().hex
         data = yield Call(
             "POST",
@@ -360,10 +395,10 @@ class CommandPlans:
                     keep_files=True,
                 ),
                 "session_id": session_id,
-                "hard_timeout": _GRACE * 6,
+                "hard_timeout": _GRACE * 6 + KILL_GRACE_SECONDS,
                 "max_output_length": 2 * cap + 8192,
             },
-            read_timeout=_GRACE * 6 + self._read_timeout,
+            read_timeout=_GRACE * 6 + KILL_GRACE_SECONDS + self._read_timeout,
         )
         if not isinstance(data, Mapping):
             return None
@@ -377,23 +412,24 @@ class CommandPlans:
             yield Call("POST", f"/v1/bash/sessions/{session_id}/close")
 
     def _bash_finish(
-        self, session_id: str, data: Any, budget: float
+        self, session_id: str, data: Any, deadline: float
     ) -> Plan[tuple[str, str, str | None]]:
-        """Poll ``/v1/bash/output`` while the command is still ``running``."""
+        """Poll ``/v1/bash/output`` while the command is still ``running`` (a service may
+        answer a long soft ``timeout`` early), until the monotonic ``deadline``; a status in
+        :data:`_BASH_RUNNING` means the deadline passed with the command running."""
         if not isinstance(data, Mapping):
             raise ExecutionTransportError("The AIO Sandbox /v1/bash/exec answer has no data")
         status = data.get("status")
         stdout = str(data.get("stdout") or "")
         stderr = str(data.get("stderr") or "")
-        if status not in ("running", "pending"):
+        if status not in _BASH_RUNNING:
             return stdout, stderr, status
         command_id = data.get("command_id")
         offset = int(data.get("offset") or len(stdout.encode()))
         err_offset = int(data.get("stderr_offset") or len(stderr.encode()))
         out_parts, err_parts = [stdout], [stderr]
-        deadline = time.monotonic() + budget
-        while time.monotonic() < deadline:
-            wait = max(1.0, min(_SOFT_TIMEOUT, deadline - time.monotonic()))
+        while (remaining := deadline - time.monotonic()) > 0:
+            wait = max(0.05, min(_SOFT_TIMEOUT, remaining))
             result = yield Call(
                 "POST",
                 "/v1/bash/output",
@@ -413,15 +449,9 @@ class CommandPlans:
             err_offset = int(result.get("stderr_offset") or err_offset)
             command = result.get("command") or {}
             status = command.get("status")
-            if status not in ("running", "pending"):
-                return "".join(out_parts), "".join(err_parts), status
-        with contextlib.suppress(AioSandboxError):
-            yield Call(
-                "POST", "/v1/bash/kill", json={"session_id": session_id, "signal": "SIGKILL"}
-            )
-        raise ExecutionTransportError(
-            "The AIO Sandbox did not finish the command within its deadline; it was killed"
-        )
+            if status not in _BASH_RUNNING:
+                break
+        return "".join(out_parts), "".join(err_parts), status
 
     # ----------------------------------------------------------------- shell
 
@@ -444,18 +474,24 @@ class CommandPlans:
 
     def _run_shell(self, spec: CommandSpec) -> Plan[WrapperOutcome]:
         no_change = math.ceil(spec.timeout + _GRACE) + 30
+        # The run's marker is put on the command alone (by the wrapper), never in the
+        # environment file: the wrapper's own helpers (its watchdog's search for marked
+        # processes) must not hold it.
+        environment, token = _split_marker(spec.environment)
         env_file: str | None = None
-        if spec.environment:
+        if environment:
             env_file = yield Staging(".env")
             yield Call(
                 "POST",
                 "/v1/file/write",
-                json={"file": env_file, "content": _env_file_text(spec.environment)},
+                json={"file": env_file, "content": _env_file_text(environment)},
             )
         try:
             session_id = self._shell.take() or (yield from self._create_shell_session(no_change))
             return (
-                yield from self._shell_attempt(spec, session_id, env_file, no_change, retried=False)
+                yield from self._shell_attempt(
+                    spec, session_id, env_file, no_change, token, retried=False
+                )
             )
         except BaseException:
             if env_file is not None:
@@ -470,6 +506,7 @@ class CommandPlans:
         session_id: str,
         env_file: str | None,
         no_change: int,
+        token: str,
         *,
         retried: bool,
     ) -> Plan[WrapperOutcome]:
@@ -488,6 +525,8 @@ class CommandPlans:
             env_file=env_file,
             reset=True,
             make_dirs=spec.make_dirs,
+            marker=token,
+            grace=KILL_GRACE_SECONDS,
         )
         result = result_path(run_dir, run_id)
         deadline = time.monotonic() + spec.timeout + _GRACE
@@ -503,7 +542,11 @@ class CommandPlans:
 
         def again() -> Plan[WrapperOutcome]:
             fresh = yield from self._create_shell_session(no_change)
-            return (yield from self._shell_attempt(spec, fresh, env_file, no_change, retried=True))
+            return (
+                yield from self._shell_attempt(
+                    spec, fresh, env_file, no_change, token, retried=True
+                )
+            )
 
         try:
             data = yield Call(

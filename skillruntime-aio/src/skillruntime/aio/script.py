@@ -44,13 +44,14 @@ session's output (:func:`parse_inline_result`), so no download is needed.
 from __future__ import annotations
 
 import base64
+import math
 import posixpath
 import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from skillruntime.core.runtime.bridge import CANCEL_MARKER_VARIABLE, kill_marked_command
+from skillruntime.core.runtime.bridge import CANCEL_MARKER_VARIABLE
 
 __all__ = [
     "WrapperOutcome",
@@ -72,6 +73,10 @@ _MARKER = "\\n... [%s bytes truncated] ...\\n"
 
 _TIMED_OUT = 3
 """Exit status of a watchdog that fired."""
+
+KILL_GRACE_SECONDS = 2.0
+"""Seconds between ``SIGTERM`` and ``SIGKILL`` of a timed-out command's tree (the local
+runtime's default ``kill_grace_seconds``)."""
 
 _RUN_ID = re.compile(r"[A-Za-z0-9_-]+")
 
@@ -186,32 +191,86 @@ def _clear_group(group: str) -> str:
     return f"printf '%10s\\n' '' 1<> {group}"
 
 
-def _kill_group(v: str, group: str, marker: str) -> str:
-    """The lines that kill, with ``SIGKILL``, what a run without watchdog left running, then
-    blank the run's record ``group``.
+def _check_token(token: str) -> str:
+    if not token.isalnum():
+        raise ValueError(f"the run marker token must be letters and digits, got {token!r}")
+    return token
+
+
+def _marked(v: str, token: str) -> str:
+    """The lines that define ``{v}f`` (print the pids of the processes whose environment holds
+    ``CANCEL_MARKER_VARIABLE=token``, read from ``/proc/<pid>/environ``: with one ``grep -z``
+    where grep has it, one ``tr | grep`` per process otherwise) and ``{v}k SIG`` (send ``SIG``
+    to all of them but the calling shell with one ``kill``, so that a wrapper holding the
+    marker is stopped together with its command: between the two it could report the output as
+    its own and empty its files). A zombie's environment reads empty, so an ended
+    process is never listed. The calling shell and its helpers must not hold the marker
+    themselves."""
+    marker = f"{CANCEL_MARKER_VARIABLE}={_check_token(token)}"
+    return (
+        f"{v}m='{marker}'\n"
+        "if printf 'a\\000' | command -p grep -qz a 2>/dev/null; then "
+        f'{v}f() {{ command -p grep -lzxF -- "${v}m" /proc/[0-9]*/environ 2>/dev/null '
+        "| command -p sed 's#^/proc/\\([0-9]*\\)/environ$#\\1#'; }; "
+        "else "
+        f"{v}f() {{ for {v}d in /proc/[0-9]*; do "
+        f"{{ command -p tr '\\000' '\\n' < \"${v}d/environ\"; }} 2>/dev/null "
+        f'| command -p grep -qxF -- "${v}m" && echo "${{{v}d#/proc/}}"; done; }}; '
+        "fi\n"
+        f'{v}k() {{ {v}l=; for {v}p in $({v}f); do [ "${v}p" = "$$" ] || {v}l="${v}l ${v}p"; '
+        f'done; [ -z "${v}l" ] || kill -"$1" ${v}l; }}'
+    )
+
+
+def _stop(v: str, group_term: str, group_kill: str, grace: float) -> str:
+    """The lines that stop a timed-out command's tree as the local runtime does: ``SIGTERM`` to
+    every marked process (``{v}k``, see :func:`_marked`) and to its process group
+    (``group_term``), in that order (the marked wrapper of a run without watchdog is stopped
+    before its job ends), then up to ``grace`` seconds for the marked processes to end (polled every
+    tenth of a second), then ``SIGKILL`` to the group (``group_kill``) and to every marked
+    process (three sweeps, so children forked meanwhile are caught)."""
+    rounds = max(0, math.ceil(grace * 10))
+    return (
+        f"{{ {v}k TERM; {group_term}; }} 2>/dev/null\n"
+        f'{v}i={rounds}; while [ ${v}i -gt 0 ] && [ -n "$({v}f)" ]; do '
+        "command -p sleep 0.1 2>/dev/null || command -p sleep 1; "
+        f"{v}i=$(({v}i - 1)); done\n"
+        f"{{ {group_kill}; {v}k KILL; {v}k KILL; {v}k KILL; }} 2>/dev/null"
+    )
+
+
+def _kill_group(v: str, group: str, marker: str, grace: float) -> str:
+    """The lines that stop what a run without watchdog left running (``SIGTERM``, up to
+    ``grace`` seconds, then ``SIGKILL``: :func:`_stop`), then blank the run's record ``group``.
 
     The record is the command's to overwrite (it runs as the same user), so it is only a hint:
-    the process group it names is killed only when the record is a canonical integer above 1
+    the process group it names is signalled only when the record is a canonical integer above 1
     (digits, no leading zero: ``kill -KILL -01`` would be ``kill -KILL -1``, every process) and
     names a live process group leader whose environment holds ``marker`` — this run's
-    ``NAME=token`` the service started the wrapper with, which the job inherits. Then every
-    process holding ``marker`` is killed
-    (:func:`~skillruntime.core.runtime.bridge.kill_marked_command`), which also reaches the
-    command's processes when the record was rewritten or its group leader is gone. Nothing that does
-    not descend from the run, or carry its marker, is killed.
+    ``NAME=token`` the service started the wrapper with, which the job inherits. Every process
+    holding ``marker`` is signalled as well (:func:`_marked`), which also reaches the command's
+    processes when the record was rewritten, its group leader is gone, or they left the group
+    (``setsid``). Nothing that does not descend from the run, or carry its marker, is signalled.
     """
     name, _, token = marker.partition("=")
     if name != CANCEL_MARKER_VARIABLE or not token.isalnum():
         raise ValueError(f"the run marker must be {CANCEL_MARKER_VARIABLE}=<letters and digits>")
     return (
-        f"if [ -s {group} ]; then unset IFS; {v}P=; read -r {v}P < {group}; case ${v}P in "
+        f"{v}G=; if [ -s {group} ]; then unset IFS; {v}P=; read -r {v}P < {group}; case ${v}P in "
         f"''|*[!0-9]*|0*|1|???????????*) ;; *) "
         f'{v}L=; read -r {v}L < "/proc/${v}P/stat"; {v}L=${{{v}L##*") "}}; '
         f'{v}g() {{ [ "$3" = "${v}P" ]; }}; '
         f"if {v}g ${v}L && command -p tr '\\000' '\\n' < \"/proc/${v}P/environ\" "
-        f'| command -p grep -qxF -- {marker}; then kill -KILL -"${v}P"; fi ;; '
-        f"esac; {_clear_group(group)}; fi 2>/dev/null\n"
-        f"{{ {kill_marked_command(token)}; }} 2>/dev/null"
+        f"| command -p grep -qxF -- {marker}; then {v}G=${v}P; fi ;; "
+        f"esac; fi 2>/dev/null\n"
+        f"{_marked(v, token)}\n"
+        + _stop(
+            v,
+            f'[ -z "${v}G" ] || kill -TERM -"${v}G"',
+            f'[ -z "${v}G" ] || kill -KILL -"${v}G"',
+            grace,
+        )
+        + f"\nif [ -s {group} ]; then {_clear_group(group)}; fi 2>/dev/null"
     )
 
 
@@ -230,6 +289,8 @@ def build_wrapper(
     make_dirs: Sequence[str] = (),
     watchdog: bool = True,
     keep_files: bool = False,
+    marker: str | None = None,
+    grace: float = KILL_GRACE_SECONDS,
 ) -> str:
     """The wrapper script for one command (see the module docs).
 
@@ -246,6 +307,14 @@ def build_wrapper(
     and reports what a killed run left. The wrapper needs bash for this (``$BASHPID``, job
     control without a terminal): under another ``sh`` the command stays in the wrapper's group
     and nothing is recorded.
+
+    With ``watchdog``, the command is started with ``CANCEL_MARKER_VARIABLE=marker`` in its
+    environment when ``marker`` (letters and digits) is given, and at the deadline the watchdog
+    sends ``SIGTERM`` to the command's process group and every process holding that marker (so
+    also a child that left the group with ``setsid``), waits up to ``grace`` seconds for the
+    marked processes to end, then sends ``SIGKILL`` to both (:func:`_stop`). A process that
+    cleared its environment *and* left the group escapes. ``marker`` must not be in the
+    wrapper's own environment (nor in ``env_file``): the watchdog's helpers would hold it.
 
     With ``keep_files`` the run's stream files are emptied at the end instead of removed, so a
     caller that runs one command at a time under one ``run_id`` (a command session) spares the
@@ -282,6 +351,22 @@ def build_wrapper(
         f"if cd -- {q(cwd)} 2>/dev/null; then",
     ]
     if watchdog:
+        group_term = f'kill -TERM -"${v}P" || kill -TERM "${v}P"'
+        group_kill = f'kill -KILL -"${v}P" || kill -KILL "${v}P"'
+        if marker is None:
+            mark = ""
+            stop = [f"{{ {group_term}; }} 2>/dev/null"]
+            if grace > 0:
+                stop.append(
+                    f"{v}i={max(1, math.ceil(grace * 10))}; while [ ${v}i -gt 0 ] && "
+                    f'kill -0 -"${v}P" 2>/dev/null; do '
+                    "command -p sleep 0.1 2>/dev/null || command -p sleep 1; "
+                    f"{v}i=$(({v}i - 1)); done"
+                )
+            stop.append(f"{{ {group_kill}; }} 2>/dev/null")
+        else:
+            mark = f"{CANCEL_MARKER_VARIABLE}={_check_token(marker)} "
+            stop = [_marked(v, marker), _stop(v, group_term, group_kill, grace)]
         lines += [
             # The command's shell does not depend on the PATH the command is given.
             f"{v}B=/bin/sh; for {v}x in /bin/bash /usr/bin/bash /usr/local/bin/bash; do "
@@ -289,17 +374,19 @@ def build_wrapper(
             # A background job of a shell without job control is never a process group leader,
             # so setsid does not fork: the job's pid is the id of the new session and group.
             "if command -p -v setsid >/dev/null 2>&1; then",
-            f'command -p setsid "${v}B" -c "${v}C" </dev/null >{out} 2>{err} &',
+            f'{mark}command -p setsid "${v}B" -c "${v}C" </dev/null >{out} 2>{err} &',
             "else",
-            f'"${v}B" -c "${v}C" </dev/null >{out} 2>{err} &',
+            f'{mark}"${v}B" -c "${v}C" </dev/null >{out} 2>{err} &',
             "fi",
             f"{v}P=$!",
             "unset IFS",
             # The watchdog: a subshell with one sleep; USR1 (sent when the command ends) stops
-            # both.
+            # both. Once it fired it ignores USR1: the stop sequence (TERM, grace, KILL) runs
+            # to its end, the grace cut short when no marked process is left.
             f'( {v}T=0; trap \'[ "$!" = "${v}P" ] || kill $! 2>/dev/null; exit ${v}T\' USR1',
             f"command -p sleep {timeout:g} & wait $! || exit 0",
-            f'{v}T={_TIMED_OUT}; kill -KILL -"${v}P" 2>/dev/null || kill -KILL "${v}P" 2>/dev/null',
+            f"trap '' USR1; {v}T={_TIMED_OUT}",
+            *stop,
             f"exit {_TIMED_OUT} ) </dev/null >/dev/null 2>&1 &",
             f"{v}W=$!",
             f'{{ wait "${v}P"; }} 2>/dev/null; {v}RC=$?',
@@ -331,23 +418,32 @@ def build_wrapper(
 
 
 def build_report(
-    *, run_dir: str, run_id: str, nonce: str, cap: int, marker: str, keep_files: bool = False
+    *,
+    run_dir: str,
+    run_id: str,
+    nonce: str,
+    cap: int,
+    marker: str,
+    keep_files: bool = False,
+    grace: float = KILL_GRACE_SECONDS,
 ) -> str:
     """The script that, after the service killed a stream-mode run without ``watchdog`` at its
-    deadline, first kills (``SIGKILL``) the process group the run recorded — the command's
-    whole tree, also when the service killed the wrapper alone — when the record is verified
-    to name that group, and every process holding the run's ``marker`` (``NAME=token`` of
-    :data:`~skillruntime.core.runtime.bridge.CANCEL_MARKER_VARIABLE`, in the environment the run was
-    started with); see :func:`_kill_group`. Then it reports what the run left: the kept head
-    and tail of both streams under a trailer that says the command timed out; then it removes
-    the run's files (empties them with ``keep_files``). The report itself must not be started
-    with ``marker`` in its environment."""
+    deadline (or, stopped at its deadline by the caller, still runs), first stops the process
+    group the run recorded — the command's whole tree, also when the service killed the wrapper
+    alone — when the record is verified to name that group, and every process holding the run's
+    ``marker`` (``NAME=token`` of
+    :data:`~skillruntime.core.runtime.bridge.CANCEL_MARKER_VARIABLE`, in the environment the run
+    was started with): ``SIGTERM``, then up to ``grace`` seconds for the marked processes to
+    end, then ``SIGKILL`` (see :func:`_kill_group`). Then it reports what the run left: the
+    kept head and tail of both streams under a trailer that says the command timed out; then it
+    removes the run's files (empties them with ``keep_files``). The report itself must not be
+    started with ``marker`` in its environment."""
     v, base, out, err = _names(nonce, run_id)
     group = f'"{base}.p"'
     lines = [
         f'{v}R={shlex.quote(run_dir)}; {v}F="${v}R"/{run_id}',
         "set --",
-        _kill_group(v, group, marker),
+        _kill_group(v, group, marker, grace),
         f"{v}RC=0; {v}TO=1; {v}NO=0; {v}NE=0",
         f"if [ -e {out} ] || [ -e {err} ]; then : >> {out}; : >> {err}; fi 2>/dev/null",
         _sizes(v, out, err),
