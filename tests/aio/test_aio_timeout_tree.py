@@ -21,6 +21,7 @@ from doubles.aio import AioDouble
 from skillruntime.aio import AioSandboxSkillRuntime, AsyncAioSkillRuntime
 from skillruntime.aio.script import KILL_GRACE_SECONDS
 from skillruntime.core.models import SkillExecutionRequest, SkillExecutionResult
+from skillruntime.core.runtime.bridge import CANCEL_MARKER_VARIABLE
 
 pytestmark = pytest.mark.slow
 
@@ -148,3 +149,26 @@ def test_a_command_ignoring_term_is_killed_after_the_grace(double: AioDouble) ->
         _check(result, elapsed)
         assert elapsed >= TIMEOUT + KILL_GRACE_SECONDS * 0.9, elapsed
         assert _left_running(double, pids) == []
+
+
+def test_the_command_holds_the_callers_marker_and_the_wrapper_does_not(
+    double: AioDouble,
+) -> None:
+    """The caller's token (the thread bridge sweeps for it) reaches the command; on
+    ``/v1/shell`` it is put on the command, never in the environment file the wrapper sources
+    (its watchdog's helpers would hold it and look like the command's processes)."""
+    token = uuid.uuid4().hex
+    request = SkillExecutionRequest(
+        command=f'echo "${CANCEL_MARKER_VARIABLE}" "$OTHER"',
+        environment={CANCEL_MARKER_VARIABLE: token, "OTHER": "x"},
+    )
+    double.reset_stats()
+    with _runtime(double) as rt:
+        assert rt.execute(request).stdout == f"{token} x\n"
+    written = [
+        str(entry["body"].get("content", ""))
+        for entry in double.requests()
+        if entry["path"] == "/v1/file/write" and isinstance(entry["body"], dict)
+    ]
+    assert all(token not in content for content in written)
+    assert written or rt.command_api == "bash"
