@@ -4,21 +4,27 @@ A runner (:class:`~skillruntime.aio.commands.CommandRunner`, its async twin
 :class:`~skillruntime.aio.async_commands.AsyncCommandRunner`) detects once which API the
 service has (``POST /v1/bash/sessions/create`` answers 404 on images without ``/v1/bash``) and
 runs every command inside the wrapper of :mod:`.script`, so both paths give separate
-stdout/stderr, an exit code, a timeout that kills the process group and output bounded on the
+stdout/stderr, an exit code, a timeout that stops the command's whole tree (its process group
+and every process holding the run's marker, ``SKILLRUNTIME_CANCEL_MARK=<token>``: ``SIGTERM``,
+a grace of :data:`~.script.KILL_GRACE_SECONDS`, then ``SIGKILL``) and output bounded on the
 service.
 
 * **bash**: one ``/v1/bash/exec`` per command on a session of this runtime's pool; the command
-  environment travels in the request's ``env`` field, never in the command text. The command
-  runs in a subshell of the wrapper (no extra ``exec``), in a process group of its own whose id
-  the wrapper records, and the request's ``hard_timeout`` is its deadline: after it one more
-  request kills that process group (the command's whole tree, whatever the service itself
-  killed) and reports the partial output the run left. The command can overwrite that record,
-  so the group is killed only when the record names a live group leader started with the
-  run's marker (``SKILLRUNTIME_CANCEL_MARK=<token>`` in the ``env`` of every bash command);
-  the processes holding the marker are killed as well. Each session reuses its stream files
+  environment, with the run's marker, travels in the request's ``env`` field, never in the
+  command text. The command runs in a subshell of the wrapper (no extra ``exec``), in a process
+  group of its own whose id the wrapper records. The client keeps the deadline: the request's
+  soft ``timeout`` answers ``running`` at it (an early answer is followed with
+  ``/v1/bash/output``), and one more request, on another session, stops the command's tree
+  and reports the partial output the run left; the timed-out session is retired. The request's
+  ``hard_timeout`` is a backstop past the grace, after which the same request follows. The
+  command can overwrite the group record, so the group is signalled only when the record names
+  a live group leader started with the run's marker; the processes holding the marker are
+  signalled as well. Each session reuses its stream files
   (emptied after every command, removed by :meth:`close`).
 * **shell**: a pool of dedicated shell sessions (a session is never used by two commands at
-  once). The environment is written to a private file that the wrapper sources and deletes; the
+  once). The environment (without the run's marker, which the wrapper puts on the command
+  alone) is written to a private file that the wrapper sources and deletes; the wrapper's
+  watchdog stops the command's tree at the deadline; the
   command runs synchronously with a short soft timeout, then ``wait``/``view`` polling; the
   result file is downloaded, unless the command printed nothing and its exit code came back
   in the ``exec`` answer. Past the deadline the session is killed and retired. A session

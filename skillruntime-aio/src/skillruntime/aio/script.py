@@ -4,8 +4,11 @@ The wrapper makes both command APIs of the service behave the same way:
 
 * stdin comes from ``/dev/null``, stdout and stderr go into two files of a private run
   directory, so the streams stay separate even on the PTY-based ``/v1/shell`` API;
-* the whole process group of the command is killed at the deadline and the output printed so
-  far is kept;
+* at the deadline the command's whole tree — its process group and every process holding the
+  run's marker (``SKILLRUNTIME_CANCEL_MARK=<token>``, so also a child that left the group with
+  ``setsid``) — gets ``SIGTERM``, then, after a grace (:data:`KILL_GRACE_SECONDS`, cut short
+  when no marked process is left), ``SIGKILL``; the output printed so far is kept. A process
+  that cleared its environment *and* left the group escapes;
 * each stream is cut to ``cap`` bytes on the service (head and tail around a marker giving the
   dropped byte count), so no more than that ever crosses the network or sits in memory here;
 * the exit code, the timeout flag and the stream sizes are reported in a trailer tagged with a
@@ -16,13 +19,15 @@ Two ways to run the command:
 * with a *watchdog* (``/v1/shell``, the default): the command runs with ``bash -c`` (``bash``
   from ``/bin``, ``/usr/bin`` or ``/usr/local/bin``; ``/bin/sh`` where there is none) in its
   own session and process group (``setsid``); a watchdog (a forked subshell with one ``sleep``,
-  stopped with a signal when the command ends) kills that group at the deadline;
-* without (``/v1/bash``, whose ``hard_timeout`` is the deadline): the command runs in a
+  stopped with a signal when the command ends) stops that group and the marked processes at
+  the deadline;
+* without (``/v1/bash``, where the caller keeps the deadline): the command runs in a
   subshell of the wrapper — one ``fork``, no ``exec``; its ``$$`` is the wrapper's — run as a
   job of a shell with job control on, so that it leads a process group of its own, whose id it
-  records in the run's ``.p`` file (blanked when the command ended). After the
-  service killed a run, :func:`build_report` kills that process group — the command's whole
-  tree, whatever the service itself killed — and reports what the run left.
+  records in the run's ``.p`` file (blanked when the command ended). Once the deadline passed
+  (or the service killed a run), :func:`build_report` stops that process group and the marked
+  processes — the command's whole tree, whatever the service itself killed — and reports what
+  the run left.
 
 Besides that, the wrapper starts ``wc`` only when there is output, ``cat``/``head``/``tail`` only
 for a stream that is not empty, and one ``rm`` (two in file mode with an environment file), or
@@ -54,6 +59,7 @@ from dataclasses import dataclass
 from skillruntime.core.runtime.bridge import CANCEL_MARKER_VARIABLE
 
 __all__ = [
+    "KILL_GRACE_SECONDS",
     "WrapperOutcome",
     "build_report",
     "build_wrapper",
@@ -303,8 +309,8 @@ def build_wrapper(
     Without ``watchdog`` (the ``/v1/bash`` API) the command runs in a subshell of the wrapper
     in a process group of its own (a job of a shell with job control on: one ``fork``, no
     ``exec``), with SIGINT and SIGQUIT ignored; its group id is written to the run's ``.p``
-    file. ``timeout`` is then the caller's to enforce, and :func:`build_report` kills that group
-    and reports what a killed run left. The wrapper needs bash for this (``$BASHPID``, job
+    file. ``timeout`` is then the caller's to enforce, and :func:`build_report` stops that group
+    and reports what a stopped run left. The wrapper needs bash for this (``$BASHPID``, job
     control without a terminal): under another ``sh`` the command stays in the wrapper's group
     and nothing is recorded.
 
