@@ -379,10 +379,11 @@ def build_wrapper(
             f'if [ -x "${v}x" ]; then {v}B=${v}x; break; fi; done',
             # A background job of a shell without job control is never a process group leader,
             # so setsid does not fork: the job's pid is the id of the new session and group.
+            # "--": a command that starts with "-" is a command, not the shell's options.
             "if command -p -v setsid >/dev/null 2>&1; then",
-            f'{mark}command -p setsid "${v}B" -c "${v}C" </dev/null >{out} 2>{err} &',
+            f'{mark}command -p setsid "${v}B" -c -- "${v}C" </dev/null >{out} 2>{err} &',
             "else",
-            f'{mark}"${v}B" -c "${v}C" </dev/null >{out} 2>{err} &',
+            f'{mark}"${v}B" -c -- "${v}C" </dev/null >{out} 2>{err} &',
             "fi",
             f"{v}P=$!",
             "unset IFS",
@@ -406,11 +407,12 @@ def build_wrapper(
         # job runs the wrapper's stderr is parked on fd 9 (closed for the command), so job
         # notices (a job killed by a signal) go to /dev/null. Like a background job without job
         # control, the command ignores SIGINT and SIGQUIT; the subshell sees none of the
-        # wrapper's variables but the command text.
+        # wrapper's variables but the command text, evaluated after a space (a command that
+        # starts with "-" is a command, not eval's option).
         lines += [
             "set -m 2>/dev/null; exec 9>&2 2>/dev/null",
             f"( trap '' INT QUIT; printf '%10d\\n' \"$BASHPID\" 1<> {group}; "
-            f'unset -v {v}R {v}F {v}TO {v}NO {v}NE {v}RC; eval "${v}C" ) '
+            f'unset -v {v}R {v}F {v}TO {v}NO {v}NE {v}RC; eval " ${v}C" ) '
             f"</dev/null >{out} 2>{err} 9>&-; {v}RC=$?",
             f"exec 2>&9 9>&-; set +m 2>/dev/null; {_clear_group(group)}",
         ]
