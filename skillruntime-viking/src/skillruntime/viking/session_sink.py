@@ -196,18 +196,23 @@ class VikingSessionSink:
         return any(message.get("turn_id") == turn_id for message in messages)
 
     def _write(self, record: TurnRecord) -> tuple[bool, int | None]:
-        """``(written, pending_tokens)``: ``written`` is false when the turn was already
-        stored. Raises the last :class:`VikingSessionError` once the deadline passed."""
+        """``(written, pending_tokens)``: ``written`` is false when the turn was stored before
+        this call (true when an earlier attempt of this call stored it). Raises the last
+        :class:`VikingSessionError` once the deadline passed."""
         deadline = time.monotonic() + self._deadline
         messages = session_messages(record)
+        sent = False  # whether a write of this call may have been carried out
         while True:
+            writing = False
             try:
                 if self._stored_on_server(record.turn_id, deadline):
-                    return False, None
+                    return sent, None
+                writing = True
                 result = self._client.add_messages(
                     self.session_id, messages, seconds=deadline - time.monotonic()
                 )
             except VikingSessionError as error:
+                sent = sent or (writing and error.uncertain)
                 if not (error.uncertain or error.code == SESSION_UNAVAILABLE):
                     raise
                 if time.monotonic() + _RETRY_PAUSE_SECONDS >= deadline:
