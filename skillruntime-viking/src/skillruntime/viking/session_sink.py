@@ -153,6 +153,13 @@ class VikingSessionSink:
         self._lock = threading.Lock()
         self._stored: dict[str, None] = {}
         self._uncommitted_turns = 0
+        self._last_commit: dict[str, Any] | None = None
+
+    @property
+    def last_commit(self) -> dict[str, Any] | None:
+        """The server's answer to this sink's last successful commit (``archived``, the memory
+        extraction's ``task_id`` to poll at ``GET /api/v1/tasks/{task_id}``…), if any."""
+        return self._last_commit
 
     @property
     def client(self) -> VikingSessionClient:
@@ -181,7 +188,7 @@ class VikingSessionSink:
                 session_id=self.session_id, written=written, duplicate=not written
             )
         try:
-            self._client.commit(self.session_id, seconds=self._deadline)
+            answer = self._client.commit(self.session_id, seconds=self._deadline)
         except VikingSessionError as error:
             logger.warning(
                 "committing session after turn %s failed: %s", record.turn_id, error.code
@@ -189,6 +196,7 @@ class VikingSessionSink:
             return SessionOutcome(session_id=self.session_id, written=True, commit_error=str(error))
         with self._lock:
             self._uncommitted_turns = 0
+            self._last_commit = answer
         return SessionOutcome(session_id=self.session_id, written=True, committed=True)
 
     def _stored_on_server(self, turn_id: str, deadline: float) -> bool:
