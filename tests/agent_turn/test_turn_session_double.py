@@ -107,8 +107,12 @@ def test_a_turn_is_stored_as_one_user_and_one_assistant_message_with_tool_parts(
         ("c5", "skill", ""),
     ]
     assert all(part["tool_status"] == "completed" for part in tool_parts)
-    assert tool_parts[0]["tool_output"].strip() == "plain-output"
-    assert tool_parts[0]["tool_input"]["command"] == "echo plain-output"
+    assert tool_parts[0]["tool_output"] == "plain-output"
+    assert tool_parts[0]["tool_input"] == {
+        "command": "echo plain-output",
+        "timeout_seconds": None,
+        "working_directory": None,
+    }
     assert tool_parts[1]["tool_input"] == {"command": "turn-greeter"}
     assert "local skill local-notes" in tool_parts[4]["tool_output"]
     text = json.dumps(stored)
