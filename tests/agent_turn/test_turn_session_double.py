@@ -233,6 +233,15 @@ def test_a_failed_commit_leaves_the_turn_stored_successful_and_closed(
     assert server.requests.count(("POST", f"/api/v1/sessions/{SESSION}/commit")) == 1
 
 
+def test_a_commit_answered_503_is_retried(server: VikingSessionsDouble) -> None:
+    server.faults.commit_unavailable = 1
+    with _sink(server, commit=CommitPolicy.every_turn()) as sink:
+        outcome = sink.record_turn(TurnRecord("t-503", "q", "a"))
+    assert outcome.committed
+    assert server.requests.count(("POST", f"/api/v1/sessions/{SESSION}/commit")) == 2
+    assert len(server.archives(SESSION)) == 1
+
+
 def test_every_turn_commits_and_archives(server: VikingSessionsDouble) -> None:
     with _sink(server, commit=CommitPolicy.every_turn()) as sink:
         outcome = sink.record_turn(TurnRecord("t-c", "q", "a"))

@@ -18,7 +18,7 @@ the 0.5.2 wheel, read as a reference, never imported; ``docs/viking.md`` "Sessio
 
 :class:`SessionFaults` injects failures: writes that answer 500 before storing, writes that
 store and then answer 500 or answer late (the client's timeout fires after the server acted),
-commits that answer 500 or late. ``requests`` records ``(method, path)`` of every request.
+commits that answer 500, 503 or late. ``requests`` records ``(method, path)`` of every request.
 """
 
 from __future__ import annotations
@@ -52,6 +52,8 @@ class SessionFaults:
     """Seconds a message write waits after storing, before answering."""
     commit_errors: int = 0
     """The next N commits answer 500 INTERNAL without archiving."""
+    commit_unavailable: int = 0
+    """The next N commits answer 503 UNAVAILABLE without archiving (the server did nothing)."""
     commit_delay: float = 0.0
     """Seconds a commit waits before archiving and answering."""
 
@@ -322,9 +324,15 @@ class _Handler(BaseHTTPRequestHandler):
             failing = faults.commit_errors > 0
             if failing:
                 faults.commit_errors -= 1
+            unavailable = not failing and faults.commit_unavailable > 0
+            if unavailable:
+                faults.commit_unavailable -= 1
             delay = faults.commit_delay
         if failing:
             self._error(500, "INTERNAL", "Internal server error")
+            return
+        if unavailable:
+            self._error(503, "UNAVAILABLE", "Service unavailable")
             return
         if delay:
             time.sleep(delay)
