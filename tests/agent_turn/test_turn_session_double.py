@@ -252,6 +252,18 @@ def test_every_turn_commits_and_archives(server: VikingSessionsDouble) -> None:
     ]
 
 
+def test_a_retry_while_the_commit_is_extracted_is_still_recognized(
+    server: VikingSessionsDouble,
+) -> None:
+    server.faults.extraction_seconds = 60.0
+    with _sink(server, commit=CommitPolicy.every_turn()) as sink:
+        assert sink.record_turn(TurnRecord("t-x", "q", "a")).committed
+    with _sink(server) as other:
+        assert other.record_turn(TurnRecord("t-x", "q", "a")).duplicate
+    assert server.messages(SESSION) == []
+    assert len(server.archives(SESSION)) == 1
+
+
 def test_every_second_turn_commits_and_never_is_the_default(
     server: VikingSessionsDouble,
 ) -> None:

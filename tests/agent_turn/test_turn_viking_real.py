@@ -264,11 +264,12 @@ def test_a_turn_is_stored_in_a_session_and_committed(
         with committing:
             committed = committing.record_turn(TurnRecord("turn-two", "Again?", "stored again"))
             assert committed.committed, committed
-            assert committing.client.messages(session_id) == []  # archived
+            answer = committing.last_commit
+            assert answer is not None
+            assert answer["archived"] is True
+            assert answer["task_id"], "the commit started the memory extraction"
+            assert _task_status(server, answer["task_id"]) == "completed"
+            # Once extracted, the archive's messages leave the session's context.
+            assert committing.client.messages(session_id) == []
             details = committing.client.get_session(session_id)
     assert details["session_id"] == session_id
-    answer = committing.last_commit
-    assert answer is not None
-    assert answer["archived"] is True
-    assert answer["task_id"], "the commit started the memory extraction"
-    assert _task_status(server, answer["task_id"]) == "completed"

@@ -11,7 +11,8 @@ the 0.5.2 wheel, read as a reference, never imported; ``docs/viking.md`` "Sessio
   ``skill_uri`` (like ``tool_uri``) must be a ``viking://`` URI of a public scope, otherwise
   400 ``INVALID_URI``; messages are stored with an ``id``, ``created_at`` and their
   ``turn_id``/``message_kind``;
-* ``GET /{id}/context`` lists the live messages (404 ``NOT_FOUND`` for a missing session);
+* ``GET /{id}/context`` lists the messages of archives whose memory extraction has not ended,
+  then the live ones (404 ``NOT_FOUND`` for a missing session);
 * ``POST /{id}/commit`` archives the live messages before answering and answers
   ``{session_id, status: "accepted", task_id, archive_uri, archived: true}`` (``"skipped"`` with
   ``reason: "no_messages"`` when there is nothing to archive).
@@ -56,12 +57,28 @@ class SessionFaults:
     """The next N commits answer 503 UNAVAILABLE without archiving (the server did nothing)."""
     commit_delay: float = 0.0
     """Seconds a commit waits before archiving and answering."""
+    extraction_seconds: float = 0.0
+    """How long an archive's memory extraction runs after its commit answered; meanwhile its
+    messages still show in the context, as on the server (non-terminal archives)."""
 
 
 @dataclass
 class _Session:
     messages: list[dict[str, Any]] = field(default_factory=list)
     archives: list[list[dict[str, Any]]] = field(default_factory=list)
+    extracted_at: list[float] = field(default_factory=list)
+    """When each archive's memory extraction ends (monotonic seconds)."""
+
+    def context(self) -> list[dict[str, Any]]:
+        """The context's messages: those of archives still being extracted, then the live."""
+        now = time.monotonic()
+        pending = [
+            message
+            for archive, done in zip(self.archives, self.extracted_at, strict=True)
+            if done > now
+            for message in archive
+        ]
+        return [*pending, *self.messages]
 
 
 def _tokens(messages: list[dict[str, Any]]) -> int:
@@ -199,6 +216,7 @@ class _Handler(BaseHTTPRequestHandler):
         with self.owner.lock:
             session = self.owner.sessions.get((account, user, session_id))
             messages = list(session.messages) if session else []
+            context = session.context() if session else []
         if action == "" and session_id:
             if session is None:
                 self._error(404, "NOT_FOUND", f"Session {session_id} not found")
@@ -216,7 +234,7 @@ class _Handler(BaseHTTPRequestHandler):
             if session is None:  # the server reads the context with auto_create=False
                 self._error(404, "NOT_FOUND", f"Session {session_id} not found")
                 return
-            self._ok({"latest_archive_overview": "", "messages": messages})
+            self._ok({"latest_archive_overview": "", "messages": context})
         else:
             self._error(404, "NOT_FOUND", f"Not found: {self.path}")
 
@@ -341,6 +359,7 @@ class _Handler(BaseHTTPRequestHandler):
             archived = bool(session.messages)
             if archived:
                 session.archives.append(session.messages)
+                session.extracted_at.append(time.monotonic() + faults.extraction_seconds)
                 session.messages = []
         if not archived:
             self._ok(

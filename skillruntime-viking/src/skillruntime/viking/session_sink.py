@@ -16,11 +16,11 @@ turn's id as ``turn_id``:
   body or file never leaves the turn) — then a ``text`` part with the answer.
 
 **Idempotent per turn.** Before writing, and again before retrying a write whose outcome is
-unknown (a timeout, a broken connection, a 5xx), the sink reads the session's live messages: a
+unknown (a timeout, a broken connection, a 5xx), the sink reads the session's messages: a
 message with the turn's ``turn_id`` means the turn is stored, and nothing is added. Within one
 sink, a turn id it stored is remembered, so a retried turn costs no request at all. (A turn
-archived by a commit no longer shows among the live messages: a retry after a commit, from
-another process, would add it again.)
+archived by a commit shows among the session's messages until the commit's memory extraction
+ends; a retry from another process after that would add it again.)
 
 **Commit by policy** (:class:`CommitPolicy`): never (default), every N turns this sink stored,
 or once the session's pending tokens reach M (the write's answer tells them). A commit is

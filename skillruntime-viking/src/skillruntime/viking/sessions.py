@@ -3,7 +3,8 @@
 The calls (``docs/viking.md`` "Sessions"; the server's OpenAPI document, ``/openapi.json``):
 
 * ``GET /api/v1/sessions/{id}``: the session's details (``pending_tokens``, ``message_count``…);
-* ``GET /api/v1/sessions/{id}/context``: its live messages (``{id, role, parts, turn_id…}``);
+* ``GET /api/v1/sessions/{id}/context``: its messages (``{id, role, parts, turn_id…}``): the
+  live ones and those of archives whose memory extraction has not ended;
 * ``POST /api/v1/sessions/{id}/messages/batch`` ``{"messages": [...]}``: adds messages in one
   request (the session is created on first add);
 * ``POST /api/v1/sessions/{id}/commit`` ``{}``: archives the messages (before it answers) and
@@ -124,7 +125,8 @@ class VikingSessionClient:
         return result if isinstance(result, dict) else {}
 
     def messages(self, session_id: str, *, seconds: float | None = None) -> list[dict[str, Any]]:
-        """The session's live (not yet archived) messages; ``[]`` for a missing session."""
+        """The messages of the session's context: the live ones and those of archives whose
+        memory extraction has not ended; ``[]`` for a missing session."""
         path = f"{self._path(session_id)}/context"
         try:
             result = self._call(
