@@ -4,19 +4,26 @@ Turn 1 activates a remote skill (nothing downloaded), reads a reference from the
 runs its script in the same batch as the activation (the script call is blocked with
 ``SKILL_CONTEXT_UPDATED`` and retried, which materializes the package); turn 2 runs it again
 from the host cache after a new lease; after the skill is replaced on the server, turn 3 runs
-the new revision. Canonical URIs of the skill resolve to its prepared files.
+the new revision. Canonical URIs of the skill resolve to its prepared files. A turn's record is
+stored in a real session and committed (seed 000 §2.2).
 """
 
 from __future__ import annotations
 
+import json
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import requests
 
 from skillruntime.core.tools import SkillTools, ToolCall
+from skillruntime.core.tools.turn_record import TurnRecord
 from skillruntime.local import LocalSkillRuntime
-from skillruntime.viking import VikingSkillStore
+from skillruntime.viking import VikingSkillStore, VikingStoreOptions
+from skillruntime.viking.session_sink import CommitPolicy, VikingSessionSink
 from skillruntime.viking.source import discover_skill_sources, viking_skill_sources
 from viking_real.openviking_harness import Identity, OpenVikingServer, downloads, shared_server
 
@@ -173,3 +180,96 @@ def test_discovery_by_query_on_the_real_server(server: OpenVikingServer, tmp_pat
             store, "print the revision word", score_threshold=0.0, timeout_seconds=SEARCH_SECONDS
         )
         assert uri in [source.location for source in sources]
+
+
+def _task_status(server: OpenVikingServer, task_id: str) -> str:
+    """The status of a background task once it ended (polled for at most 120 s)."""
+    deadline = time.monotonic() + 120
+    status = ""
+    while time.monotonic() < deadline:
+        response = requests.get(
+            f"{server.direct_url}/api/v1/tasks/{task_id}", headers=IDENTITY.headers(), timeout=10
+        )
+        status = str(response.json()["result"]["status"])
+        if status in ("completed", "failed", "cancelled"):
+            return status
+        time.sleep(0.5)
+    return status
+
+
+def test_a_turn_is_stored_in_a_session_and_committed(
+    server: OpenVikingServer, tmp_path: Path
+) -> None:
+    """Seed §2.2 end to end: the turn writes its record to a real session (one user message,
+    one assistant message with a tool part per call and the skill's URI), a retry adds
+    nothing, no skill body reaches the session's files, and a commit archives it and runs the
+    memory extraction."""
+    name = "turn-session"
+    marker = "SESSION-BODY-MARKER-0d2c"
+    files = {
+        "SKILL.md": SKILL_MD.replace("turn-real", name).replace("# Turn real", f"# {marker}"),
+        "scripts/word.sh": b"#!/bin/sh\necho word=stored\n",
+        "references/notes.md": f"# Notes\n{marker}-notes\n",
+    }
+    server.upload_skill(name, files, identity=IDENTITY)
+    uri = server.skill_uri(name, identity=IDENTITY)
+    session_id = f"turn-session-{uuid.uuid4().hex[:12]}"
+    options = VikingStoreOptions(
+        server_url=server.url, account=IDENTITY.account, user=IDENTITY.user
+    )
+    with (
+        VikingSkillStore(
+            server_url=server.url,
+            account=IDENTITY.account,
+            user=IDENTITY.user,
+            cache_dir=tmp_path / "cache",
+        ) as store,
+        LocalSkillRuntime(work_root=tmp_path / "work") as runtime,
+        SkillTools(runtime, viking_skill_sources(store, [uri])) as tools,
+        VikingSessionSink(options, session_id) as sink,
+    ):
+        with tools.turn("turn-one") as turn:
+            turn.dispatch("skill", {"command": name}, call_id="a")
+            assert "word=stored" in turn.dispatch(
+                "bash", {"command": "sh scripts/word.sh"}, call_id="b"
+            )
+            assert marker in turn.dispatch(
+                "read", {"file_path": "references/notes.md"}, call_id="c"
+            )
+            outcome = turn.record_session(sink, user_message="Say the word", answer="stored")
+        assert outcome.written, outcome
+        assert outcome.ok, outcome
+        with VikingSessionSink(options, session_id) as retry:  # another process retrying
+            assert retry.record_turn(turn.record(user_message="x", answer="y")).duplicate
+
+        stored = sink.client.messages(session_id)
+        assert [(m["role"], m.get("turn_id")) for m in stored] == [
+            ("user", "turn-one"),
+            ("assistant", "turn-one"),
+        ]
+        tool_parts = [part for part in stored[1]["parts"] if part.get("type") == "tool"]
+        assert [part["tool_id"] for part in tool_parts] == ["a", "b", "c"]
+        assert all(part["skill_uri"].endswith(f"/skills/{name}") for part in tool_parts)
+        assert marker not in json.dumps(stored)
+        session_files = [
+            path
+            for path in server.workspace.rglob("*")
+            if path.is_file() and session_id in path.as_posix()
+        ]
+        assert session_files, "the server keeps the session on disk"
+        for path in session_files:
+            assert marker.encode() not in path.read_bytes(), path
+
+        committing = VikingSessionSink(options, session_id, commit=CommitPolicy.every_turn())
+        with committing:
+            committed = committing.record_turn(TurnRecord("turn-two", "Again?", "stored again"))
+            assert committed.committed, committed
+            answer = committing.last_commit
+            assert answer is not None
+            assert answer["archived"] is True
+            assert answer["task_id"], "the commit started the memory extraction"
+            assert _task_status(server, answer["task_id"]) == "completed"
+            # Once extracted, the archive's messages leave the session's context.
+            assert committing.client.messages(session_id) == []
+            details = committing.client.get_session(session_id)
+    assert details["session_id"] == session_id

@@ -102,7 +102,16 @@ class _ModelHandler(BaseHTTPRequestHandler):
             prompt = json.dumps(body.get("messages")).lower()
             # Privacy extraction expects a JSON object of values; everything else gets a summary.
             wants_values = "privacy" in prompt or "configuration items" in prompt
-            text = '{"values": {}}' if wants_values else "# Summary\n\nA stub summary."
+            # A session commit's memory extraction asks for a program of the server's restricted
+            # memory SDK (its default output format): "no changes" is sdk.commit() alone.
+            wants_operations = "memory write/edit/delete operations" in prompt
+            text = (
+                '{"values": {}}'
+                if wants_values
+                else "sdk.commit()"
+                if wants_operations
+                else "# Summary\n\nA stub summary."
+            )
             self._reply(
                 {
                     "id": "stub",

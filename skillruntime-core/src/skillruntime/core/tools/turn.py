@@ -65,7 +65,8 @@ from .resources import (
     validate_resource_inputs,
 )
 from .skill import failure_code, failure_text
-from .views import CallStatus, ToolCall, ToolResult, UsageRecord, error_code
+from .turn_record import SessionOutcome, TurnRecord, TurnSessionSink, TurnToolCall
+from .views import CallStatus, ToolCall, ToolResult, UsageRecord, error_code, redact_text
 
 __all__ = [
     "MAX_LISTED_FILES",
@@ -187,6 +188,8 @@ class SkillTurn(Closeable):
         )
         self._lock = threading.Lock()
         self._usage: list[UsageRecord] = []
+        self._calls: list[TurnToolCall] = []
+        self._session_outcome: SessionOutcome | None = None
         self._files: dict[str, frozenset[str]] = {}
         self._pending: dict[str, tuple[RemoteFirstSource, Skill]] = {}
         self._pinned: dict[str, str | None] = {}  # remote skill -> signature read at activation
@@ -253,8 +256,10 @@ class SkillTurn(Closeable):
             result = self._result(ToolCall(""), f"Error: invalid tool call: {exc}")
         else:
             result = self._run_safely(parsed)
+        record = self._session_call(result)
         with self._lock:
             self._usage.append(result.usage)
+            self._calls.append(record)
         return result
 
     def dispatch_batch(self, calls: Iterable[CallInput]) -> list[ToolResult]:
@@ -262,8 +267,10 @@ class SkillTurn(Closeable):
         results in call order, each also recorded in :attr:`usage`."""
         self._check_open()
         results = run_batch(calls, self._run_safely, self._activator.active_names)
+        records = [self._session_call(result) for result in results]
         with self._lock:
             self._usage.extend(result.usage for result in results)
+            self._calls.extend(records)
         for result in results:
             if result.usage.status == "blocked":
                 skill_event("call_blocked", self.id, tool=result.call.name, code=result.code)
@@ -617,6 +624,81 @@ class SkillTurn(Closeable):
         if inputs:
             resolved = resolver.resolve_arguments(resolved, inputs)
         return resolved, list(resolver.referenced)
+
+    # ----------------------------------------------------------------- session
+
+    def _skill_reference(self, uri: str) -> str:
+        """A canonical skill reference: a ``viking://`` URI as is, a local skill's name."""
+        if uri.startswith("viking://"):
+            return uri
+        for name in self._activator.names:
+            source = self._activator.source(name)
+            if source is not None and source.location == uri:
+                return name
+        return posixpath.basename(uri.rstrip("/\\").replace("\\", "/")) or uri
+
+    def _session_call(self, result: ToolResult) -> TurnToolCall:
+        """What a session may keep of ``result`` (its persisted view, skills made canonical)."""
+        view = result.persisted_view()
+        output = view.get("content")
+        return TurnToolCall(
+            call_id=result.call_id,
+            tool=result.usage.tool,
+            status=result.usage.status,
+            code=result.usage.code,
+            cause=result.usage.cause,
+            skills=tuple(
+                dict.fromkeys(self._skill_reference(uri) for uri in result.usage.skill_uris)
+            ),
+            arguments=view.get("resolved_args"),
+            output=output if isinstance(output, str) else None,
+        )
+
+    @property
+    def calls(self) -> list[TurnToolCall]:
+        """The session records of this turn's calls, in completion order."""
+        with self._lock:
+            return list(self._calls)
+
+    @property
+    def session_outcome(self) -> SessionOutcome | None:
+        """The outcome of :meth:`record_session`, once it ran."""
+        return self._session_outcome
+
+    def record(self, *, user_message: str, answer: str) -> TurnRecord:
+        """The turn's :class:`~.turn_record.TurnRecord`: its calls so far, the user message and
+        the answer with secrets redacted."""
+        return TurnRecord(
+            turn_id=self.id,
+            user_message=redact_text(user_message),
+            answer=redact_text(answer),
+            calls=tuple(self.calls),
+        )
+
+    def record_session(
+        self, sink: TurnSessionSink, *, user_message: str, answer: str
+    ) -> SessionOutcome:
+        """Store the turn in a session (RFC §2.2: after the last call, before the completion
+        event and :meth:`close`); never raises. A sink that raises gives a failed outcome
+        naming the exception's type. The outcome is kept in :attr:`session_outcome` and logged
+        (``skill_event="session_recorded"`` or ``"session_failed"``)."""
+        record = self.record(user_message=user_message, answer=answer)
+        try:
+            outcome = sink.record_turn(record)
+        except Exception as exc:
+            logger.warning("recording turn %s failed: %s", self.id, type(exc).__name__)
+            outcome = SessionOutcome(error=f"SESSION_WRITE_FAILED: {type(exc).__name__}")
+        self._session_outcome = outcome
+        skill_event(
+            "session_recorded" if outcome.ok else "session_failed",
+            self.id,
+            session_id=outcome.session_id,
+            written=outcome.written,
+            duplicate=outcome.duplicate,
+            committed=outcome.committed,
+            code=(outcome.error or outcome.commit_error or "").partition(":")[0] or None,
+        )
+        return outcome
 
     # ----------------------------------------------------------------- close
 
