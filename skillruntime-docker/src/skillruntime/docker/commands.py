@@ -2,35 +2,49 @@
 and a deadline that kills the command's whole process tree inside the container.
 
 Each command is one exec of a small POSIX shell wrapper (run as the runtime's user, with the
-command's environment set on the exec). The wrapper changes to the working directory (exit
-:data:`MISSING_CWD` without printing anything when it does not exist), then starts a child
-shell that prints its own pid as the first line of stdout and replaces itself, through
-``setsid``, with ``bash -c <command>`` (``sh -c`` without bash): the command is then the leader
-of a session and a process group of its own whose id the client has read before the command
-printed a byte. stdin is ``/dev/null``.
+command's environment set on the exec, plus the command's mark, below). The wrapper changes to
+the working directory (exit :data:`MISSING_CWD` without printing anything when it does not
+exist), then starts a child shell that prints its own pid as the first line of stdout and
+replaces itself, through ``setsid``, with ``bash -c <command>`` (``sh -c`` without bash): the
+command is then the leader of a session and a process group of its own whose id the client has
+read before the command printed a byte. stdin is ``/dev/null``. The wrapper moves the exec's
+stderr to descriptor 3 and its own to ``/dev/null``; the child shell takes it back: the wrapper's
+report of a killed child (``Killed``) never reaches the command's stderr. (The child shell makes
+the move itself: a redirection on the wrapper's command line would be the wrapper's own stderr
+while it waits, as ``ash`` applies it in the parent.)
 
 The engine sends stdout and stderr multiplexed on one connection (frames of at most 32 KiB);
 each frame goes straight into a :class:`~skillruntime.core.runtime.output.HeadTailBuffer`, so client
 memory stays bounded whatever a command prints. The exit code is the exec's, read from the
 engine once the stream has ended.
 
-At the deadline a timer thread runs a second exec, ``kill -KILL -<pgid>``, which ends every
-process of the command's group (its children and grandchildren, unless one left the group on
-purpose); the stream then ends and the result says ``timed_out=True``, ``exit_code=-1``, with the
-output read so far. A process that left the group and still holds the output pipe cannot keep
-the call waiting: :data:`KILL_GRACE_SECONDS` after the kill the client closes the stream.
+At the deadline a timer thread runs a second exec that stops the command's whole tree as the
+local runtime does: ``SIGTERM``, then, after :data:`KILL_GRACE_SECONDS` (cut short as soon as no
+marked process is left), ``SIGKILL``. The tree is the command's process group (its children and
+grandchildren) and every process whose ``/proc/<pid>/environ`` holds the command's mark
+(:data:`~skillruntime.core.runtime.bridge.CANCEL_MARKER_VARIABLE`, the caller's token when it set
+one, as the thread bridge of ``to_async`` does, else a fresh one), which catches what left the
+group (``setsid``, double forks) with its environment — the mark the sweep of
+:func:`~skillruntime.core.runtime.bridge.kill_marked_command` looks for when an async
+``execute`` is cancelled. The stream then ends and the result says ``timed_out=True``,
+``exit_code=-1``, with the output read so far. Only a process that left the group and cleared
+its environment escapes; if it still holds the output pipe it cannot keep the call waiting: a
+second after the kill the client closes the stream.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from skillruntime.core.models import SkillExecutionResult
+from skillruntime.core.runtime.bridge import CANCEL_MARKER_VARIABLE
 from skillruntime.core.runtime.output import HeadTailBuffer
 
 from .engine import DockerEngine
@@ -43,6 +57,8 @@ __all__ = [
     "CommandNotStartedError",
     "CommandRunner",
     "RawOutcome",
+    "marked_environment",
+    "stop_tree_script",
 ]
 
 logger = logging.getLogger(__name__)
@@ -51,7 +67,12 @@ MISSING_CWD = 97
 """Exit status of the wrapper when the working directory does not exist (no header printed)."""
 
 KILL_GRACE_SECONDS = 2.0
-"""After the deadline's kill, how long the client waits for the stream to end before closing it."""
+"""Seconds between ``SIGTERM`` and ``SIGKILL`` of a timed-out command's tree (the local runtime's
+default ``kill_grace_seconds``), cut short when no marked process is left."""
+
+_STREAM_GRACE_SECONDS = 1.0
+"""After the deadline's ``SIGKILL``, how long the client waits for the stream to end before
+closing it (a process out of the tree's reach may hold it)."""
 
 _EXIT_POLL_SECONDS = 5.0
 _HEADER_LIMIT = 32
@@ -61,11 +82,46 @@ _ENGINE_START_FAILURE = "OCI runtime exec failed"
 WRAPPER = (
     'cd -- "$1" 2>/dev/null || exit 97\n'
     "if command -v bash >/dev/null 2>&1; then s=bash; else s=sh; fi\n"
-    '"$s" -c \'printf "%s\\n" "$$"; exec setsid "$0" -c "$1"\' "$s" "$2" </dev/null\n'
+    "exec 3>&2 2>/dev/null\n"
+    '"$s" -c \'exec 2>&3 3>&-; printf "%s\\n" "$$"; exec setsid "$0" -c "$1"\' '
+    '"$s" "$2" </dev/null\n'
 )
 """The wrapper (``sh -c WRAPPER skillruntime <cwd> <command>``); see the module docs."""
 
-_KILL_GROUP = 'kill -9 -- "-$1" 2>/dev/null; exit 0'
+
+def marked_environment(environment: Mapping[str, str]) -> tuple[dict[str, str], str]:
+    """``environment`` with the command's mark and the mark's token: the caller's when it set
+    an alphanumeric one (the thread bridge marks every command it runs), else a fresh one."""
+    token = environment.get(CANCEL_MARKER_VARIABLE, "")
+    if not token.isalnum():
+        token = uuid.uuid4().hex
+    return {**environment, CANCEL_MARKER_VARIABLE: token}, token
+
+
+def stop_tree_script(token: str, grace: float = KILL_GRACE_SECONDS) -> str:
+    """A POSIX sh script (``sh -c SCRIPT name <pgid>``) that stops the tree of the command
+    marked ``token``: ``SIGTERM`` to the process group ``<pgid>`` and to every process whose
+    environment holds the mark, up to ``grace`` seconds (polled every tenth of a second) for
+    the marked processes to end, then ``SIGKILL`` to both, three sweeps (children forked
+    meanwhile are caught). It finds the marked processes as
+    :func:`~skillruntime.core.runtime.bridge.kill_marked_command` does: one ``grep -z`` over
+    every ``/proc/<pid>/environ`` where grep has it, one ``tr | grep`` per process otherwise."""
+    return (
+        f"m='{CANCEL_MARKER_VARIABLE}={token}'; g=$1; "
+        "if printf 'a\\000' | grep -qz a 2>/dev/null; then "
+        'marked() { grep -lzxF "$m" /proc/[0-9]*/environ 2>/dev/null '
+        "| sed 's#^/proc/\\([0-9]*\\)/environ$#\\1#'; }; "
+        "else "
+        "marked() { for d in /proc/[0-9]*; do "
+        "{ tr '\\000' '\\n' < \"$d/environ\"; } 2>/dev/null | grep -qxF \"$m\" "
+        '&& echo "${d#/proc/}"; done; }; '
+        "fi; "
+        'stop() { kill -"$1" -- "-$g" 2>/dev/null; for p in $(marked); do '
+        '[ "$p" = "$$" ] || kill -"$1" "$p" 2>/dev/null; done; }; '
+        f"stop TERM; i={max(0, math.ceil(grace * 10))}; "
+        'while [ "$i" -gt 0 ] && [ -n "$(marked)" ]; do sleep 0.1; i=$((i - 1)); done; '
+        "stop KILL; stop KILL; stop KILL; true"
+    )
 
 
 class CommandNotStartedError(DockerEngineError):
@@ -130,19 +186,20 @@ class CommandRunner:
     ) -> SkillExecutionResult:
         """Run ``command`` through the wrapper; see the module docs."""
         started = time.monotonic()
+        marked, token = marked_environment(environment)
         try:
             exec_id = self._engine.exec_create(
                 container_id,
                 ["/bin/sh", "-c", WRAPPER, "skillruntime", working_directory, command],
                 user=user,
-                environment=environment,
+                environment=marked,
             )
         except DockerEngineError as exc:
             raise CommandNotStartedError(str(exc), status_code=exc.status_code) from exc
         stdout = HeadTailBuffer(max_output_bytes)
         stderr = HeadTailBuffer(max_output_bytes)
         header = bytearray()
-        state = _Deadline(lambda pgid: self._kill_group(container_id, pgid, user))
+        state = _Deadline(lambda pgid: self._kill_tree(container_id, pgid, token, user))
 
         def on_stdout(chunk: bytes) -> None:
             if state.pgid is not None:
@@ -269,28 +326,29 @@ class CommandRunner:
             time.sleep(delay)
             delay = min(delay * 2, 0.05)
 
-    def _kill_group(self, container_id: str, pgid: int, user: str | None) -> None:
-        """Send ``SIGKILL`` to the process group ``pgid`` in the container (a second exec)."""
+    def _kill_tree(self, container_id: str, pgid: int, token: str, user: str | None) -> None:
+        """Stop the process group ``pgid`` and the processes marked ``token`` in the container
+        (a second exec of :func:`stop_tree_script`)."""
         try:
             outcome = self.run_plain(
                 container_id,
-                ["/bin/sh", "-c", _KILL_GROUP, "skillruntime-kill", str(pgid)],
+                ["/bin/sh", "-c", stop_tree_script(token), "skillruntime-kill", str(pgid)],
                 user=user,
                 timeout_seconds=30.0,
                 cap=4096,
             )
         except (DockerEngineError, DockerExecutionError):
-            logger.warning("killing the process group of a timed-out command failed", exc_info=True)
+            logger.warning("killing the processes of a timed-out command failed", exc_info=True)
             return
         if outcome.exit_code != 0:
             logger.warning(
-                "killing the process group of a timed-out command exited %d", outcome.exit_code
+                "killing the processes of a timed-out command exited %d", outcome.exit_code
             )
 
 
 class _Deadline:
     """The deadline of one exec: kills the command's group (when ``kill`` is given and its pgid
-    known), then closes the stream :data:`KILL_GRACE_SECONDS` later if it has not ended."""
+    known), then closes the stream a second after the kill if it has not ended."""
 
     def __init__(self, kill: Callable[[int], None] | None) -> None:
         self._kill = kill
@@ -322,7 +380,7 @@ class _Deadline:
             return
         if pgid is not None:
             self._kill(pgid)
-        closer = threading.Timer(KILL_GRACE_SECONDS, self._close_now)
+        closer = threading.Timer(_STREAM_GRACE_SECONDS, self._close_now)
         closer.daemon = True
         with self._lock:
             if self._done:

@@ -13,8 +13,13 @@ about 1–3 ms on a busy 2-core host. It runs on a small process-wide pool of
 commands starts in parallel instead of one after the other (500 commands would otherwise take
 over a second just to start).
 
+**Signalling the tree.** A command's tree (:mod:`.tree`) is signalled after a ``/proc`` pass,
+which runs on the same pool, so that the loop never waits for one; the requests of a burst of
+timeouts share a few passes. The shell is reaped only after the passes that name it ended, so
+its pid cannot be reused meanwhile.
+
 **Cancellation.** When the awaiting task is cancelled (``task.cancel()``, ``asyncio.timeout``,
-``asyncio.wait_for``) the command's process group gets ``SIGKILL`` before the
+``asyncio.wait_for``) the command's whole tree gets ``SIGKILL`` before the
 :class:`asyncio.CancelledError` propagates; the shell is reaped by the loop as soon as it is gone.
 """
 
@@ -28,7 +33,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from skillruntime.core.errors import ExecutionTransportError, RuntimeClosedError
@@ -36,14 +41,15 @@ from skillruntime.core.models import SkillExecutionResult
 from skillruntime.core.runtime.output import HeadTailBuffer
 
 from .process import (
+    ABANDONED,
     DEFAULT_DRAIN_SECONDS,
     DEFAULT_KILL_GRACE_SECONDS,
     ExitNotifier,
     KillSchedule,
     ProcessRegistry,
     command_result,
-    signal_group,
 )
+from .tree import CommandTree, marked_environment, submit_signal
 
 __all__ = ["SPAWN_THREADS", "run_command_async"]
 
@@ -52,7 +58,8 @@ logger = logging.getLogger(__name__)
 _READ_SIZE = 64 * 1024
 
 SPAWN_THREADS = 4
-"""Threads of the process-wide pool that starts commands (see the module docs)."""
+"""Threads of the process-wide pool that starts commands and runs their ``/proc`` passes (see
+the module docs)."""
 
 
 class _SpawnPool:
@@ -76,13 +83,15 @@ def _spawn(
     cwd: str,
     env: Mapping[str, str] | None,
     registry: ProcessRegistry | None,
-) -> subprocess.Popen[bytes]:
-    """Start ``argv`` in its own session with both output pipes (runs on the spawn pool)."""
+) -> tuple[subprocess.Popen[bytes], CommandTree]:
+    """Start ``argv`` in its own session with both output pipes and the command's mark (runs on
+    the spawn pool)."""
+    marked, token = marked_environment(env)
     try:
         process = subprocess.Popen(
             list(argv),
             cwd=cwd,
-            env=None if env is None else dict(env),
+            env=marked,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -92,16 +101,20 @@ def _spawn(
         raise ExecutionTransportError(
             f"Cannot start {argv[0]} in {cwd}: {exc.strerror or exc}"
         ) from exc
+    tree = CommandTree(process.pid, token)
     if registry is not None:
-        registry.add(process)
-    return process
+        registry.add(tree)
+    return process, tree
 
 
-def _discard(process: subprocess.Popen[bytes], registry: ProcessRegistry | None) -> None:
+def _discard(
+    spawned: tuple[subprocess.Popen[bytes], CommandTree], registry: ProcessRegistry | None
+) -> None:
     """Kill and reap a command whose caller went away while it was being started."""
-    signal_group(process.pid, signal.SIGKILL)
+    process, tree = spawned
+    tree.signal(signal.SIGKILL)
     if registry is not None:
-        registry.remove(process)
+        registry.remove(tree)
     for pipe in (process.stdout, process.stderr):
         if pipe is not None:
             pipe.close()
@@ -115,6 +128,8 @@ class _Supervisor:
         self,
         loop: asyncio.AbstractEventLoop,
         process: subprocess.Popen[bytes],
+        tree: CommandTree,
+        *,
         schedule: KillSchedule,
         max_output_bytes: int,
         use_pidfd: bool,
@@ -124,6 +139,8 @@ class _Supervisor:
             raise ExecutionTransportError("The command's output pipes are missing")
         self._loop = loop
         self._process = process
+        self._tree = tree
+        self._passes: list[asyncio.Future[None]] = []
         self._schedule = schedule
         self._pipes = {stdout.fileno(): stdout, stderr.fileno(): stderr}
         self.stdout = HeadTailBuffer(max_output_bytes)
@@ -135,6 +152,7 @@ class _Supervisor:
             os.set_blocking(fd, False)
             loop.add_reader(fd, self._read, fd)
         loop.add_reader(self._notifier.fd, self._exited)
+        self._watching_exit = True
         self._timer: asyncio.TimerHandle | None = None
         self._arm()
 
@@ -160,7 +178,7 @@ class _Supervisor:
         self._check_finished()
 
     def _exited(self) -> None:
-        self._loop.remove_reader(self._notifier.fd)
+        self._stop_watching_exit()
         self._schedule.exit_seen(self._loop.time())
         self._arm()
         self._check_finished()
@@ -173,10 +191,10 @@ class _Supervisor:
             return
         signum = self._schedule.advance(now)
         if signum is None:
-            logger.warning("abandoning output pipes held by a process outside the group")
+            logger.warning(ABANDONED)
             self._finish()
             return
-        signal_group(self._process.pid, signum)
+        self._signal(signum)
         self._arm()
 
     def _check_finished(self) -> None:
@@ -186,12 +204,34 @@ class _Supervisor:
     def _finish(self) -> None:
         if self._schedule.signalled:
             # Stragglers that closed their pipes but ignored SIGTERM; the shell is not reaped
-            # yet, so the group id still belongs to this command.
-            signal_group(self._process.pid, signal.SIGKILL)
+            # yet, so its pid and group id still belong to this command.
+            self._signal(signal.SIGKILL)
         self._release_pipes()
+        self._stop_watching_exit()
         self._notifier.close()
+        self._after_passes(self._resolve)
+
+    def _resolve(self) -> None:
         if not self.done.done():
             self.done.set_result(None)
+
+    def _signal(self, signum: signal.Signals) -> None:
+        """Signal the tree after a ``/proc`` pass on the pool."""
+        sending = submit_signal([self._tree], signum, _SpawnPool.get())
+        self._passes.append(asyncio.wrap_future(sending, loop=self._loop))
+
+    def _after_passes(self, then: Callable[[], None]) -> None:
+        """Call ``then`` on the loop once every ``/proc`` pass asked for so far has ended."""
+        passes = [p for p in self._passes if not p.done()]
+        if not passes:
+            then()
+            return
+        asyncio.gather(*passes, return_exceptions=True).add_done_callback(lambda _: then())
+
+    def _stop_watching_exit(self) -> None:
+        if self._watching_exit:
+            self._watching_exit = False
+            self._loop.remove_reader(self._notifier.fd)
 
     def _release_pipes(self) -> None:
         if self._timer is not None:
@@ -212,18 +252,27 @@ class _Supervisor:
     def exited(self) -> bool:
         return self._schedule.exited
 
-    def abort(self) -> None:
-        """Kill the process group at once and stop reading (the awaiting task was cancelled)."""
-        signal_group(self._process.pid, signal.SIGKILL)
+    def abort(self) -> asyncio.Future[None]:
+        """Kill the tree and stop reading (the awaiting task was cancelled); reap the shell
+        without blocking the loop once it is gone and the ``/proc`` passes ended. Returns a
+        future done when the kill is."""
+        self._signal(signal.SIGKILL)
         self._release_pipes()
+        self._stop_watching_exit()
+        killed: asyncio.Future[None] = self._loop.create_future()
 
-    def reap_later(self) -> None:
-        """Reap the killed shell once its exit is seen, without blocking the loop."""
-        if self._schedule.exited:
+        def reap() -> None:
+            killed.set_result(None)
+            self._reap_later()
+
+        self._after_passes(reap)
+        return killed
+
+    def _reap_later(self) -> None:
+        if self._schedule.exited or self._notifier.fd < 0:  # gone, or killed a second ago
             self._notifier.close()
             self._process.wait()
             return
-        self._loop.remove_reader(self._notifier.fd)
         self._loop.add_reader(self._notifier.fd, self._reap)
 
     def _reap(self) -> None:
@@ -247,7 +296,7 @@ async def run_command_async(
     """Run ``argv`` in ``cwd`` with exactly ``env`` (``None``: this process's environment).
 
     Same results and errors as :func:`~.process.run_command`; cancelling the awaiting task kills
-    the process group first.
+    the command's tree first.
     """
     if not os.path.isdir(cwd):
         raise ExecutionTransportError(
@@ -258,7 +307,7 @@ async def run_command_async(
     pool = _SpawnPool.get()
     spawning = loop.run_in_executor(pool, _spawn, argv, cwd, env, registry)
     try:
-        process = await asyncio.shield(spawning)
+        process, tree = await asyncio.shield(spawning)
     except asyncio.CancelledError:
         # Cancelled while the shell was being started: kill it as soon as it exists.
         with contextlib.suppress(Exception):
@@ -269,22 +318,30 @@ async def run_command_async(
         loop.time() + timeout, kill_grace=kill_grace, drain_seconds=drain_seconds
     )
     try:
-        supervisor = _Supervisor(loop, process, schedule, max_output_bytes, use_pidfd)
+        supervisor = _Supervisor(
+            loop,
+            process,
+            tree,
+            schedule=schedule,
+            max_output_bytes=max_output_bytes,
+            use_pidfd=use_pidfd,
+        )
     except BaseException:
-        signal_group(process.pid, signal.SIGKILL)
+        tree.signal(signal.SIGKILL)
         if registry is not None:
-            registry.remove(process)
+            registry.remove(tree)
         process.wait()
         raise
     try:
         await supervisor.done
-    except BaseException:
-        supervisor.abort()
+    except BaseException as error:
         if registry is not None:
-            registry.remove(process)
-        supervisor.reap_later()
+            registry.remove(tree)
+        killed = supervisor.abort()
+        if isinstance(error, asyncio.CancelledError):
+            await asyncio.shield(killed)
         raise
-    cancelled = registry.remove(process) if registry is not None else False
+    cancelled = registry.remove(tree) if registry is not None else False
     returncode = process.wait()
     if cancelled:
         raise RuntimeClosedError("The runtime was closed while the command was running")

@@ -5,24 +5,26 @@ with stdin from ``/dev/null``. Both pipes are read concurrently with ``poll(2)``
 :mod:`selectors` where :func:`select.poll` is missing) into
 :class:`~skillruntime.core.runtime.output.HeadTailBuffer` objects. The exit of the shell is learnt
 through a pidfd (``os.pidfd_open``) or, where that is unavailable, a waiter thread using
-``waitid(WNOWAIT)``. Neither reaps the shell, so its process-group id cannot be reused while the
-group is being signalled; the shell is reaped last.
+``waitid(WNOWAIT)``. Neither reaps the shell, so its pid and process-group id cannot be reused
+while the command's tree is being signalled; the shell is reaped last.
 
 Lifecycle of one command:
 
 * **Normal exit.** After the shell exits, reading continues until both pipes reach end of file.
-  A background process that still holds a pipe ``drain_seconds`` after the shell exited (or at the
-  deadline, whichever comes first) is stopped with the timeout sequence below; the result keeps
-  the shell's exit code and ``timed_out`` stays false. Background processes that redirected their
-  output away (``nohup server >log 2>&1 &``) are left running, as a shell would leave them.
-* **Timeout.** At the deadline the whole process group gets ``SIGTERM``; after ``kill_grace``
-  seconds, or as soon as the shell exited and the pipes closed, it gets ``SIGKILL``. The result has
+  When a background process still holds a pipe ``drain_seconds`` after the shell exited (or at
+  the deadline, whichever comes first), the command's tree is stopped with the timeout sequence
+  below; the result keeps the shell's exit code and ``timed_out`` stays false. When nothing holds
+  the pipes, background processes that redirected their output away
+  (``nohup server >log 2>&1 &``) are left running, as a shell would leave them.
+* **Timeout.** At the deadline the command's whole tree (:mod:`.tree`: its process group, the
+  processes carrying its mark, their descendants) gets ``SIGTERM``; after ``kill_grace`` seconds,
+  or as soon as the shell exited and the pipes closed, it gets ``SIGKILL``. The result has
   ``timed_out=True``, ``exit_code=-1`` and the output read so far.
 * **Signals.** A shell killed by signal ``N`` (not by the timeout) reports exit code ``128 + N``,
   as shells do.
 
-A process that leaves the group on purpose (``setsid``) escapes the kill; its pipes are abandoned
-one second after the final ``SIGKILL``.
+A process that left the group, cleared its environment and lost its parent (see :mod:`.tree`)
+escapes the kill; its pipes are abandoned one second after the final ``SIGKILL``.
 """
 
 from __future__ import annotations
@@ -43,7 +45,10 @@ from skillruntime.core.errors import ExecutionTransportError, RuntimeClosedError
 from skillruntime.core.models import SkillExecutionResult
 from skillruntime.core.runtime.output import HeadTailBuffer
 
+from .tree import CommandTree, marked_environment, signal_trees
+
 __all__ = [
+    "ABANDONED",
     "DEFAULT_DRAIN_SECONDS",
     "DEFAULT_KILL_GRACE_SECONDS",
     "ExitNotifier",
@@ -51,16 +56,21 @@ __all__ = [
     "ProcessRegistry",
     "command_result",
     "run_command",
-    "signal_group",
 ]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_KILL_GRACE_SECONDS = 2.0
-"""Seconds between ``SIGTERM`` and ``SIGKILL`` of a timed-out process group."""
+"""Seconds between ``SIGTERM`` and ``SIGKILL`` of a timed-out command's tree."""
 
 DEFAULT_DRAIN_SECONDS = 0.5
-"""Seconds the pipes may stay open after the shell exited before the group is stopped."""
+"""Seconds the pipes may stay open after the shell exited before the tree is stopped."""
+
+ABANDONED = (
+    "abandoning output pipes held by a process outside the command's tree "
+    "(it left the group, cleared its environment and lost its parent)"
+)
+"""The warning logged when a process the tree kill cannot find keeps the pipes open."""
 
 _FINAL_DRAIN_SECONDS = 1.0
 _READ_SIZE = 64 * 1024
@@ -77,44 +87,41 @@ class ProcessRegistry:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._running: dict[int, subprocess.Popen[bytes]] = {}
+        self._running: dict[int, CommandTree] = {}
         self._cancelled: set[int] = set()
         self._closed = False
 
-    def add(self, process: subprocess.Popen[bytes]) -> None:
-        """Register a started process; kill it at once when the registry is closed."""
+    def add(self, tree: CommandTree) -> None:
+        """Register a started command; kill its tree at once when the registry is closed."""
         with self._lock:
-            self._running[process.pid] = process
-            if self._closed:
-                self._cancelled.add(process.pid)
-                signal_group(process.pid, signal.SIGKILL)
+            self._running[tree.pid] = tree
+            closed = self._closed
+            if closed:
+                self._cancelled.add(tree.pid)
+        if closed:
+            tree.signal(signal.SIGKILL)
 
-    def remove(self, process: subprocess.Popen[bytes]) -> bool:
-        """Unregister a process (before it is reaped); return True when close() cancelled it."""
+    def remove(self, tree: CommandTree) -> bool:
+        """Unregister a command (before its shell is reaped); return True when close()
+        cancelled it."""
         with self._lock:
-            self._running.pop(process.pid, None)
-            cancelled = process.pid in self._cancelled
-            self._cancelled.discard(process.pid)
+            self._running.pop(tree.pid, None)
+            cancelled = tree.pid in self._cancelled
+            self._cancelled.discard(tree.pid)
             return cancelled
 
     def close(self) -> int:
-        """Kill the process groups of all running commands; return how many there were."""
-        with self._lock:
+        """Kill the trees of all running commands; return how many there were."""
+        with self._lock:  # held throughout: no shell is reaped (its pid reused) meanwhile
             self._closed = True
-            for pid in self._running:
-                self._cancelled.add(pid)
-                signal_group(pid, signal.SIGKILL)
-            return len(self._running)
-
-
-def signal_group(pgid: int, signum: signal.Signals) -> None:
-    """Send ``signum`` to the process group ``pgid``; a group that is gone is ignored."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signum)
+            trees = list(self._running.values())
+            self._cancelled.update(tree.pid for tree in trees)
+            signal_trees(trees, signal.SIGKILL)
+            return len(trees)
 
 
 class KillSchedule:
-    """When a command's process group is signalled: the timeout, drain and kill-grace rules.
+    """When a command's tree is signalled: the timeout, drain and kill-grace rules.
 
     Shared by the blocking and the asyncio supervisors. ``stop_at`` is the next instant (on the
     caller's monotonic clock) at which :meth:`advance` must be called; :meth:`exit_seen` records
@@ -139,8 +146,8 @@ class KillSchedule:
             self.stop_at = min(self.stop_at, now + self._drain)
 
     def advance(self, now: float) -> signal.Signals | None:
-        """``stop_at`` has passed: the signal to send the group, or ``None`` to abandon pipes
-        still held by processes outside the group."""
+        """``stop_at`` has passed: the signal to send the tree, or ``None`` to abandon pipes
+        still held by processes outside it."""
         if self.phase == _RUNNING:
             self.timed_out = not self.exited
             self.signalled = True
@@ -205,6 +212,7 @@ class ExitNotifier:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self._fds.clear()
+        self.fd = -1
 
 
 def _wait_then_notify(pid: int, write_end: int) -> None:
@@ -226,18 +234,20 @@ def run_command(
     registry: ProcessRegistry | None = None,
     use_pidfd: bool = True,
 ) -> SkillExecutionResult:
-    """Run ``argv`` in ``cwd`` with exactly ``env`` (``None``: this process's environment).
+    """Run ``argv`` in ``cwd`` with exactly ``env`` (``None``: this process's environment) and
+    the command's mark (:mod:`.tree`).
 
     ``max_output_bytes`` bounds each stream. Raises :class:`ExecutionTransportError` when the
     process cannot be started (missing working directory, missing shell, ...) and
     :class:`RuntimeClosedError` when ``registry`` was closed while the command ran.
     """
     started = time.monotonic()
+    marked, token = marked_environment(env)
     try:
         process = subprocess.Popen(
             list(argv),
             cwd=cwd,
-            env=None if env is None else dict(env),
+            env=marked,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -253,13 +263,15 @@ def run_command(
         raise ExecutionTransportError(
             f"Cannot start {argv[0]} in {cwd}: {exc.strerror or exc}"
         ) from exc
+    tree = CommandTree(process.pid, token)
     if registry is not None:
-        registry.add(process)
+        registry.add(tree)
     outcome: tuple[bool, HeadTailBuffer, HeadTailBuffer] | None = None
     cancelled = False
     try:
         outcome = _supervise(
             process,
+            tree,
             deadline=started + timeout,
             max_output_bytes=max_output_bytes,
             kill_grace=kill_grace,
@@ -268,9 +280,9 @@ def run_command(
         )
     finally:
         if outcome is None:  # interrupted (KeyboardInterrupt, ...): leave nothing behind
-            signal_group(process.pid, signal.SIGKILL)
+            tree.signal(signal.SIGKILL)
         if registry is not None:
-            cancelled = registry.remove(process)
+            cancelled = registry.remove(tree)
         returncode = process.wait()
     if cancelled:
         raise RuntimeClosedError("The runtime was closed while the command was running")
@@ -325,6 +337,7 @@ class _Poller:
 
 def _supervise(
     process: subprocess.Popen[bytes],
+    tree: CommandTree,
     *,
     deadline: float,
     max_output_bytes: int,
@@ -354,9 +367,9 @@ def _supervise(
             if now >= schedule.stop_at:
                 signum = schedule.advance(now)
                 if signum is None:
-                    logger.warning("abandoning output pipes held by a process outside the group")
+                    logger.warning(ABANDONED)
                     break
-                signal_group(process.pid, signum)
+                tree.signal(signum)
                 continue
             for fd in poller.ready(schedule.stop_at - now):
                 if fd == notifier.fd:
@@ -371,8 +384,8 @@ def _supervise(
                     open_pipes -= 1
         if schedule.signalled:
             # Stragglers that closed their pipes but ignored SIGTERM; the shell is not reaped
-            # yet, so the group id still belongs to this command.
-            signal_group(process.pid, signal.SIGKILL)
+            # yet, so its pid and group id still belong to this command.
+            tree.signal(signal.SIGKILL)
     finally:
         poller.close()
         notifier.close()

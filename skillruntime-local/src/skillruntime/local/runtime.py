@@ -20,7 +20,7 @@ Three modes, chosen by the constructor arguments:
 
 Relative paths and working directories resolve against the default working directory. A missing
 working directory raises :class:`ExecutionTransportError` (the command could not be started).
-:meth:`close` deletes no workspace and no prepared copy; it kills the process groups of commands
+:meth:`close` deletes no workspace and no prepared copy; it kills the process trees of commands
 still running in other threads, whose ``execute`` then raises :class:`RuntimeClosedError`.
 """
 
