@@ -83,7 +83,7 @@ WRAPPER = (
     'cd -- "$1" 2>/dev/null || exit 97\n'
     "if command -v bash >/dev/null 2>&1; then s=bash; else s=sh; fi\n"
     "exec 3>&2 2>/dev/null\n"
-    '"$s" -c \'exec 2>&3 3>&-; printf "%s\\n" "$$"; exec setsid "$0" -c "$1"\' '
+    '"$s" -c \'exec 2>&3 3>&-; printf "%s\\n" "$$"; exec setsid "$0" -c -- "$1"\' '
     '"$s" "$2" </dev/null\n'
 )
 """The wrapper (``sh -c WRAPPER skillruntime <cwd> <command>``); see the module docs."""
