@@ -146,6 +146,22 @@ def _envelope_error(
     return "", "", {}
 
 
+def request_headers(options: VikingStoreOptions) -> tuple[dict[str, str], str | None]:
+    """The headers of every request to the server (the API key, the account, user and agent
+    identity) and the API key itself, to be redacted from messages."""
+    headers = {"Accept": "application/json", "User-Agent": "skillruntime-viking"}
+    key = options.api_key.get_secret_value() if options.api_key is not None else None
+    if key is not None:
+        headers["X-API-Key"] = key
+    if options.account:
+        headers["X-OpenViking-Account"] = options.account
+    if options.user:
+        headers["X-OpenViking-User"] = options.user
+    if options.agent:
+        headers["X-OpenViking-Actor-Peer"] = options.agent
+    return headers, key
+
+
 class VikingClient:
     """A thread-safe OpenViking client for skill reads and downloads: each request borrows a
     ``requests.Session`` from a small pool, all sharing the same headers and timeouts."""
@@ -155,17 +171,7 @@ class VikingClient:
         self._idle: queue.LifoQueue[requests.Session] = queue.LifoQueue(maxsize=_IDLE_SESSIONS)
         self._lock = threading.Lock()
         self._closed = False
-        headers = {"Accept": "application/json", "User-Agent": "skillruntime-viking"}
-        key = options.api_key.get_secret_value() if options.api_key is not None else None
-        if key is not None:
-            headers["X-API-Key"] = key
-        if options.account:
-            headers["X-OpenViking-Account"] = options.account
-        if options.user:
-            headers["X-OpenViking-User"] = options.user
-        if options.agent:
-            headers["X-OpenViking-Actor-Peer"] = options.agent
-        self._headers = headers
+        self._headers, key = request_headers(options)
         self._redact = Redactor([key])
 
     @property

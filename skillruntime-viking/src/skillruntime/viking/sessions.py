@@ -36,7 +36,7 @@ from urllib3.exceptions import NewConnectionError
 
 from skillruntime.core.errors import SkillRuntimeError
 
-from .client import _bounded_body, _Clock, _DeadlineError, _envelope_error
+from .client import _bounded_body, _Clock, _DeadlineError, _envelope_error, request_headers
 from .options import VikingStoreOptions
 from .redaction import Redactor
 
@@ -100,17 +100,7 @@ class VikingSessionClient:
 
     def __init__(self, options: VikingStoreOptions) -> None:
         self._options = options
-        headers = {"Accept": "application/json", "User-Agent": "skillruntime-viking"}
-        key = options.api_key.get_secret_value() if options.api_key is not None else None
-        if key is not None:
-            headers["X-API-Key"] = key
-        if options.account:
-            headers["X-OpenViking-Account"] = options.account
-        if options.user:
-            headers["X-OpenViking-User"] = options.user
-        if options.agent:
-            headers["X-OpenViking-Actor-Peer"] = options.agent
-        self._headers = headers
+        self._headers, key = request_headers(options)
         self._redact = Redactor([key])
 
     @property
