@@ -210,6 +210,7 @@ class AsyncCommandRunner:
             nonce=nonce,
             max_output_bytes=max_output_bytes,
             timeout_seconds=timeout_seconds,
+            environment=environment,
         )
         error: BaseException | None = None
 

@@ -57,6 +57,7 @@ from typing import Any
 
 from opensandbox.models.execd import RunCommandOpts
 from skillruntime.core.models import SkillExecutionResult
+from skillruntime.core.runtime.bridge import CANCEL_MARKER_VARIABLE
 
 from .errors import OpenSandboxExecutionError, execution_error
 from .wrapper import (
@@ -79,6 +80,7 @@ __all__ = [
     "command_options",
     "command_result",
     "command_script",
+    "marker_token",
 ]
 
 logger = logging.getLogger(__name__)
@@ -220,22 +222,41 @@ def command_options(
     environment: Mapping[str, str],
     timeout_seconds: float,
 ) -> RunCommandOpts:
-    """execd's options of one command: its own timeout is a backstop past the wrapper's."""
+    """execd's options of one command: its own timeout is a backstop past the wrapper's. The
+    run's marker (:data:`~skillruntime.core.runtime.bridge.CANCEL_MARKER_VARIABLE`) is left out
+    of execd's environment: the wrapper gives it to the command alone (:func:`command_script`)."""
     return RunCommandOpts(
         working_directory=working_directory,
         timeout=timedelta(
             milliseconds=int((timeout_seconds + KILL_GRACE_SECONDS + BACKSTOP_SECONDS) * 1000)
         ),
-        envs=dict(environment),
+        envs={name: value for name, value in environment.items() if name != CANCEL_MARKER_VARIABLE},
         uid=uid,
         gid=gid if uid is not None else None,
     )
 
 
+def marker_token(environment: Mapping[str, str]) -> str:
+    """The token of the run's marker
+    (:data:`~skillruntime.core.runtime.bridge.CANCEL_MARKER_VARIABLE`): the caller's when it is
+    letters and digits (the thread bridge sweeps for its own token on cancel), else a fresh
+    one."""
+    token = environment.get(CANCEL_MARKER_VARIABLE, "")
+    return token if token.isascii() and token.isalnum() else secrets.token_hex(16)
+
+
 def command_script(
-    command: str, *, uid: int | None, nonce: str, max_output_bytes: int, timeout_seconds: float
+    command: str,
+    *,
+    uid: int | None,
+    nonce: str,
+    max_output_bytes: int,
+    timeout_seconds: float,
+    environment: Mapping[str, str],
 ) -> str:
-    """The wrapper text of one command (see :mod:`.wrapper`)."""
+    """The wrapper text of one command (see :mod:`.wrapper`), whose processes carry the run's
+    marker (:func:`marker_token`) in their environment: at the deadline the watchdog stops the
+    command's process group and every marked process."""
     return build_wrapper(
         command=command,
         run_dir=f"{RUN_DIRECTORY}-{uid if uid is not None else 'default'}",
@@ -243,6 +264,7 @@ def command_script(
         nonce=nonce,
         cap=max_output_bytes,
         timeout=timeout_seconds,
+        marker=marker_token(environment),
     )
 
 

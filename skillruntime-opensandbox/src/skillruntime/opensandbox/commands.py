@@ -157,6 +157,7 @@ class CommandRunner:
             nonce=nonce,
             max_output_bytes=max_output_bytes,
             timeout_seconds=timeout_seconds,
+            environment=environment,
         )
         error: BaseException | None = None
 

@@ -7,12 +7,18 @@ the SDK buffers whole. The wrapper keeps the command's output off the event stre
 * the command runs with ``bash -c`` (``bash`` from ``/bin``, ``/usr/bin`` or ``/usr/local/bin``;
   ``/bin/sh`` where there is none), stdin from ``/dev/null``, in its own session and process
   group (``setsid``), stdout and stderr into two files of a private run directory;
-* a watchdog in a session of its own ends the command's whole process group at the deadline
-  (even if the wrapper itself is gone) as the local runtime does: ``TERM`` first, then ``KILL``
-  once the group is empty or after ``kill_grace`` seconds (:data:`KILL_GRACE_SECONDS`; the
-  wrapper kills what is left of the group as soon as the command's shell ended), and leaves a
-  marker saying it did; a ``TERM``, ``INT`` or ``HUP`` sent to the wrapper (execd's interrupt)
-  kills the command's group too;
+* the command (not the wrapper) is started with the run's marker
+  ``SKILLRUNTIME_CANCEL_MARK=<token>`` in its environment
+  (:data:`~skillruntime.core.runtime.bridge.CANCEL_MARKER_VARIABLE`), which every process it
+  starts inherits, also one that leaves the process group with ``setsid``;
+* a watchdog in a session of its own ends the command's whole tree at the deadline (even if
+  the wrapper itself is gone) as the local runtime does: ``TERM`` to the command's process group
+  and to every process whose ``/proc/<pid>/environ`` holds the marker, then ``KILL`` to both
+  once the group and the marked processes are gone or after ``kill_grace`` seconds
+  (:data:`KILL_GRACE_SECONDS`; the wrapper kills what is left of the group and the marked
+  processes as soon as the command's shell ended), and leaves a file saying it did; a ``TERM``,
+  ``INT`` or ``HUP`` sent to the wrapper (execd's interrupt) kills the command's group and the
+  marked processes too. A process that cleared its environment *and* left the group escapes;
 * when the command has ended, each stream is sent cut to ``cap`` bytes (the head ``cap // 2``
   and the tail ``cap - cap // 2`` around the dropped middle), base64-encoded in lines of at most
   64 KiB, so the event stream never carries more than the caps, in events of bounded size, and
@@ -31,12 +37,13 @@ Stream layout (the wrapper's stdout; its stderr carries nothing)::
 
 where ``<tag>`` is ``SROS`` followed by the nonce. Sections of an empty stream are left out.
 Without ``setsid`` the command shares the wrapper's process group. The watchdog's ``TERM`` goes
-to that group (the wrapper traps it, the watchdog ignores it): a command that ends on it is
-reported as usual, then the wrapper kills what is left of the group, itself included, once its
-report is out. A command still running after the grace is killed with the whole group, so no
-report can follow: the watchdog writes ``<tag> T`` to the stream and removes the run files
-first, and the result still says it timed out, but its output is lost. Without ``base64`` the
-trailer carries flag 3 and no output.
+to that group (the wrapper traps it, the watchdog ignores it) and to the marked processes: a
+command that ends on it is reported as usual, then the wrapper kills the marked processes and,
+once its report is out, what is left of the group, itself included. A command still running
+after the grace is killed with the marked processes and the whole group, so no report can
+follow: the watchdog writes ``<tag> T`` to the stream and removes the run files first, and the
+result still says it timed out, but its output is lost. Without ``base64`` the trailer carries
+flag 3 and no output.
 """
 
 from __future__ import annotations
@@ -44,9 +51,11 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+import secrets
 import shlex
 from dataclasses import dataclass, field
 
+from skillruntime.core.runtime.bridge import CANCEL_MARKER_VARIABLE
 from skillruntime.core.runtime.output import head_tail_text
 
 __all__ = ["WrapperOutput", "WrapperTrailer", "build_wrapper"]
@@ -66,6 +75,28 @@ _TICK = 0.1
 """Seconds between two looks of the watchdog at the group it sent ``TERM``."""
 
 
+def _marked(v: str, token: str) -> str:
+    """One line defining ``{v}f`` (print the pids of the processes whose environment holds
+    ``CANCEL_MARKER_VARIABLE=token``, read from ``/proc/<pid>/environ``: with one ``grep -z``
+    where grep has it, one ``tr | grep`` per process otherwise) and ``{v}k SIG`` (send ``SIG``
+    to all of them but the calling shell with one ``kill``). A zombie's environment reads
+    empty, so an ended process is never listed. The calling shell and its helpers must not hold
+    the marker themselves."""
+    return (
+        f"{v}m='{CANCEL_MARKER_VARIABLE}={token}'; "
+        "if printf 'a\\000' | command -p grep -qz a 2>/dev/null; then "
+        f'{v}f() {{ command -p grep -lzxF -- "${v}m" /proc/[0-9]*/environ 2>/dev/null '
+        "| command -p sed 's#^/proc/\\([0-9]*\\)/environ$#\\1#'; }; "
+        "else "
+        f"{v}f() {{ for {v}d in /proc/[0-9]*; do "
+        f"{{ command -p tr '\\000' '\\n' < \"${v}d/environ\"; }} 2>/dev/null "
+        f'| command -p grep -qxF -- "${v}m" && echo "${{{v}d#/proc/}}"; done; }}; '
+        "fi; "
+        f'{v}k() {{ {v}l=; for {v}p in $({v}f); do [ "${v}p" = "$$" ] || {v}l="${v}l ${v}p"; '
+        f'done; [ -z "${v}l" ] || kill -"$1" ${v}l; }}'
+    )
+
+
 def build_wrapper(
     *,
     command: str,
@@ -75,8 +106,19 @@ def build_wrapper(
     cap: int,
     timeout: float,
     kill_grace: float = KILL_GRACE_SECONDS,
+    marker: str | None = None,
 ) -> str:
-    """The shell text sent to execd for one command (see the module docs)."""
+    """The shell text sent to execd for one command (see the module docs).
+
+    ``marker`` is the token (letters and digits) of the run's marker
+    ``CANCEL_MARKER_VARIABLE=marker``, put in the command's environment only; a fresh one when
+    ``None``. It must not be in the wrapper's own environment (execd's ``envs``): the wrapper
+    and its watchdog would then be taken for the command's processes.
+    """
+    if marker is None:
+        marker = secrets.token_hex(16)
+    if not re.fullmatch(r"[A-Za-z0-9]+", marker):
+        raise ValueError("the marker must be made of letters and digits")
     if not re.fullmatch(r"[A-Za-z0-9]+", run_id) or not re.fullmatch(r"[A-Za-z0-9]+", nonce):
         raise ValueError("run_id and nonce must be made of letters and digits")
     if cap < 2:
@@ -90,6 +132,19 @@ def build_wrapper(
     head = cap // 2
     tail = cap - head
     out, err, mark = f'"${v}F.o"', f'"${v}F.e"', f'"${v}F.t"'
+    marked = _marked(v, marker)
+    label = f"{CANCEL_MARKER_VARIABLE}={marker}"
+    # The setsid watchdog (a program of its own: it sees none of the wrapper's functions): at
+    # the deadline, TERM to the command's group and the marked processes, then KILL to both
+    # once they are gone or after the grace, whichever comes first.
+    watchdog = (
+        f"{marked}; "
+        'command -p sleep "$1" || exit 0; : > "$2"; '
+        f'{{ {v}k TERM; kill -TERM -"$3"; }} 2>/dev/null; '
+        'n=0; while [ $n -lt "$4" ] && { kill -0 -"$3" 2>/dev/null || '
+        f'[ -n "$({v}f)" ]; }}; do command -p sleep {_TICK:g}; n=$((n+1)); done; '
+        f'{{ kill -KILL -"$3"; {v}k KILL; {v}k KILL; {v}k KILL; }} 2>/dev/null'
+    )
     lines = [
         "set +m 2>/dev/null",
         f'{v}R={q(run_dir)}; {v}F="${v}R"/{run_id}; {v}C={q(command)}',
@@ -99,40 +154,45 @@ def build_wrapper(
         f'if [ -x "${v}x" ]; then {v}B=${v}x; break; fi; done',
         f"{v}S=0; {v}I=0; {v}RC=0; {v}NO=0; {v}NE=0; {v}K=0; {v}M=0",
         f"if command -p -v setsid >/dev/null 2>&1; then {v}S=1; fi",
+        marked,
         # A background job of a shell without job control is never a process group leader, so
         # setsid does not fork: the job's pid is the id of the new session and process group.
         # "--": a command that starts with "-" is a command, not the shell's options.
-        f'if [ ${v}S = 1 ]; then command -p setsid "${v}B" -c -- "${v}C" '
+        # Only the command holds the marker (not the wrapper, not the watchdog).
+        f'if [ ${v}S = 1 ]; then {label} command -p setsid "${v}B" -c -- "${v}C" '
         f"</dev/null >{out} 2>{err} &",
-        f'else "${v}B" -c -- "${v}C" </dev/null >{out} 2>{err} & fi',
+        f'else {label} "${v}B" -c -- "${v}C" </dev/null >{out} 2>{err} & fi',
         f"{v}P=$!",
-        f"trap '{v}I=1; kill -KILL -\"${v}P\" 2>/dev/null' TERM INT HUP",
-        # The watchdog: at the deadline, TERM to the command's group, then KILL once the group
-        # is empty or after the grace, whichever comes first.
-        f"if [ ${v}S = 1 ]; then command -p setsid /bin/sh -c "
-        '\'command -p sleep "$1" || exit 0; : > "$2"; kill -TERM -"$3" 2>/dev/null || exit 0; '
-        'n=0; while [ $n -lt "$4" ] && kill -0 -"$3" 2>/dev/null; do '
-        f'command -p sleep {_TICK:g}; n=$((n+1)); done; kill -KILL -"$3"\' '
+        # execd's interrupt: the command's group and the marked processes are killed (not on
+        # the watchdog's own TERM to the wrapper's group, without setsid: it left its file).
+        f'trap \'{v}I=1; kill -KILL -"${v}P" 2>/dev/null; [ -e {mark} ] || '
+        f"{v}k KILL 2>/dev/null' TERM INT HUP",
+        f"if [ ${v}S = 1 ]; then command -p setsid /bin/sh -c {shlex.quote(watchdog)} "
         f'sh {timeout:g} {mark} "${v}P" {ticks} </dev/null >/dev/null 2>&1 &',
         # Without setsid the command shares the wrapper's group: the watchdog ignores its own
         # TERM to the group (the wrapper traps it), and a command that ends on it is reported
         # as usual. One that outlives the grace is killed with the whole group, the wrapper
         # included, so no trailer can follow: the watchdog says on the stream that it fired and
-        # removes the run files first.
+        # removes the run files first. Its file goes last, after the marked processes: a wrapper
+        # woken meanwhile by the end of the command's shell still sees that the watchdog fired,
+        # so it kills what is left itself.
         f"else ( command -p sleep {timeout:g} >/dev/null 2>&1 || exit 0; : > {mark}; "
-        f"trap '' TERM; kill -TERM 0; n=0; while [ $n -lt {ticks} ] && "
+        f"trap '' TERM; kill -TERM 0; {v}k TERM 2>/dev/null; n=0; while [ $n -lt {ticks} ] && "
         f'kill -0 "${v}P" 2>/dev/null; do command -p sleep {_TICK:g} >/dev/null 2>&1; '
         f'n=$((n+1)); done; kill -0 "${v}P" 2>/dev/null || exit 0; '
-        f"echo '{tag} T'; command -p rm -f -- {out} {err} {mark}; kill -KILL 0 ) "
+        f"echo '{tag} T'; command -p rm -f -- {out} {err}; "
+        f"{{ {v}k KILL; {v}k KILL; {v}k KILL; }} 2>/dev/null; command -p rm -f -- {mark}; "
+        "kill -KILL 0 ) "
         "</dev/null 2>/dev/null & fi",
         f"{v}W=$!",
         f'wait "${v}P"; {v}RC=$?',
         f'while kill -0 "${v}P" 2>/dev/null; do wait "${v}P"; {v}RC=$?; done',
-        # The command's shell ended after the watchdog's TERM: what is left of its group (a
-        # process that ignored the TERM) is killed now, as the local runtime does.
+        # The command's shell ended after the watchdog's TERM: what is left of its group and
+        # the marked processes (what ignored the TERM) is killed now, as the local runtime does.
         f"{v}M=0; [ ! -e {mark} ] || {v}M=1",
         f'if [ ${v}S = 1 ] && [ ${v}M = 1 ]; then kill -KILL -"${v}P" 2>/dev/null; fi',
         f'kill -KILL -"${v}W" 2>/dev/null || kill -KILL "${v}W" 2>/dev/null',
+        f"if [ ${v}M = 1 ]; then {{ {v}k KILL; {v}k KILL; {v}k KILL; }} 2>/dev/null; fi",
         f"{v}TO=0; [ ${v}I = 0 ] || {v}TO={FLAG_INTERRUPTED}; "
         f"[ ${v}M = 0 ] || {v}TO={FLAG_TIMED_OUT}",
         f"if [ -s {out} ] || [ -s {err} ]; then",
