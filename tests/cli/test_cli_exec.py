@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -244,10 +245,16 @@ def test_an_unknown_option_before_the_command_is_a_usage_error(
 
     assert result.exit_code == 2, result.output
     [line] = result.stderr.splitlines()
-    assert line.startswith(f"Error: No such option '{unknown}'")
+    # click 8.2 writes "No such option: -Z", later versions "No such option '-Z'."
+    assert re.match(rf"Error: No such option(: | '){re.escape(unknown)}\b", line), line
     assert line.endswith("exec --help')")
     assert result.stdout == ""
     assert recorder.requests == []
+
+
+def _words(text: str) -> str:
+    """``text`` without the quotes, colons and full stops click's versions differ in."""
+    return re.sub(r"[':.]", "", text)
 
 
 def test_the_usage_error_of_an_unknown_option_is_the_one_the_docs_show() -> None:
@@ -260,7 +267,9 @@ def test_the_usage_error_of_an_unknown_option_is_the_one_the_docs_show() -> None
 
     assert result.exit_code == 2
     [line] = result.stderr.splitlines()
-    assert f"`{line}`" in docs
+    # The docs show the current click's wording; click 8.2 (the lowest supported) quotes and
+    # punctuates the same words differently.
+    assert _words(f"`{line}`") in _words(docs)
 
 
 @pytest.mark.parametrize(
