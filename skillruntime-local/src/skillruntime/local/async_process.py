@@ -202,13 +202,18 @@ class _Supervisor:
             self._finish()
 
     def _finish(self) -> None:
-        if self._schedule.signalled:
-            # Stragglers that closed their pipes but ignored SIGTERM; the shell is not reaped
-            # yet, so its pid and group id still belong to this command.
-            self._signal(signal.SIGKILL)
         self._release_pipes()
         self._stop_watching_exit()
         self._notifier.close()
+        self._after_passes(self._kill_stragglers if self._schedule.signalled else self._resolve)
+
+    def _kill_stragglers(self) -> None:
+        # Stragglers that closed their pipes but ignored SIGTERM; the shell is not reaped yet,
+        # so its pid and group id still belong to this command.
+        if self._tree.outside_alive():
+            self._signal(signal.SIGKILL)
+        else:
+            self._tree.signal_group(signal.SIGKILL)
         self._after_passes(self._resolve)
 
     def _resolve(self) -> None:

@@ -18,8 +18,9 @@ Lifecycle of one command:
   (``nohup server >log 2>&1 &``) are left running, as a shell would leave them.
 * **Timeout.** At the deadline the command's whole tree (:mod:`.tree`: its process group, the
   processes carrying its mark, their descendants) gets ``SIGTERM``; after ``kill_grace`` seconds,
-  or as soon as the shell exited and the pipes closed, it gets ``SIGKILL``. The result has
-  ``timed_out=True``, ``exit_code=-1`` and the output read so far.
+  or as soon as the shell exited and the pipes closed, it gets ``SIGKILL`` (the group alone when
+  nothing the ``SIGTERM`` reached outside the group still runs: no second ``/proc`` pass). The
+  result has ``timed_out=True``, ``exit_code=-1`` and the output read so far.
 * **Signals.** A shell killed by signal ``N`` (not by the timeout) reports exit code ``128 + N``,
   as shells do.
 
@@ -385,7 +386,10 @@ def _supervise(
         if schedule.signalled:
             # Stragglers that closed their pipes but ignored SIGTERM; the shell is not reaped
             # yet, so its pid and group id still belong to this command.
-            tree.signal(signal.SIGKILL)
+            if tree.outside_alive():
+                tree.signal(signal.SIGKILL)
+            else:
+                tree.signal_group(signal.SIGKILL)
     finally:
         poller.close()
         notifier.close()

@@ -25,19 +25,20 @@ with threads; it is not used.
 The ``/proc`` pass costs a few milliseconds per hundred processes. Passes asked for at the same
 time are combined: while one pass runs, the requests that arrive (from any thread, or queued
 from an event loop with :func:`submit_signal`) wait for it to end and are all served by the
-next pass, so a burst of timeouts costs a few passes, not one each. Without ``/proc`` (not
-Linux) only the group is signalled.
+next pass, so a burst of timeouts costs a few passes, not one each. The final ``SIGKILL`` of a
+stop makes a second pass only when a process the first one found outside the group still runs
+(:meth:`CommandTree.outside_alive`). Without ``/proc`` (not Linux) only the group is signalled.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import threading
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Executor, Future
+from signal import Signals
 
 __all__ = ["MARK_PREFIX", "CommandTree", "marked_environment", "signal_trees", "submit_signal"]
 
@@ -45,9 +46,10 @@ MARK_PREFIX = "SKILLRUNTIME_TREE_"
 """Prefix of the environment variable that marks the processes of one command."""
 
 _MARK_NEEDLE = b"\0" + MARK_PREFIX.encode()
+_READ_SIZE = 65536
 
 
-def _signal_group(pgid: int, signum: signal.Signals) -> None:
+def _signal_group(pgid: int, signum: Signals) -> None:
     """Send ``signum`` to the process group ``pgid``; a group that is gone is ignored."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signum)
@@ -64,20 +66,32 @@ def marked_environment(env: Mapping[str, str] | None) -> tuple[dict[str, str], s
 
 class CommandTree:
     """The processes of one command: the group its shell ``pid`` leads and the processes marked
-    ``token`` (see the module docs)."""
+    ``token`` (see the module docs). ``outside`` holds the pids the last pass signalled outside
+    the group."""
 
-    __slots__ = ("pid", "token")
+    __slots__ = ("outside", "pid", "token")
 
     def __init__(self, pid: int, token: str) -> None:
         self.pid = pid
         self.token = token
+        self.outside: tuple[int, ...] = ()
 
-    def signal(self, signum: signal.Signals) -> None:
+    def signal(self, signum: Signals) -> None:
         """Send ``signum`` to the whole tree (see the module docs)."""
         signal_trees([self], signum)
 
+    def signal_group(self, signum: Signals) -> None:
+        """Send ``signum`` to the process group alone (no ``/proc`` pass)."""
+        _signal_group(self.pid, signum)
 
-def signal_trees(trees: Sequence[CommandTree], signum: signal.Signals) -> None:
+    def outside_alive(self) -> bool:
+        """Whether a process the last pass signalled outside the group still runs: only then
+        can the tree's end need another pass (what a process that ended on ``SIGTERM`` forked
+        outside the group in between is the exception: it is not looked for)."""
+        return any(_running(pid) for pid in self.outside)
+
+
+def signal_trees(trees: Sequence[CommandTree], signum: Signals) -> None:
     """Send ``signum`` to the whole tree of each of ``trees`` and wait until it is sent: one
     ``/proc`` pass (shared with the trees other threads ask for meanwhile), then the signals.
     The shells must not have been reaped: their pids and group ids are signalled."""
@@ -86,14 +100,14 @@ def signal_trees(trees: Sequence[CommandTree], signum: signal.Signals) -> None:
 
 
 def submit_signal(
-    trees: Sequence[CommandTree], signum: signal.Signals, executor: Executor
+    trees: Sequence[CommandTree], signum: Signals, executor: Executor
 ) -> Future[None]:
     """:func:`signal_trees` without waiting: the pass runs on ``executor`` (unless one is running
     already, which takes these trees too); the future is done when the signals are sent."""
     return _SWEEPS.submit([(tree, signum) for tree in trees], executor)
 
 
-_Request = tuple[CommandTree, signal.Signals]
+_Request = tuple[CommandTree, Signals]
 
 
 class _Sweeps:
@@ -159,9 +173,17 @@ class _Sweeps:
 _SWEEPS = _Sweeps()
 
 
-def _processes() -> Iterable[tuple[int, int, bytes]]:
-    """``(pid, parent pid, environment)`` of every process in ``/proc`` but this one (an empty
-    environment where it cannot be read: another user's process)."""
+def _running(pid: int) -> bool:
+    try:
+        stat = _read(f"/proc/{pid}/stat")
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] not in {b"Z", b"X"}
+
+
+def _processes() -> Iterable[tuple[int, int, int, bytes]]:
+    """``(pid, parent pid, process group, environment)`` of every process in ``/proc`` but this
+    one (an empty environment where it cannot be read: another user's process)."""
     try:
         names = os.listdir("/proc")
     except OSError:
@@ -178,17 +200,21 @@ def _processes() -> Iterable[tuple[int, int, bytes]]:
             environ = _read(f"/proc/{name}/environ")
         except OSError:  # another user's (a setuid program), or gone meanwhile
             environ = b""
-        # pid (comm) state ppid ...: comm may hold spaces and parentheses, so cut at the last ')'.
-        fields = stat[stat.rfind(b")") + 2 :].split(b" ", 2)
-        if len(fields) >= 2 and fields[1].isdigit():
-            yield int(name), int(fields[1]), environ
+        # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses, so cut at the
+        # last ')'.
+        fields = stat[stat.rfind(b")") + 2 :].split(b" ", 4)
+        if len(fields) >= 4 and fields[1].isdigit() and fields[2].isdigit():
+            yield int(name), int(fields[1]), int(fields[2]), environ
 
 
 def _read(path: str) -> bytes:
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        chunks = []
-        while chunk := os.read(fd, 65536):
+        data = os.read(fd, _READ_SIZE)
+        if len(data) < _READ_SIZE:  # stat and environ give all they hold in one read
+            return data
+        chunks = [data]
+        while chunk := os.read(fd, _READ_SIZE):
             chunks.append(chunk)
         return b"".join(chunks)
     finally:
@@ -208,29 +234,39 @@ def _marks(environ: bytes) -> Iterable[bytes]:
         start = data.find(_MARK_NEEDLE, end)
 
 
-def _signal_found(requests: list[tuple[CommandTree, signal.Signals]]) -> None:
+def _signal_found(requests: list[tuple[CommandTree, Signals]]) -> None:
     """One ``/proc`` pass, then the signals: each request's group, the processes marked with its
-    token, and the descendants of its shell and of them get the request's signal."""
-    by_token: dict[bytes, list[signal.Signals]] = {}
-    roots: dict[int, list[signal.Signals]] = {}
-    for tree, signum in requests:
-        by_token.setdefault(tree.token.encode(), []).append(signum)
-        roots.setdefault(tree.pid, []).append(signum)
+    token, and the descendants of its shell and of them get the request's signal; each tree's
+    ``outside`` is what of it the pass found outside its group."""
+    tokens = {tree.token.encode() for tree, _ in requests}
     children: dict[int, list[int]] = {}
-    for pid, parent, environ in _processes():
+    groups: dict[int, int] = {}
+    marked: dict[bytes, list[int]] = {}
+    for pid, parent, group, environ in _processes():
         children.setdefault(parent, []).append(pid)
+        groups[pid] = group
         for token in _marks(environ):
-            roots.setdefault(pid, []).extend(by_token.get(token, ()))
+            if token in tokens:
+                marked.setdefault(token, []).append(pid)
+    targets: list[tuple[int, Signals]] = []
+    for tree, signum in requests:
+        found = _below([tree.pid, *marked.get(tree.token.encode(), ())], children)
+        tree.outside = tuple(pid for pid in found if groups.get(pid) != tree.pid)
+        targets.extend((pid, signum) for pid in found)
     for tree, signum in requests:
         _signal_group(tree.pid, signum)
-    sent: set[tuple[int, signal.Signals]] = set()
-    for root, signums in roots.items():
-        for signum in signums:
-            stack = [root]
-            while stack:
-                pid = stack.pop()
-                if (pid, signum) not in sent:
-                    sent.add((pid, signum))
-                    stack.extend(children.get(pid, ()))
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.kill(pid, signum)
+    for pid, signum in dict.fromkeys(targets):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signum)
+
+
+def _below(roots: list[int], children: Mapping[int, list[int]]) -> list[int]:
+    """``roots`` and all their descendants, each once."""
+    found: dict[int, None] = {}
+    stack = list(roots)
+    while stack:
+        pid = stack.pop()
+        if pid not in found:
+            found[pid] = None
+            stack.extend(children.get(pid, ()))
+    return list(found)
