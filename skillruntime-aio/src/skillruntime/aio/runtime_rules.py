@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import posixpath
 import time
-import uuid
-from collections.abc import Mapping
 
 from skillruntime.core.errors import ExecutionTransportError, SkillPrepareError
 from skillruntime.core.models import Skill, SkillExecutionRequest, SkillExecutionResult
-from skillruntime.core.runtime.bridge import CANCEL_MARKER_VARIABLE, kill_marked_command
+from skillruntime.core.runtime.bridge import (
+    kill_marked_command,
+    marked_environment,
+)
 
 from .command_plans import CommandSpec
 from .errors import AioSandboxError
@@ -76,19 +77,6 @@ def execution_result(
         stdout_truncated=outcome.stdout_size > cap,
         stderr_truncated=outcome.stderr_size > cap,
     )
-
-
-def marked_environment(environment: Mapping[str, str]) -> tuple[dict[str, str], str]:
-    """``environment`` with the run's marker
-    (:data:`~skillruntime.core.runtime.bridge.CANCEL_MARKER_VARIABLE`), and the marker's token:
-    the caller's when it set one (the thread bridge of
-    :func:`~skillruntime.core.runtime.bridge.to_async` marks every command it runs, and sweeps
-    for its own token), else a fresh one. A caller's token that is not alphanumeric is replaced,
-    as the command flows of :mod:`.command_plans` replace it (it is put into shell scripts)."""
-    token = environment.get(CANCEL_MARKER_VARIABLE, "")
-    if not token.isalnum():
-        token = uuid.uuid4().hex
-    return {**environment, CANCEL_MARKER_VARIABLE: token}, token
 
 
 def kill_spec(token: str) -> CommandSpec:

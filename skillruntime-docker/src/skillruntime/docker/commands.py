@@ -38,13 +38,12 @@ import logging
 import math
 import threading
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from skillruntime.core.models import SkillExecutionResult
-from skillruntime.core.runtime.bridge import CANCEL_MARKER_VARIABLE
+from skillruntime.core.runtime.bridge import CANCEL_MARKER_VARIABLE, marked_environment
 from skillruntime.core.runtime.output import HeadTailBuffer
 
 from .engine import DockerEngine
@@ -87,15 +86,6 @@ WRAPPER = (
     '"$s" "$2" </dev/null\n'
 )
 """The wrapper (``sh -c WRAPPER skillruntime <cwd> <command>``); see the module docs."""
-
-
-def marked_environment(environment: Mapping[str, str]) -> tuple[dict[str, str], str]:
-    """``environment`` with the command's mark and the mark's token: the caller's when it set
-    an alphanumeric one (the thread bridge marks every command it runs), else a fresh one."""
-    token = environment.get(CANCEL_MARKER_VARIABLE, "")
-    if not token.isalnum():
-        token = uuid.uuid4().hex
-    return {**environment, CANCEL_MARKER_VARIABLE: token}, token
 
 
 def stop_tree_script(token: str, grace: float = KILL_GRACE_SECONDS) -> str:

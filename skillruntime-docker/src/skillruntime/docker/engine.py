@@ -16,18 +16,16 @@ import logging
 import os
 import posixpath
 import socket
-import tarfile
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import IO, Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import docker
 import docker.errors
 
 from skillruntime.core.conversations import service_key_for_url
 
-from .archive import ChunkReader as _ChunkReader
 from .errors import DockerEngineError
 from .security import ContainerSecurity
 
@@ -50,7 +48,6 @@ KEEP_ALIVE_COMMAND = ("/bin/sh", "-c", "trap 'exit 0' TERM; while sleep 3600; do
 the command trees that exec starts)."""
 
 _FRAME_HEADER = 8
-_OWNER_READ = 16 * 1024
 _VERSIONS: dict[tuple[str, str], str] = {}
 """The API version negotiated per engine address and TLS settings (one ``GET /version`` per
 process and engine, not per runtime object)."""
@@ -417,36 +414,6 @@ class DockerEngine:
             return _path_stat(response, path)
 
         return self.call(f"stat of {path}", head)
-
-    def stat_owned(self, container_id: str, path: str) -> tuple[PathStat, int, int] | None:
-        """The engine's stat of ``path`` with its owner ``(uid, gid)`` (a ``HEAD`` gives no
-        owner): one ``GET /containers/{id}/archive`` of which only the stat header and the first
-        tar header are read, the response then closed (the engine stops its archive when the
-        connection goes). ``None`` when missing; refusals as :meth:`stat_path`."""
-
-        def get(api: Any) -> tuple[PathStat, int, int] | None:
-            response = api._get(
-                api._url("/containers/{0}/archive", container_id),
-                params={"path": _wire(path)},
-                stream=True,
-            )
-            try:
-                found = _path_stat(response, path)
-                if found is None:
-                    return None
-                try:
-                    reader = _ChunkReader(response.iter_content(_OWNER_READ))
-                    with tarfile.open(fileobj=cast("IO[bytes]", reader), mode="r|") as archive:
-                        member = archive.next()
-                except tarfile.TarError as exc:
-                    raise DockerEngineError(f"unreadable archive of {path}: {exc}") from exc
-                if member is None:
-                    raise DockerEngineError(f"the engine sent an empty archive of {path}")
-                return found, member.uid, member.gid
-            finally:
-                response.close()
-
-        return self.call(f"stat of {path}", get)
 
     def get_archive(self, container_id: str, path: str, chunk_size: int) -> Iterator[bytes]:
         """The tar stream of ``path`` as the engine sends it, in chunks of ``chunk_size``."""

@@ -61,7 +61,7 @@ from skillruntime.core.files.search import (
 )
 from skillruntime.core.files.search_command import Listing, glob_from_listing, grep_from_output
 from skillruntime.core.files.spi import CHUNK_SIZE, DEFAULT_LIST_LIMIT, SkillRuntimeFileSystem
-from skillruntime.core.models import FileInfo, SkillExecutionResult
+from skillruntime.core.models import FileInfo
 
 from . import file_scripts as scripts
 from .archive import ArchiveMemberError, DirectoryEntry, FileEntry, tar_stream
@@ -113,9 +113,6 @@ def shell_argument(path: str) -> str:
         else:
             out.append(chr(byte))
     return "".join(out)
-
-
-CommandRunnerHook = Callable[[str, float, int], SkillExecutionResult]
 
 
 def _classify(text: str, path: str, operation: str) -> RuntimeFileError:
@@ -231,8 +228,7 @@ class DockerFileSystem(SkillRuntimeFileSystem):
 
     ``target`` returns the container to use (attaching it on first use); ``boundary`` is the
     workspace directory in a conversation (``None``: no boundary) and ``stage_root`` the
-    volume's mount point above it (where archives are staged); ``run_command`` runs a search
-    command through the command wrapper.
+    volume's mount point above it (where archives are staged).
     """
 
     def __init__(
@@ -241,7 +237,6 @@ class DockerFileSystem(SkillRuntimeFileSystem):
         target: Callable[[], ContainerTarget],
         *,
         boundary: str | None,
-        run_command: CommandRunnerHook,
         stage_root: str | None = None,
     ) -> None:
         self._engine = engine
@@ -249,7 +244,6 @@ class DockerFileSystem(SkillRuntimeFileSystem):
         self._target = target
         self._boundary = boundary
         self._stage_root = stage_root
-        self._run_command = run_command
 
     # ------------------------------------------------------------- helpers
 

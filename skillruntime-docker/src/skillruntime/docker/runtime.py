@@ -291,7 +291,6 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
             self._engine,
             self._handle,
             boundary=workspace.directory if workspace else None,
-            run_command=self._run_file_command,
             stage_root=workspace.conversations_root if workspace else None,
         )
 
@@ -393,18 +392,6 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
             user=target.user,
             timeout_seconds=request.timeout_seconds,
             max_output_bytes=request.max_output_bytes,
-        )
-
-    def _run_file_command(self, command: str, timeout: float, cap: int) -> SkillExecutionResult:
-        target = self._handle()
-        return self._runner.run(
-            target.container_id,
-            command,
-            working_directory="/",
-            environment={},
-            user=target.user,
-            timeout_seconds=timeout,
-            max_output_bytes=cap,
         )
 
     def _raw_file_system(self) -> SkillRuntimeFileSystem:

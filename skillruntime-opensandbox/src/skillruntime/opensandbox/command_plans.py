@@ -57,7 +57,7 @@ from typing import Any
 
 from opensandbox.models.execd import RunCommandOpts
 from skillruntime.core.models import SkillExecutionResult
-from skillruntime.core.runtime.bridge import CANCEL_MARKER_VARIABLE
+from skillruntime.core.runtime.bridge import CANCEL_MARKER_VARIABLE, marker_token
 
 from .errors import OpenSandboxExecutionError, execution_error
 from .wrapper import (
@@ -234,15 +234,6 @@ def command_options(
         uid=uid,
         gid=gid if uid is not None else None,
     )
-
-
-def marker_token(environment: Mapping[str, str]) -> str:
-    """The token of the run's marker
-    (:data:`~skillruntime.core.runtime.bridge.CANCEL_MARKER_VARIABLE`): the caller's when it is
-    letters and digits (the thread bridge sweeps for its own token on cancel), else a fresh
-    one."""
-    token = environment.get(CANCEL_MARKER_VARIABLE, "")
-    return token if token.isascii() and token.isalnum() else secrets.token_hex(16)
 
 
 def command_script(

@@ -31,9 +31,18 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import secrets
 import threading
 import uuid
-from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Generator, Iterable
+from collections.abc import (
+    AsyncGenerator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Generator,
+    Iterable,
+    Mapping,
+)
 from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -62,6 +71,8 @@ __all__ = [
     "ThreadedAsyncFileSystem",
     "ThreadedAsyncRuntime",
     "kill_marked_command",
+    "marked_environment",
+    "marker_token",
     "to_async",
     "to_sync",
 ]
@@ -75,6 +86,22 @@ CANCEL_MARKER_VARIABLE = "SKILLRUNTIME_CANCEL_MARK"
 """Environment variable that marks the processes of one bridged command (see the module docs)."""
 
 T = TypeVar("T")
+
+
+def marker_token(environment: Mapping[str, str]) -> str:
+    """The token of a command's marker (:data:`CANCEL_MARKER_VARIABLE`): the caller's when it is
+    ASCII letters and digits (this bridge marks every command it runs and sweeps for its own
+    token on cancel), else a fresh one (the token is put into shell scripts)."""
+    token = environment.get(CANCEL_MARKER_VARIABLE, "")
+    return token if token.isascii() and token.isalnum() else secrets.token_hex(16)
+
+
+def marked_environment(environment: Mapping[str, str]) -> tuple[dict[str, str], str]:
+    """``environment`` with the command's marker (:func:`marker_token`), and the token: the
+    runtimes that stop a timed-out command's tree by its marker (AIO, Docker, OpenSandbox)
+    mark every command with it."""
+    token = marker_token(environment)
+    return {**environment, CANCEL_MARKER_VARIABLE: token}, token
 
 
 def kill_marked_command(token: str) -> str:
