@@ -57,6 +57,17 @@ from skillruntime.core.conversations.leases import (
     DEFAULT_LEASE_TTL_SECONDS,
     DEFAULT_LEASE_WAIT_SECONDS,
 )
+from skillruntime.core.conversations.sandboxes import (
+    DEFAULT_ORPHAN_GRACE_SECONDS,
+    ROLE_CONVERSATION,
+    ROLE_PRIVATE,
+    TAG_CONVERSATION_ID,
+    TAG_CONVERSATION_KEY,
+    TAG_ROLE,
+    TAG_RUNTIME,
+    ConversationSandboxes,
+    tags_match,
+)
 from skillruntime.core.errors import SkillRuntimeError
 from skillruntime.core.files.spi import SkillRuntimeFileSystem
 from skillruntime.core.models import (
@@ -73,6 +84,7 @@ from skillruntime.core.skills.files import DEFAULT_UPLOAD_POLICY, SkillFile, Upl
 
 from .archive import ArchiveMemberError, DirectoryEntry, MemberReader, tar_stream
 from .commands import CommandNotStartedError, CommandRunner
+from .driver import DockerDriver
 from .engine import DockerEngine, engine_address, engine_service_key
 from .errors import ContainerReplacedError, DockerEngineError, DockerExecutionError
 from .files import ContainerTarget, DockerFileSystem
@@ -93,6 +105,8 @@ __all__ = [
     "LABEL_ROLE",
     "LABEL_RUNTIME",
     "LABEL_VOLUME",
+    "ROLE_CONVERSATION",
+    "ROLE_PRIVATE",
     "RUNTIME_NAME",
     "DockerSkillRuntime",
     "labels_match",
@@ -102,22 +116,14 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-LABEL_RUNTIME = "skillruntime-runtime"
-LABEL_CONVERSATION_KEY = "skillruntime-conversation-key"
-LABEL_CONVERSATION_ID = "skillruntime-conversation-id"
+LABEL_RUNTIME = TAG_RUNTIME
+LABEL_CONVERSATION_KEY = TAG_CONVERSATION_KEY
+LABEL_CONVERSATION_ID = TAG_CONVERSATION_ID
 LABEL_VOLUME = "skillruntime-volume"
-LABEL_ROLE = "skillruntime-role"
-ROLE_PRIVATE = "private"
-ROLE_CONVERSATION = "conversation"
+LABEL_ROLE = TAG_ROLE
 RUNTIME_NAME = "docker"
 
-DEFAULT_ORPHAN_GRACE_SECONDS = 300.0
-"""Age after which a conversation's container that no record names counts as orphaned."""
-
 _SHARED_STORE = InMemoryConversationStore()
-_ACQUIRE_ATTEMPTS = 8
-_LIST_PAGE = 500
-_ENDED_STATES = {"dead", "removing"}
 _FALLBACK_USER = (65534, 65534)
 _MARKER_PREFIX = "container "
 _USERS: dict[tuple[str, str, str | None], tuple[int, int]] = {}
@@ -139,10 +145,8 @@ def volume_name(storage_key: str) -> str:
     return f"skillruntime-{storage_key[:40]}"
 
 
-def labels_match(found: Mapping[str, str] | None, required: Mapping[str, str]) -> bool:
-    """Whether ``found`` carries every label of ``required`` at exactly its value."""
-    found = found or {}
-    return all(found.get(key) == value for key, value in required.items())
+labels_match = tags_match
+"""Whether ``found`` carries every label of ``required`` at exactly its value."""
 
 
 def _passwd_user(passwd: str, name: str | None) -> tuple[int, int] | None:
@@ -249,7 +253,6 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
             local=address.startswith("unix://"),
         )
         self._labels = dict(labels or {})
-        self._orphan_grace_seconds = orphan_grace_seconds
         self._owns_engine = engine is None
         self._engine = engine or DockerEngine(
             docker_host, api_version=api_version, request_timeout_seconds=request_timeout_seconds
@@ -258,9 +261,6 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         self._target: ContainerTarget | None = None
         self._last_container: str | None = None
         self._target_lock = threading.RLock()
-        self._record: ConversationRecord | None = None
-        self._created: str | None = None
-        self._young_volume = False
         self._store: ConversationStore | None = None
         self._owns_store = isinstance(conversation_store, str)
         self._storage_key: str | None = None
@@ -286,6 +286,29 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
                 lease_wait_seconds=lease_wait_seconds,
                 activity_interval_seconds=activity_interval_seconds,
             )
+        volume = None
+        if self._storage_key is not None:
+            assert workspace is not None
+            volume = (volume_name(self._storage_key), workspace.conversations_root)
+        self._driver = DockerDriver(
+            self._engine,
+            image=image,
+            security=self._security,
+            labels=self._container_labels(),
+            environment=self._base_environment,
+            volume=volume,
+            orphan_grace_seconds=orphan_grace_seconds,
+            prepare=self._prepare_container,
+            audit_fields=self._audit_fields,
+        )
+        self._sandboxes = ConversationSandboxes(
+            self._driver,
+            binding=self._binding,
+            tags=self._container_labels(),
+            orphan_grace_seconds=orphan_grace_seconds,
+            error=DockerEngineError,
+            audit_fields=self._audit_fields,
+        )
         self._pending_copies: dict[str, tuple[Skill, list[tuple[Path, str, bool]]]] = {}
         self._files = DockerFileSystem(
             self._engine,
@@ -323,7 +346,12 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
     @property
     def conversation_record(self) -> ConversationRecord | None:
         """The conversation record as last read or written by this runtime."""
-        return self._record
+        return self._sandboxes.record
+
+    @property
+    def sandboxes(self) -> ConversationSandboxes[str]:
+        """The sandbox lifecycle: core's rules over :class:`.driver.DockerDriver`."""
+        return self._sandboxes
 
     @property
     def volume(self) -> str | None:
@@ -339,19 +367,15 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         if self._store is None or self._storage_key is None:
             raise DockerEngineError("destroy_conversation() needs a conversation_id")
         with self.exclusive_session():
-            removed = self._store.delete(self._storage_key)
             with self._target_lock:
-                local, self._target = self._target, None
-                self._record = None
-            with self._lock:
-                self._prepared.clear()
-            ids = {local.container_id} if local is not None else set()
-            if removed is not None and removed.sandbox_id:
-                ids.add(removed.sandbox_id)
+                local = self._target
             with audited("sandbox.destroy", **self._audit_fields()):
-                for container_id in ids:
-                    self._remove_if_ours(container_id)
-                self._remove_volume_if_ours()
+                self._sandboxes.destroy(local.container_id if local is not None else None)
+                with self._target_lock:
+                    self._target = None
+                with self._lock:
+                    self._prepared.clear()
+                self._driver.remove_volume()
 
     # ----------------------------------------------------------------- hooks
 
@@ -461,7 +485,7 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
             if target is not None and self._store is None:
                 try:
                     with audited("sandbox.destroy", **self._audit_fields()):
-                        self._remove_if_ours(target.container_id)
+                        self._driver.kill(target.container_id)
                 except SkillRuntimeError:
                     logger.warning(
                         "removing container %s at close failed", target.container_id, exc_info=True
@@ -526,214 +550,34 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
                 self._target = None
         return True
 
-    def _create(self) -> str:
-        volume = None
-        if self._storage_key is not None:
-            assert self._workspace is not None
-            volume = (self._ensure_volume(), self._workspace.conversations_root)
-        with audited("sandbox.create", **self._audit_fields()) as record:
-            container_id = self._engine.create_container(
-                image=self._image,
-                user=None,
-                labels=self._container_labels(),
-                security=self._security,
-                volume=volume,
-                environment=self._base_environment,
-                prepare=self._prepare_container,
-            )
-            record.sandbox_id = container_id
-        logger.info("created container %s", container_id[:12])
-        self._created = container_id
-        if self._workspace is None and self._security.read_only_root:
-            try:
-                self._files.make_directory(self._remote_root, target=self._target_for(container_id))
-            except BaseException:
-                self._engine.remove_container(container_id)
-                raise
-        return container_id
-
     def _prepare_container(self, container_id: str) -> None:
         """Archive work on a new container while it starts: resolve its user, create the
         workspace (or ``remote_root``) owned by that user."""
         self._make_tree(self._target_for(container_id))
 
-    def _ensure_volume(self) -> str:
-        """The conversation's volume, created when missing (one request); notes whether it is
-        younger than the orphan grace (see :meth:`_acquire`)."""
-        assert self._storage_key is not None
-        name = volume_name(self._storage_key)
-        info, age = self._engine.ensure_volume(name, self._container_labels())
-        self._young_volume = age < self._orphan_grace_seconds
-        if not labels_match(info.get("Labels"), self._container_labels()):
-            raise DockerEngineError(
-                f"volume {name} exists without this conversation's labels; refusing to use it"
-            )
-        return name
-
     def _acquire(self) -> ContainerTarget:
-        """The container to use: created, or the conversation's attached (see the module docs).
+        """The container to use: created, or the conversation's attached (core's
+        :class:`~skillruntime.core.conversations.sandboxes.ConversationSandboxes`).
 
         On the cold path of a new conversation, two steps are left out: the orphan scan when
         the volume was created less than ``orphan_grace_seconds`` ago (every container of the
-        conversation mounts its volume, so none can be older than the grace), and the workspace
-        tree when this call created the container (:meth:`_prepare_container` made it)."""
-        if self._store is None:
-            return self._target_for(self._create())  # the tree was made by _prepare_container
-        self._young_volume = False
-        self._created = None
-        container_id = self._attach_conversation()
-        if not self._young_volume:
+        conversation mounts its volume, so none can be older than the grace; see
+        :meth:`.driver.DockerDriver.ensure_volume`), and the workspace tree when this call
+        created the container (:meth:`_prepare_container` made it)."""
+        acquired = self._sandboxes.acquire()
+        container_id = acquired.sandbox_id
+        if self._workspace is None and self._security.read_only_root:
+            # The archive API cannot write below a read-only root: the user makes remote_root
+            # once the container runs.
             try:
-                self._kill_orphans(container_id)
-            except Exception:
-                logger.warning("looking for orphaned containers failed", exc_info=True)
+                self._files.make_directory(self._remote_root, target=self._target_for(container_id))
+            except BaseException:
+                self._engine.remove_container(container_id)
+                raise
         target = self._target_for(container_id)
-        if container_id != self._created:
+        if self._workspace is not None and not acquired.created:
             self._make_tree(target, attached=True)
         return target
-
-    def _attach_conversation(self) -> str:
-        binding = self._binding
-        assert binding is not None
-        for _ in range(_ACQUIRE_ATTEMPTS):
-            record = binding.load()
-            if record is None:
-                candidate = self._create()
-                try:
-                    won = binding.create(candidate) or self._names(candidate)
-                except BaseException:
-                    if not self._names_safely(candidate):
-                        self._engine.remove_container(candidate)
-                    raise
-                if won:
-                    self._record = binding.store.get(binding.storage_key)
-                    return candidate
-                self._engine.remove_container(candidate)
-                continue
-            container_id = record.sandbox_id
-            if container_id:
-                info = self._engine.inspect(container_id)
-                state = (info or {}).get("State", {})
-                usable = (
-                    info is not None
-                    and state.get("Status") not in _ENDED_STATES
-                    and labels_match(info.get("Config", {}).get("Labels"), self._container_labels())
-                )
-                if usable:
-                    if not state.get("Running"):
-                        self._engine.start(container_id)
-                    self._record = record
-                    return container_id
-                logger.warning(
-                    "container %s of conversation %s is gone; replacing it",
-                    container_id[:12],
-                    binding.conversation_id,
-                )
-            replaced = self._replace(container_id)
-            if replaced is not None:
-                return replaced
-        raise DockerEngineError(
-            f"the record of conversation {binding.conversation_id} kept changing while "
-            f"attaching to its container ({_ACQUIRE_ATTEMPTS} attempts)"
-        )
-
-    def _replace(self, old_id: str | None) -> str | None:
-        """Create a container on the same volume and swap it into the record (``None`` when
-        another process replaced it first: its container is used then)."""
-        binding = self._binding
-        assert binding is not None
-        with audited("sandbox.replace", **self._audit_fields()) as audit:
-            candidate = self._create()
-            try:
-                updated = binding.replace_sandbox(old_id, candidate)
-            except BaseException:
-                if not self._names_safely(candidate):
-                    self._engine.remove_container(candidate)
-                raise
-            if updated is not None and updated.sandbox_id == candidate:
-                self._record = updated
-                audit.sandbox_id = candidate
-                if old_id is not None:
-                    self._remove_if_ours(old_id)
-                return candidate
-            self._engine.remove_container(candidate)
-            return None
-
-    def _names(self, container_id: str) -> bool:
-        assert self._binding is not None
-        return self._binding.names(container_id)
-
-    def _names_safely(self, container_id: str) -> bool:
-        try:
-            return self._names(container_id)
-        except Exception:
-            logger.warning("cannot tell whether container %s was recorded", container_id[:12])
-            return False
-
-    def _remove_if_ours(self, container_id: str) -> None:
-        """Remove a container only when it carries every label of this runtime's containers."""
-        info = self._engine.inspect(container_id)
-        if info is None:
-            return
-        if not labels_match(info.get("Config", {}).get("Labels"), self._container_labels()):
-            logger.warning(
-                "not removing container %s: it lacks this runtime's labels", container_id[:12]
-            )
-            return
-        self._engine.remove_container(container_id)
-
-    def _remove_volume_if_ours(self) -> None:
-        name = self.volume
-        if name is None:
-            return
-        info = self._engine.inspect_volume(name)
-        if info is None:
-            return
-        if not labels_match(info.get("Labels"), self._container_labels()):
-            logger.warning("not removing volume %s: it lacks this conversation's labels", name)
-            return
-        self._engine.remove_volume(name)
-
-    def _kill_orphans(self, recorded_id: str) -> None:
-        """Remove the conversation's containers that no record names, older than
-        ``orphan_grace_seconds`` (labels checked on the client; nothing removed when the store
-        cannot list its records)."""
-        required = self._container_labels()
-        now = time.time()
-        stale = []
-        for item in self._engine.list_containers(required):
-            container_id = str(item.get("Id", ""))
-            if not container_id or container_id == recorded_id:
-                continue
-            if not labels_match(item.get("Labels"), required):
-                continue
-            created = float(item.get("Created") or now)
-            if now - created < self._orphan_grace_seconds:
-                continue
-            stale.append(container_id)
-        if not stale:
-            return
-        recorded = self._recorded_ids()
-        for container_id in stale:
-            if recorded is None or container_id in recorded or self._names(container_id):
-                continue
-            logger.warning("removing orphaned container %s", container_id[:12])
-            self._engine.remove_container(container_id)
-
-    def _recorded_ids(self) -> set[str] | None:
-        assert self._store is not None
-        ids: set[str] = set()
-        after: str | None = None
-        try:
-            while True:
-                batch = self._store.list_records(after=after, limit=_LIST_PAGE)
-                ids.update(record.sandbox_id for record in batch if record.sandbox_id)
-                if len(batch) < _LIST_PAGE:
-                    return ids
-                after = batch[-1].storage_key
-        except SkillRuntimeError:
-            logger.warning("listing the conversation records failed", exc_info=True)
-            return None
 
     # -------------------------------------------------------------- users
 
