@@ -109,7 +109,7 @@ def test_async_runtime_loses_the_lease_with_the_typed_error(
         try:
             assert runtime.exclusive
             await runtime.execute(SkillExecutionRequest(command="echo hi > note.txt"))
-            key = runtime._core.conversation_record_key
+            key = runtime.conversation_record_key
             assert key is not None
             taken: list[ConversationLease] = []
 

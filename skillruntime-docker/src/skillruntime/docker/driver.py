@@ -104,14 +104,15 @@ class DockerDriver:
 
     def connect(self, sandbox_id: str) -> str | None:
         """The container when it exists, has not ended and carries every label (started when
-        stopped); ``None`` otherwise."""
+        stopped); ``None`` otherwise (an ended container with every label is removed)."""
         info = self.engine.inspect(sandbox_id)
         if info is None:
             return None
         state = info.get("State", {})
-        if state.get("Status") in ENDED_STATES:
-            return None
         if not tags_match(info.get("Config", {}).get("Labels"), self.labels):
+            return None
+        if state.get("Status") in ENDED_STATES:
+            self.engine.remove_container(sandbox_id)
             return None
         if not state.get("Running"):
             self.engine.start(sandbox_id)

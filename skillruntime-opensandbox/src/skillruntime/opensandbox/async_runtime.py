@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import logging
 import posixpath
 import time
@@ -73,7 +74,7 @@ from .commands import (
     CommandNotStartedError,
     CommandOutcomeUnknownError,
 )
-from .errors import OpenSandboxExecutionError
+from .errors import OpenSandboxError, OpenSandboxExecutionError
 from .retry import DEFAULT_RETRY_SECONDS
 from .runtime import (
     PREPARE_ATTEMPTS,
@@ -131,7 +132,8 @@ class AsyncOpenSandboxSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRun
             activity_interval_seconds=activity_interval_seconds,
             **options,
         )
-        binding = self._core._binding
+        self._keeper = self._core.keeper
+        binding = self._keeper.binding
         if exclusive and binding is None:
             self._core.close()
             raise ValueError("exclusive=True needs a conversation_id")
@@ -159,7 +161,7 @@ class AsyncOpenSandboxSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRun
         if max_connections < 1:
             raise ValueError("max_connections must be at least 1")
         self._transport = async_transport(max_connections)
-        self._async_config = async_connection_config(self._core._config, self._transport)
+        self._async_config = async_connection_config(self._core.connection_config, self._transport)
         self._ready_timeout = ready_timeout_seconds
         self._runner = AsyncCommandRunner(
             uid=uid, gid=gid, deadline_grace_seconds=deadline_grace_seconds
@@ -204,10 +206,21 @@ class AsyncOpenSandboxSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRun
         """File-API requests sent so far (diagnostics, benchmarks)."""
         return self._core.file_requests + self._files.requests
 
+    @property
+    def conversation_record_key(self) -> str | None:
+        """Storage key of the conversation record (``None`` without a conversation)."""
+        return self._core.conversation_record_key
+
     async def destroy_conversation_sandbox(self) -> None:
+        """The same as :meth:`destroy_conversation` (the name every container runtime shares)."""
+        await self.destroy_conversation()
+
+    async def destroy_conversation(self) -> None:
         """End the conversation's sandbox: its record deleted first, then the kill (see
-        :meth:`~.runtime.OpenSandboxSkillRuntime.destroy_conversation_sandbox`); an exclusive
-        runtime does it under the conversation's lease."""
+        :meth:`~.runtime.OpenSandboxSkillRuntime.destroy_conversation`); an exclusive runtime
+        does it under the conversation's lease."""
+        if self._keeper.binding is None:
+            raise OpenSandboxError("destroy_conversation() needs a conversation_id")
         async with self.exclusive_session(), self._attach_lock:
             current, self._current = self._current, None
             await close_async_handle(current[1] if current else None)
@@ -216,7 +229,7 @@ class AsyncOpenSandboxSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRun
             # Its execd dies with the sandbox, cutting the streams still being read: they end
             # first (see _close_resources).
             await self._runner.wait_for_drains()
-            await asyncio.to_thread(self._core.destroy_conversation_sandbox)
+            await asyncio.to_thread(self._keeper.destroy)
 
     # ----------------------------------------------------------------- handles
 
@@ -227,14 +240,14 @@ class AsyncOpenSandboxSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRun
             return pinned
         self._ensure_open()
         current = self._current
-        if current is not None and self._core._sandbox is current[0]:
+        if current is not None and self._keeper.current is current[0]:
             return current
         async with self._attach_lock:
             self._ensure_open()
             current = self._current
-            if current is not None and self._core._sandbox is current[0]:
+            if current is not None and self._keeper.current is current[0]:
                 return current
-            sync = await asyncio.to_thread(self._core._handle)
+            sync = await asyncio.to_thread(self._keeper.attach)
             handle = await open_async_handle(
                 sync, self._async_config, ready_timeout_seconds=self._ready_timeout
             )
@@ -260,10 +273,12 @@ class AsyncOpenSandboxSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRun
     async def _recover(self, sandbox: SandboxSync, exc: BaseException) -> bool:
         if not may_mean_sandbox_gone(exc):
             return False
-        return await asyncio.to_thread(self._core._recover, sandbox, exc)
+        return await asyncio.to_thread(self._keeper.recover, sandbox, exc)
 
     async def _vanished(self, sandbox: SandboxSync) -> bool:
-        return await asyncio.to_thread(self._core._vanished, sandbox, patient=True)
+        return await asyncio.to_thread(
+            functools.partial(self._keeper.vanished, sandbox, patient=True)
+        )
 
     # ------------------------------------------------------------------- hooks
 
@@ -343,7 +358,7 @@ class AsyncOpenSandboxSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRun
         return self._files
 
     def _skills_root(self) -> str | None:
-        return self._core._skills_root()
+        return self._keeper.skills_root
 
     async def _place_skill(self, skill: Skill, files: Sequence[SkillFile], target: str) -> None:
         """Upload into ``target`` of the pinned sandbox (one directory request, then batches)."""
@@ -364,16 +379,12 @@ class AsyncOpenSandboxSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRun
 
     async def _is_ready(self, target: str) -> bool:
         sandbox, _ = self._pin.get() or await self._pair()
-        return await asyncio.to_thread(
-            self._core._pinned_call, sandbox, lambda: self._core._is_ready(target)
-        )
+        return await asyncio.to_thread(self._keeper.is_ready, sandbox, target)
 
     async def _mark_ready(self, target: str, *, digest: str) -> None:
         sandbox, _ = self._pin.get() or await self._pair()
         await asyncio.to_thread(
-            self._core._pinned_call,
-            sandbox,
-            lambda: self._core._mark_ready(target, digest=digest),
+            functools.partial(self._keeper.mark_ready, sandbox, target, digest=digest)
         )
 
     async def _close_resources(self) -> None:

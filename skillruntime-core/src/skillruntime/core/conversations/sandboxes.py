@@ -159,8 +159,8 @@ class SandboxDriver(Protocol[H]):
     def connect(self, sandbox_id: str) -> H | None:
         """A handle on the live sandbox ``sandbox_id``, started or renewed as the platform
         needs; ``None`` when it is gone, has ended, or does not carry the conversation's tags
-        (it will be replaced). Raise when the platform cannot tell (unreachable): the record is
-        left alone."""
+        (it will be replaced; an ended one that carries them is the driver's to remove). Raise
+        when the platform cannot tell (unreachable): the record is left alone."""
         ...
 
     def kill(self, sandbox_id: str) -> None:
@@ -271,7 +271,7 @@ class ConversationSandboxes(Generic[H]):
     def replace(self, old_id: str | None) -> AcquiredSandbox[H] | None:
         """Create a sandbox and swap it into the record if the record still names ``old_id``
         (audited as ``sandbox.replace``); ``None`` when another node replaced it first (its
-        sandbox is used on the next attempt). A replaced sandbox still present is killed."""
+        sandbox is used on the next attempt)."""
         binding = self.binding
         if binding is None:
             raise self._error("only a conversation's sandbox is replaced")
@@ -295,11 +295,6 @@ class ConversationSandboxes(Generic[H]):
                 self._discard(candidate, candidate_id)
                 return None
             audit.sandbox_id = candidate_id
-        if old_id is not None:
-            try:
-                self.driver.kill(old_id)
-            except Exception:
-                logger.warning("removing the replaced sandbox %s failed", old_id, exc_info=True)
         return self._attached(AcquiredSandbox(candidate, candidate_id, created=True), adopted=True)
 
     def _create_recorded(self, binding: ConversationBinding) -> AcquiredSandbox[H] | None:
