@@ -4,7 +4,10 @@ commits reported in the record without failing or keeping open the turn."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +16,7 @@ import pytest
 from agent_turn.helpers import MakeSkill
 from doubles.viking import VikingDouble
 from doubles.viking_sessions import VikingSessionsDouble
+from skillruntime.core.observability.audit import AUDIT_LOGGER_NAME
 from skillruntime.core.tools import SkillTools, ToolCall
 from skillruntime.core.tools.turn import SkillTurn
 from skillruntime.core.tools.turn_record import SessionOutcome, TurnRecord, TurnToolCall
@@ -304,3 +308,94 @@ def test_a_sink_that_raises_gives_a_failed_outcome(tools: SkillTools) -> None:
         outcome = turn.record_session(Broken(), user_message="q", answer="a")
     assert outcome.error == "SESSION_WRITE_FAILED: RuntimeError"
     assert turn.closed
+
+
+def _audit(caplog: pytest.LogCaptureFixture) -> list[dict[str, object]]:
+    return [r.audit for r in caplog.records if r.name == AUDIT_LOGGER_NAME]
+
+
+@pytest.mark.slow
+def test_failed_writes_and_commits_are_audit_events_and_the_turn_goes_on(
+    tools: SkillTools, server: VikingSessionsDouble, caplog: pytest.LogCaptureFixture
+) -> None:
+    server.faults.write_errors = 1000
+    with caplog.at_level(logging.INFO, logger=AUDIT_LOGGER_NAME):
+        with _sink(server, deadline_seconds=1.0) as sink, tools.turn() as turn:
+            turn.dispatch("bash", {"command": "echo x"}, call_id="c1")
+            failed = turn.record_session(sink, user_message="q", answer="a")
+        assert turn.closed
+        assert failed.error is not None
+        server.faults.write_errors = 0
+        server.faults.commit_errors = 1
+        with _sink(server, commit=CommitPolicy.every_turn()) as sink, tools.turn() as turn:
+            uncommitted = turn.record_session(sink, user_message="q", answer="a")
+        assert uncommitted.written
+        assert uncommitted.commit_error is not None
+    events = [
+        (e["kind"], e["outcome"], e["error_type"], e["conversation_id"])
+        for e in _audit(caplog)
+        if str(e["kind"]).startswith("session.")
+    ]
+    assert events == [
+        ("session.write", "error", "SESSION_UNAVAILABLE", SESSION),
+        ("session.write", "ok", None, SESSION),
+        ("session.commit", "error", "SESSION_UNAVAILABLE", SESSION),
+    ]
+    assert "Internal server error" not in caplog.text.split("skillruntime.audit")[-1]
+
+
+def test_the_async_turn_records_through_a_worker_thread(
+    tools: SkillTools, server: VikingSessionsDouble
+) -> None:
+    threads: list[str] = []
+
+    class Watching(VikingSessionSink):
+        def record_turn(self, record: TurnRecord) -> SessionOutcome:
+            threads.append(threading.current_thread().name)
+            return super().record_turn(record)
+
+    async def turn_async() -> tuple[SessionOutcome, SessionOutcome]:
+        options = VikingStoreOptions(server_url=server.url, operation_timeout=3)
+        with Watching(options, SESSION) as sink, tools.turn("turn-async") as turn:
+            await turn.adispatch_batch([ToolCall("skill", {"command": "turn-greeter"}, id="c1")])
+            first = await turn.arecord_session(sink, user_message="q", answer="a")
+            again = await turn.arecord_session(
+                sink, user_message="q", answer="a", timeout_seconds=5
+            )
+        assert turn.closed
+        return first, again
+
+    first, again = asyncio.run(turn_async())
+    assert first == SessionOutcome(session_id=SESSION, written=True)
+    assert again.duplicate
+    assert threads
+    assert threading.main_thread().name not in threads
+    parts = server.messages(SESSION)[1]["parts"]
+    assert parts[0]["skill_uri"] == ROOT
+
+
+def test_the_async_turn_awaits_an_async_sink_and_bounds_a_slow_one(tools: SkillTools) -> None:
+    class AsyncStore:
+        def __init__(self, delay: float) -> None:
+            self.delay = delay
+            self.records: list[TurnRecord] = []
+
+        async def arecord_turn(self, record: TurnRecord) -> SessionOutcome:
+            await asyncio.sleep(self.delay)
+            self.records.append(record)
+            return SessionOutcome(session_id="app", written=True)
+
+    async def turns() -> tuple[SessionOutcome, SessionOutcome, bool]:
+        fast, slow = AsyncStore(0.0), AsyncStore(5.0)
+        with tools.turn("a1") as turn:
+            stored = await turn.arecord_session(fast, user_message="q", answer="a")
+        with tools.turn("a2") as turn:
+            late = await turn.arecord_session(
+                slow, user_message="q", answer="a", timeout_seconds=0.2
+            )
+        return stored, late, turn.closed
+
+    stored, late, closed = asyncio.run(turns())
+    assert stored == SessionOutcome(session_id="app", written=True)
+    assert late.error == "SESSION_WRITE_FAILED: no outcome within 0.2s"
+    assert closed

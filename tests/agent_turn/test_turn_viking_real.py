@@ -10,6 +10,7 @@ stored in a real session and committed (seed 000 §2.2).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
@@ -19,8 +20,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from skillruntime.core.tools import SkillTools, ToolCall
-from skillruntime.core.tools.turn_record import TurnRecord
+from agent_turn.helpers import MakeSkill
+from skillruntime.core.tools import SessionOutcome, SkillTools, ToolCall, TurnRecord
 from skillruntime.local import LocalSkillRuntime
 from skillruntime.viking import VikingSkillStore, VikingStoreOptions
 from skillruntime.viking.session_sink import CommitPolicy, VikingSessionSink
@@ -273,3 +274,50 @@ def test_a_turn_is_stored_in_a_session_and_committed(
             assert committing.client.messages(session_id) == []
             details = committing.client.get_session(session_id)
     assert details["session_id"] == session_id
+
+
+def test_a_local_skill_is_named_in_the_session_without_a_refusal(
+    server: OpenVikingServer, tmp_path: Path, make_skill: MakeSkill
+) -> None:
+    """The real server accepts only a ``viking://`` URI (or nothing) as a tool part's
+    ``skill_uri`` (``400 INVALID_URI`` for a bare name or another scheme) and drops part fields
+    it does not know, so a local skill's call is stored with ``skill_uri: ""`` and the skill's
+    name in its ``tool_output`` status line; the remote skill's calls keep its URI. Recorded
+    from asyncio (``arecord_session``: the sync sink in a worker thread)."""
+    name = "turn-mixed"
+    files = {**_files("mixed"), "SKILL.md": SKILL_MD.replace("turn-real", name)}
+    server.upload_skill(name, files, identity=IDENTITY)
+    uri = server.skill_uri(name, identity=IDENTITY)
+    local = make_skill("local-notes", body="LOCAL-BODY-MARKER-77e1: notes.\n")
+    session_id = f"turn-mixed-{uuid.uuid4().hex[:12]}"
+    options = VikingStoreOptions(
+        server_url=server.url, account=IDENTITY.account, user=IDENTITY.user
+    )
+
+    async def turn_async(tools: SkillTools, sink: VikingSessionSink) -> SessionOutcome:
+        with tools.turn("mixed-one") as turn:
+            await turn.adispatch_batch([ToolCall("skill", {"command": name}, "r1")])
+            await turn.adispatch_batch([ToolCall("skill", {"command": "local-notes"}, "l1")])
+            return await turn.arecord_session(
+                sink, user_message="Use both skills", answer="done", timeout_seconds=60
+            )
+
+    with (
+        VikingSkillStore(
+            server_url=server.url,
+            account=IDENTITY.account,
+            user=IDENTITY.user,
+            cache_dir=tmp_path / "cache",
+        ) as store,
+        LocalSkillRuntime(work_root=tmp_path / "work") as runtime,
+        SkillTools(runtime, [*viking_skill_sources(store, [uri]), local]) as tools,
+        VikingSessionSink(options, session_id) as sink,
+    ):
+        outcome = asyncio.run(turn_async(tools, sink))
+        assert outcome.written, outcome
+        assert outcome.ok, outcome
+        stored = sink.client.messages(session_id)
+    parts = [part for part in stored[1]["parts"] if part.get("type") == "tool"]
+    assert [(part["tool_id"], part["skill_uri"]) for part in parts] == [("r1", uri), ("l1", "")]
+    assert "local skill local-notes" in parts[1]["tool_output"]
+    assert "LOCAL-BODY-MARKER-77e1" not in json.dumps(stored)

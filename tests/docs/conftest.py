@@ -22,6 +22,7 @@ import pytest
 from doubles.opensandbox import OpenSandboxDouble
 from doubles.viking import VikingDouble
 from doubles.viking.samples import demo_files
+from doubles.viking_sessions import VikingSessionsDouble
 from model_stub import StubModel
 from skillruntime.core.skills import load_skill
 from skillruntime.local import LocalSkillRuntime
@@ -85,6 +86,14 @@ def viking_double(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
                 )
         monkeypatch.setenv("SKILLRUNTIME_VIKING_SERVER_URL", double.url)
         yield {}
+
+
+@pytest.fixture
+def viking_sessions_double() -> Iterator[dict[str, Any]]:
+    """``sessions_url``: a double of OpenViking's session endpoints (on a real deployment the
+    same server as the skills')."""
+    with VikingSessionsDouble() as double:
+        yield {"sessions_url": double.url}
 
 
 @pytest.fixture

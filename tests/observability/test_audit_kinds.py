@@ -23,6 +23,7 @@ from doubles.aio import AioDouble
 from doubles.opensandbox import OpenSandboxDouble
 from doubles.viking import VikingDouble
 from doubles.viking.samples import DEMO_ROOT, demo_files
+from doubles.viking_sessions import VikingSessionsDouble
 from skillruntime.aio import AioSandboxSkillRuntime
 from skillruntime.core.artifacts import SkillArtifact, SkillPackage, ZipSkillArtifactStore
 from skillruntime.core.conversations import InMemoryConversationStore
@@ -37,9 +38,15 @@ from skillruntime.core.models import (
 from skillruntime.core.observability import audit, tracing
 from skillruntime.core.observability.audit import EVENT_KINDS, AuditEvent
 from skillruntime.core.plugins.registry import hookimpl, registered_plugin
+from skillruntime.core.tools.turn_record import TurnRecord
 from skillruntime.local import LocalSkillRuntime
 from skillruntime.opensandbox import OpenSandboxSkillRuntime
-from skillruntime.viking import VikingSkillStore
+from skillruntime.viking import (
+    CommitPolicy,
+    VikingSessionSink,
+    VikingSkillStore,
+    VikingStoreOptions,
+)
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "observability.md"
 
@@ -124,6 +131,10 @@ def test_every_documented_kind_is_emitted(tmp_path: Path, capture: AuditCapture)
         viking.add_skill(DEMO_ROOT, demo_files(), description="A demo skill")
         with VikingSkillStore(server_url=viking.url, cache_dir=tmp_path / "cache") as vstore:
             vstore.materialize(DEMO_ROOT)
+    with VikingSessionsDouble() as sessions:
+        options = VikingStoreOptions(server_url=sessions.url)
+        with VikingSessionSink(options, "kinds-chat", commit=CommitPolicy.every_turn()) as sink:
+            assert sink.record_turn(TurnRecord("kinds-turn", "q", "a")).committed
 
     assert capture.kinds() == set(EVENT_KINDS)
     attach = [e for e in capture.of("sandbox.attach") if e.runtime == "aio"]
@@ -138,6 +149,14 @@ def test_every_documented_kind_is_emitted(tmp_path: Path, capture: AuditCapture)
     materialized = capture.of("artifact.materialize")[0]
     assert (materialized.skill_name, materialized.skill_revision) == ("zipped", "7")
     assert materialized.skill_digest == installed.digest
+    written = capture.of("session.write")[0]
+    assert (written.outcome, written.conversation_id, written.runtime) == (
+        "ok",
+        "kinds-chat",
+        "viking",
+    )
+    assert written.bytes
+    assert capture.of("session.commit")[0].outcome == "ok"
     viking_event = capture.of("viking.materialize")[0]
     assert viking_event.skill_revision
     assert viking_event.outcome == "ok"

@@ -7,6 +7,7 @@ The commands are reached through ``build_cli()``, i.e. through the viking plugin
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,6 +16,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from skillruntime.core.cli import build_cli
+from skillruntime.core.tools import TurnRecord, TurnToolCall
+from skillruntime.viking import VikingSessionSink, VikingStoreOptions
 from viking_real.openviking_harness import Identity, OpenVikingServer, downloads
 
 pytestmark = pytest.mark.timeout(1800)
@@ -217,3 +220,32 @@ def test_an_api_key_from_the_environment_is_sent_and_not_printed(
     sent = [r for r in seeded.proxy.since(mark) if r.path.startswith("/api/v1/skills/")]
     assert sent
     assert all(r.headers.get("X-API-Key") == secret for r in sent)
+
+
+def test_session_show_and_commit_on_the_real_server(
+    seeded: OpenVikingServer, invoke: Invoke
+) -> None:
+    """A turn stored by the session sink, shown and committed from the command line."""
+    session_id = f"cli-session-{uuid.uuid4().hex[:12]}"
+    uri = _uri(seeded)
+    options = VikingStoreOptions(
+        server_url=seeded.url, account=IDENTITY.account, user=IDENTITY.user
+    )
+    call = TurnToolCall("c1", "skill", "ok", skills=(uri,), arguments={"command": "cli-skill"})
+    with VikingSessionSink(options, session_id) as sink:
+        assert sink.record_turn(TurnRecord("cli-turn", "Run it", "It ran.", (call,))).written
+    shown = invoke("session", "show", session_id)
+    assert shown.exit_code == 0, shown.output
+    assert "  user  turn cli-turn" in shown.output
+    assert f"    tool skill [completed] {uri}" in shown.output
+    data = json.loads(invoke("session", "show", session_id, "--json").output)
+    assert data["session"]["session_id"] == session_id
+    assert [m["turn_id"] for m in data["messages"]] == ["cli-turn", "cli-turn"]
+    committed = invoke("session", "commit", session_id, "--json")
+    assert committed.exit_code == 0, committed.output
+    answer = json.loads(committed.output)
+    assert answer["archived"] is True
+    assert answer["task_id"]
+    missing = invoke("session", "commit", f"{session_id}-missing")
+    assert missing.exit_code == 1
+    assert "Error: [SESSION_NOT_FOUND] " in missing.output

@@ -4,6 +4,8 @@
 downloads and verifies every file, and keeps revisions in a private host cache shared by
 threads and processes. :class:`VikingArtifactStore` offers it through the core
 ``SkillArtifactStore`` SPI (read-only) and :class:`VikingSkillSource` to the skill tools.
+:class:`VikingSessionSink` stores an agent turn's record in an OpenViking session (committed by
+a :class:`CommitPolicy`) over :class:`VikingSessionClient`.
 See ``docs/viking.md``.
 """
 
@@ -28,6 +30,15 @@ if TYPE_CHECKING:
     )
     from .models import VikingCacheEntry, VikingSkillFile, VikingSkillManifest, VikingSkillSummary
     from .options import VikingStoreOptions
+    from .session_sink import CommitPolicy, VikingSessionSink, commit_session, session_messages
+    from .sessions import (
+        SESSION_ACCESS_DENIED,
+        SESSION_NOT_FOUND,
+        SESSION_REFUSED,
+        SESSION_UNAVAILABLE,
+        VikingSessionClient,
+        VikingSessionError,
+    )
     from .source import VikingSkillSource, viking_skill_sources
     from .store import Progress, VikingSkillStore
     from .uris import SkillUri, parse_skill_uri
@@ -51,6 +62,16 @@ __getattr__, __dir__ = lazy_attributes(
         "VikingSkillManifest": ".models",
         "VikingSkillSummary": ".models",
         "VikingStoreOptions": ".options",
+        "CommitPolicy": ".session_sink",
+        "VikingSessionSink": ".session_sink",
+        "commit_session": ".session_sink",
+        "session_messages": ".session_sink",
+        "SESSION_ACCESS_DENIED": ".sessions",
+        "SESSION_NOT_FOUND": ".sessions",
+        "SESSION_REFUSED": ".sessions",
+        "SESSION_UNAVAILABLE": ".sessions",
+        "VikingSessionClient": ".sessions",
+        "VikingSessionError": ".sessions",
         "VikingSkillSource": ".source",
         "viking_skill_sources": ".source",
         "Progress": ".store",
@@ -61,6 +82,10 @@ __getattr__, __dir__ = lazy_attributes(
 )
 
 __all__ = [
+    "SESSION_ACCESS_DENIED",
+    "SESSION_NOT_FOUND",
+    "SESSION_REFUSED",
+    "SESSION_UNAVAILABLE",
     "SKILL_ACCESS_DENIED",
     "SKILL_CACHE_CORRUPT",
     "SKILL_INTEGRITY_UNAVAILABLE",
@@ -69,10 +94,14 @@ __all__ = [
     "SKILL_PACKAGE_TOO_LARGE",
     "SKILL_REVISION_CHANGED",
     "SKILL_UNAVAILABLE",
+    "CommitPolicy",
     "Progress",
     "SkillUri",
     "VikingArtifactStore",
     "VikingCacheEntry",
+    "VikingSessionClient",
+    "VikingSessionError",
+    "VikingSessionSink",
     "VikingSkillFile",
     "VikingSkillManifest",
     "VikingSkillSource",
@@ -82,6 +111,8 @@ __all__ = [
     "VikingStoreOptions",
     "__version__",
     "artifact_from_manifest",
+    "commit_session",
     "parse_skill_uri",
+    "session_messages",
     "viking_skill_sources",
 ]

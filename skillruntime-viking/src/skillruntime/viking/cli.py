@@ -8,12 +8,14 @@ Commands (added to the ``skillruntime`` command by the viking plugin through
     skillruntime viking ls [SCOPE] [--json]     # skills listed by the server
     skillruntime viking cache ls [--json]       # cache entries on this host
     skillruntime viking cache prune [--all]     # evict idle entries (or every unleased one)
+    skillruntime viking session show ID [--json]    # a session's details and messages
+    skillruntime viking session commit ID [--json]  # archive its messages, extract memories
 
 Connection options go on the ``viking`` group (``--server-url``, ``--account``, ``--user``,
 ``--agent``, ``--cache-dir``), each also read from the store's environment variables. The API key
 is never an option value: it comes from the environment or, with ``--ask-api-key``, from a hidden
-prompt, and it is never printed. Store errors are printed as ``Error: [CODE] message`` with exit
-status 1.
+prompt, and it is never printed. Store and session errors are printed as
+``Error: [CODE] message`` with exit status 1.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import click
 from skillruntime.core.cli.errors import CliUsageError, as_cli_error
 
 if TYPE_CHECKING:
+    from .sessions import VikingSessionClient
     from .store import VikingSkillStore
 
 __all__ = ["register", "viking_group"]
@@ -377,6 +380,112 @@ def cache_prune_command(ctx: click.Context, everything: bool) -> None:
     with _open_store(ctx) as store:
         removed = store.prune(everything=everything)
     click.echo(f"removed {removed} cache entr{'y' if removed == 1 else 'ies'}")
+
+
+@contextmanager
+def _open_sessions(ctx: click.Context) -> Iterator[VikingSessionClient]:
+    """The session client of the group's settings; its errors as ``Error: [CODE] message``."""
+    from pydantic import ValidationError
+
+    from skillruntime.core.cli.errors import CliError, validation_message
+
+    from .options import VikingStoreOptions
+    from .sessions import VikingSessionClient, VikingSessionError
+
+    settings = ctx.find_object(_Settings)
+    if settings is None:  # only when a command is invoked outside the ``viking`` group
+        raise CliUsageError("the viking commands must run under the viking group")
+    try:
+        client = VikingSessionClient(VikingStoreOptions(**settings.store_kwargs()))
+    except ValidationError as error:
+        raise CliUsageError(f"invalid viking store options: {validation_message(error)}") from None
+    except (TypeError, ValueError) as error:
+        raise CliUsageError(f"invalid viking store options: {error}") from None
+    try:
+        yield client
+    except VikingSessionError as error:
+        detail = str(error).removeprefix(f"{error.code}: ")
+        raise CliError(f"[{error.code}] {detail}") from None
+
+
+def _session_id(value: str) -> str:
+    if not value or len(value) > 256:
+        raise CliUsageError("a session id is 1 to 256 characters")
+    return value
+
+
+def _part_line(part: dict[str, Any]) -> str:
+    kind = part.get("type")
+    if kind == "tool":
+        skill = f" {part['skill_uri']}" if part.get("skill_uri") else ""
+        return f"    tool {part.get('tool_name')} [{part.get('tool_status')}]{skill}"
+    if kind == "text":
+        text = " ".join(str(part.get("text") or "").split())
+        return f"    text {text[:117] + '...' if len(text) > 120 else text}"
+    return f"    {kind}"
+
+
+@viking_group.group("session")
+def session_group() -> None:
+    """Inspect and commit the OpenViking sessions agent turns are stored in."""
+
+
+@session_group.command("show")
+@click.argument("session_id", metavar="ID")
+@_as_json
+@click.pass_context
+def session_show_command(ctx: click.Context, session_id: str, as_json: bool) -> None:
+    """Print the session ID's details and the messages of its context (the live ones and those
+    of archives still being extracted): role, turn id, and each part (a tool part's tool, status
+    and skill URI; a text part's start). Exit status 1 with [SESSION_NOT_FOUND] when it does not
+    exist."""
+    session_id = _session_id(session_id)
+    with _open_sessions(ctx) as client:
+        details = client.get_session(session_id)
+        messages = client.messages(session_id)
+    if as_json:
+        click.echo(json.dumps({"session": details, "messages": messages}, indent=2))
+        return
+    click.echo(f"session:   {details.get('session_id', session_id)}")
+    for key in ("message_count", "pending_tokens", "commit_count", "created_at", "updated_at"):
+        if key in details:
+            click.echo(f"{key + ':':<10} {details[key]}")
+    click.echo(f"messages:  {len(messages)}")
+    for message in messages:
+        turn = f"  turn {message['turn_id']}" if message.get("turn_id") else ""
+        click.echo(f"  {message.get('role')}{turn}")
+        parts = message.get("parts")
+        for part in parts if isinstance(parts, list) else []:
+            if isinstance(part, dict):
+                click.echo(_part_line(part))
+
+
+@session_group.command("commit")
+@click.argument("session_id", metavar="ID")
+@_as_json
+@click.pass_context
+def session_commit_command(ctx: click.Context, session_id: str, as_json: bool) -> None:
+    """Commit the session ID: the server archives its messages and starts extracting memories
+    in the background; print the archive and the extraction's task id (poll it at
+    GET /api/v1/tasks/<task_id>). Not retried after an uncertain failure (a second commit could
+    archive twice)."""
+    from .session_sink import commit_session
+
+    session_id = _session_id(session_id)
+    with _open_sessions(ctx) as client:
+        client.get_session(session_id)  # a missing session is SESSION_NOT_FOUND, not created
+        answer = commit_session(client, session_id)
+    if as_json:
+        click.echo(json.dumps(answer, indent=2))
+        return
+    click.echo(f"session:   {answer.get('session_id', session_id)}")
+    click.echo(f"status:    {answer.get('status')}")
+    if answer.get("archived"):
+        click.echo(f"archive:   {answer.get('archive_uri')}")
+    if answer.get("task_id"):
+        click.echo(f"task:      {answer['task_id']}")
+    if answer.get("reason"):
+        click.echo(f"reason:    {answer['reason']}")
 
 
 def register(group: click.Group) -> None:

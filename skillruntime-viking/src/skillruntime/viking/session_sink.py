@@ -28,25 +28,31 @@ retried only where the server surely did nothing (``503``, busy ``409``, no conn
 second commit of an uncertain first one could archive twice.
 
 Nothing raises: a failed write or commit is reported in the :class:`SessionOutcome`
-(``"CODE: message"``, redacted) and logged as a warning. Storing a turn (its checks and
+(``"CODE: message"``, redacted) and logged as a warning. Each write (its checks and retries) is
+one ``session.write`` audit event and each commit one ``session.commit`` event
+(:mod:`skillruntime.core.observability.audit`; ``runtime="viking"``, ``conversation_id`` the
+session id, ``bytes`` the written JSON); a failed one has ``outcome="error"`` and ``error_type``
+its stable code (``SESSION_UNAVAILABLE``…), never the message. Storing a turn (its checks and
 retries included) ends within the sink's ``deadline_seconds`` (default: the options'
 ``operation_timeout``), and so does a commit.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any
 
+from skillruntime.core.observability.audit import audited
 from skillruntime.core.tools.turn_record import SessionOutcome, TurnRecord, TurnToolCall
 
 from .options import VikingStoreOptions
 from .sessions import SESSION_UNAVAILABLE, VikingSessionClient, VikingSessionError
 
-__all__ = ["CommitPolicy", "VikingSessionSink", "session_messages"]
+__all__ = ["CommitPolicy", "VikingSessionSink", "commit_session", "session_messages"]
 
 logger = logging.getLogger(__name__)
 
@@ -127,6 +133,22 @@ def session_messages(record: TurnRecord) -> list[dict[str, Any]]:
     ]
 
 
+def commit_session(
+    client: VikingSessionClient, session_id: str, *, seconds: float | None = None
+) -> dict[str, Any]:
+    """``client.commit(session_id)`` as one ``session.commit`` audit event (a failure is
+    ``outcome="error"`` with ``error_type`` its stable code); raises its
+    :class:`~.sessions.VikingSessionError`."""
+    failure: VikingSessionError | None = None
+    with audited("session.commit", runtime="viking", conversation_id=session_id) as audit:
+        try:
+            return client.commit(session_id, seconds=seconds)
+        except VikingSessionError as error:
+            audit.error_type = error.code  # the stable code, never the message
+            failure = error
+    raise failure
+
+
 class VikingSessionSink:
     """Stores turns in the OpenViking session ``session_id`` (see the module docstring).
 
@@ -171,11 +193,18 @@ class VikingSessionSink:
         with self._lock:
             if record.turn_id in self._stored:
                 return SessionOutcome(session_id=self.session_id, duplicate=True)
-        try:
-            written, pending = self._write(record)
-        except VikingSessionError as error:
-            logger.warning("storing turn %s in session failed: %s", record.turn_id, error.code)
-            return SessionOutcome(session_id=self.session_id, error=str(error))
+        failure: VikingSessionError | None = None
+        with audited("session.write", runtime="viking", conversation_id=self.session_id) as audit:
+            try:
+                written, pending, size = self._write(record)
+            except VikingSessionError as error:
+                audit.error_type = error.code  # the stable code, never the message
+                failure = error
+            else:
+                audit.bytes = size
+        if failure is not None:
+            logger.warning("storing turn %s in session failed: %s", record.turn_id, failure.code)
+            return SessionOutcome(session_id=self.session_id, error=str(failure))
         with self._lock:
             self._stored[record.turn_id] = None
             while len(self._stored) > _REMEMBERED_TURNS:
@@ -188,7 +217,7 @@ class VikingSessionSink:
                 session_id=self.session_id, written=written, duplicate=not written
             )
         try:
-            answer = self._client.commit(self.session_id, seconds=self._deadline)
+            answer = commit_session(self._client, self.session_id, seconds=self._deadline)
         except VikingSessionError as error:
             logger.warning(
                 "committing session after turn %s failed: %s", record.turn_id, error.code
@@ -203,18 +232,20 @@ class VikingSessionSink:
         messages = self._client.messages(self.session_id, seconds=deadline - time.monotonic())
         return any(message.get("turn_id") == turn_id for message in messages)
 
-    def _write(self, record: TurnRecord) -> tuple[bool, int | None]:
-        """``(written, pending_tokens)``: ``written`` is false when the turn was stored before
-        this call (true when an earlier attempt of this call stored it). Raises the last
+    def _write(self, record: TurnRecord) -> tuple[bool, int | None, int]:
+        """``(written, pending_tokens, bytes)``: ``written`` is false when the turn was stored
+        before this call (true when an earlier attempt of this call stored it); ``bytes`` the
+        size of the messages' JSON (0 when nothing was written). Raises the last
         :class:`VikingSessionError` once the deadline passed."""
         deadline = time.monotonic() + self._deadline
         messages = session_messages(record)
+        size = len(json.dumps({"messages": messages}).encode())
         sent = False  # whether a write of this call may have been carried out
         while True:
             writing = False
             try:
                 if self._stored_on_server(record.turn_id, deadline):
-                    return sent, None
+                    return sent, None, size if sent else 0
                 writing = True
                 result = self._client.add_messages(
                     self.session_id, messages, seconds=deadline - time.monotonic()
@@ -229,7 +260,7 @@ class VikingSessionSink:
                 time.sleep(_RETRY_PAUSE_SECONDS)
                 continue
             pending = result.get("pending_tokens")
-            return True, pending if isinstance(pending, int) else None
+            return True, pending if isinstance(pending, int) else None, size
 
     def close(self) -> None:
         """Nothing to release beyond the requests' own connections (kept for symmetry)."""

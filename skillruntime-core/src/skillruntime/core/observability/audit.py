@@ -1,8 +1,9 @@
 """The audit trail: one structured event per operation, to a pluggy hook, ``logging`` and a span.
 
 Every prepare, bootstrap command, execute, file operation of a runtime's file system, sandbox
-create/attach/replace/destroy and artifact or Viking materialization produces one
-:class:`AuditEvent` when it ends (successfully or not). The event goes to
+create/attach/replace/destroy, artifact or Viking materialization, and OpenViking session write
+or commit of an agent turn's record produces one :class:`AuditEvent` when it ends (successfully
+or not). The event goes to
 
 - every implementation of the ``skillruntime_audit_event(event)`` hook
   (:class:`~skillruntime.core.plugins.registry.SkillRuntimeHookSpecs`); a hook that raises is logged
@@ -72,6 +73,8 @@ EVENT_KINDS: tuple[str, ...] = (
     "sandbox.destroy",
     "artifact.materialize",
     "viking.materialize",
+    "session.write",
+    "session.commit",
 )
 """Every event kind, in the order the documentation lists them."""
 
@@ -119,7 +122,10 @@ class AuditEvent(NamedTuple):
     monotonic duration. ``exit_code`` and ``timed_out`` are set for ``execute`` and ``bootstrap``;
     ``bytes`` for reads and writes (content moved). ``outcome`` is ``ok`` when the operation
     returned (a command that exits non-zero is ``ok``: its exit code says the rest) and ``error``
-    when it raised, with ``error_type`` the exception's class name (never its message).
+    when it raised, with ``error_type`` the exception's class name (never its message). The
+    session kinds (``session.write``, ``session.commit``) never raise into the turn: a failed one
+    is ``error`` with ``error_type`` the failure's stable code (``SESSION_UNAVAILABLE``…), and
+    ``conversation_id`` is the session's id.
     """
 
     kind: str

@@ -5,6 +5,9 @@
 description, a JSON Schema and ``invoke(arguments) -> str``; errors come back as ``Error: …``
 strings. Adapters give the OpenAI and Anthropic tool formats. :class:`AsyncSkillTools` is the
 same set over an :class:`~skillruntime.core.runtime.async_spi.AsyncSkillRuntime`, awaited natively.
+:class:`SkillTurn` is one agent turn; its record (:class:`TurnRecord`) goes to a session sink
+(:class:`TurnSessionSink`, :class:`AsyncTurnSessionSink`) and comes back as a
+:class:`SessionOutcome`.
 """
 
 from .adapters import (
@@ -25,6 +28,13 @@ from .resources import SKILL_RESOURCE_AMBIGUOUS, SKILL_RESOURCE_NOT_FOUND
 from .skill import DEFAULT_DESCRIPTION_TEMPLATE, LoadedSkillSource, SkillSource
 from .toolset import SkillInput, SkillTools
 from .turn import SkillTurn
+from .turn_record import (
+    AsyncTurnSessionSink,
+    SessionOutcome,
+    TurnRecord,
+    TurnSessionSink,
+    TurnToolCall,
+)
 from .views import ToolCall, ToolResult, UsageRecord
 
 __all__ = [
@@ -35,7 +45,9 @@ __all__ = [
     "SKILL_RESOURCE_NOT_FOUND",
     "AsyncSkillTool",
     "AsyncSkillTools",
+    "AsyncTurnSessionSink",
     "LoadedSkillSource",
+    "SessionOutcome",
     "SkillInput",
     "SkillPolicy",
     "SkillSource",
@@ -46,6 +58,9 @@ __all__ = [
     "ToolDispatcher",
     "ToolResult",
     "ToolSpec",
+    "TurnRecord",
+    "TurnSessionSink",
+    "TurnToolCall",
     "UsageRecord",
     "anthropic_tool_result",
     "arguments_schema",

@@ -65,7 +65,13 @@ from .resources import (
     validate_resource_inputs,
 )
 from .skill import failure_code, failure_text
-from .turn_record import SessionOutcome, TurnRecord, TurnSessionSink, TurnToolCall
+from .turn_record import (
+    AsyncTurnSessionSink,
+    SessionOutcome,
+    TurnRecord,
+    TurnSessionSink,
+    TurnToolCall,
+)
 from .views import CallStatus, ToolCall, ToolResult, UsageRecord, error_code, redact_text
 
 __all__ = [
@@ -686,8 +692,56 @@ class SkillTurn(Closeable):
         try:
             outcome = sink.record_turn(record)
         except Exception as exc:
-            logger.warning("recording turn %s failed: %s", self.id, type(exc).__name__)
-            outcome = SessionOutcome(error=f"SESSION_WRITE_FAILED: {type(exc).__name__}")
+            outcome = self._sink_failed(exc)
+        return self._session_recorded(outcome)
+
+    async def arecord_session(
+        self,
+        sink: TurnSessionSink | AsyncTurnSessionSink,
+        *,
+        user_message: str,
+        answer: str,
+        timeout_seconds: float | None = None,
+    ) -> SessionOutcome:
+        """:meth:`record_session` for asyncio code; never raises (cancellation aside).
+
+        An :class:`~.turn_record.AsyncTurnSessionSink` (``async def arecord_turn``) is awaited
+        on the loop. A sync sink (``record_turn``, e.g. the OpenViking sink) runs in a worker
+        thread of the loop's default executor, as :meth:`adispatch_batch` runs the calls: the
+        session sinks here talk HTTP through a blocking, thread-safe client whose retries are
+        already bounded by the sink's own deadline, so one implementation (and one memory of
+        stored turn ids) serves both faces, and the loop is never blocked. ``timeout_seconds``
+        bounds the wait on top of that: past it the outcome is
+        ``SESSION_WRITE_FAILED: no outcome within …`` and the worker thread is left to finish
+        (the write may still land; it is idempotent per turn id, so recording the turn again
+        later adds nothing twice)."""
+        record = self.record(user_message=user_message, answer=answer)
+        try:
+            if isinstance(sink, AsyncTurnSessionSink):
+                pending = sink.arecord_turn(record)
+            else:
+                pending = asyncio.to_thread(sink.record_turn, record)
+            if timeout_seconds is None:
+                outcome = await pending
+            else:
+                outcome = await asyncio.wait_for(pending, timeout_seconds)
+        except TimeoutError as exc:
+            if timeout_seconds is None:  # the sink's own timeout
+                outcome = self._sink_failed(exc)
+            else:
+                logger.warning("recording turn %s: no outcome in %gs", self.id, timeout_seconds)
+                outcome = SessionOutcome(
+                    error=f"SESSION_WRITE_FAILED: no outcome within {timeout_seconds:g}s"
+                )
+        except Exception as exc:
+            outcome = self._sink_failed(exc)
+        return self._session_recorded(outcome)
+
+    def _sink_failed(self, exc: Exception) -> SessionOutcome:
+        logger.warning("recording turn %s failed: %s", self.id, type(exc).__name__)
+        return SessionOutcome(error=f"SESSION_WRITE_FAILED: {type(exc).__name__}")
+
+    def _session_recorded(self, outcome: SessionOutcome) -> SessionOutcome:
         self._session_outcome = outcome
         skill_event(
             "session_recorded" if outcome.ok else "session_failed",

@@ -12,7 +12,9 @@ keep (RFC §2.3, ``docs/agent-turn.md`` "Views and usage records"):
   call — never a skill's body or a file of it.
 
 A sink is anything with ``record_turn(record) -> SessionOutcome``: the OpenViking session sink
-(``skillruntime.viking.session_sink.VikingSessionSink``) or an application's own store. A sink
+(``skillruntime.viking.session_sink.VikingSessionSink``) or an application's own store; asyncio
+code awaits :meth:`~.turn.SkillTurn.arecord_session`, which takes such a sink (run in a worker
+thread) or an :class:`AsyncTurnSessionSink` (``async def arecord_turn``). A sink
 reports failures in the outcome; should one raise anyway, the turn turns the exception into a
 failed outcome, so recording a session never fails the turn nor skips its ``close()``.
 """
@@ -25,7 +27,13 @@ from typing import Any, Protocol, runtime_checkable
 
 from .views import CallStatus
 
-__all__ = ["SessionOutcome", "TurnRecord", "TurnSessionSink", "TurnToolCall"]
+__all__ = [
+    "AsyncTurnSessionSink",
+    "SessionOutcome",
+    "TurnRecord",
+    "TurnSessionSink",
+    "TurnToolCall",
+]
 
 
 @dataclass(frozen=True)
@@ -103,5 +111,16 @@ class TurnSessionSink(Protocol):
     the turn twice."""
 
     def record_turn(self, record: TurnRecord) -> SessionOutcome:
+        """Store ``record`` (and commit by the sink's policy)."""
+        ...
+
+
+@runtime_checkable
+class AsyncTurnSessionSink(Protocol):
+    """The asyncio form of :class:`TurnSessionSink` (an application's natively async store):
+    :meth:`~.turn.SkillTurn.arecord_session` awaits it on the loop; a sync sink is run in a
+    worker thread instead. The same rules: report failures, store a ``turn_id`` once."""
+
+    async def arecord_turn(self, record: TurnRecord) -> SessionOutcome:
         """Store ``record`` (and commit by the sink's policy)."""
         ...
