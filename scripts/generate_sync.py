@@ -37,10 +37,14 @@ too, as a docstring wants). The sync face's docstring of a module, class or func
 
 right after the docstring it replaces (in a module, after it and the ``from __future__``
 imports that follow it): both are strings the parser sees, the async one stays ``__doc__``.
-In the async source both branches are parsed, formatted and linted; mypy skips the branch it
-sees as unreachable and checks the sync code in the generated module. The comment form of
-earlier versions (sync lines commented out between ``# unasync: sync`` and ``# unasync: end``)
-is refused, as is a marker anywhere else than on these lines, and a nested region.
+In the async source both branches are parsed, compiled (checked here: ``yield from`` in an
+``async def`` is an error even in the sync branch), formatted and linted; mypy skips the sync
+branch (``always_true = ["True"]``, ``always_false = ["False"]`` in ``pyproject.toml``, as it
+skips the else of ``if TYPE_CHECKING:``) and checks that code in the generated module. A lint
+rule that only the sync face triggers is silenced with ``# noqa: RULE, RUF100`` (``RUF100`` for
+the source, where the rule does not fire). The comment form of earlier versions (sync lines
+commented out between ``# unasync: sync`` and ``# unasync: end``) is refused, as is a marker
+anywhere else than on these lines, and a nested region.
 
 A generated file is the source, its regions resolved, with ``async``/``await`` removed and the
 replacements applied to names (also as whole words inside docstrings and comments). It starts
