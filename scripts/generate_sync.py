@@ -11,16 +11,46 @@ distribution that has twins lists them in ``<distribution>/unasync.toml``::
     AsyncAioClient = "AioClient"
     "httpx.AsyncClient" = "httpx.Client"   # a dotted name is matched as one
 
-A generated file is the source with ``async``/``await`` removed and the replacements applied to
-names (also as whole words inside docstrings and comments), after the marked regions are
-resolved: the lines between ``# unasync: async`` and the next ``# unasync: sync`` or
-``# unasync: end`` are dropped; the lines between ``# unasync: sync`` and ``# unasync: end``
-are comments in the async source and are uncommented, at the indentation of the region's
-opening marker (so a sync block header may replace an async one: the comments after an
-``async with ...:`` line sit at its body's indentation, as ruff formats them). It starts with
-a header saying it is generated, and is put through ``ruff check --fix`` and ``ruff format``
-so that it is stable (the fix also drops the imports only the async face uses); a generated
-file that ruff still finds fault with is an error.
+Code that differs between the faces is real Python in the async source, in ``if`` statements
+whose line carries a marker comment (the form of psycopg's generator)::
+
+    if True:  # unasync: async
+        await self._pools.aclose()        # the async face only: dropped
+    else:  # unasync: sync
+        self._http.close()                # the sync face only: kept, dedented
+
+    if False:  # unasync: sync
+        import threading                  # the sync face only (no async counterpart)
+
+The ``else:`` branch is optional (an async-only region); the ``else:`` of a marked ``if True:``
+carries ``# unasync: sync`` itself and cannot be an ``elif``. A branch holds whole statements:
+where the faces differ in a block header (``async with lock.get():`` against ``with lock:``), a
+decorator or a signature, the source binds the differing part first (``lock = ...`` in each
+branch, then ``async with lock:``) or defines both variants of the function in the branches.
+A branch's lines are dedented to the ``if``'s indentation (the lines of a multi-line string
+too, as a docstring wants). The sync face's docstring of a module, class or function is::
+
+    '''The async face's docstring.'''
+
+    if False:  # unasync: sync docstring
+        '''The sync face's docstring.'''
+
+right after the docstring it replaces (in a module, after it and the ``from __future__``
+imports that follow it): both are strings the parser sees, the async one stays ``__doc__``.
+In the async source both branches are parsed, compiled (checked here: ``yield from`` in an
+``async def`` is an error even in the sync branch), formatted and linted; mypy skips the sync
+branch (``always_true = ["True"]``, ``always_false = ["False"]`` in ``pyproject.toml``, as it
+skips the else of ``if TYPE_CHECKING:``) and checks that code in the generated module. A lint
+rule that only the sync face triggers is silenced with ``# noqa: RULE, RUF100`` (``RUF100`` for
+the source, where the rule does not fire). The comment form of earlier versions (sync lines
+commented out between ``# unasync: sync`` and ``# unasync: end``) is refused, as is a marker
+anywhere else than on these lines, and a nested region.
+
+A generated file is the source, its regions resolved, with ``async``/``await`` removed and the
+replacements applied to names (also as whole words inside docstrings and comments). It starts
+with a header saying it is generated, and is put through ``ruff check --fix`` and
+``ruff format`` so that it is stable (the fix also drops the imports only the async face uses);
+a generated file that ruff still finds fault with is an error.
 
 Usage: ``python scripts/generate_sync.py [--check] [DISTRIBUTION_DIR ...]`` (default: every
 ``*/unasync.toml`` of the repository). With ``--check`` nothing is written: the exit status is 1
@@ -30,6 +60,9 @@ and the files that differ from their regeneration are named on stderr.
 from __future__ import annotations
 
 import argparse
+import ast
+import io
+import itertools
 import re
 import subprocess
 import sys
@@ -50,12 +83,13 @@ HEADER = (
     "# Edit the async source, then run `python scripts/generate_sync.py`.\n"
 )
 
-_MARKER = re.compile(r"^\s*# unasync: (async|sync|end)\s*$")
-_COMMENTED = re.compile(r"^(\s*)# ?(.*)$")
+_MARKER = re.compile(r"#\s*unasync:\s*([^#]*?)\s*(?:#.*)?$")
+_LEGACY = re.compile(r"^\s*#\s*unasync:\s*(async|sync|end)\s*$")
+_ELSE = re.compile(r"^else\s*:")
 
 
 class MarkerError(ValueError):
-    """A marked region is malformed (unbalanced, nested or a sync line not commented)."""
+    """A marked region is malformed (misplaced, nested, or in the old comment form)."""
 
 
 @dataclass(frozen=True)
@@ -85,40 +119,222 @@ def load_config(path: Path) -> Config:
     return Config(twins=twins, replacements=dict(data.get("replacements", {})))
 
 
-def resolve_markers(text: str) -> str:
-    """The sync lines of ``text``: async-only regions dropped, sync-only ones uncommented."""
+@dataclass(frozen=True)
+class _Edit:
+    """Lines ``first``..``last`` (1-based, inclusive) of the source replaced by ``lines``."""
+
+    first: int
+    last: int
+    lines: tuple[str, ...]
+
+
+def _markers(text: str) -> dict[int, str]:
+    """The ``# unasync: ...`` comments of ``text`` by line; the old comment form is refused."""
+    found: dict[int, str] = {}
+    lines = text.splitlines()
+    try:
+        tokens = list(std_tokenize.generate_tokens(io.StringIO(text).readline))
+    except (std_tokenize.TokenError, SyntaxError) as exc:
+        raise MarkerError(f"the source does not tokenize: {exc}") from exc
+    for token in tokens:
+        if token.type != std_tokenize.COMMENT:
+            continue
+        match = _MARKER.match(token.string)
+        if match is None:
+            continue
+        row = token.start[0]
+        if _LEGACY.match(lines[row - 1]):
+            raise MarkerError(
+                f"line {row}: a marker comment on its own line is the old comment form of "
+                "marked regions; write 'if True:  # unasync: async' ... "
+                "'else:  # unasync: sync' with real code in both branches"
+            )
+        found[row] = match.group(1)
+    return found
+
+
+def _indent(line: str) -> str:
+    return line[: len(line) - len(line.lstrip())]
+
+
+def _dedent(lines: Sequence[str], first: int, last: int, to: str) -> tuple[str, ...]:
+    """Lines ``first``..``last`` of ``lines`` moved from their block's indentation to ``to``."""
+    block = [lines[number - 1] for number in range(first, last + 1)]
+    code = [line for line in block if line.strip()]
+    if not code:
+        return ()
+    step = _indent(code[0])
     out: list[str] = []
-    state = "both"
-    indent = ""
-    for number, line in enumerate(text.splitlines(keepends=True), start=1):
-        match = _MARKER.match(line)
-        if match:
-            kind = match.group(1)
-            if kind == "async" and state != "both":
-                raise MarkerError(f"line {number}: '# unasync: async' inside a region")
-            if kind == "sync" and state == "sync":
-                raise MarkerError(f"line {number}: '# unasync: sync' inside a sync region")
-            if kind == "end" and state == "both":
-                raise MarkerError(f"line {number}: '# unasync: end' outside a region")
-            if state == "both":
-                indent = line[: len(line) - len(line.lstrip())]
-            state = {"async": "async", "sync": "sync", "end": "both"}[kind]
-            continue
-        if state == "async":
-            continue
-        if state == "sync":
-            commented = _COMMENTED.match(line)
-            if commented is None:
-                if line.strip():
-                    raise MarkerError(f"line {number}: a sync-only line must be a comment")
-                out.append(line)
+    for offset, line in enumerate(block):
+        if not line.strip():
+            out.append("\n")
+        elif line.startswith(step):
+            out.append(to + line[len(step) :])
+        else:
+            raise MarkerError(
+                f"line {first + offset}: less indented than the first line of its branch"
+            )
+    return tuple(out)
+
+
+def _block_end(lines: Sequence[str], last: int, indent: str) -> int:
+    """``last`` extended over the comment lines right after it that are indented deeper than
+    ``indent`` (they belong to the block that ends at ``last``)."""
+    while last < len(lines):
+        line = lines[last]
+        stripped = line.lstrip()
+        if not stripped.startswith("#") or len(_indent(line)) <= len(indent):
+            break
+        last += 1
+    return last
+
+
+def _is_string(node: ast.stmt) -> bool:
+    return (
+        isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+    )
+
+
+def _parents(tree: ast.AST) -> Iterator[tuple[ast.AST, list[ast.stmt]]]:
+    """Every statement list of ``tree`` with the node holding it."""
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            body = getattr(node, field, None)
+            if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
+                yield node, body
+        for handler in getattr(node, "handlers", ()):
+            yield handler, handler.body
+        for case in getattr(node, "cases", ()):
+            yield case, case.body
+
+
+def _docstring_edits(
+    lines: Sequence[str], parent: ast.AST, body: list[ast.stmt], index: int, node: ast.If
+) -> list[_Edit]:
+    """The edits of an ``if False:  # unasync: sync docstring`` at ``body[index]``."""
+    where = f"line {node.lineno}"
+    if node.orelse or len(node.body) != 1 or not _is_string(node.body[0]):
+        raise MarkerError(f"{where}: a sync docstring is one string, without an else")
+    before = body[:index]
+    future = [
+        stmt
+        for stmt in before[1:]
+        if isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__"
+    ]
+    if (
+        not before
+        or not _is_string(before[0])
+        or len(future) != len(before) - 1
+        or (future and not isinstance(parent, ast.Module))
+    ):
+        raise MarkerError(
+            f"{where}: a sync docstring must follow the docstring it replaces (in a module, "
+            "after the 'from __future__' imports that follow it)"
+        )
+    docstring = before[0]
+    end = docstring.end_lineno or docstring.lineno
+    if lines[docstring.lineno - 1][: docstring.col_offset].strip():
+        raise MarkerError(f"line {docstring.lineno}: a docstring must start its line")
+    indent = _indent(lines[node.lineno - 1])
+    first = node.lineno
+    while first > 1 and not lines[first - 2].strip():
+        first -= 1  # the blank lines that separate it go with it
+    last = _block_end(lines, node.end_lineno or node.lineno, indent)
+    replacement = _dedent(lines, node.lineno + 1, last, indent)
+    return [_Edit(docstring.lineno, end, replacement), _Edit(first, last, ())]
+
+
+def _region_edits(lines: Sequence[str], node: ast.If, marker: str, used: set[int]) -> list[_Edit]:
+    """The edits of one marked ``if`` (``marker`` is the text after ``unasync:``)."""
+    where = f"line {node.lineno}"
+    test = node.test
+    constant = test.value if isinstance(test, ast.Constant) else None
+    indent = _indent(lines[node.lineno - 1])
+    if node.body[0].lineno == node.lineno:
+        raise MarkerError(f"{where}: a marked if's body starts on the next line")
+    if marker == "async":
+        if constant is not True:
+            raise MarkerError(f"{where}: '# unasync: async' marks an 'if True:'")
+        if not node.orelse:
+            last = _block_end(lines, node.end_lineno or node.lineno, indent)
+            return [_Edit(node.lineno, last, ())]
+        body_end = node.body[-1].end_lineno or node.body[-1].lineno
+        else_line = None
+        for number in range(body_end + 1, node.orelse[0].lineno + 1):
+            line = lines[number - 1]
+            if _indent(line) == indent and line.strip():
+                stripped = line.strip()
+                if stripped.startswith("elif"):
+                    raise MarkerError(f"line {number}: a marked if has no elif")
+                if _ELSE.match(stripped):
+                    else_line = number
+                    break
+        if else_line is None:
+            raise MarkerError(f"{where}: the else of a marked if must be on its own line")
+        if _marker_at(lines, else_line) != "sync":
+            raise MarkerError(f"line {else_line}: the else of a marked if says '# unasync: sync'")
+        used.add(else_line)
+        first_sync = node.orelse[0]
+        if first_sync.lineno == else_line:
+            raise MarkerError(f"line {else_line}: the else's body starts on the next line")
+        last = _block_end(lines, node.end_lineno or node.lineno, indent)
+        return [_Edit(node.lineno, last, _dedent(lines, else_line + 1, last, indent))]
+    if marker == "sync":
+        if constant is not False or node.orelse:
+            raise MarkerError(
+                f"{where}: '# unasync: sync' marks an 'else:' or an 'if False:' without else"
+            )
+        last = _block_end(lines, node.end_lineno or node.lineno, indent)
+        return [_Edit(node.lineno, last, _dedent(lines, node.lineno + 1, last, indent))]
+    raise MarkerError(f"{where}: unknown marker '# unasync: {marker}'")
+
+
+def _marker_at(lines: Sequence[str], number: int) -> str | None:
+    match = _MARKER.search(lines[number - 1])
+    return match.group(1) if match else None
+
+
+def resolve_markers(text: str) -> str:
+    """The sync lines of ``text``: each marked ``if`` replaced by its sync branch (dedented) or
+    dropped, each sync docstring put in place of the docstring it follows."""
+    markers = _markers(text)
+    try:
+        tree = ast.parse(text)
+        compile(tree, "<async source>", "exec", dont_inherit=True)  # both branches, as Python
+    except SyntaxError as exc:
+        raise MarkerError(f"line {exc.lineno}: the source does not compile: {exc.msg}") from exc
+    if not markers:
+        return text
+    lines = text.splitlines(keepends=True)
+    used: set[int] = set()
+    edits: list[_Edit] = []
+    for parent, body in _parents(tree):
+        for index, node in enumerate(body):
+            marker = markers.get(node.lineno)
+            if marker is None:
                 continue
-            content = commented.group(2)
-            out.append((indent + content if content else "") + "\n")
-            continue
-        out.append(line)
-    if state != "both":
-        raise MarkerError("a marked region is not closed with '# unasync: end'")
+            if not isinstance(node, ast.If):
+                raise MarkerError(f"line {node.lineno}: a marker belongs on an if or its else")
+            used.add(node.lineno)
+            if marker == "sync docstring":
+                if not (isinstance(node.test, ast.Constant) and node.test.value is False):
+                    raise MarkerError(f"line {node.lineno}: a sync docstring is 'if False:'")
+                edits.extend(_docstring_edits(lines, parent, body, index, node))
+            else:
+                edits.extend(_region_edits(lines, node, marker, used))
+    for number in sorted(set(markers) - used):
+        raise MarkerError(
+            f"line {number}: '# unasync: {markers[number]}' is not on a marked if or its else"
+        )
+    edits.sort(key=lambda edit: edit.first)
+    for before, after in itertools.pairwise(edits):
+        if after.first <= before.last:
+            raise MarkerError(f"line {after.first}: marked regions are nested or overlap")
+    out = list(lines)
+    for edit in reversed(edits):
+        out[edit.first - 1 : edit.last] = edit.lines
     return "".join(out)
 
 

@@ -2,7 +2,8 @@
 
 The sync face of each twin listed in a distribution's ``unasync.toml`` is generated from the
 async module; this test fails when one was edited by hand or its source changed without
-regenerating it, and checks the generator's marked regions and name replacement rules.
+regenerating it, and checks the generator's marked regions (``if True:  # unasync: async`` /
+``else:  # unasync: sync``, real code in both branches) and name replacement rules.
 """
 
 from __future__ import annotations
@@ -65,51 +66,146 @@ def test_the_sync_modules_are_generated_and_say_so(distribution: str, generated:
         assert "# unasync:" not in text
 
 
-def test_marked_regions_drop_async_lines_and_uncomment_sync_ones() -> None:
+def test_a_marked_if_keeps_its_sync_branch_dedented() -> None:
     generator = _generator()
     source = (
-        "def f():\n"
-        "    # unasync: async\n"
-        "    return await g()\n"
-        "    # unasync: sync\n"
-        "    # return g()\n"
-        "    # unasync: end\n"
+        "async def f():\n"
+        "    if True:  # unasync: async\n"
+        "        return await g()\n"
+        "    else:  # unasync: sync\n"
+        "        # the sync face\n"
+        "        return g()\n"
         "x = 1\n"
     )
-    assert generator.resolve_markers(source) == "def f():\n    return g()\nx = 1\n"
+    assert generator.resolve_markers(source) == (
+        "async def f():\n    # the sync face\n    return g()\nx = 1\n"
+    )
 
 
-def test_a_bare_comment_line_of_a_sync_region_becomes_an_empty_line() -> None:
-    """A sync-only docstring keeps its paragraph breaks without trailing whitespace."""
+def test_an_async_only_region_is_dropped_and_a_sync_only_one_kept() -> None:
+    generator = _generator()
+    source = (
+        "if False:  # unasync: sync\n"
+        "    import threading\n"
+        "class C:\n"
+        "    if True:  # unasync: async  # noqa: SIM108\n"
+        "        async def close(self):\n"
+        "            pass\n"
+        "\n"
+        "    def run(self):\n"
+        "        pass\n"
+    )
+    assert generator.resolve_markers(source) == (
+        "import threading\nclass C:\n\n    def run(self):\n        pass\n"
+    )
+
+
+def test_both_variants_of_a_method_are_real_code() -> None:
+    """A decorator or a signature that differs: the method is defined in each branch."""
     generator = _generator()
     source = (
         "class C:\n"
-        "    # unasync: async\n"
-        '    """Async.\n'
+        "    if True:  # unasync: async\n"
+        "\n"
+        "        async def mode(self) -> str:\n"
+        "            return await self._detect()\n"
+        "\n"
+        "    else:  # unasync: sync\n"
+        "\n"
+        "        @property\n"
+        "        def mode(self) -> str:\n"
+        "            return self._detect()\n"
+    )
+    assert generator.resolve_markers(source) == (
+        "class C:\n\n    @property\n    def mode(self) -> str:\n        return self._detect()\n"
+    )
+
+
+def test_a_sync_docstring_replaces_the_docstring_it_follows() -> None:
+    generator = _generator()
+    source = (
+        '"""Async module."""\n'
+        "\n"
+        "from __future__ import annotations\n"
+        "\n"
+        "if False:  # unasync: sync docstring\n"
+        '    """Sync module.\n'
         "\n"
         '    More."""\n'
-        "    # unasync: sync\n"
-        '    # """Sync.\n'
-        "    #\n"
-        '    # More."""\n'
-        "    # unasync: end\n"
+        "\n"
+        "import os\n"
+        "\n"
+        "\n"
+        "def f():\n"
+        '    """Async f."""\n'
+        "    if False:  # unasync: sync docstring\n"
+        '        """Sync f."""\n'
+        "    return os.sep\n"
     )
-    assert generator.resolve_markers(source) == 'class C:\n    """Sync.\n\n    More."""\n'
+    assert generator.resolve_markers(source) == (
+        '"""Sync module.\n'
+        "\n"
+        'More."""\n'
+        "\n"
+        "from __future__ import annotations\n"
+        "\n"
+        "import os\n"
+        "\n"
+        "\n"
+        "def f():\n"
+        '    """Sync f."""\n'
+        "    return os.sep\n"
+    )
 
 
 @pytest.mark.parametrize(
     "source",
     [
-        "# unasync: async\nx = 1\n",  # never closed
-        "# unasync: end\n",  # closes nothing
-        "# unasync: async\n# unasync: async\n# unasync: end\n",  # nested
-        "# unasync: sync\nx = 1\n# unasync: end\n",  # a sync-only line that is code
+        "x = 1\n# unasync: async\ny = 2\n# unasync: sync\n# y = 3\n# unasync: end\n",
+        "def f():\n    # unasync: sync\n    # return 1\n    # unasync: end\n    pass\n",
+        "# unasync: end\n",
+    ],
+)
+def test_the_old_comment_form_is_refused(source: str) -> None:
+    generator = _generator()
+    with pytest.raises(generator.MarkerError, match="old comment form"):
+        generator.resolve_markers(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "if True:  # unasync: async\n    x = 1\nelse:\n    x = 2\n",  # else not marked
+        "if True:\n    x = 1\nelse:  # unasync: sync\n    x = 2\n",  # if not marked
+        "if x:  # unasync: async\n    y = 1\n",  # not 'if True:'
+        "if True:  # unasync: sync\n    y = 1\n",  # the sync marker on the async branch
+        "if False:  # unasync: sync\n    y = 1\nelse:\n    y = 2\n",  # sync-only with else
+        "if True:  # unasync: async\n    x = 1\nelif y:\n    x = 2\n",  # an elif
+        "if True:  # unasync: async\n"  # nested
+        "    if True:  # unasync: async\n        x = 1\n",
+        "x = 1  # unasync: async\n",  # a marker on no if
+        "if True:  # unasync: maybe\n    x = 1\n",  # an unknown marker
+        "if True:  # unasync: async\n    x = (\n",  # does not parse
+        "async def f():\n    if True:  # unasync: async\n        pass\n"
+        "    else:  # unasync: sync\n        yield from g()\n",  # parses, does not compile
+        '"""Doc."""\nx = 1\nif False:  # unasync: sync docstring\n    """Sync."""\n',
+        "def f():\n    if False:  # unasync: sync docstring\n        x = 1\n",
     ],
 )
 def test_malformed_regions_are_refused(source: str) -> None:
     generator = _generator()
     with pytest.raises(generator.MarkerError):
         generator.resolve_markers(source)
+
+
+def test_no_source_hides_code_in_comments() -> None:
+    """Every line of every async source is parsed: no marker comment stands on its own line."""
+    generator = _generator()
+    for config_path in sorted(ROOT.glob("*/unasync.toml")):
+        for twin in generator.load_config(config_path).twins:
+            text = twin.source.read_text(encoding="utf-8")
+            generator.resolve_markers(text)  # refuses the old comment form
+            assert "# unasync: end" not in text, twin.source
 
 
 def test_names_are_replaced_as_tokens_and_dotted_names_as_one() -> None:

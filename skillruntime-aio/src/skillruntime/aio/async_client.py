@@ -60,21 +60,19 @@ T = TypeVar("T")
 
 _UPLOAD_BLOCK = 1 << 20
 
-# unasync: async
-_Attempt: TypeAlias = Callable[[], Awaitable[T]]
-# unasync: sync
-# _Attempt: TypeAlias = Callable[[], T]
-# unasync: end
+if True:  # unasync: async
+    _Attempt: TypeAlias = Callable[[], Awaitable[T]]
+else:  # unasync: sync
+    _Attempt: TypeAlias = Callable[[], T]
 """One try of a call, what :meth:`AsyncAioClient.retrying` runs (and runs again)."""
 
 
 async def _off_loop(function: Callable[..., T], *args: Any) -> T:
     """``function(*args)``, a blocking file call: in a worker thread on the async face."""
-    # unasync: async
-    return await asyncio.to_thread(function, *args)
-    # unasync: sync
-    # return function(*args)
-    # unasync: end
+    if True:  # unasync: async
+        return await asyncio.to_thread(function, *args)
+    else:  # unasync: sync
+        return function(*args)
 
 
 class AsyncAioClient:
@@ -112,13 +110,12 @@ class AsyncAioClient:
         self._has_credentials = bool(token or api_key)
         self._headers = auth_headers(token, api_key)
         self._pool_size = pool_size
-        # unasync: async
-        self._pools: LoopLocal[httpx.AsyncClient] = LoopLocal(
-            self._new_http, aclose=httpx.AsyncClient.aclose
-        )
-        # unasync: sync
-        # self._http = self._new_http()
-        # unasync: end
+        if True:  # unasync: async
+            self._pools: LoopLocal[httpx.AsyncClient] = LoopLocal(
+                self._new_http, aclose=httpx.AsyncClient.aclose
+            )
+        else:  # unasync: sync
+            self._http = self._new_http()
         self._closed = False
         self._count_lock = threading.Lock()
         self._request_count = 0
@@ -137,22 +134,20 @@ class AsyncAioClient:
         ``RuntimeError``. On the async face the running loop's pool is closed here, a pool of
         another loop that still runs is closed on that loop, one of a closed loop is dropped."""
         self._closed = True
-        # unasync: async
-        await self._pools.aclose()
-        # unasync: sync
-        # self._http.close()
-        # unasync: end
+        if True:  # unasync: async
+            await self._pools.aclose()
+        else:  # unasync: sync
+            self._http.close()
 
     async def _pool(self) -> httpx.AsyncClient:
         """The connection pool (on the async face: the running loop's, opened on its first
         call)."""
         if self._closed:
             raise RuntimeError("Cannot send a request, as the AIO client has been closed.")
-        # unasync: async
-        return await self._pools.aget()
-        # unasync: sync
-        # return self._http
-        # unasync: end
+        if True:  # unasync: async
+            return await self._pools.aget()
+        else:  # unasync: sync
+            return self._http
 
     def _new_http(self) -> httpx.AsyncClient:
         return httpx.AsyncClient(

@@ -69,33 +69,38 @@ class AsyncCommandRunner(CommandPlans):
     ) -> None:
         super().__init__(read_timeout=client.read_timeout, mode=mode, temp_root=temp_root)
         self._client = client
-        # unasync: async
-        self._mode_lock = LoopLocal(asyncio.Lock)
-        self._staging_lock = LoopLocal(asyncio.Lock)
-        # unasync: sync
-        # import threading
-        #
-        # self._mode_lock = threading.Lock()
-        # self._staging_lock = threading.Lock()
-        # unasync: end
+        if True:  # unasync: async
+            self._mode_lock = LoopLocal(asyncio.Lock)
+            self._staging_lock = LoopLocal(asyncio.Lock)
+        else:  # unasync: sync
+            import threading
 
-    # unasync: sync
-    # @property
-    # unasync: end
-    async def mode(self) -> Literal["bash", "shell"]:
-        """The API in use, detected on first call in ``auto`` mode."""
-        return await self._detect()
+            self._mode_lock = threading.Lock()
+            self._staging_lock = threading.Lock()
+
+    if True:  # unasync: async
+
+        async def mode(self) -> Literal["bash", "shell"]:
+            """The API in use, detected on first call in ``auto`` mode."""
+            return await self._detect()
+
+    else:  # unasync: sync
+
+        @property
+        def mode(self) -> Literal["bash", "shell"]:
+            """The API in use, detected on first call in ``auto`` mode."""
+            return self._detect()
 
     async def staging_path(self, suffix: str = "") -> str:
         """A fresh path on the service for a staged upload; ``temp_root`` exists once it returns
         (the service's file API does not create missing parents): one command creates it unless
         a command already ran."""
         if not self._staging_ready:
-            # unasync: async
-            async with self._staging_lock.get():
-                # unasync: sync
-                # with self._staging_lock:
-                # unasync: end
+            if True:  # unasync: async  # noqa: SIM108
+                lock = self._staging_lock.get()
+            else:  # unasync: sync
+                lock = self._staging_lock
+            async with lock:
                 if not self._staging_ready:
                     await self.run(self._staging_spec(), retry_safe=True)
         return self._new_staging_path(suffix)
@@ -125,11 +130,11 @@ class AsyncCommandRunner(CommandPlans):
     async def _detect(self) -> Literal["bash", "shell"]:
         if self._mode is not None:
             return self._mode
-        # unasync: async
-        async with self._mode_lock.get():
-            # unasync: sync
-            # with self._mode_lock:
-            # unasync: end
+        if True:  # unasync: async  # noqa: SIM108
+            lock = self._mode_lock.get()
+        else:  # unasync: sync
+            lock = self._mode_lock
+        async with lock:
             mode = self._mode
             if mode is None:
                 mode = await self._drive(self._detect_plan())

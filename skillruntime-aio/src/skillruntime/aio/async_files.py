@@ -82,13 +82,12 @@ logger = logging.getLogger(__name__)
 
 _SPOOL_MEMORY = 1024 * 1024
 
-# unasync: async
-_Chunks: TypeAlias = AsyncIterable[bytes] | Iterable[bytes]
-_ReadText: TypeAlias = Callable[[str, int], Awaitable[str]]
-# unasync: sync
-# _Chunks: TypeAlias = Iterable[bytes]
-# _ReadText: TypeAlias = Callable[[str, int], str]
-# unasync: end
+if True:  # unasync: async
+    _Chunks: TypeAlias = AsyncIterable[bytes] | Iterable[bytes]
+    _ReadText: TypeAlias = Callable[[str, int], Awaitable[str]]
+else:  # unasync: sync
+    _Chunks: TypeAlias = Iterable[bytes]
+    _ReadText: TypeAlias = Callable[[str, int], str]
 
 
 class AsyncAioFileSystem(AsyncSkillRuntimeFileSystem):
@@ -188,16 +187,18 @@ class AsyncAioFileSystem(AsyncSkillRuntimeFileSystem):
     async def write_stream(self, path: str, chunks: _Chunks, *, executable: bool = False) -> int:
         with tempfile.SpooledTemporaryFile(max_size=_SPOOL_MEMORY) as spool:
             size = 0
-            # unasync: async
-            async for chunk in aiter_chunks(chunks):
-                if size + len(chunk) > _SPOOL_MEMORY:
-                    await asyncio.to_thread(spool.write, chunk)
-                else:
+            if True:  # unasync: async  # noqa: SIM108
+                stream = aiter_chunks(chunks)
+            else:  # unasync: sync
+                stream = chunks
+            async for chunk in stream:
+                if True:  # unasync: async
+                    if size + len(chunk) > _SPOOL_MEMORY:
+                        await asyncio.to_thread(spool.write, chunk)
+                    else:
+                        spool.write(chunk)
+                else:  # unasync: sync
                     spool.write(chunk)
-                # unasync: sync
-                # for chunk in chunks:
-                #     spool.write(chunk)
-                # unasync: end
                 size += len(chunk)
             spool.seek(0)
             await self.put_file(spool, size, path, mode=0o755 if executable else 0o644)

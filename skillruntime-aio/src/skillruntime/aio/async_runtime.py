@@ -44,9 +44,8 @@ import asyncio
 import logging
 import posixpath
 
-# unasync: sync
-# import threading
-# unasync: end
+if False:  # unasync: sync
+    import threading
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -184,11 +183,10 @@ class AsyncAioSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRuntime):
             workspace.directory if workspace else posixpath.dirname(self._remote_root)
         )
         self._root_ready = False
-        # unasync: async
-        self._root_lock = LoopLocal(asyncio.Lock)
-        # unasync: sync
-        # self._root_lock = threading.Lock()
-        # unasync: end
+        if True:  # unasync: async
+            self._root_lock = LoopLocal(asyncio.Lock)
+        else:  # unasync: sync
+            self._root_lock = threading.Lock()
         self._first_use = FirstUse()
         self._running: dict[str, str] = {}  # the commands running now: run id -> marker token
         self._guard, self._owned_store = workspace_guard(
@@ -219,16 +217,18 @@ class AsyncAioSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRuntime):
         """The HTTP client (its :attr:`~AsyncAioClient.request_count` counts requests)."""
         return self._client
 
-    # unasync: sync
-    # @property
-    # unasync: end
-    async def command_api(self) -> str:
-        """``bash`` or ``shell``: the command API in use (detected on first use)."""
-        # unasync: async
-        return await self._runner.mode()
-        # unasync: sync
-        # return self._runner.mode
-        # unasync: end
+    if True:  # unasync: async
+
+        async def command_api(self) -> str:
+            """``bash`` or ``shell``: the command API in use (detected on first use)."""
+            return await self._runner.mode()
+
+    else:  # unasync: sync
+
+        @property
+        def command_api(self) -> str:
+            """``bash`` or ``shell``: the command API in use (detected on first use)."""
+            return self._runner.mode
 
     async def prepare(self, request: SkillPreparationRequest) -> list[Skill]:
         self._ensure_open()
@@ -264,16 +264,22 @@ class AsyncAioSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRuntime):
             del self._running[run_id]
             raise closed_error(self.name)
         try:
-            if make_dirs:  # the command creates the workspace: the runtime's first use, maybe
-                with self._first_use.attach(self._audit_fields()):
-                    outcome = await self._runner.run(spec)
-            else:
-                outcome = await self._runner.run(spec)
-        # unasync: async
-        except asyncio.CancelledError:
-            await asyncio.shield(self._kill(token))
-            raise
-        # unasync: end
+            if True:  # unasync: async
+                try:
+                    if make_dirs:  # the command creates the workspace: the runtime's first use
+                        with self._first_use.attach(self._audit_fields()):
+                            outcome = await self._runner.run(spec)
+                    else:
+                        outcome = await self._runner.run(spec)
+                except asyncio.CancelledError:
+                    await asyncio.shield(self._kill(token))
+                    raise
+            else:  # unasync: sync  # noqa: PLR5501
+                if make_dirs:  # the command creates the workspace: the runtime's first use, maybe
+                    with self._first_use.attach(self._audit_fields()):
+                        outcome = self._runner.run(spec)
+                else:
+                    outcome = self._runner.run(spec)
         except Exception as exc:
             if self.closed:
                 raise closed_error(self.name) from exc
@@ -301,12 +307,11 @@ class AsyncAioSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRuntime):
     async def _close_resources(self) -> None:
         running = sorted(set(self._running.copy().values()))  # copy: threads may add meanwhile
         if running:
-            # unasync: async
-            await asyncio.gather(*(self._kill(token) for token in running))
-            # unasync: sync
-            # for token in running:
-            #     self._kill(token)
-            # unasync: end
+            if True:  # unasync: async
+                await asyncio.gather(*(self._kill(token) for token in running))
+            else:  # unasync: sync
+                for token in running:
+                    self._kill(token)
             logger.info("killed %d running command(s) of the closed AIO runtime", len(running))
         try:
             await self._runner.close()
@@ -316,11 +321,10 @@ class AsyncAioSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRuntime):
                     await self._client.close()
             finally:
                 if self._owned_store is not None:
-                    # unasync: async
-                    await asyncio.to_thread(self._owned_store.close)
-                    # unasync: sync
-                    # self._owned_store.close()
-                    # unasync: end
+                    if True:  # unasync: async
+                        await asyncio.to_thread(self._owned_store.close)
+                    else:  # unasync: sync
+                        self._owned_store.close()
 
     def _skills_root(self) -> str | None:
         if self._workspace is not None:
@@ -330,11 +334,10 @@ class AsyncAioSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRuntime):
     async def _place_skill(self, skill: Skill, files: Sequence[SkillFile], target: str) -> None:
         """Upload one ``.tar.gz`` of the skill (built in a worker thread on the async face) and
         unpack it with one command; the archive is closed whatever happens."""
-        # unasync: async
-        archive, size = await asyncio.to_thread(build_skill_archive, files)
-        # unasync: sync
-        # archive, size = build_skill_archive(files)
-        # unasync: end
+        if True:  # unasync: async
+            archive, size = await asyncio.to_thread(build_skill_archive, files)
+        else:  # unasync: sync
+            archive, size = build_skill_archive(files)
         try:
             staging = await self._runner.staging_path(".tar.gz")
             try:
@@ -363,11 +366,11 @@ class AsyncAioSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRuntime):
         """Create the workspace (or the shared skills root) on first use: one command."""
         if self._root_ready:
             return
-        # unasync: async
-        async with self._root_lock.get():
-            # unasync: sync
-            # with self._root_lock:
-            # unasync: end
+        if True:  # unasync: async  # noqa: SIM108
+            lock = self._root_lock.get()
+        else:  # unasync: sync
+            lock = self._root_lock
+        async with lock:
             if self._root_ready:
                 return
             root = self._workspace.directory if self._workspace else self._remote_root

@@ -84,7 +84,8 @@ class CommandRunner(CommandPlans):
         (the service's file API does not create missing parents): one command creates it unless
         a command already ran."""
         if not self._staging_ready:
-            with self._staging_lock:
+            lock = self._staging_lock
+            with lock:
                 if not self._staging_ready:
                     self.run(self._staging_spec(), retry_safe=True)
         return self._new_staging_path(suffix)
@@ -114,7 +115,8 @@ class CommandRunner(CommandPlans):
     def _detect(self) -> Literal["bash", "shell"]:
         if self._mode is not None:
             return self._mode
-        with self._mode_lock:
+        lock = self._mode_lock
+        with lock:
             mode = self._mode
             if mode is None:
                 mode = self._drive(self._detect_plan())

@@ -181,7 +181,8 @@ class AioFileSystem(SkillRuntimeFileSystem):
     def write_stream(self, path: str, chunks: _Chunks, *, executable: bool = False) -> int:
         with tempfile.SpooledTemporaryFile(max_size=_SPOOL_MEMORY) as spool:
             size = 0
-            for chunk in chunks:
+            stream = chunks
+            for chunk in stream:
                 spool.write(chunk)
                 size += len(chunk)
             spool.seek(0)

@@ -329,7 +329,8 @@ class AioSandboxSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         """Create the workspace (or the shared skills root) on first use: one command."""
         if self._root_ready:
             return
-        with self._root_lock:
+        lock = self._root_lock
+        with lock:
             if self._root_ready:
                 return
             root = self._workspace.directory if self._workspace else self._remote_root

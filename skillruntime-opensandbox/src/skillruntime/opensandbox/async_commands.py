@@ -58,9 +58,8 @@ from .command_plans import (
     command_script,
 )
 
-# unasync: sync
-# import threading
-# unasync: end
+if False:  # unasync: sync
+    import threading
 
 __all__ = [
     "DEADLINE_MARGIN_SECONDS",
@@ -79,22 +78,23 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-# unasync: async
-async def _wait_event(event: asyncio.Event, timeout_seconds: float) -> bool:
-    """Wait up to ``timeout_seconds`` for ``event``; whether it is set."""
-    waiter = asyncio.ensure_future(event.wait())
-    try:
-        await asyncio.wait({waiter}, timeout=timeout_seconds)
-    finally:
-        waiter.cancel()
-    return event.is_set()
+if True:  # unasync: async
+
+    async def _wait_event(event: asyncio.Event, timeout_seconds: float) -> bool:
+        """Wait up to ``timeout_seconds`` for ``event``; whether it is set."""
+        waiter = asyncio.ensure_future(event.wait())
+        try:
+            await asyncio.wait({waiter}, timeout=timeout_seconds)
+        finally:
+            waiter.cancel()
+        return event.is_set()
 
 
-# unasync: sync
-# def _wait_event(event: threading.Event, timeout_seconds: float) -> bool:
-#     """Wait up to ``timeout_seconds`` for ``event``; whether it is set."""
-#     return event.wait(timeout_seconds)
-# unasync: end
+else:  # unasync: sync
+
+    def _wait_event(event: threading.Event, timeout_seconds: float) -> bool:
+        """Wait up to ``timeout_seconds`` for ``event``; whether it is set."""
+        return event.wait(timeout_seconds)
 
 
 class AsyncCommandRunner:
@@ -113,13 +113,12 @@ class AsyncCommandRunner:
         self._gid = gid
         self._grace = deadline_grace_seconds
         self._interrupt_wait = interrupt_wait_seconds
-        # unasync: async
-        self._loop = CommandLoop()
-        self._drains: set[asyncio.Task[None]] = set()  # tasks of the command loop
-        # unasync: sync
-        # self._drains: set[threading.Thread] = set()
-        # self._drains_lock = threading.Lock()
-        # unasync: end
+        if True:  # unasync: async
+            self._loop = CommandLoop()
+            self._drains: set[asyncio.Task[None]] = set()  # tasks of the command loop
+        else:  # unasync: sync
+            self._drains: set[threading.Thread] = set()
+            self._drains_lock = threading.Lock()
 
     async def run(
         self,
@@ -132,9 +131,19 @@ class AsyncCommandRunner:
         max_output_bytes: int,
     ) -> SkillExecutionResult:
         """Run ``command`` once and return its result (see the module docs)."""
-        # unasync: async
-        return await self._loop.call(
-            self._run(
+        if True:  # unasync: async
+            return await self._loop.call(
+                self._run(
+                    sandbox,
+                    command,
+                    working_directory=working_directory,
+                    environment=environment,
+                    timeout_seconds=timeout_seconds,
+                    max_output_bytes=max_output_bytes,
+                )
+            )
+        else:  # unasync: sync
+            return self._run(
                 sandbox,
                 command,
                 working_directory=working_directory,
@@ -142,7 +151,6 @@ class AsyncCommandRunner:
                 timeout_seconds=timeout_seconds,
                 max_output_bytes=max_output_bytes,
             )
-        )
 
     async def _run(
         self,
@@ -155,20 +163,19 @@ class AsyncCommandRunner:
         max_output_bytes: int,
     ) -> SkillExecutionResult:
         """:meth:`run`, on the command loop; cancelling interrupts the command."""
-        # unasync: end
+        if False:  # unasync: sync docstring
+            """The body of :meth:`run`."""
         nonce = secrets.token_hex(8)
         events = CommandEvents(nonce, max_output_bytes)
         ready = asyncio.Event()  # the result is known, or the stream ended
-        # unasync: async
-        named = asyncio.Event()  # execd named the command
-        # unasync: end
+        if True:  # unasync: async
+            named = asyncio.Event()  # execd named the command
 
         async def on_init(event: Any) -> None:
             with events.lock:
                 events.on_init(event)
-            # unasync: async
-            named.set()
-            # unasync: end
+            if True:  # unasync: async
+                named.set()
 
         async def on_stdout(message: Any) -> None:
             with events.lock:
@@ -226,29 +233,27 @@ class AsyncCommandRunner:
                         error = exc
             finally:
                 ready.set()
-                # unasync: sync
-                # with self._drains_lock:
-                #     self._drains.discard(threading.current_thread())
-                # unasync: end
+                if False:  # unasync: sync
+                    with self._drains_lock:
+                        self._drains.discard(threading.current_thread())
 
         started = time.monotonic()
         events.progress.start(timeout_seconds)
-        # unasync: async
-        reader = asyncio.ensure_future(stream())
-        self._drains.add(reader)
-        reader.add_done_callback(self._drains.discard)
-        try:
-            interrupted = await self._wait(sandbox, events, ready, timeout_seconds)
-        except asyncio.CancelledError:
-            await asyncio.shield(self._stop(sandbox, events, reader, named))
-            raise
-        # unasync: sync
-        # reader = threading.Thread(target=stream, name="opensandbox-command", daemon=True)
-        # with self._drains_lock:
-        #     self._drains.add(reader)
-        # reader.start()
-        # interrupted = self._wait(sandbox, events, ready, timeout_seconds)
-        # unasync: end
+        if True:  # unasync: async
+            reader = asyncio.ensure_future(stream())
+            self._drains.add(reader)
+            reader.add_done_callback(self._drains.discard)
+            try:
+                interrupted = await self._wait(sandbox, events, ready, timeout_seconds)
+            except asyncio.CancelledError:
+                await asyncio.shield(self._stop(sandbox, events, reader, named))
+                raise
+        else:  # unasync: sync
+            reader = threading.Thread(target=stream, name="opensandbox-command", daemon=True)
+            with self._drains_lock:
+                self._drains.add(reader)
+            reader.start()
+            interrupted = self._wait(sandbox, events, ready, timeout_seconds)
         with events.lock:
             return events.result(
                 error=error,
@@ -276,28 +281,30 @@ class AsyncCommandRunner:
     async def wait_for_drains(self, timeout_seconds: float = DRAIN_WAIT_SECONDS) -> bool:
         """Wait up to ``timeout_seconds`` for the command streams still being read to their end;
         ``True`` when none is left. A stream left over is cut when its connection closes."""
-        # unasync: async
-        if not self._loop.started:
-            return True
-        try:
-            return await self._loop.call(self._wait_for_drains(timeout_seconds))
-        except RuntimeClosedError:  # closed: its loop ended, no stream is read anymore
-            return True
+        if True:  # unasync: async
+            if not self._loop.started:
+                return True
+            try:
+                return await self._loop.call(self._wait_for_drains(timeout_seconds))
+            except RuntimeClosedError:  # closed: its loop ended, no stream is read anymore
+                return True
+        else:  # unasync: sync
+            return self._wait_for_drains(timeout_seconds)
 
     async def _wait_for_drains(self, timeout_seconds: float) -> bool:
-        drains = set(self._drains)
-        if drains:
-            await asyncio.wait(drains, timeout=timeout_seconds)
-        left = sum(not drain.done() for drain in self._drains)
-        # unasync: sync
-        # deadline = time.monotonic() + timeout_seconds
-        # with self._drains_lock:
-        #     drains = list(self._drains)
-        # for drain in drains:
-        #     drain.join(max(deadline - time.monotonic(), 0.0))
-        # with self._drains_lock:
-        #     left = len(self._drains)
-        # unasync: end
+        if True:  # unasync: async
+            drains = set(self._drains)
+            if drains:
+                await asyncio.wait(drains, timeout=timeout_seconds)
+            left = sum(not drain.done() for drain in self._drains)
+        else:  # unasync: sync
+            deadline = time.monotonic() + timeout_seconds
+            with self._drains_lock:
+                drains = list(self._drains)
+            for drain in drains:
+                drain.join(max(deadline - time.monotonic(), 0.0))
+            with self._drains_lock:
+                left = len(self._drains)
         if left:
             logger.warning(
                 "%d command stream(s) still open after %.1f s; closing them", left, timeout_seconds
@@ -311,51 +318,51 @@ class AsyncCommandRunner:
             logger.warning("cannot interrupt a command execd has not named")
             return
         try:
-            # unasync: async
-            await asyncio.wait_for(sandbox.commands.interrupt(execution_id), self._interrupt_wait)
-            # unasync: sync
-            # sandbox.commands.interrupt(execution_id)
-            # unasync: end
+            if True:  # unasync: async
+                await asyncio.wait_for(
+                    sandbox.commands.interrupt(execution_id), self._interrupt_wait
+                )
+            else:  # unasync: sync
+                sandbox.commands.interrupt(execution_id)
         except Exception as exc:
             logger.warning("interrupting a command failed: %s", type(exc))
 
-    # unasync: async
-    async def cancel_drains(self) -> None:
-        """Stop reading every stream still being drained (its sandbox is gone or going)."""
-        if self._loop.started:
-            with contextlib.suppress(RuntimeClosedError):  # closed: no stream is read anymore
-                await self._loop.call(self._cancel_drains())
+    if True:  # unasync: async
 
-    async def close(self, timeout_seconds: float = DRAIN_WAIT_SECONDS) -> None:
-        """End the command loop (streams still being read are cut); later runs raise
-        ``RuntimeClosedError``. Idempotent."""
-        await self._loop.stop(timeout_seconds)
+        async def cancel_drains(self) -> None:
+            """Stop reading every stream still being drained (its sandbox is gone or going)."""
+            if self._loop.started:
+                with contextlib.suppress(RuntimeClosedError):  # closed: no stream is read anymore
+                    await self._loop.call(self._cancel_drains())
 
-    async def _cancel_drains(self) -> None:
-        drains = [drain for drain in self._drains if not drain.done()]
-        for drain in drains:
-            drain.cancel()
-        for drain in drains:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await drain
+        async def close(self, timeout_seconds: float = DRAIN_WAIT_SECONDS) -> None:
+            """End the command loop (streams still being read are cut); later runs raise
+            ``RuntimeClosedError``. Idempotent."""
+            await self._loop.stop(timeout_seconds)
 
-    async def _stop(
-        self,
-        sandbox: Sandbox,
-        events: CommandEvents,
-        reader: asyncio.Future[None],
-        named: asyncio.Event,
-    ) -> None:
-        """After a cancellation: wait (bounded) for execd to name the command and interrupt it;
-        its stream goes on being drained (cutting it would make execd kill its neighbours)."""
-        if not reader.done() and not named.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(named.wait(), self._interrupt_wait)
-        with events.lock:
-            known = events.known
-        if not known:
-            await self._interrupt(sandbox, events)
-        with events.lock:
-            events.progress.abandoned = True
+        async def _cancel_drains(self) -> None:
+            drains = [drain for drain in self._drains if not drain.done()]
+            for drain in drains:
+                drain.cancel()
+            for drain in drains:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await drain
 
-    # unasync: end
+        async def _stop(
+            self,
+            sandbox: Sandbox,
+            events: CommandEvents,
+            reader: asyncio.Future[None],
+            named: asyncio.Event,
+        ) -> None:
+            """After a cancellation: wait (bounded) for execd to name the command and interrupt it;
+            its stream goes on being drained (cutting it would make execd kill its neighbours)."""
+            if not reader.done() and not named.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(named.wait(), self._interrupt_wait)
+            with events.lock:
+                known = events.known
+            if not known:
+                await self._interrupt(sandbox, events)
+            with events.lock:
+                events.progress.abandoned = True

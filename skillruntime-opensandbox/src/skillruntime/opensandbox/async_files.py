@@ -100,23 +100,22 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-# unasync: async
-_Live: TypeAlias = Callable[[], Awaitable[Sandbox]]
-_Operation: TypeAlias = Callable[[Sandbox], Awaitable[T]]
-_Abandon: TypeAlias = Callable[[BaseException], Awaitable[bool]]
-_RunCommand: TypeAlias = Callable[[SkillExecutionRequest], Awaitable[SkillExecutionResult]]
-_ReadText: TypeAlias = Callable[[str, int], Awaitable[str]]
-_Chunks: TypeAlias = AsyncChunks
-AsyncRecover: TypeAlias = Callable[[Sandbox, BaseException], Awaitable[bool]]
-# unasync: sync
-# _Live: TypeAlias = Callable[[], Sandbox]
-# _Operation: TypeAlias = Callable[[Sandbox], T]
-# _Abandon: TypeAlias = Callable[[BaseException], bool]
-# _RunCommand: TypeAlias = Callable[[SkillExecutionRequest], SkillExecutionResult]
-# _ReadText: TypeAlias = Callable[[str, int], str]
-# _Chunks: TypeAlias = Iterable[bytes]
-# Recover: TypeAlias = Callable[[Sandbox, BaseException], bool]
-# unasync: end
+if True:  # unasync: async
+    _Live: TypeAlias = Callable[[], Awaitable[Sandbox]]
+    _Operation: TypeAlias = Callable[[Sandbox], Awaitable[T]]
+    _Abandon: TypeAlias = Callable[[BaseException], Awaitable[bool]]
+    _RunCommand: TypeAlias = Callable[[SkillExecutionRequest], Awaitable[SkillExecutionResult]]
+    _ReadText: TypeAlias = Callable[[str, int], Awaitable[str]]
+    _Chunks: TypeAlias = AsyncChunks
+    AsyncRecover: TypeAlias = Callable[[Sandbox, BaseException], Awaitable[bool]]
+else:  # unasync: sync
+    _Live: TypeAlias = Callable[[], Sandbox]
+    _Operation: TypeAlias = Callable[[Sandbox], T]
+    _Abandon: TypeAlias = Callable[[BaseException], bool]
+    _RunCommand: TypeAlias = Callable[[SkillExecutionRequest], SkillExecutionResult]
+    _ReadText: TypeAlias = Callable[[str, int], str]
+    _Chunks: TypeAlias = Iterable[bytes]
+    Recover: TypeAlias = Callable[[Sandbox, BaseException], bool]
 """Called with the sandbox and the SDK error of a failed call; ``True`` when the sandbox had
 vanished and a new handle should be used for one more attempt."""
 
@@ -242,12 +241,13 @@ class AsyncOpenSandboxFileSystem(AsyncSkillRuntimeFileSystem):
         except Exception as exc:
             raise await self._read_error(path, exc) from exc
         try:
-            # unasync: async
-            async for chunk in stream:
-                yield chunk
-            # unasync: sync
-            # yield from stream
-            # unasync: end
+            if True:  # unasync: async
+                async for chunk in stream:
+                    yield chunk
+            else:  # unasync: sync
+                # 'yield from' is not valid in the async source's coroutine function
+                for chunk in stream:  # noqa: UP028, RUF100 (UP028 in the generated module only)
+                    yield chunk
         except Exception as exc:
             raise file_error("reading", path, exc) from exc
         finally:
@@ -274,34 +274,33 @@ class AsyncOpenSandboxFileSystem(AsyncSkillRuntimeFileSystem):
 
     async def write_stream(self, path: str, chunks: _Chunks, *, executable: bool = False) -> int:
         mode = EXECUTABLE_MODE if executable else FILE_MODE
-        # unasync: async
-        with tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY_BYTES) as spool:
-            size = 0
-            async for chunk in aiter_chunks(chunks):
-                spool.write(chunk)
-                size += len(chunk)
+        if True:  # unasync: async
+            with tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY_BYTES) as spool:
+                size = 0
+                async for chunk in aiter_chunks(chunks):
+                    spool.write(chunk)
+                    size += len(chunk)
 
-            async def send(sandbox: Sandbox) -> None:
-                spool.seek(0)
-                await sandbox.files.write_files([self._entry(path, spool, mode)])
+                async def send(sandbox: Sandbox) -> None:
+                    spool.seek(0)
+                    await sandbox.files.write_files([self._entry(path, spool, mode)])
 
+                try:
+                    await self._call(send, idempotent=False)
+                except Exception as exc:
+                    raise file_error("writing", path, exc) from exc
+            return size
+        else:  # unasync: sync
+            reader = IterableReader(chunks)
             try:
-                await self._call(send, idempotent=False)
+                self._call(
+                    lambda sandbox: sandbox.files.write_files([self._entry(path, reader, mode)]),
+                    idempotent=False,
+                    resend=lambda: reader.count == 0,
+                )
             except Exception as exc:
                 raise file_error("writing", path, exc) from exc
-        return size
-        # unasync: sync
-        # reader = IterableReader(chunks)
-        # try:
-        #     self._call(
-        #         lambda sandbox: sandbox.files.write_files([self._entry(path, reader, mode)]),
-        #         idempotent=False,
-        #         resend=lambda: reader.count == 0,
-        #     )
-        # except Exception as exc:
-        #     raise file_error("writing", path, exc) from exc
-        # return reader.count
-        # unasync: end
+            return reader.count
 
     async def stat(self, path: str) -> FileInfo | None:
         try:

@@ -109,6 +109,26 @@ class CommandRunner:
         max_output_bytes: int,
     ) -> SkillExecutionResult:
         """Run ``command`` once and return its result (see the module docs)."""
+        return self._run(
+            sandbox,
+            command,
+            working_directory=working_directory,
+            environment=environment,
+            timeout_seconds=timeout_seconds,
+            max_output_bytes=max_output_bytes,
+        )
+
+    def _run(
+        self,
+        sandbox: SandboxSync,
+        command: str,
+        *,
+        working_directory: str,
+        environment: Mapping[str, str],
+        timeout_seconds: float,
+        max_output_bytes: int,
+    ) -> SkillExecutionResult:
+        """The body of :meth:`run`."""
         nonce = secrets.token_hex(8)
         events = CommandEvents(nonce, max_output_bytes)
         ready = threading.Event()  # the result is known, or the stream ended
@@ -210,6 +230,9 @@ class CommandRunner:
     def wait_for_drains(self, timeout_seconds: float = DRAIN_WAIT_SECONDS) -> bool:
         """Wait up to ``timeout_seconds`` for the command streams still being read to their end;
         ``True`` when none is left. A stream left over is cut when its connection closes."""
+        return self._wait_for_drains(timeout_seconds)
+
+    def _wait_for_drains(self, timeout_seconds: float) -> bool:
         deadline = time.monotonic() + timeout_seconds
         with self._drains_lock:
             drains = list(self._drains)

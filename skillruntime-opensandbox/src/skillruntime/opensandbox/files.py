@@ -228,7 +228,9 @@ class OpenSandboxFileSystem(SkillRuntimeFileSystem):
         except Exception as exc:
             raise self._read_error(path, exc) from exc
         try:
-            yield from stream
+            # 'yield from' is not valid in the async source's coroutine function
+            for chunk in stream:  # noqa: UP028, RUF100 (UP028 in the generated module only)
+                yield chunk
         except Exception as exc:
             raise file_error("reading", path, exc) from exc
         finally:

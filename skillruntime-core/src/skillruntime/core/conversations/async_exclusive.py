@@ -36,9 +36,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Generator, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeAlias, TypeVar
 
 from ..files.async_spi import AsyncChunks, AsyncSkillRuntimeFileSystem
 from ..files.spi import CHUNK_SIZE, DEFAULT_LIST_LIMIT, DEFAULT_READ_LIMIT
@@ -77,6 +77,13 @@ __all__ = [
     "local_service_key",
     "workspace_guard",
 ]
+
+if True:  # unasync: async
+    _Chunks: TypeAlias = AsyncChunks
+    _ReadText: TypeAlias = Callable[[str, int], Awaitable[str]]
+else:  # unasync: sync
+    _Chunks: TypeAlias = Iterable[bytes]
+    _ReadText: TypeAlias = Callable[[str, int], str]
 
 
 class AsyncConversationGuard(ConversationGuardBase):
@@ -118,11 +125,10 @@ class AsyncConversationGuard(ConversationGuardBase):
     async def _note_activity(self) -> None:
         register = self._activity_due()
         if register is not None:
-            # unasync: async
-            await asyncio.to_thread(self._write_activity, register)
-            # unasync: sync
-            # self._write_activity(register)
-            # unasync: end
+            if True:  # unasync: async
+                await asyncio.to_thread(self._write_activity, register)
+            else:  # unasync: sync
+                self._write_activity(register)
 
 
 class AsyncLeaseGuardedFileSystem(AsyncSkillRuntimeFileSystem):
@@ -136,39 +142,38 @@ class AsyncLeaseGuardedFileSystem(AsyncSkillRuntimeFileSystem):
         self._inner = inner
         self._operation = operation
 
-    # unasync: async
-    async def read_stream(
-        self, path: str, chunk_size: int = CHUNK_SIZE
-    ) -> AsyncGenerator[bytes, None]:
-        # Held from the first ``__anext__`` to ``aclose()`` (or the end of the chunks).
-        async with (
-            self._operation(),
-            contextlib.aclosing(self._inner.read_stream(path, chunk_size)) as chunks,
-        ):
-            async for chunk in chunks:
-                yield chunk
+    if True:  # unasync: async
 
-    # unasync: sync
-    # def read_stream(
-    #     self, path: str, chunk_size: int = CHUNK_SIZE
-    # ) -> Generator[bytes, None, None]:
-    #     # The inner call runs now, so its up-front checks (paths leaving the workspace…) raise
-    #     # at once; the chunks are read under the operation, from the first ``next`` on.
-    #     return self._held_stream(self._inner.read_stream(path, chunk_size))
-    #
-    # def _held_stream(self, chunks: Generator[bytes, None, None]) -> Generator[bytes, None, None]:
-    #     with self._operation():
-    #         yield from chunks
-    #
-    # unasync: end
+        async def read_stream(
+            self, path: str, chunk_size: int = CHUNK_SIZE
+        ) -> AsyncGenerator[bytes, None]:
+            # Held from the first ``__anext__`` to ``aclose()`` (or the end of the chunks).
+            async with (
+                self._operation(),
+                contextlib.aclosing(self._inner.read_stream(path, chunk_size)) as chunks,
+            ):
+                async for chunk in chunks:
+                    yield chunk
+
+    else:  # unasync: sync
+
+        def read_stream(
+            self, path: str, chunk_size: int = CHUNK_SIZE
+        ) -> Generator[bytes, None, None]:
+            # The inner call runs now, so its up-front checks (paths leaving the workspace…) raise
+            # at once; the chunks are read under the operation, from the first ``next`` on.
+            return self._held_stream(self._inner.read_stream(path, chunk_size))
+
+        def _held_stream(
+            self, chunks: Generator[bytes, None, None]
+        ) -> Generator[bytes, None, None]:
+            with self._operation():
+                yield from chunks
+
     async def write_stream(
         self,
         path: str,
-        # unasync: async
-        chunks: AsyncChunks,
-        # unasync: sync
-        # chunks: Iterable[bytes],
-        # unasync: end
+        chunks: _Chunks,
         *,
         executable: bool = False,
     ) -> int:
@@ -251,11 +256,7 @@ class AsyncLeaseGuardedFileSystem(AsyncSkillRuntimeFileSystem):
         root: FileInfo,
         query: GrepQuery,
         *,
-        # unasync: async
-        read_text: Callable[[str, int], Awaitable[str]] | None = None,
-        # unasync: sync
-        # read_text: Callable[[str, int], str] | None = None,
-        # unasync: end
+        read_text: _ReadText | None = None,
     ) -> GrepResult:
         async with self._operation():
             return await self._inner.grep(root, query, read_text=read_text)
@@ -280,12 +281,10 @@ class AsyncExclusiveRuntimeMixin:
     def exclusive_session(
         self,
     ) -> contextlib.AbstractAsyncContextManager[ConversationLease | None]:
-        # unasync: async
         """``async with``: hold the conversation's lease across the block (a no-op unless
         exclusive)."""
-        # unasync: sync
-        # """Hold the conversation's lease across the block (a no-op unless exclusive)."""
-        # unasync: end
+        if False:  # unasync: sync docstring
+            """Hold the conversation's lease across the block (a no-op unless exclusive)."""
         if self._guard is None:
             return contextlib.nullcontext()
         return self._guard.session()

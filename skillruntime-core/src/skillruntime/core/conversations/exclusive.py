@@ -39,14 +39,9 @@ import contextlib
 import os
 from collections.abc import Callable, Generator, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeAlias, TypeVar
 
-from ..files.spi import (
-    CHUNK_SIZE,
-    DEFAULT_LIST_LIMIT,
-    DEFAULT_READ_LIMIT,
-    SkillRuntimeFileSystem,
-)
+from ..files.spi import CHUNK_SIZE, DEFAULT_LIST_LIMIT, DEFAULT_READ_LIMIT, SkillRuntimeFileSystem
 from ..models import (
     FileInfo,
     Skill,
@@ -82,6 +77,9 @@ __all__ = [
     "local_service_key",
     "workspace_guard",
 ]
+
+_Chunks: TypeAlias = Iterable[bytes]
+_ReadText: TypeAlias = Callable[[str, int], str]
 
 
 class ConversationGuard(ConversationGuardBase):
@@ -149,7 +147,7 @@ class LeaseGuardedFileSystem(SkillRuntimeFileSystem):
     def write_stream(
         self,
         path: str,
-        chunks: Iterable[bytes],
+        chunks: _Chunks,
         *,
         executable: bool = False,
     ) -> int:
@@ -230,7 +228,7 @@ class LeaseGuardedFileSystem(SkillRuntimeFileSystem):
         root: FileInfo,
         query: GrepQuery,
         *,
-        read_text: Callable[[str, int], str] | None = None,
+        read_text: _ReadText | None = None,
     ) -> GrepResult:
         with self._operation():
             return self._inner.grep(root, query, read_text=read_text)

@@ -1,4 +1,3 @@
-# unasync: async
 """``AsyncScopedFileSystem``: the scoped file-system wrapper of async runtimes.
 
 The source of :mod:`skillruntime.core.runtime.scoped` (``ScopedFileSystem``), which
@@ -7,17 +6,17 @@ The source of :mod:`skillruntime.core.runtime.scoped` (``ScopedFileSystem``), wh
 real-path check) before the wrapped file system is called, and every operation emits one audit
 event with the same names and fields on both faces.
 """
-# unasync: sync
-# """``ScopedFileSystem``: the scoped file-system wrapper every runtime hands its callers.
-#
-# Generated from :mod:`skillruntime.core.runtime.async_scoped` (``AsyncScopedFileSystem``). Every
-# path goes through the rules of :class:`~skillruntime.core.runtime.workspace.PathScope` (closed
-# check, workspace scoping, real-path check) before the wrapped file system is called, and every
-# operation emits one audit event with the same names and fields on both faces.
-# """
-# unasync: end
 
 from __future__ import annotations
+
+if False:  # unasync: sync docstring
+    """``ScopedFileSystem``: the scoped file-system wrapper every runtime hands its callers.
+
+    Generated from :mod:`skillruntime.core.runtime.async_scoped` (``AsyncScopedFileSystem``). Every
+    path goes through the rules of :class:`~skillruntime.core.runtime.workspace.PathScope` (closed
+    check, workspace scoping, real-path check) before the wrapped file system is called, and every
+    operation emits one audit event with the same names and fields on both faces.
+    """
 
 from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
@@ -34,13 +33,12 @@ if TYPE_CHECKING:
 
 __all__ = ["AsyncScopedFileSystem"]
 
-# unasync: async
-_Chunks: TypeAlias = AsyncIterable[bytes] | Iterable[bytes]
-_ReadText: TypeAlias = Callable[[str, int], Awaitable[str]]
-# unasync: sync
-# _Chunks: TypeAlias = Iterable[bytes]
-# _ReadText: TypeAlias = Callable[[str, int], str]
-# unasync: end
+if True:  # unasync: async
+    _Chunks: TypeAlias = AsyncIterable[bytes] | Iterable[bytes]
+    _ReadText: TypeAlias = Callable[[str, int], Awaitable[str]]
+else:  # unasync: sync
+    _Chunks: TypeAlias = Iterable[bytes]
+    _ReadText: TypeAlias = Callable[[str, int], str]
 
 
 class AsyncScopedFileSystem(AsyncSkillRuntimeFileSystem):

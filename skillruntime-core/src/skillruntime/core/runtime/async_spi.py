@@ -1,4 +1,3 @@
-# unasync: async
 """The async SPI: :class:`AsyncSkillRuntime` and the shared base :class:`AsyncBaseSkillRuntime`.
 
 The source of :mod:`skillruntime.core.runtime.spi`, which ``scripts/generate_sync.py`` writes
@@ -17,17 +16,18 @@ the other (a program calling :func:`asyncio.run` per request): it keeps no loop-
 or in the sandbox — before the :class:`asyncio.CancelledError` propagates, and the runtime stays
 usable. A cancelled :meth:`AsyncSkillRuntime.prepare` caches nothing, so the next call retries.
 """
-# unasync: sync
-# """The ``SkillRuntime`` SPI and the shared machinery most backends build on.
-#
-# :class:`SkillRuntime` is the contract (DESIGN §3). :class:`BaseSkillRuntime` implements the parts
-# that are the same everywhere — preparation with a content-digest cache and per-skill locks, the
-# bootstrap runner, environment merging, conversation workspaces, closed-state checks — and leaves a
-# backend a handful of hooks: run one command, provide a raw file system, place a skill's files.
-# """
-# unasync: end
 
 from __future__ import annotations
+
+if False:  # unasync: sync docstring
+    """The ``SkillRuntime`` SPI and the shared machinery most backends build on.
+
+    :class:`SkillRuntime` is the contract (DESIGN §3). :class:`BaseSkillRuntime` implements the
+    parts that are the same everywhere — preparation with a content-digest cache and per-skill
+    locks, the bootstrap runner, environment merging, conversation workspaces, closed-state
+    checks — and leaves a backend a handful of hooks: run one command, provide a raw file system,
+    place a skill's files.
+    """
 
 import asyncio
 import logging
@@ -78,19 +78,17 @@ __all__ = [
     "BOOTSTRAP_OUTPUT_TAIL",
     "AsyncBaseSkillRuntime",
     "AsyncSkillRuntime",
-    # unasync: async
-    "LoopLocal",
-    # unasync: end
     "PreparedSkill",
     "ready_marker_path",
     "run_bootstrap_async",
 ]
+if True:  # unasync: async
+    __all__ += ["LoopLocal"]
 
 logger = logging.getLogger(__name__)
 
 
 class AsyncSkillRuntime(AsyncCloseable, ABC):
-    # unasync: async
     """Where skill commands run and skill files live, for asyncio programs.
 
     An async context manager, safe to use from many tasks of one event loop and from one event
@@ -98,13 +96,12 @@ class AsyncSkillRuntime(AsyncCloseable, ABC):
     cancellation rule of this module; the conformance kit checks them.
     """
 
-    # unasync: sync
-    # """Where skill commands run and skill files live.
-    #
-    # A runtime is a context manager and is safe to call from several threads. See DESIGN §3 for
-    # the contracts every implementation must meet; the conformance kit checks them.
-    # """
-    # unasync: end
+    if False:  # unasync: sync docstring
+        """Where skill commands run and skill files live.
+
+        A runtime is a context manager and is safe to call from several threads. See DESIGN §3 for
+        the contracts every implementation must meet; the conformance kit checks them.
+        """
 
     @property
     @abstractmethod
@@ -128,16 +125,20 @@ class AsyncSkillRuntime(AsyncCloseable, ABC):
         copy; a skill counts as prepared only when all of them succeeded.
         """
 
-    @abstractmethod
-    async def execute(self, request: SkillExecutionRequest) -> SkillExecutionResult:
-        # unasync: async
-        """Run one shell command; a non-zero exit or a timeout is a result, not an exception.
+    if True:  # unasync: async
 
-        Cancelling the awaiting task kills the command's process tree.
-        """
-        # unasync: sync
-        # """Run one shell command; a non-zero exit or a timeout is a result, not an exception."""
-        # unasync: end
+        @abstractmethod
+        async def execute(self, request: SkillExecutionRequest) -> SkillExecutionResult:
+            """Run one shell command; a non-zero exit or a timeout is a result, not an exception.
+
+            Cancelling the awaiting task kills the command's process tree.
+            """
+
+    else:  # unasync: sync
+
+        @abstractmethod
+        def execute(self, request: SkillExecutionRequest) -> SkillExecutionResult:
+            """Run one shell command; a non-zero exit or a timeout is a result, not an exception."""
 
     @abstractmethod
     async def get_file_system(self) -> AsyncSkillRuntimeFileSystem:
@@ -194,11 +195,10 @@ class AsyncBaseSkillRuntime(RuntimeState, AsyncSkillRuntime):
         self._lock = threading.RLock()
         self._closed = False
         self._prepared: dict[PrepareKey, PreparedSkill] = {}
-        # unasync: async
-        self._prepare_locks: LoopLocal[dict[PrepareKey, asyncio.Lock]] = LoopLocal(dict)
-        # unasync: sync
-        # self._prepare_locks: dict[PrepareKey, threading.Lock] = {}
-        # unasync: end
+        if True:  # unasync: async
+            self._prepare_locks: LoopLocal[dict[PrepareKey, asyncio.Lock]] = LoopLocal(dict)
+        else:  # unasync: sync
+            self._prepare_locks: dict[PrepareKey, threading.Lock] = {}
         self._skill_environment: dict[str, dict[str, str]] = {}
         self._file_system: AsyncScopedFileSystem | None = None
 
@@ -310,11 +310,10 @@ class AsyncBaseSkillRuntime(RuntimeState, AsyncSkillRuntime):
 
     async def _prepare_one(self, skill: Skill, config: SkillRuntimeConfig) -> Skill:
         with audited("prepare", skill_name=skill.name, **self._audit_fields()) as record:
-            # unasync: async
-            scanned = await asyncio.to_thread(self._scan_skill, skill)
-            # unasync: sync
-            # scanned = self._scan_skill(skill)
-            # unasync: end
+            if True:  # unasync: async
+                scanned = await asyncio.to_thread(self._scan_skill, skill)
+            else:  # unasync: sync
+                scanned = self._scan_skill(skill)
             record.skill_digest = scanned.digest
             return await self._prepare_scanned(skill, config, scanned)
 
@@ -323,11 +322,10 @@ class AsyncBaseSkillRuntime(RuntimeState, AsyncSkillRuntime):
     ) -> Skill:
         key = prepare_key(skill, scanned.digest, config)
         with self._lock:
-            # unasync: async
-            lock = self._prepare_locks.get().setdefault(key, asyncio.Lock())
-            # unasync: sync
-            # lock = self._prepare_locks.setdefault(key, threading.Lock())
-            # unasync: end
+            if True:  # unasync: async
+                lock = self._prepare_locks.get().setdefault(key, asyncio.Lock())
+            else:  # unasync: sync
+                lock = self._prepare_locks.setdefault(key, threading.Lock())
         async with lock:
             self._ensure_open()
             cached = self._prepared.get(key)

@@ -2,10 +2,11 @@
 # Edit the async source, then run `python scripts/generate_sync.py`.
 """The ``SkillRuntime`` SPI and the shared machinery most backends build on.
 
-:class:`SkillRuntime` is the contract (DESIGN §3). :class:`BaseSkillRuntime` implements the parts
-that are the same everywhere — preparation with a content-digest cache and per-skill locks, the
-bootstrap runner, environment merging, conversation workspaces, closed-state checks — and leaves a
-backend a handful of hooks: run one command, provide a raw file system, place a skill's files.
+:class:`SkillRuntime` is the contract (DESIGN §3). :class:`BaseSkillRuntime` implements the
+parts that are the same everywhere — preparation with a content-digest cache and per-skill
+locks, the bootstrap runner, environment merging, conversation workspaces, closed-state
+checks — and leaves a backend a handful of hooks: run one command, provide a raw file system,
+place a skill's files.
 """
 
 from __future__ import annotations

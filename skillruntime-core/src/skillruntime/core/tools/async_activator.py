@@ -1,4 +1,3 @@
-# unasync: async
 """``AsyncSkillActivator`` and the async ``skill`` tool: prepare a configured skill on its first
 activation, check its requirements inside the runtime, and hold the active skills' policies.
 
@@ -7,15 +6,15 @@ The one source of both faces: :mod:`skillruntime.core.tools.activator` (``SkillA
 their locks (an :class:`asyncio.Lock` per skill here, a :class:`threading.Lock` there) and in
 that the async face loads a skill source in a worker thread (an artifact store may download it).
 """
-# unasync: sync
-# """``SkillActivator`` and the ``skill`` tool: prepare a configured skill on its first
-# activation, check its requirements inside the runtime, and hold the active skills' policies.
-#
-# Generated from :mod:`skillruntime.core.tools.async_activator`, the one source of both faces.
-# """
-# unasync: end
 
 from __future__ import annotations
+
+if False:  # unasync: sync docstring
+    """``SkillActivator`` and the ``skill`` tool: prepare a configured skill on its first
+    activation, check its requirements inside the runtime, and hold the active skills' policies.
+
+    Generated from :mod:`skillruntime.core.tools.async_activator`, the one source of both faces.
+    """
 
 import asyncio
 import logging
@@ -47,11 +46,10 @@ class _Slot:
     __slots__ = ("failure", "loaded", "lock", "policy", "prepared", "requirements_met")
 
     def __init__(self) -> None:
-        # unasync: async
-        self.lock = asyncio.Lock()
-        # unasync: sync
-        # self.lock = threading.Lock()
-        # unasync: end
+        if True:  # unasync: async
+            self.lock = asyncio.Lock()
+        else:  # unasync: sync
+            self.lock = threading.Lock()
         self.loaded: Skill | None = None
         self.prepared: Skill | None = None
         self.policy: SkillPolicy | None = None
@@ -131,12 +129,11 @@ class AsyncSkillActivator:
         with self._lock:
             self._active.clear()
         for slot in self._slots.values():
-            # unasync: async
-            slot.requirements_met = False  # no await between here and an activation's check
-            # unasync: sync
-            # with slot.lock:
-            #     slot.requirements_met = False
-            # unasync: end
+            if True:  # unasync: async
+                slot.requirements_met = False  # no await between here and an activation's check
+            else:  # unasync: sync
+                with slot.lock:
+                    slot.requirements_met = False
 
     async def activate(self, name: str) -> str:
         """Activate skill ``name``; the ``skill`` tool's result text or an ``Error: …`` string."""
@@ -149,11 +146,10 @@ class AsyncSkillActivator:
         async with slot.lock:
             if slot.prepared is None:
                 try:
-                    # unasync: async
-                    skill = await asyncio.to_thread(source.load)
-                    # unasync: sync
-                    # skill = source.load()
-                    # unasync: end
+                    if True:  # unasync: async
+                        skill = await asyncio.to_thread(source.load)
+                    else:  # unasync: sync
+                        skill = source.load()
                     if skill.name != name:
                         raise ValueError(f"the source loaded a skill named '{skill.name}'")
                     policy = SkillPolicy.from_skill(skill)

@@ -1,4 +1,3 @@
-# unasync: async
 """The seven runtime tools of an async tool set: ``bash``, ``read``, ``write``, ``edit``, ``ls``,
 ``glob`` and ``grep`` over an :class:`~skillruntime.core.tools.context.AsyncToolContext`.
 
@@ -10,19 +9,19 @@ is the order of the runtime calls and the answer each outcome gets. Every builde
 :class:`~skillruntime.core.tools.base.AsyncSkillTool` whose handler awaits the runtime, so a
 call holds no thread.
 """
-# unasync: sync
-# """The seven runtime tools of a tool set: ``bash``, ``read``, ``write``, ``edit``, ``ls``,
-# ``glob`` and ``grep`` over a :class:`~skillruntime.core.tools.context.ToolContext`.
-#
-# Generated from :mod:`skillruntime.core.tools.async_runtime_tools`, the one source of both
-# faces. Names, descriptions, argument models, limits and result texts live in
-# :mod:`~skillruntime.core.tools.shell`, :mod:`~skillruntime.core.tools.files` and
-# :mod:`~skillruntime.core.tools.search`; what is here is the order of the runtime calls and the
-# answer each outcome gets.
-# """
-# unasync: end
 
 from __future__ import annotations
+
+if False:  # unasync: sync docstring
+    """The seven runtime tools of a tool set: ``bash``, ``read``, ``write``, ``edit``, ``ls``,
+    ``glob`` and ``grep`` over a :class:`~skillruntime.core.tools.context.ToolContext`.
+
+    Generated from :mod:`skillruntime.core.tools.async_runtime_tools`, the one source of both
+    faces. Names, descriptions, argument models, limits and result texts live in
+    :mod:`~skillruntime.core.tools.shell`, :mod:`~skillruntime.core.tools.files` and
+    :mod:`~skillruntime.core.tools.search`; what is here is the order of the runtime calls and the
+    answer each outcome gets.
+    """
 
 from pydantic import BaseModel
 
