@@ -177,7 +177,7 @@ def test_failed_copy_leaves_no_partial_directory(
 ) -> None:
     """Both copy paths: hashing while copying (a cold prepare) and copying after the digest
     (here: another version of the skill was prepared before)."""
-    import skillruntime.local.runtime as runtime_module
+    import skillruntime.local.layout as layout_module
 
     skills_root = Path(runtime.default_working_directory) / "skills"
     before: list[Path] = []
@@ -190,7 +190,7 @@ def test_failed_copy_leaves_no_partial_directory(
         (target / "half.txt").write_text("half")
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(runtime_module, copier, broken_copy)
+    monkeypatch.setattr(layout_module, copier, broken_copy)
     with pytest.raises(SkillPrepareError, match="No space left"):
         runtime.prepare(SkillPreparationRequest(skills=(skill,)))
     assert list(skills_root.iterdir()) == before

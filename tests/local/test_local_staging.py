@@ -20,7 +20,7 @@ from skillruntime.core.skills.files import (
     prepared_directory_name,
     skill_digest,
 )
-from skillruntime.local import LocalSkillRuntime
+from skillruntime.local import LocalLayout, LocalSkillRuntime
 
 
 def _tree(root: Path, count: int, size: int) -> list:
@@ -115,7 +115,7 @@ def test_unused_staging_copy_is_removed(
     conversation_runtime: LocalSkillRuntime, skill: Skill, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A staged copy the prepare does not need (the skill was prepared meanwhile) is removed."""
-    monkeypatch.setattr(LocalSkillRuntime, "_has_prepared_copy", lambda *args: False)
+    monkeypatch.setattr(LocalLayout, "_has_prepared_copy", lambda *args: False)
     request = SkillPreparationRequest(skills=(skill,))
     [first] = conversation_runtime.prepare(request)
     [second] = conversation_runtime.prepare(request)  # cached: the second staging is unused

@@ -9,6 +9,7 @@ from ._version import __version__
 if TYPE_CHECKING:
     from .async_runtime import AsyncLocalSkillRuntime
     from .filesystem import LocalFileSystem
+    from .layout import LocalLayout
     from .options import LocalRuntimeOptions
     from .runtime import DEFAULT_CONVERSATIONS_ROOT, LocalSkillRuntime
 
@@ -17,6 +18,7 @@ __getattr__, __dir__ = lazy_attributes(
     {
         "AsyncLocalSkillRuntime": ".async_runtime",
         "LocalFileSystem": ".filesystem",
+        "LocalLayout": ".layout",
         "LocalRuntimeOptions": ".options",
         "DEFAULT_CONVERSATIONS_ROOT": ".runtime",
         "LocalSkillRuntime": ".runtime",
@@ -27,6 +29,7 @@ __all__ = [
     "DEFAULT_CONVERSATIONS_ROOT",
     "AsyncLocalSkillRuntime",
     "LocalFileSystem",
+    "LocalLayout",
     "LocalRuntimeOptions",
     "LocalSkillRuntime",
     "__version__",

@@ -1,9 +1,10 @@
 """``AsyncLocalSkillRuntime``: the local runtime for asyncio programs. Not a sandbox.
 
-Same constructor, modes, paths and rules as :class:`~skillruntime.local.LocalSkillRuntime` (its
-layout, symlink checks and skill copying are reused as they are). Commands run natively on the
-event loop (:func:`~skillruntime.local.async_process.run_command_async`): no thread per command,
-process-tree kill on timeout, on cancellation of the awaiting task (including
+Same constructor, modes, paths and rules as :class:`~skillruntime.local.LocalSkillRuntime`: both
+are faces over a :class:`~skillruntime.local.layout.LocalLayout` (mode, workspace, race-free
+confinement, command environment, skill copies), whose public members they use. Commands run
+natively on the event loop (:func:`~skillruntime.local.async_process.run_command_async`): no
+thread per command, process-tree kill on timeout, on cancellation of the awaiting task (including
 :func:`asyncio.timeout`) and on :meth:`close`, after which the runtime raises
 ``RuntimeClosedError``; a cancelled command leaves the runtime usable.
 
@@ -49,8 +50,13 @@ from skillruntime.core.runtime.bridge import ThreadedAsyncFileSystem
 from skillruntime.core.skills.files import DEFAULT_UPLOAD_POLICY, SkillFile, UploadPolicy
 
 from .async_process import run_command_async
-from .process import DEFAULT_DRAIN_SECONDS, DEFAULT_KILL_GRACE_SECONDS, ProcessRegistry
-from .runtime import LocalSkillRuntime, shell_argv
+from .layout import LocalLayout, conversation_workspace
+from .process import (
+    DEFAULT_DRAIN_SECONDS,
+    DEFAULT_KILL_GRACE_SECONDS,
+    ProcessRegistry,
+    check_stop_seconds,
+)
 
 __all__ = ["AsyncLocalSkillRuntime"]
 
@@ -79,29 +85,22 @@ class AsyncLocalSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRuntime):
         lease_wait_seconds: float = DEFAULT_LEASE_WAIT_SECONDS,
         activity_interval_seconds: float = DEFAULT_ACTIVITY_INTERVAL_SECONDS,
     ) -> None:
-        # The sync runtime holds the layout (modes, workspace, real-path checks, copying); it
-        # never runs a command here and keeps no store (this runtime's guard does).
-        self._host = LocalSkillRuntime(
-            conversation_id=conversation_id,
-            conversations_root=conversations_root,
+        workspace = conversation_workspace(conversation_id, conversations_root, work_root)
+        super().__init__(
+            base_environment=base_environment, workspace=workspace, upload_policy=upload_policy
+        )
+        check_stop_seconds(kill_grace_seconds, drain_seconds)
+        self._layout = LocalLayout(
+            workspace=workspace,
             work_root=work_root,
-            base_environment=base_environment,
             inherit_environment=inherit_environment,
             upload_policy=upload_policy,
-            kill_grace_seconds=kill_grace_seconds,
-            drain_seconds=drain_seconds,
             shell=shell,
-        )
-        super().__init__(
-            base_environment=base_environment,
-            workspace=self._host.workspace,
-            upload_policy=upload_policy,
         )
         self._kill_grace = kill_grace_seconds
         self._drain = drain_seconds
         self._processes = ProcessRegistry()
-        self._files = ThreadedAsyncFileSystem(self._host._raw_file_system())
-        workspace = self._host.workspace
+        self._files = ThreadedAsyncFileSystem(self._layout.file_system)
         self._guard, self._owned_store = workspace_guard(
             self.name,
             workspace,
@@ -121,27 +120,32 @@ class AsyncLocalSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRuntime):
         return "local"
 
     @property
+    def layout(self) -> LocalLayout:
+        """The host layout: mode, workspace, confinement, environment, skill copies."""
+        return self._layout
+
+    @property
     def default_working_directory(self) -> str:
-        return self._host.default_working_directory
+        return self._layout.default_working_directory
 
     @property
     def shell(self) -> str:
-        """The shell commands run with (``<shell> -c <command>``)."""
-        return self._host.shell
+        """The shell commands run with (``<shell> -c -- <command>``)."""
+        return self._layout.shell
 
     async def execute(self, request: SkillExecutionRequest) -> SkillExecutionResult:
         self._ensure_open()
-        self._host._ensure_root()
+        self._layout.ensure_root()
         return await super().execute(request)
 
     async def prepare(self, request: SkillPreparationRequest) -> list[Skill]:
         self._ensure_open()
-        self._host._ensure_root()
+        self._layout.ensure_root()
         return await super().prepare(request)
 
     async def get_file_system(self) -> AsyncSkillRuntimeFileSystem:
         self._ensure_open()
-        self._host._ensure_root()
+        self._layout.ensure_root()
         return await super().get_file_system()
 
     # ----------------------------------------------------------------- hooks
@@ -149,14 +153,15 @@ class AsyncLocalSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRuntime):
     async def _run(
         self, request: SkillExecutionRequest, working_directory: str, environment: dict[str, str]
     ) -> SkillExecutionResult:
-        cwd = os.path.join(self.default_working_directory, working_directory)
-        # Entered through the race-free descriptor of the sync runtime's confinement, as there.
-        directory_fd = self._host._open_working_directory(cwd)
+        layout = self._layout
+        cwd = os.path.join(layout.default_working_directory, working_directory)
+        # Entered through the race-free descriptor of the layout's confinement, as in the sync face.
+        directory_fd = layout.open_working_directory(cwd)
         try:
             return await run_command_async(
-                shell_argv(self._host.shell, request.command),
+                layout.command_argv(request.command),
                 cwd=cwd if directory_fd is None else f"/proc/self/fd/{directory_fd}",
-                env=self._host._process_environment(environment),
+                env=layout.process_environment(environment),
                 timeout=request.timeout_seconds,
                 max_output_bytes=request.max_output_bytes,
                 kill_grace=self._kill_grace,
@@ -174,15 +179,11 @@ class AsyncLocalSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRuntime):
         stopped = self._processes.close()
         if stopped:
             logger.info("killed %d running command(s) of the closed local runtime", stopped)
-        self._host.close()
         if self._owned_store is not None:
             await asyncio.to_thread(self._owned_store.close)
 
     def _skills_root(self) -> str | None:
-        return self._host._skills_root()
-
-    def _check_real_path(self, path: str) -> str:
-        return self._host._check_real_path(path)
+        return self._layout.skills_directory
 
     async def _place_skill(self, skill: Skill, files: Sequence[SkillFile], target: str) -> None:
-        await asyncio.to_thread(self._host._place_skill, skill, files, target)
+        await asyncio.to_thread(self._layout.place_skill, skill, files, target)

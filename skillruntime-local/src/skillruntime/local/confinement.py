@@ -20,7 +20,7 @@ import errno
 import os
 import stat as stat_module
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from skillruntime.core.errors import (
@@ -145,7 +145,14 @@ class ConfinedRoot:
         parts = self.relative(path)
         if not self.confines:
             return self._locate_unconfined(parts, path, follow_final, create_parents)
-        return _ConfinedWalk(self, parts, path, follow_final, create_parents)
+        return _ConfinedWalk(
+            self.root,
+            self._walk,
+            parts,
+            path,
+            follow_final=follow_final,
+            create_parents=create_parents,
+        )
 
     @contextlib.contextmanager
     def _locate_unconfined(
@@ -342,33 +349,40 @@ class ConfinedRoot:
         )
 
 
+_Walk = Callable[[list[int], list[str], str, bool, bool], tuple[str, os.stat_result | None]]
+""":meth:`ConfinedRoot._walk`: descriptor stack, components, path, follow_final, create_parents."""
+
+
 class _ConfinedWalk:
     """The context of one confined walk: the descriptors it opened are closed on exit."""
 
-    __slots__ = ("_args", "_confined", "_stack")
+    __slots__ = ("_args", "_root", "_stack", "_walk")
 
     def __init__(
         self,
-        confined: ConfinedRoot,
+        root: str,
+        walk: _Walk,
         parts: list[str],
         path: str,
+        *,
         follow_final: bool,
         create_parents: bool,
     ) -> None:
-        self._confined = confined
+        self._root = root
+        self._walk = walk  # the confined root's walk below the opened root
         self._args = (parts, path, follow_final, create_parents)
         self._stack: list[int] = []
 
     def __enter__(self) -> Located:
         parts, path, follow_final, create_parents = self._args
         try:
-            root_fd = os.open(self._confined.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            root_fd = os.open(self._root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as exc:
             raise file_error_from_os_error(exc, path, operation="open") from exc
         stack = self._stack
         stack.append(root_fd)
         try:
-            name, final = self._confined._walk(stack, parts, path, follow_final, create_parents)
+            name, final = self._walk(stack, parts, path, follow_final, create_parents)
         except BaseException:
             self._close()
             raise

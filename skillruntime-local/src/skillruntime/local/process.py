@@ -55,6 +55,7 @@ __all__ = [
     "ExitNotifier",
     "KillSchedule",
     "ProcessRegistry",
+    "check_stop_seconds",
     "command_result",
     "run_command",
 ]
@@ -72,6 +73,14 @@ ABANDONED = (
     "(it left the group, cleared its environment and lost its parent)"
 )
 """The warning logged when a process the tree kill cannot find keeps the pipes open."""
+
+
+def check_stop_seconds(kill_grace_seconds: float, drain_seconds: float) -> None:
+    """Raise :class:`ValueError` when the kill grace or the drain time of the local runtimes is
+    negative."""
+    if kill_grace_seconds < 0 or drain_seconds < 0:
+        raise ValueError("kill_grace_seconds and drain_seconds must not be negative")
+
 
 _FINAL_DRAIN_SECONDS = 1.0
 _READ_SIZE = 64 * 1024

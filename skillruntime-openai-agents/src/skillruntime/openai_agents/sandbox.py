@@ -389,6 +389,11 @@ class SkillRuntimeSandboxSession(BaseSandboxSession):
         return not self._closed
 
     async def _shutdown_backend(self) -> None:
+        await self.release_runtime()
+
+    async def release_runtime(self) -> None:
+        """Close this node's runtime once (later calls do nothing); the conversation's
+        workspace is kept. The SDK's ``shutdown`` ends here too (through its backend hook)."""
         if self._closed:
             return
         self._closed = True
@@ -597,7 +602,9 @@ def _as_async(runtime: AsyncSkillRuntime | SkillRuntime) -> AsyncSkillRuntime:
 
 
 def _inner(session: SandboxSession | BaseSandboxSession) -> SkillRuntimeSandboxSession:
-    inner = session._inner if isinstance(session, SandboxSession) else session
+    # The SDK wraps every session its clients hand out and offers no public way back to the
+    # backend session; its own clients (unix_local, docker) read the attribute as well.
+    inner = session._inner if isinstance(session, SandboxSession) else session  # noqa: SLF001
     if not isinstance(inner, SkillRuntimeSandboxSession):
         raise TypeError("expected a session created by SkillRuntimeSandboxClient")
     return inner
@@ -716,7 +723,7 @@ class SkillRuntimeSandboxClient(BaseSandboxClient[SkillRuntimeSandboxClientOptio
     async def delete(self, session: SandboxSession) -> SandboxSession:
         """Release this node's runtime; the conversation's workspace is kept (resumable)."""
         inner = _inner(session)
-        await inner._shutdown_backend()
+        await inner.release_runtime()
         return session
 
     async def end_conversation(
@@ -754,7 +761,7 @@ class SkillRuntimeSandboxClient(BaseSandboxClient[SkillRuntimeSandboxClientOptio
                     await files.delete(info.path)
         finally:
             if inner is not None:
-                await inner._shutdown_backend()
+                await inner.release_runtime()
             if inner is None or runtime is not inner.runtime:
                 await runtime.close()
 

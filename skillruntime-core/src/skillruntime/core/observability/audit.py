@@ -236,7 +236,7 @@ class AuditRecorder:
         span = self._span
         try:
             if self.sandbox_source is not None and self.sandbox_id is None:
-                self._resolve_sandbox()
+                self.resolve_sandbox()
             if span is not None:
                 tracing.annotate_span(span[0], self)
             _finish_event(self, self._timestamp, duration)
@@ -254,7 +254,9 @@ class AuditRecorder:
         """Record that the operation raised ``error`` (its type name only)."""
         self.error_type = type(error).__name__
 
-    def _resolve_sandbox(self) -> None:
+    def resolve_sandbox(self) -> None:
+        """Ask ``sandbox_source`` for the sandbox id when none is set yet (an exception of the
+        source leaves the id unset: a closed client must not turn the event into an error)."""
         if self.sandbox_id is None and self.sandbox_source is not None:
             try:
                 self.sandbox_id = self.sandbox_source()
@@ -264,7 +266,7 @@ class AuditRecorder:
     def event(self, timestamp: float, duration: float) -> AuditEvent:
         """The finished event (``sandbox_source``, when set and no id was, is asked now)."""
         if self.sandbox_source is not None and self.sandbox_id is None:
-            self._resolve_sandbox()
+            self.resolve_sandbox()
         return AuditEvent._make(  # positional: the order of AuditEvent's fields
             (
                 self.kind,
@@ -338,7 +340,7 @@ def _deliver(event: AuditEvent, logged: bool, implementations: list[Any]) -> Non
 
 def _finish(recorder: AuditRecorder, span: Any, timestamp: float, started: float) -> None:
     duration = time.perf_counter() - started
-    recorder._resolve_sandbox()
+    recorder.resolve_sandbox()
     tracing.annotate_span(span, recorder)
     _finish_event(recorder, timestamp, duration)
 

@@ -84,8 +84,10 @@ def install_backend_spy(runtime: BaseSkillRuntime) -> BackendSpy:
     Call it on a fresh runtime, before :meth:`~BaseSkillRuntime.get_file_system`.
     """
     spy = BackendSpy()
-    real_run = runtime._run
-    real_raw = runtime._raw_file_system
+    # The spy wraps the backend hooks themselves (protected, for backends and this instrument);
+    # the runtime offers them under no public name.
+    real_run = runtime._run  # noqa: SLF001
+    real_raw = runtime._raw_file_system  # noqa: SLF001
 
     def run(
         request: SkillExecutionRequest, working_directory: str, environment: dict[str, str]
