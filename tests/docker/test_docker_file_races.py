@@ -67,9 +67,15 @@ def _as_root(runtime: DockerSkillRuntime, script: str) -> str:
     api = runtime.engine.api
     container = runtime.container_id
     exec_id = api.exec_create(container, ["/bin/sh", "-c", script], user="0")["Id"]
-    output = api.exec_start(exec_id)
+    # The engine client's own stream: the SDK's exec_start can lose output the engine sends
+    # together with the response headers (a command that prints and exits at once).
+    stream = runtime.engine.exec_stream(exec_id)
+    try:
+        output = b"".join(out for out, _ in stream if out)
+    finally:
+        stream.close()
     assert api.exec_inspect(exec_id)["ExitCode"] == 0, output
-    return str(output.decode())
+    return output.decode()
 
 
 def _run(runtime: DockerSkillRuntime, command: str, **extra: Any) -> Any:

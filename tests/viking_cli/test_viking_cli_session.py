@@ -79,6 +79,9 @@ def test_commit_archives_and_prints_the_task(
     server: VikingSessionsDouble, invoke: Invoke, caplog: pytest.LogCaptureFixture
 ) -> None:
     _store_turn(server)
+    # The write's own event is captured too when an earlier test of this worker left the
+    # audit logger at INFO: only the commit's events count here.
+    caplog.clear()
     with caplog.at_level(logging.INFO, logger=AUDIT_LOGGER_NAME):
         committed = invoke("commit", SESSION, "--json")
     assert committed.exit_code == 0, committed.output
@@ -108,6 +111,7 @@ def test_a_failed_commit_is_an_error_and_not_retried(
     server: VikingSessionsDouble, invoke: Invoke, caplog: pytest.LogCaptureFixture
 ) -> None:
     _store_turn(server)
+    caplog.clear()  # only the commit's events count (see the test above)
     server.faults.commit_errors = 1
     with caplog.at_level(logging.INFO, logger=AUDIT_LOGGER_NAME):
         result = invoke("commit", SESSION)
