@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from .async_runtime import AsyncLocalSkillRuntime
     from .filesystem import LocalFileSystem
     from .options import LocalRuntimeOptions
+    from .reaper import LocalWorkspaceReaper
     from .runtime import DEFAULT_CONVERSATIONS_ROOT, LocalSkillRuntime
 
 __getattr__, __dir__ = lazy_attributes(
@@ -18,6 +19,7 @@ __getattr__, __dir__ = lazy_attributes(
         "AsyncLocalSkillRuntime": ".async_runtime",
         "LocalFileSystem": ".filesystem",
         "LocalRuntimeOptions": ".options",
+        "LocalWorkspaceReaper": ".reaper",
         "DEFAULT_CONVERSATIONS_ROOT": ".runtime",
         "LocalSkillRuntime": ".runtime",
     },
@@ -29,5 +31,6 @@ __all__ = [
     "LocalFileSystem",
     "LocalRuntimeOptions",
     "LocalSkillRuntime",
+    "LocalWorkspaceReaper",
     "__version__",
 ]
