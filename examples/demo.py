@@ -23,8 +23,8 @@ from skillruntime.core import (
     SkillExecutionRequest,
     SkillPreparationRequest,
     SkillRuntimeConfig,
+    create_runtime,
 )
-from skillruntime.core.plugins.registry import create_runtime
 from skillruntime.core.skills import discover_skills, skill_bootstrap_commands
 
 EXAMPLES = Path(__file__).resolve().parent

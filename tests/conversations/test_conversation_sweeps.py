@@ -26,14 +26,13 @@ from skillruntime.core.conversations.exclusive import local_service_key
 from skillruntime.core.conversations.leases import ConversationLease
 from skillruntime.core.conversations.sql import SqlConversationStore
 from skillruntime.core.conversations.sweeps import (
-    LocalWorkspaceReaper,
     available_reapers,
     parse_duration,
     sweep_conversations,
 )
 from skillruntime.core.models import SkillExecutionRequest
 from skillruntime.core.runtime.workspace import validate_conversations_root
-from skillruntime.local import LocalSkillRuntime
+from skillruntime.local import LocalSkillRuntime, LocalWorkspaceReaper
 
 OLD = datetime(2020, 1, 1, tzinfo=UTC)
 
@@ -219,6 +218,15 @@ def test_installed_reapers_cover_local_and_opensandbox() -> None:
     assert {"local", "opensandbox"} <= set(reapers)
     with pytest.raises(ValueError, match="no reaper"):
         available_reapers(["nope"])
+
+
+def test_the_local_reaper_lives_in_the_local_distribution_and_its_old_name_warns() -> None:
+    from skillruntime.core.conversations import sweeps
+
+    assert isinstance(available_reapers(["local"])["local"], LocalWorkspaceReaper)
+    assert "LocalWorkspaceReaper" not in sweeps.__all__
+    with pytest.warns(DeprecationWarning, match=r"skillruntime\.local\.reaper"):
+        assert sweeps.LocalWorkspaceReaper is LocalWorkspaceReaper
 
 
 def _cli(args: list[str], url: str) -> Any:

@@ -29,9 +29,9 @@ from skillruntime.core.conversations.exclusive import (
     local_service_key,
 )
 from skillruntime.core.conversations.sql import SqlConversationStore
-from skillruntime.core.conversations.sweeps import LocalWorkspaceReaper, sweep_conversations
+from skillruntime.core.conversations.sweeps import sweep_conversations
 from skillruntime.core.models import SkillExecutionRequest
-from skillruntime.local import LocalSkillRuntime
+from skillruntime.local import LocalSkillRuntime, LocalWorkspaceReaper
 
 
 @pytest.fixture(params=["memory", "sqlite"])

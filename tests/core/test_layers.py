@@ -21,7 +21,7 @@ CORE_DIR = Path(skillruntime.core.__file__).parent
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # the ground: versions, lazy exports, value types, the exception hierarchy
-    ("ground", ("_version", "_lazy", "_moved", "errors", "skills.allowed_tools", "models")),
+    ("ground", ("_version", "_lazy", "_moved", "errors", "_allowed_tools", "models")),
     # Agent Skills on disk: SKILL.md, discovery, upload policy, walking and digests
     ("skills", ("skills", "skills.*")),
     # audit events and spans: told by the layers above where to send events

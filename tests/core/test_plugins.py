@@ -135,6 +135,18 @@ def test_registered_provider_is_available_and_builds_runtime_from_options() -> N
     assert runtime.options.retries == 5
 
 
+def test_runtime_factories_are_exported_from_the_core_package() -> None:
+    import skillruntime.core
+    from skillruntime.core import create_async_runtime as core_create_async_runtime
+    from skillruntime.core import create_runtime as core_create_runtime
+
+    assert core_create_runtime is create_runtime
+    assert core_create_async_runtime is plugins.create_async_runtime
+    assert {"create_runtime", "create_async_runtime"} <= set(skillruntime.core.__all__)
+    register_plugin(EchoPlugin(), "echo")
+    assert isinstance(core_create_runtime("echo-test", greeting="hi"), EchoRuntime)
+
+
 def test_options_fall_back_to_prefixed_environment_variables(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

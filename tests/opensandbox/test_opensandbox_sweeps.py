@@ -15,8 +15,9 @@ from sqlalchemy import update
 from doubles.opensandbox import OpenSandboxDouble
 from skillruntime.core.conversations import ConversationStore
 from skillruntime.core.conversations.sql import SqlConversationStore
-from skillruntime.core.conversations.sweeps import LocalWorkspaceReaper, sweep_conversations
+from skillruntime.core.conversations.sweeps import sweep_conversations
 from skillruntime.core.models import SkillExecutionRequest
+from skillruntime.local import LocalWorkspaceReaper
 from skillruntime.opensandbox import OpenSandboxSkillRuntime
 from skillruntime.opensandbox.sweeping import OpenSandboxReaper
 from sql_databases import temporary_database

@@ -3,6 +3,17 @@
 The client maps every way the service can fail — HTTP status, the ``{success, message, data}``
 envelope with ``success: false``, transport failures — to one of these. Messages name the
 endpoint and say what to do; they never contain tokens, API keys, environment values or bodies.
+The tree::
+
+    SkillRuntimeError
+    └── AioSandboxError
+        ├── AioAuthenticationError
+        ├── AioNotFoundError
+        ├── AioRequestError
+        ├── AioServerError
+        ├── AioOperationError
+        └── AioTransportError
+            └── AioProtocolError
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""skillruntime core: the SkillRuntime SPI, its models, skill files and conversation workspaces."""
+"""skillruntime core: the SkillRuntime SPI, its models, skill files and conversation workspaces.
+
+Runtimes are built by name from the installed plugins with :func:`create_runtime` (and
+:func:`create_async_runtime`), both from :mod:`skillruntime.core.plugins.registry`.
+"""
 
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +44,7 @@ if TYPE_CHECKING:
         SkillPreparationRequest,
         SkillRuntimeConfig,
     )
+    from .plugins.registry import create_async_runtime, create_runtime
     from .runtime.async_spi import AsyncBaseSkillRuntime, AsyncSkillRuntime
     from .runtime.bridge import to_async, to_sync
     from .runtime.scoped import ScopedFileSystem
@@ -81,6 +86,8 @@ __getattr__, __dir__ = lazy_attributes(
         "SkillExecutionResult": ".models",
         "SkillPreparationRequest": ".models",
         "SkillRuntimeConfig": ".models",
+        "create_async_runtime": ".plugins.registry",
+        "create_runtime": ".plugins.registry",
         "BaseSkillRuntime": ".runtime.spi",
         "SkillRuntime": ".runtime.spi",
         "ConversationWorkspace": ".runtime.workspace",
@@ -134,6 +141,8 @@ __all__ = [
     "StoreConflictError",
     "WorkspaceEscapeError",
     "__version__",
+    "create_async_runtime",
+    "create_runtime",
     "file_error_code",
     "file_error_from_os_error",
     "to_async",

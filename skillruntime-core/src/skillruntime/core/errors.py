@@ -1,28 +1,79 @@
 """One exception hierarchy for everything skillruntime raises.
 
 Every error derives from :class:`SkillRuntimeError`. Messages say what failed and what to do;
-they never contain environment values, API keys, tokens or file bodies.
+they never contain environment values, API keys, tokens or file bodies. The classes of core,
+each with its further standard bases in parentheses::
+
+    SkillRuntimeError
+    ├── SkillValidationError (ValueError)
+    │   └── InvalidSkillError
+    ├── SkillPrepareError
+    ├── ExecutionTransportError
+    ├── RuntimeFileError
+    │   ├── RuntimeFileNotFoundError (FileNotFoundError)
+    │   │   ├── RuntimeIsADirectoryError (IsADirectoryError)
+    │   │   └── NotRegularFileError
+    │   ├── NotADirectoryFileError (NotADirectoryError)
+    │   ├── RuntimePermissionError (PermissionError)
+    │   ├── InvalidPathError (ValueError)
+    │   └── FileTooLargeError
+    ├── WorkspaceEscapeError (ValueError)
+    ├── RuntimeClosedError
+    ├── PluginNotFoundError (LookupError)
+    ├── RuntimeOptionsError (ValueError)
+    ├── StoreConflictError
+    ├── ArtifactIntegrityError
+    ├── ArtifactStoreError
+    │   ├── ArtifactNotFoundError (LookupError)
+    │   ├── ArtifactExistsError (StoreConflictError)
+    │   ├── ArtifactInUseError (StoreConflictError)
+    │   └── PackageRejectedError (ValueError)
+    ├── ConversationStoreError
+    └── ConversationLeaseError
+        ├── LeaseTimeoutError
+        └── LeaseLostError
+    InvalidPatternError (ValueError): a search pattern that is not valid RE2 syntax
+
+The backends' own errors live in the ``errors`` module of their distribution, each under one of
+these (e.g. :mod:`skillruntime.opensandbox.errors`). Older module paths of the classes defined
+here (``skillruntime.core.conversations.spi``, ``skillruntime.core.artifacts.spi``,
+``skillruntime.core.plugins.registry``, ...) still export them.
 """
 
 from __future__ import annotations
 
 import errno
-from typing import ClassVar
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar, Literal
 
 __all__ = [
+    "ArtifactExistsError",
+    "ArtifactInUseError",
     "ArtifactIntegrityError",
+    "ArtifactNotFoundError",
+    "ArtifactStoreError",
+    "ConversationLeaseError",
+    "ConversationStoreError",
     "ExecutionTransportError",
     "FileTooLargeError",
     "InvalidPathError",
+    "InvalidPatternError",
+    "InvalidSkillError",
+    "LeaseLostError",
+    "LeaseTimeoutError",
     "NotADirectoryFileError",
     "NotRegularFileError",
+    "PackageRejectedError",
     "PluginNotFoundError",
     "RuntimeClosedError",
     "RuntimeFileError",
     "RuntimeFileNotFoundError",
     "RuntimeIsADirectoryError",
+    "RuntimeOptionsError",
     "RuntimePermissionError",
     "SkillPrepareError",
+    "SkillProblem",
     "SkillRuntimeError",
     "SkillValidationError",
     "StoreConflictError",
@@ -38,6 +89,29 @@ class SkillRuntimeError(Exception):
 
 class SkillValidationError(SkillRuntimeError, ValueError):
     """A ``SKILL.md`` or a skill directory breaks the Agent Skills rules (strict mode)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SkillProblem:
+    """One problem found in a skill: ``level`` ``"error"`` or ``"warning"``, a message saying what
+    is wrong and how to fix it, and the host path (usually the ``SKILL.md``) it concerns."""
+
+    level: Literal["error", "warning"]
+    message: str
+    path: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.level}: {self.message}"
+
+
+class InvalidSkillError(SkillValidationError):
+    """A skill has errors and strict mode was requested; ``problems`` lists all that was found."""
+
+    def __init__(self, problems: Sequence[SkillProblem]) -> None:
+        self.problems = tuple(problems)
+        subject = self.problems[0].path if self.problems else "skill"
+        lines = "\n".join(f"  - {p.level}: {p.message}" for p in self.problems)
+        super().__init__(f"Invalid skill {subject}:\n{lines}")
 
 
 class SkillPrepareError(SkillRuntimeError):
@@ -142,6 +216,11 @@ class PluginNotFoundError(SkillRuntimeError, LookupError):
     """No installed plugin provides the requested runtime or store."""
 
 
+class RuntimeOptionsError(SkillRuntimeError, ValueError):
+    """Options given to :func:`~skillruntime.core.plugins.registry.create_runtime` are unknown or
+    invalid (values never shown)."""
+
+
 class StoreConflictError(SkillRuntimeError):
     """A store refused a change because another writer changed the same entry first."""
 
@@ -152,6 +231,55 @@ class ArtifactIntegrityError(SkillRuntimeError):
     def __init__(self, message: str, *, code: str) -> None:
         super().__init__(f"[{code}] {message}")
         self.code = code
+
+
+class ArtifactStoreError(SkillRuntimeError):
+    """An artifact store operation failed (I/O, configuration or a missing optional extra)."""
+
+
+class ArtifactNotFoundError(ArtifactStoreError, LookupError):
+    """The artifact is not installed in the store (or its entry is not a valid skill)."""
+
+
+class ArtifactExistsError(ArtifactStoreError, StoreConflictError):
+    """The version is already installed: versions are immutable, install a new version instead."""
+
+
+class ArtifactInUseError(ArtifactStoreError, StoreConflictError):
+    """The artifact is held by a lease in this process; delete it after the lease ends."""
+
+
+class PackageRejectedError(ArtifactStoreError, ValueError):
+    """A skill package failed validation; ``reason`` is a stable code such as ``ESCAPE``.
+
+    Codes: ``NOT_A_ZIP``, ``ESCAPE``, ``SYMLINK``, ``SPECIAL_FILE``, ``DUPLICATE``,
+    ``TOO_MANY_MEMBERS``, ``TOO_LARGE``, ``COMPRESSION_RATIO``, ``SKILL_MD``, ``NAME_MISMATCH``,
+    ``CORRUPT``, ``NAME_TOO_LONG``.
+    """
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(f"[{reason}] {message}")
+        self.reason = reason
+
+
+class ConversationStoreError(SkillRuntimeError):
+    """The store could not be reached or answered something unusable (no secrets in the text)."""
+
+
+class ConversationLeaseError(SkillRuntimeError):
+    """A conversation lease could not be taken or was lost."""
+
+
+class LeaseTimeoutError(ConversationLeaseError):
+    """Another owner held the conversation's lease for the whole wait bound."""
+
+
+class LeaseLostError(ConversationLeaseError):
+    """The lease was taken over or could not be renewed in time; stop writing the conversation."""
+
+
+class InvalidPatternError(ValueError):
+    """The pattern is not valid RE2 syntax (or uses a feature RE2 does not have)."""
 
 
 def file_error_code(error: BaseException) -> str | None:

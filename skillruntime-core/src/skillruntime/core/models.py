@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ._allowed_tools import split_allowed_tools
 from .errors import SkillPrepareError, SkillValidationError
-from .skills.allowed_tools import split_allowed_tools
 
 __all__ = [
     "DEFAULT_MAX_OUTPUT_BYTES",

@@ -47,7 +47,7 @@ from skillruntime.core.runtime.bridge import CANCEL_MARKER_VARIABLE, marked_envi
 from skillruntime.core.runtime.output import HeadTailBuffer
 
 from .engine import DockerEngine
-from .errors import DockerEngineError, DockerExecutionError
+from .errors import CommandNotStartedError, DockerEngineError, DockerExecutionError
 
 __all__ = [
     "KILL_GRACE_SECONDS",
@@ -112,10 +112,6 @@ def stop_tree_script(token: str, grace: float = KILL_GRACE_SECONDS) -> str:
         'while [ "$i" -gt 0 ] && [ -n "$(marked)" ]; do sleep 0.1; i=$((i - 1)); done; '
         "stop KILL; stop KILL; stop KILL; true"
     )
-
-
-class CommandNotStartedError(DockerEngineError):
-    """The engine refused to create the command's exec: the command never ran."""
 
 
 @dataclass

@@ -1,10 +1,25 @@
-"""Errors of the Docker runtime, each under the core hierarchy."""
+"""Errors of the Docker runtime.
+
+Each is under the core hierarchy (:mod:`skillruntime.core.errors`)::
+
+    SkillRuntimeError
+    └── DockerEngineError
+        └── CommandNotStartedError
+    ExecutionTransportError
+    └── DockerExecutionError
+        └── ContainerReplacedError
+"""
 
 from __future__ import annotations
 
 from skillruntime.core.errors import ExecutionTransportError, SkillRuntimeError
 
-__all__ = ["ContainerReplacedError", "DockerEngineError", "DockerExecutionError"]
+__all__ = [
+    "CommandNotStartedError",
+    "ContainerReplacedError",
+    "DockerEngineError",
+    "DockerExecutionError",
+]
 
 
 class DockerEngineError(SkillRuntimeError):
@@ -14,6 +29,10 @@ class DockerEngineError(SkillRuntimeError):
     def __init__(self, message: str, *, status_code: int | None = None) -> None:
         super().__init__(message)
         self.status_code = status_code
+
+
+class CommandNotStartedError(DockerEngineError):
+    """The engine refused to create the command's exec: the command never ran."""
 
 
 class DockerExecutionError(ExecutionTransportError):

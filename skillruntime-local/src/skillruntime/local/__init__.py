@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from .filesystem import LocalFileSystem
     from .layout import LocalLayout
     from .options import LocalRuntimeOptions
+    from .reaper import LocalWorkspaceReaper
     from .runtime import DEFAULT_CONVERSATIONS_ROOT, LocalSkillRuntime
 
 __getattr__, __dir__ = lazy_attributes(
@@ -20,6 +21,7 @@ __getattr__, __dir__ = lazy_attributes(
         "LocalFileSystem": ".filesystem",
         "LocalLayout": ".layout",
         "LocalRuntimeOptions": ".options",
+        "LocalWorkspaceReaper": ".reaper",
         "DEFAULT_CONVERSATIONS_ROOT": ".runtime",
         "LocalSkillRuntime": ".runtime",
     },
@@ -32,5 +34,6 @@ __all__ = [
     "LocalLayout",
     "LocalRuntimeOptions",
     "LocalSkillRuntime",
+    "LocalWorkspaceReaper",
     "__version__",
 ]

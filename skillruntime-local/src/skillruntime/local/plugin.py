@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Any
 from skillruntime.core.plugins.registry import ConversationReaperProvider, RuntimeProvider, hookimpl
 
 if TYPE_CHECKING:
-    from skillruntime.core.conversations.sweeps import LocalWorkspaceReaper
     from skillruntime.core.plugins.listings import RuntimeListing
     from skillruntime.core.runtime.async_spi import AsyncSkillRuntime
     from skillruntime.core.runtime.spi import SkillRuntime
 
     from .options import LocalRuntimeOptions
+    from .reaper import LocalWorkspaceReaper
 
 __all__ = [
     "create_async_local_runtime",
@@ -64,7 +64,7 @@ def skillruntime_runtimes() -> list[RuntimeProvider[Any]]:
 
 
 def _reaper() -> LocalWorkspaceReaper:
-    from skillruntime.core.conversations.sweeps import LocalWorkspaceReaper
+    from .reaper import LocalWorkspaceReaper
 
     return LocalWorkspaceReaper()
 

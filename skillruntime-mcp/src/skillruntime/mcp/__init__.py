@@ -13,6 +13,7 @@ from ._version import __version__
 
 if TYPE_CHECKING:
     from .conversations import ServeConfig, ServedConversation
+    from .errors import ResourceUriError
     from .resources import SCHEME, parse_skill_uri, skill_uri
     from .server import SkillMcpServer
     from .stdio import serve_stdio
@@ -22,6 +23,7 @@ __getattr__, __dir__ = lazy_attributes(
     {
         "ServeConfig": ".conversations",
         "ServedConversation": ".conversations",
+        "ResourceUriError": ".errors",
         "SCHEME": ".resources",
         "parse_skill_uri": ".resources",
         "skill_uri": ".resources",
@@ -32,6 +34,7 @@ __getattr__, __dir__ = lazy_attributes(
 
 __all__ = [
     "SCHEME",
+    "ResourceUriError",
     "ServeConfig",
     "ServedConversation",
     "SkillMcpServer",

@@ -30,6 +30,7 @@ from skillruntime.core.skills.files import prepared_directory_name
 from skillruntime.core.skills.policy import DEFAULT_UPLOAD_POLICY
 
 from .conversations import ServeConfig, ServedConversation
+from .errors import ResourceUriError
 
 __all__ = [
     "MAX_LISTED_FILES",
@@ -49,10 +50,6 @@ MAX_LISTED_FILES = 1000
 """Files listed per prepared skill."""
 MAX_RESOURCE_BYTES = 4 * 1024 * 1024
 """Largest resource read (bytes); a larger file is refused."""
-
-
-class ResourceUriError(ValueError):
-    """A resource URI that is not a well-formed ``skill://`` URI inside one skill."""
 
 
 def skill_uri(name: str, relative: str) -> str:

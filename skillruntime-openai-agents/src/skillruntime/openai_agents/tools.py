@@ -7,7 +7,7 @@ returns the tool's text, ``Error: …`` included, never raising into the run.
 **Restricted schema.** Each tool's ``is_enabled`` is a callable the SDK's ``Runner`` evaluates
 before every model call: once a skill with ``allowed-tools`` is active, the tools its policy does
 not allow are left out of the schema the model sees on its next iteration (the intersection over
-every active skill; ``skill`` always stays), as the VikingBot remote-skill RFC asks.
+every active skill; ``skill`` always stays; ``docs/tools.md``, "allowed-tools").
 
 **A call to a hidden tool.** A model may still call a tool it was not offered (it saw it on an
 earlier step). By default the SDK ends such a run with ``ModelBehaviorError``; run with

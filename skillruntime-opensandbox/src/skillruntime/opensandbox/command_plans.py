@@ -59,7 +59,12 @@ from opensandbox.models.execd import RunCommandOpts
 from skillruntime.core.models import SkillExecutionResult
 from skillruntime.core.runtime.bridge import CANCEL_MARKER_VARIABLE, marker_token
 
-from .errors import OpenSandboxExecutionError, execution_error
+from .errors import (
+    CommandNotStartedError,
+    CommandOutcomeUnknownError,
+    OpenSandboxExecutionError,
+    execution_error,
+)
 from .wrapper import (
     FLAG_INTERRUPTED,
     FLAG_NO_BASE64,
@@ -107,21 +112,6 @@ DEADLINE_MARGIN_SECONDS = 0.5
 kill itself."""
 
 _SIGNAL_KILLED = -1
-
-
-class CommandNotStartedError(OpenSandboxExecutionError):
-    """The request failed before execd acknowledged the command (no ``init`` event)."""
-
-
-class CommandOutcomeUnknownError(OpenSandboxExecutionError):
-    """The command's wrapper was killed before it reported the command's result (execd's event
-    said the wrapper died by a signal): the command may still be running, at most until its
-    watchdog kills it at ``ends_by`` (a ``time.monotonic()`` value). The runtimes raise it only
-    once that time has passed, so a lease held around the command outlives the command."""
-
-    def __init__(self, message: str, *, ends_by: float) -> None:
-        super().__init__(message)
-        self.ends_by = ends_by
 
 
 @dataclass

@@ -5,7 +5,23 @@ Every error raised by this distribution derives from
 ``code`` reported by the server (``FILE_NOT_FOUND``, ``DOCKER::SANDBOX_NOT_FOUND``…), the HTTP
 ``status_code`` and the server's ``request_id``. File errors are also typed by kind (not found,
 is a directory, not a directory, permission denied; the core's ``kind``).
-Messages never contain API keys, environment values or file bodies.
+Messages never contain API keys, environment values or file bodies. The classes, under the core's
+(:mod:`skillruntime.core.errors`), each with its further bases in parentheses::
+
+    SkillRuntimeError
+    └── OpenSandboxError (SdkErrorDetails)
+        └── SandboxUnavailableError
+    ExecutionTransportError
+    └── OpenSandboxExecutionError (SdkErrorDetails)
+        ├── SandboxReplacedError
+        ├── CommandNotStartedError
+        └── CommandOutcomeUnknownError
+    RuntimeFileError
+    └── OpenSandboxFileError (SdkErrorDetails)
+        ├── OpenSandboxFileNotFoundError (RuntimeFileNotFoundError)
+        ├── OpenSandboxIsADirectoryError (RuntimeIsADirectoryError)
+        ├── OpenSandboxNotADirectoryError (NotADirectoryFileError)
+        └── OpenSandboxPermissionError (RuntimePermissionError)
 """
 
 from __future__ import annotations
@@ -31,6 +47,8 @@ from skillruntime.core.errors import (
 
 __all__ = [
     "TRANSIENT_STATUS_CODES",
+    "CommandNotStartedError",
+    "CommandOutcomeUnknownError",
     "OpenSandboxError",
     "OpenSandboxExecutionError",
     "OpenSandboxFileError",
@@ -113,6 +131,21 @@ class SandboxReplacedError(OpenSandboxExecutionError):
     def __init__(self, message: str, *, sandbox_id: str) -> None:
         super().__init__(message)
         self.sandbox_id = sandbox_id
+
+
+class CommandNotStartedError(OpenSandboxExecutionError):
+    """The request failed before execd acknowledged the command (no ``init`` event)."""
+
+
+class CommandOutcomeUnknownError(OpenSandboxExecutionError):
+    """The command's wrapper was killed before it reported the command's result (execd's event
+    said the wrapper died by a signal): the command may still be running, at most until its
+    watchdog kills it at ``ends_by`` (a ``time.monotonic()`` value). The runtimes raise it only
+    once that time has passed, so a lease held around the command outlives the command."""
+
+    def __init__(self, message: str, *, ends_by: float) -> None:
+        super().__init__(message)
+        self.ends_by = ends_by
 
 
 class OpenSandboxFileError(RuntimeFileError, SdkErrorDetails):

@@ -23,7 +23,14 @@ from typing import Any, BinaryIO
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..errors import ArtifactIntegrityError, SkillRuntimeError, StoreConflictError
+from ..errors import (
+    ArtifactExistsError,
+    ArtifactIntegrityError,
+    ArtifactInUseError,
+    ArtifactNotFoundError,
+    ArtifactStoreError,
+    PackageRejectedError,
+)
 from ..runtime.closing import Closeable
 
 __all__ = [
@@ -44,35 +51,6 @@ logger = logging.getLogger(__name__)
 
 _SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
 _DIGEST = re.compile(r"(?:sha256[:-])?([0-9a-fA-F]{64})")
-
-
-class ArtifactStoreError(SkillRuntimeError):
-    """An artifact store operation failed (I/O, configuration or a missing optional extra)."""
-
-
-class ArtifactNotFoundError(ArtifactStoreError, LookupError):
-    """The artifact is not installed in the store (or its entry is not a valid skill)."""
-
-
-class ArtifactExistsError(ArtifactStoreError, StoreConflictError):
-    """The version is already installed: versions are immutable, install a new version instead."""
-
-
-class ArtifactInUseError(ArtifactStoreError, StoreConflictError):
-    """The artifact is held by a lease in this process; delete it after the lease ends."""
-
-
-class PackageRejectedError(ArtifactStoreError, ValueError):
-    """A skill package failed validation; ``reason`` is a stable code such as ``ESCAPE``.
-
-    Codes: ``NOT_A_ZIP``, ``ESCAPE``, ``SYMLINK``, ``SPECIAL_FILE``, ``DUPLICATE``,
-    ``TOO_MANY_MEMBERS``, ``TOO_LARGE``, ``COMPRESSION_RATIO``, ``SKILL_MD``, ``NAME_MISMATCH``,
-    ``CORRUPT``, ``NAME_TOO_LONG``.
-    """
-
-    def __init__(self, message: str, *, reason: str) -> None:
-        super().__init__(f"[{reason}] {message}")
-        self.reason = reason
 
 
 def normalize_digest(value: str) -> str:

@@ -7,7 +7,8 @@ Shared by the runtimes that keep a conversation's sandbox in a
 Every change is a compare-and-set on the record's version through
 :func:`~skillruntime.core.conversations.modify_record`, which re-reads and retries on conflict, so
 two nodes preparing different skills both keep theirs and a sandbox replacement decided by one
-node is seen, not overwritten, by the others (DESIGN §5).
+node is seen, not overwritten, by the others (``docs/conversation-stores.md``, "Multi-node
+guarantees").
 """
 
 from __future__ import annotations

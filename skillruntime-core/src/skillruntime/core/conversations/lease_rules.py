@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
-from ..errors import SkillRuntimeError
+from ..errors import ConversationLeaseError, LeaseLostError, LeaseTimeoutError
 from .spi import MAX_LEASE_OWNER, ConversationLease, ConversationStore
 
 __all__ = [
@@ -44,18 +44,6 @@ DEFAULT_LEASE_TTL_SECONDS = 30.0
 
 DEFAULT_LEASE_WAIT_SECONDS = 60.0
 """How long an exclusive runtime waits for a conversation's lease before giving up."""
-
-
-class ConversationLeaseError(SkillRuntimeError):
-    """A conversation lease could not be taken or was lost."""
-
-
-class LeaseTimeoutError(ConversationLeaseError):
-    """Another owner held the conversation's lease for the whole wait bound."""
-
-
-class LeaseLostError(ConversationLeaseError):
-    """The lease was taken over or could not be renewed in time; stop writing the conversation."""
 
 
 def default_lease_owner() -> str:

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..errors import SkillRuntimeError, StoreConflictError
+from ..errors import ConversationStoreError, StoreConflictError
 from ..runtime.closing import Closeable
 from ..runtime.workspace import validate_conversation_id
 
@@ -76,10 +76,6 @@ class ConversationLease(BaseModel):
         """Whether nobody holds the lease at ``now`` (released or past its expiry)."""
         moment = now or datetime.now(UTC)
         return self.owner is None or self.expires_at <= moment
-
-
-class ConversationStoreError(SkillRuntimeError):
-    """The store could not be reached or answered something unusable (no secrets in the text)."""
 
 
 def service_key_for_url(url: str) -> str:

@@ -22,28 +22,26 @@ names (a process died between creating and recording it, or a destroy failed hal
 reported, and destroyed when asked (``orphans="destroy"``).
 
 Reapers come from the ``skillruntime_conversation_reapers`` plugin hook
-(:func:`available_reapers`); ``skillruntime conversations sweep`` is the command-line face.
+(:func:`available_reapers`), each from the distribution of its runtime (the ``local`` one is
+:class:`skillruntime.local.reaper.LocalWorkspaceReaper`); ``skillruntime conversations sweep`` is
+the command-line face.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import shutil
-import stat
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from ..runtime.workspace import validate_conversation_id, validate_conversations_root
-from .guard_rules import DEFAULT_ACTIVITY_INTERVAL_SECONDS, local_service_key
+from .._moved import moved_names
+from .guard_rules import DEFAULT_ACTIVITY_INTERVAL_SECONDS
 from .lease_rules import default_lease_owner
 from .spi import ConversationRecord, ConversationStore
 
 __all__ = [
     "ConversationReaper",
-    "LocalWorkspaceReaper",
     "OrphanSandbox",
     "SweepOutcome",
     "SweepReport",
@@ -363,41 +361,6 @@ def _sweep_one(
             logger.warning("releasing the sweep's lease failed", exc_info=True)
 
 
-class LocalWorkspaceReaper:
-    """Removes the workspace directories of ``local`` conversations on this host.
-
-    A workspace is ``<workspace_root>/<conversation_id>`` of the record; the root must be an
-    absolute path, the id valid, and the workspace a real directory (a symbolic link is never
-    followed: it is removed itself). Local runtimes leave no orphans to report.
-    """
-
-    runtime = "local"
-
-    def destroy(self, record: ConversationRecord) -> None:
-        root = validate_conversations_root(record.workspace_root)
-        conversation_id = validate_conversation_id(record.conversation_id)
-        if record.service_key != local_service_key(root):
-            raise ValueError(
-                f"the record of conversation {conversation_id} names another host's file system"
-            )
-        directory = os.path.join(root, conversation_id)
-        try:
-            info = os.lstat(directory)
-        except FileNotFoundError:
-            return
-        if not stat.S_ISDIR(info.st_mode):
-            os.unlink(directory)
-            return
-        shutil.rmtree(directory)
-        logger.info("removed the workspace of conversation %s", conversation_id)
-
-    def orphans(self, records: Sequence[ConversationRecord]) -> list[OrphanSandbox]:
-        return []
-
-    def destroy_orphan(self, orphan: OrphanSandbox) -> None:
-        raise ValueError("local workspaces have no orphans")
-
-
 def available_reapers(runtimes: Iterable[str] | None = None) -> dict[str, ConversationReaper]:
     """The installed reapers by runtime name (``skillruntime_conversation_reapers`` hook),
     only those of ``runtimes`` when given (an unknown name raises :class:`ValueError`)."""
@@ -412,3 +375,6 @@ def available_reapers(runtimes: Iterable[str] | None = None) -> dict[str, Conver
             f"{', '.join(providers) or 'none'}"
         )
     return {name: providers[name].factory() for name in names}
+
+
+__getattr__ = moved_names(__name__, {"LocalWorkspaceReaper": "skillruntime.local.reaper"})

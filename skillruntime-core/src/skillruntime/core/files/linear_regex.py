@@ -14,13 +14,11 @@ from typing import Any
 
 import re2  # type: ignore[import-untyped]
 
+from ..errors import InvalidPatternError
+
 __all__ = ["InvalidPatternError", "LinearPattern"]
 
 _MAX_PROGRAM_MEMORY = 64 * 1024 * 1024
-
-
-class InvalidPatternError(ValueError):
-    """The pattern is not valid RE2 syntax (or uses a feature RE2 does not have)."""
 
 
 class LinearPattern:

@@ -28,7 +28,7 @@ import click
 import pluggy
 
 from .._lazy import lazy_attributes
-from ..errors import PluginNotFoundError, SkillRuntimeError
+from ..errors import PluginNotFoundError, RuntimeOptionsError, SkillRuntimeError
 from .listings import RuntimeListing, RuntimeOptionInfo
 
 if TYPE_CHECKING:  # the runtime modules load when a runtime is built, not with the plugins
@@ -180,10 +180,6 @@ class PluginProblem:
     plugin: str
     distribution: str
     message: str
-
-
-class RuntimeOptionsError(SkillRuntimeError, ValueError):
-    """Options given to :func:`create_runtime` are unknown or invalid (values never shown)."""
 
 
 class SkillRuntimeHookSpecs:

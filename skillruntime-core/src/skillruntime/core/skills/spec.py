@@ -31,14 +31,13 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 
-from ..errors import SkillValidationError
+from ..errors import InvalidSkillError, SkillProblem, SkillValidationError
 from ..models import (
     Skill,
     _bootstrap_problems,
@@ -90,29 +89,6 @@ _CLOSING = re.compile(r"^---[ \t]*(?:\r\n|\n|\r|\Z)", re.MULTILINE)
 _NAME_CHARACTERS = re.compile(r"[a-z0-9-]+")
 
 Level = Literal["error", "warning"]
-
-
-@dataclass(frozen=True, slots=True)
-class SkillProblem:
-    """One problem found in a skill: ``level`` ``"error"`` or ``"warning"``, a message saying what
-    is wrong and how to fix it, and the host path (usually the ``SKILL.md``) it concerns."""
-
-    level: Level
-    message: str
-    path: str
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.level}: {self.message}"
-
-
-class InvalidSkillError(SkillValidationError):
-    """A skill has errors and strict mode was requested; ``problems`` lists all that was found."""
-
-    def __init__(self, problems: Sequence[SkillProblem]) -> None:
-        self.problems = tuple(problems)
-        subject = self.problems[0].path if self.problems else "skill"
-        lines = "\n".join(f"  - {p.level}: {p.message}" for p in self.problems)
-        super().__init__(f"Invalid skill {subject}:\n{lines}")
 
 
 class _Problems:

@@ -12,8 +12,9 @@
                 base_environment=base_environment,
             )
 
-Every contract of DESIGN §3 is one test method; see ``docs/custom-runtime.md`` for the list and
-for running the kit a second time without a conversation (``conversation_mode = False``).
+Every contract (numbered in ``docs/architecture.md``, "Contracts") is one test method; see
+``docs/custom-runtime.md`` for the list and for running the kit a second time without a
+conversation (``conversation_mode = False``).
 """
 
 from .async_suite import AsyncRuntimeConformance

@@ -21,7 +21,7 @@ class ConformanceBase:
 
     Override :meth:`make_runtime` (required) and, for a runtime whose paths are not host paths,
     :meth:`conversations_root`. Capability flags switch off checks of contracts that are optional
-    for some runtimes; everything else is required by DESIGN §3.
+    for some runtimes; everything else is required by the contracts (``docs/architecture.md``).
     """
 
     conversation_mode: ClassVar[bool] = True

@@ -1,4 +1,4 @@
-"""Contract 7 of DESIGN §3: conversation workspaces, escapes, isolation and resume."""
+"""Contract 7 (``docs/architecture.md``): conversation workspaces, escapes, isolation and resume."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Contracts 3 and 4 of DESIGN §3: environment precedence and command execution."""
+"""Contracts 3 and 4 (``docs/architecture.md``): environment precedence and command execution."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Contract 5 of DESIGN §3: the runtime file system."""
+"""Contract 5 (``docs/architecture.md``): the runtime file system."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Contracts 6 and 9 of DESIGN §3: close, and concurrent use from several threads."""
+"""Contracts 6 and 9 (``docs/architecture.md``): close, and concurrent use from several threads."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Contracts 1, 2 and 8 of DESIGN §3: prepare, bootstrap and the upload policy."""
+"""Contracts 1, 2 and 8 (``docs/architecture.md``): prepare, bootstrap and the upload policy."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Contract 5b of DESIGN §3: the derived search operations of the runtime file system.
+"""Contract 5 (``docs/architecture.md``), derived search: ``glob`` and ``grep`` of the file system.
 
 A backend may override :meth:`~skillruntime.core.files.spi.SkillRuntimeFileSystem.glob` and
 :meth:`~skillruntime.core.files.spi.SkillRuntimeFileSystem.grep` (one command in its sandbox, for

@@ -1,4 +1,4 @@
-""":class:`RuntimeConformance`: every contract of DESIGN §3 as one pytest test class."""
+""":class:`RuntimeConformance`: every contract of ``docs/architecture.md`` as one test class."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Same-batch activation: the tool calls of one model response (remote-skill RFC §3.3).
+"""Same-batch activation: the tool calls of one model response (``docs/agent-turn.md``, "The loop").
 
 A model may activate a skill and, in the same response, call a tool built against the tool list
 of before the activation. :func:`run_batch` therefore runs the activation calls (``skill``) first,

@@ -1,4 +1,4 @@
-"""Turn-level copies of prepared skills (remote-skill RFC §5.5).
+"""Turn-level copies of prepared skills (``docs/agent-turn.md``, "Turn copies").
 
 A turn executes a skill from its own copy under the workspace,
 ``<working dir>/.skill-turns/<turn digest>/<uri digest>/<skill name>``, made from the runtime's

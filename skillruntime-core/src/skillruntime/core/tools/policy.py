@@ -1,6 +1,6 @@
 """Skill policy: ``allowed-tools``, constrained ``Bash(...)`` commands and ``metadata.requires``.
 
-Rules (from the VikingBot remote-skill RFC, DESIGN §6):
+Rules (``docs/tools.md``, "Policy"):
 
 * A skill without ``allowed-tools`` does not restrict tools. With it, only the listed tools are
   allowed; the effective set is the **intersection** over every activated skill.

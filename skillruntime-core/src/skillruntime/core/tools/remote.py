@@ -1,4 +1,4 @@
-"""Remote-first skills in a turn (remote-skill RFC §1, §5.1).
+"""Remote-first skills in a turn (``docs/agent-turn.md``, "Remote first").
 
 A source that also implements :class:`RemoteFirstSource` (e.g. an OpenViking source) is
 activated in a :class:`~skillruntime.core.tools.turn.SkillTurn` from its ``SKILL.md`` and manifest
@@ -8,7 +8,7 @@ call that needs a local file of it; a ``read`` of one of its files before that i
 server (``read_resource``). An instruction-only skill therefore never downloads its package or
 touches the runtime. Outside a turn, sources are loaded in full as before.
 
-**Revision pinning** (RFC §3.2, §6.1): activation pins the revision the model read (the
+**Revision pinning**: activation pins the revision the model read (the
 source's :attr:`RemoteFirstSource.signature`, kept with the turn's skill). Materialization and
 remote reads serve that revision only; when the server's skill has changed since, the call is
 refused with ``SKILL_REVISION_CHANGED`` and the skill is dropped from the turn, so the next

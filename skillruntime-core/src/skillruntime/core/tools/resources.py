@@ -1,7 +1,7 @@
 """Resource resolution: paths in tool arguments that name a file of an active skill.
 
-Rules (remote-skill RFC §5.2–5.3), applied by :class:`~skillruntime.core.tools.turn.SkillTurn`
-once at least one skill is active in the turn:
+Rules (``docs/agent-turn.md``, "Paths in tool arguments"), applied by
+:class:`~skillruntime.core.tools.turn.SkillTurn` once at least one skill is active in the turn:
 
 ==========================================  =====================================================
 Input                                       Result

@@ -149,7 +149,7 @@ def listing_description(skill: Skill) -> str:
 def skills_xml(sources: list[SkillSource], budget: int | None = DEFAULT_LISTING_BUDGET) -> str:
     """The ``<skill>`` entries of ``sources`` in configured order, XML-escaped, in ``budget``
     characters. A source with an ``origin`` attribute (a remote source: ``openviking_user``,
-    ``openviking_shared``) is listed as ``<skill source="<origin>">`` (remote-skill RFC §3.1).
+    ``openviking_shared``) is listed as ``<skill source="<origin>">`` (``docs/tools.md``, "skill").
 
     When the full listing is longer than ``budget``, every description longer than a common
     limit is cut to that limit (ending in ``…``), the limit being the largest that fits; a last

@@ -156,11 +156,11 @@ class SkillTools(ToolSetView[SkillTool], Closeable):
             return self._turn
 
     def subagent_tools(self, remote_sources: Iterable[SkillSource] = ()) -> SkillTools:
-        """A tool set for a subagent (remote-skill RFC §7): same runtime and publisher, the
-        local skills of this set, and no remote ones unless the caller passes its own
-        ``remote_sources`` (new source objects, e.g. from ``viking_skill_sources``, so no lease
-        is shared). Nothing is inherited: no active skill, no open turn, no usage record; the
-        subagent opens its own turns. A skill is remote when its location is a ``viking://``
+        """A tool set for a subagent (``docs/agent-turn.md``, "Subagents"): same runtime and
+        publisher, the local skills of this set, and no remote ones unless the caller passes its
+        own ``remote_sources`` (new source objects, e.g. from ``viking_skill_sources``, so no
+        lease is shared). Nothing is inherited: no active skill, no open turn, no usage record;
+        the subagent opens its own turns. A skill is remote when its location is a ``viking://``
         URI. Close the returned set when the subagent is done.
         """
         local = [

@@ -1,6 +1,6 @@
 """Tool results of an agent turn: the call, its usage record and its three views.
 
-The remote-skill RFC (§8.2–8.3) keeps three views of every tool result:
+A turn keeps three views of every tool result (``docs/agent-turn.md``, "Views and usage records"):
 
 * the **model view** (:attr:`ToolResult.content`): the full text, including a skill's restored
   instructions; it belongs in the current turn's model messages only;
