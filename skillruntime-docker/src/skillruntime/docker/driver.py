@@ -53,7 +53,6 @@ class DockerDriver:
         labels: Mapping[str, str],
         environment: Mapping[str, str],
         volume: tuple[str, str] | None,
-        orphan_grace_seconds: float,
         prepare: Callable[[str], None] | None = None,
         audit_fields: Callable[[], dict[str, object]] = dict,
     ) -> None:
@@ -63,10 +62,9 @@ class DockerDriver:
         self.labels = dict(labels)
         self.environment = dict(environment)
         self.volume = volume
-        self.orphan_grace_seconds = orphan_grace_seconds
         self.prepare = prepare
         self._audit_fields = audit_fields
-        self._young_until = 0.0
+        self._volume_born: float | None = None
 
     def create(self, tags: Mapping[str, str]) -> str:
         """Create and start a container carrying ``tags`` (on the conversation's volume, made
@@ -88,9 +86,9 @@ class DockerDriver:
         return container_id
 
     def ensure_volume(self) -> str:
-        """The conversation's volume, created when missing (one request). Notes whether it is
-        younger than the orphan grace: no container mounting it can then be an orphan, so
-        :meth:`list_tagged` answers without asking the engine."""
+        """The conversation's volume, created when missing (one request). Notes its age: no
+        container mounting it can be older, so :meth:`list_tagged` asked for containers older
+        than that answers without asking the engine."""
         assert self.volume is not None
         name = self.volume[0]
         info, age = self.engine.ensure_volume(name, self.labels)
@@ -98,8 +96,8 @@ class DockerDriver:
             raise DockerEngineError(
                 f"volume {name} exists without this conversation's labels; refusing to use it"
             )
-        if age < self.orphan_grace_seconds:
-            self._young_until = time.monotonic() + (self.orphan_grace_seconds - age)
+        if age != float("inf"):
+            self._volume_born = time.monotonic() - age
         return name
 
     def connect(self, sandbox_id: str) -> str | None:
@@ -131,10 +129,13 @@ class DockerDriver:
             return
         self.engine.remove_container(sandbox_id)
 
-    def list_tagged(self, tags: Mapping[str, str]) -> Iterator[TaggedSandbox]:
-        """The containers the engine lists for ``tags`` (none while the volume is younger than
-        the orphan grace, see :meth:`ensure_volume`)."""
-        if time.monotonic() < self._young_until:
+    def list_tagged(
+        self, tags: Mapping[str, str], *, older_than: float = 0.0
+    ) -> Iterator[TaggedSandbox]:
+        """The containers the engine lists for ``tags``; none, without a request, when the
+        conversation's volume is younger than ``older_than`` (see :meth:`ensure_volume`)."""
+        born = self._volume_born
+        if older_than > 0 and born is not None and time.monotonic() - born < older_than:
             return
         for item in self.engine.list_containers(tags):
             created = item.get("Created")

@@ -17,12 +17,14 @@ import os
 import posixpath
 import socket
 import threading
+import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import docker
 import docker.errors
+import requests
 
 from skillruntime.core.conversations import service_key_for_url
 
@@ -154,6 +156,28 @@ def _explanation(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def _endpoint(api: Any, template: str, *arguments: str) -> str:
+    """The versioned URL of an engine endpoint, built as the SDK builds its own (arguments
+    quoted, ``/`` and ``:`` kept)."""
+    quoted = (urllib.parse.quote_plus(argument, safe="/:") for argument in arguments)
+    return f"{api.base_url}/v{api.api_version}{template.format(*quoted)}"
+
+
+def _post_json(api: Any, url: str, data: Mapping[str, Any], **options: Any) -> Any:
+    """``POST`` a JSON body with the client's timeout (``options``: headers, stream)."""
+    headers = {**options.pop("headers", {}), "Content-Type": "application/json"}
+    return api.post(url, data=json.dumps(data), headers=headers, timeout=api.timeout, **options)
+
+
+def _checked(response: Any) -> Any:
+    """``response`` when its status is a success, else the SDK's error for it."""
+    try:
+        response.raise_for_status()
+    except requests.HTTPError as exc:
+        raise docker.errors.create_api_error_from_http_exception(exc) from exc
+    return response
+
+
 class ExecStream:
     """The multiplexed output of one exec: iterate ``(stdout, stderr)`` pairs (one of them
     ``None``) of at most 64 KiB; :meth:`close` (from any thread) ends the iteration.
@@ -165,7 +189,8 @@ class ExecStream:
 
     def __init__(self, response: Any) -> None:
         self._response = response
-        self._reader: Any = response.raw._fp.fp
+        # The SDK reads hijacked exec streams the same way; urllib3 has no public name for it.
+        self._reader: Any = response.raw._fp.fp  # noqa: SLF001
         raw: Any = getattr(self._reader, "raw", None)
         self._socket: Any = getattr(raw, "_sock", raw)
         with contextlib.suppress(AttributeError, OSError):
@@ -372,11 +397,12 @@ class DockerEngine:
         ``inf`` when either is missing)."""
 
         def create(api: Any) -> tuple[dict[str, Any], float]:
-            response = api._post_json(
-                api._url("/volumes/create"),
-                data={"Name": name, "Driver": "local", "Labels": dict(labels)},
+            response = _post_json(
+                api,
+                _endpoint(api, "/volumes/create"),
+                {"Name": name, "Driver": "local", "Labels": dict(labels)},
             )
-            info: dict[str, Any] = api._result(response, True)
+            info: dict[str, Any] = _checked(response).json()
             return info, _age(info.get("CreatedAt"), response.headers.get("Date"))
 
         return self.call(f"creating volume {name}", create)
@@ -409,7 +435,9 @@ class DockerEngine:
 
         def head(api: Any) -> PathStat | None:
             response = api.head(
-                api._url("/containers/{0}/archive", container_id), params={"path": _wire(path)}
+                _endpoint(api, "/containers/{0}/archive", container_id),
+                params={"path": _wire(path)},
+                timeout=api.timeout,
             )
             return _path_stat(response, path)
 
@@ -462,14 +490,14 @@ class DockerEngine:
         """Start an exec; its output as an :class:`ExecStream`."""
 
         def start(api: Any) -> ExecStream:
-            response = api._post_json(
-                api._url("/exec/{0}/start", exec_id),
+            response = _post_json(
+                api,
+                _endpoint(api, "/exec/{0}/start", exec_id),
+                {"Tty": False, "Detach": False},
                 headers={"Connection": "Upgrade", "Upgrade": "tcp"},
-                data={"Tty": False, "Detach": False},
                 stream=True,
             )
-            api._raise_for_status(response)
-            return ExecStream(response)
+            return ExecStream(_checked(response))
 
         return self.call("starting a command", start)
 

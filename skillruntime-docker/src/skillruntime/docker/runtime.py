@@ -297,7 +297,6 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
             labels=self._container_labels(),
             environment=self._base_environment,
             volume=volume,
-            orphan_grace_seconds=orphan_grace_seconds,
             prepare=self._prepare_container,
             audit_fields=self._audit_fields,
         )

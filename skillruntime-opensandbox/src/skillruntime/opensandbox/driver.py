@@ -6,8 +6,9 @@ The conversation rules are core's
 speaks to the server through :class:`.sandbox.SandboxClient`. Metadata can be patched after
 creation, so :attr:`OpenSandboxDriver.retags` is true: a conversation's new sandbox is a
 ``candidate`` until its record names it. Values are cut to
-:data:`.sandbox.METADATA_VALUE_LIMIT` characters by the server's rules: callers hand the driver
-tags already cut (:func:`.sandbox.clip_metadata`), so the tags listed back compare equal.
+:data:`.sandbox.METADATA_VALUE_LIMIT` characters by the server's rules; :meth:`OpenSandboxDriver.
+list_tagged` reports a value held cut as the full value asked for, so the lifecycle's check of
+every tag compares like with like.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from datetime import UTC
 from opensandbox.sync.sandbox import SandboxSync
 from skillruntime.core.conversations.sandboxes import TaggedSandbox
 
-from .sandbox import SandboxClient, SandboxGoneError
+from .sandbox import SandboxClient, SandboxGoneError, clip_metadata
 
 __all__ = ["OpenSandboxDriver"]
 
@@ -58,15 +59,25 @@ class OpenSandboxDriver:
         """Terminate the sandbox (one already gone counts as killed)."""
         self.client.kill(sandbox_id)
 
-    def list_tagged(self, tags: Mapping[str, str]) -> Iterator[TaggedSandbox]:
-        """The live sandboxes whose metadata holds every tag (checked on the client too)."""
-        for info in self.client.list_tagged_infos(tags):
+    def list_tagged(
+        self, tags: Mapping[str, str], *, older_than: float = 0.0
+    ) -> Iterator[TaggedSandbox]:
+        """The live sandboxes whose metadata holds every tag (checked on the client too;
+        ``older_than`` is left to the caller). A value the server holds cut to
+        :data:`.sandbox.METADATA_VALUE_LIMIT` is reported as the value asked for."""
+        wanted = dict(tags)
+        stored_form = clip_metadata(wanted)
+        for info in self.client.list_tagged_infos(wanted):
+            found = dict(info.metadata or {})
+            for key, value in wanted.items():
+                if found.get(key) == stored_form[key]:
+                    found[key] = value
             created = info.created_at
             if created is not None and created.tzinfo is None:
                 created = created.replace(tzinfo=UTC)
             yield TaggedSandbox(
                 sandbox_id=info.id,
-                tags=dict(info.metadata or {}),
+                tags=found,
                 created_at=created.timestamp() if created is not None else None,
             )
 

@@ -49,7 +49,7 @@ from skillruntime.core.runtime.workspace import ConversationWorkspace
 
 from .driver import OpenSandboxDriver
 from .errors import OpenSandboxError, SandboxReplacedError
-from .sandbox import ENDED_STATES, SandboxClient, clip_metadata
+from .sandbox import ENDED_STATES, SandboxClient
 
 __all__ = [
     "PREPARE_ATTEMPTS",
@@ -144,7 +144,7 @@ class SandboxKeeper:
         self.sandboxes = ConversationSandboxes(
             OpenSandboxDriver(client),
             binding=binding,
-            tags=clip_metadata(tags),
+            tags=tags,
             orphan_grace_seconds=orphan_grace_seconds,
             error=OpenSandboxError,
             audit_fields=lambda: {

@@ -59,7 +59,7 @@ def _redacting(method: Callable[_P, _R]) -> Callable[_P, _R]:
         try:
             return method(*args, **kwargs)
         except VikingStoreError as error:
-            redact = cast(VikingSkillStore, args[0])._redact
+            redact = cast(VikingSkillStore, args[0]).redactor
             error.args = tuple(redact(arg) if isinstance(arg, str) else arg for arg in error.args)
             raise
 
@@ -165,6 +165,11 @@ class VikingSkillStore(Closeable):
         return self._cache is not None
 
     # -- reading ---------------------------------------------------------------------------
+    @property
+    def redactor(self) -> Redactor:
+        """What takes the store's credentials out of a text before it is logged or raised."""
+        return self._redact
+
     @_redacting
     def resolve(self, uri: str) -> VikingSkillManifest:
         """The verified manifest of the skill's current revision (nothing is downloaded).

@@ -168,9 +168,14 @@ class SandboxDriver(Protocol[H]):
         no error. A driver may refuse, with a warning, one that lacks its deployment's tags."""
         ...
 
-    def list_tagged(self, tags: Mapping[str, str]) -> Iterable[TaggedSandbox]:
-        """The sandboxes the platform finds for ``tags`` (a filter the platform may apply
-        loosely: every tag is checked again by the caller)."""
+    def list_tagged(
+        self, tags: Mapping[str, str], *, older_than: float = 0.0
+    ) -> Iterable[TaggedSandbox]:
+        """The sandboxes the platform finds for ``tags``. Both filters may be applied loosely
+        (the caller checks every tag and the age again): ``tags`` by the platform's own filter,
+        ``older_than`` (seconds) by leaving out sandboxes the driver knows to be younger — a
+        driver whose sandboxes all mount storage created less than ``older_than`` ago may
+        answer without asking the platform."""
         ...
 
     def tag(self, sandbox_id: str, tags: Mapping[str, str]) -> None:
@@ -345,7 +350,7 @@ class ConversationSandboxes(Generic[H]):
         required = self.creation_tags
         now = time.time()
         stale = []
-        for found in self.driver.list_tagged(required):
+        for found in self.driver.list_tagged(required, older_than=self.orphan_grace_seconds):
             if not found.sandbox_id or found.sandbox_id == recorded_id:
                 continue
             if not tags_match(found.tags, required):

@@ -22,6 +22,7 @@ from .base import ConformanceBase
 from .cancellation_contracts import CancellationContracts
 from .context import ConformanceContext
 from .conversation_contracts import ConversationContracts
+from .driver_contracts import DriverConformance, DriverWorld
 from .execute_contracts import ExecuteContracts, process_is_dead_command
 from .file_error_contracts import FileErrorContracts
 from .filesystem_contracts import FileSystemContracts
@@ -53,6 +54,8 @@ __all__ = [
     "ConformanceBase",
     "ConformanceContext",
     "ConversationContracts",
+    "DriverConformance",
+    "DriverWorld",
     "EventLoopContracts",
     "ExecuteContracts",
     "FileErrorContracts",

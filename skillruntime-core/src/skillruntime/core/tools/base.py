@@ -182,8 +182,14 @@ class SkillTool:
         checked = self.checked_arguments(arguments)
         if isinstance(checked, str):
             return checked
+        return self.run_checked(checked)
+
+    def run_checked(self, parsed: Any) -> str:
+        """Run the handler on arguments already validated (and, where it applies, allowed by
+        the guard); the result or the ``Error: …`` text of a handler that raised (never
+        raises)."""
         try:
-            return self._handler(checked)
+            return self._handler(parsed)
         except Exception as exc:
             return self.failure_text(exc)
 

@@ -180,7 +180,9 @@ class SkillTools(ToolSetView[SkillTool], Closeable):
             listing_budget=self._listing[1],
         )
 
-    def _end_turn(self, turn: SkillTurn) -> None:
+    def end_turn(self, turn: SkillTurn) -> None:
+        """Forget ``turn`` as the open turn (called by the turn's ``close()``; a turn that is
+        not the open one changes nothing)."""
         with self._turn_lock:
             if self._turn is turn:
                 self._turn = None

@@ -129,11 +129,7 @@ def _run_unguarded(tool: SkillTool, arguments: Mapping[str, Any]) -> str:
         parsed = parse_arguments(tool.arguments_model, arguments)
     except ArgumentsError as exc:
         return f"Error: invalid arguments for tool '{tool.name}': {exc}"
-    try:
-        return tool._handler(parsed)
-    except Exception as exc:
-        logger.info("tool %s failed: %s: %s", tool.name, type(exc).__name__, exc)
-        return f"Error: {tool._error_prefix}: {str(exc) or type(exc).__name__}"
+    return tool.run_checked(parsed)
 
 
 class TurnTools(Protocol):
@@ -159,7 +155,7 @@ class TurnTools(Protocol):
         """Run one tool call outside any turn; never raises."""
         ...
 
-    def _end_turn(self, turn: SkillTurn) -> None:
+    def end_turn(self, turn: SkillTurn) -> None:
         """Forget ``turn`` as the open turn."""
         ...
 
@@ -778,5 +774,5 @@ class SkillTurn(Closeable):
         finally:
             self._copies.close()
             self._activator.reset()
-            self._tools._end_turn(self)
+            self._tools.end_turn(self)
             skill_event("turn_closed", self.id, calls=len(self._usage))
