@@ -149,7 +149,8 @@ class SweepReport:
     outcomes: list[SweepOutcome] = field(default_factory=list)
     orphans: list[OrphanSandbox] = field(default_factory=list)
 
-    def _add(self, outcome: SweepOutcome) -> None:
+    def add(self, outcome: SweepOutcome) -> None:
+        """Count ``outcome`` (kept, destroyed or failed) and keep it."""
         self.outcomes.append(outcome)
         if outcome.action == "kept":
             self.kept += 1
@@ -264,7 +265,7 @@ def _sweep(  # noqa: PLR0917
     records = _all_records(store, page_size)
     for record in records:
         report.found += 1
-        report._add(
+        report.add(
             _sweep_one(
                 store,
                 record,
