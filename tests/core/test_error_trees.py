@@ -24,12 +24,7 @@ ERROR_MODULES = [
     "skillruntime.docker.errors",
     "skillruntime.opensandbox.errors",
     "skillruntime.mcp.errors",
-    pytest.param(
-        "skillruntime.viking.errors",
-        marks=pytest.mark.xfail(
-            strict=True, reason="the Viking store's errors module does not draw its tree yet"
-        ),
-    ),
+    "skillruntime.viking.errors",
 ]
 """The errors module of every distribution that has exceptions of its own (skillruntime-local,
 -openai-agents and -deepagents raise only core's)."""

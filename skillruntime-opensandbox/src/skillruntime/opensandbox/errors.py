@@ -22,6 +22,8 @@ Messages never contain API keys, environment values or file bodies. The classes,
         ├── OpenSandboxIsADirectoryError (RuntimeIsADirectoryError)
         ├── OpenSandboxNotADirectoryError (NotADirectoryFileError)
         └── OpenSandboxPermissionError (RuntimePermissionError)
+    SkillPrepareError
+    └── SandboxReplacedWhilePreparingError
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from skillruntime.core.errors import (
     RuntimeFileNotFoundError,
     RuntimeIsADirectoryError,
     RuntimePermissionError,
+    SkillPrepareError,
     SkillRuntimeError,
 )
 
@@ -57,6 +60,7 @@ __all__ = [
     "OpenSandboxNotADirectoryError",
     "OpenSandboxPermissionError",
     "SandboxReplacedError",
+    "SandboxReplacedWhilePreparingError",
     "SandboxUnavailableError",
     "SdkErrorDetails",
     "describe",
@@ -290,3 +294,12 @@ def file_error(what: str, path: str, exc: BaseException) -> RuntimeFileError:
         else f"OpenSandbox failed while {what} {path} ({text})"
     )
     return cls(message, path=path, code=code, status_code=status, request_id=request_id)
+
+
+class SandboxReplacedWhilePreparingError(SkillPrepareError):
+    """The sandbox a skill was being prepared in vanished (or stopped being the conversation's);
+    the preparation starts again from the beginning on the replacement."""
+
+    def __init__(self, sandbox_id: str) -> None:
+        super().__init__(f"sandbox {sandbox_id} was replaced while a skill was being prepared")
+        self.sandbox_id = sandbox_id

@@ -48,7 +48,7 @@ from skillruntime.core.models import Skill
 from skillruntime.core.runtime.workspace import ConversationWorkspace
 
 from .driver import OpenSandboxDriver
-from .errors import OpenSandboxError, SandboxReplacedError
+from .errors import OpenSandboxError, SandboxReplacedError, SandboxReplacedWhilePreparingError
 from .sandbox import ENDED_STATES, SandboxClient
 
 __all__ = [
@@ -79,15 +79,6 @@ def may_mean_sandbox_gone(exc: BaseException) -> bool:
             return False
         return exc.status_code in {404, 410, 502, 503}
     return False
-
-
-class SandboxReplacedWhilePreparingError(SkillPrepareError):
-    """The sandbox a skill was being prepared in vanished (or stopped being the conversation's);
-    the preparation starts again from the beginning on the replacement."""
-
-    def __init__(self, sandbox_id: str) -> None:
-        super().__init__(f"sandbox {sandbox_id} was replaced while a skill was being prepared")
-        self.sandbox_id = sandbox_id
 
 
 def replaced_too_often(skill: Skill) -> SkillPrepareError:

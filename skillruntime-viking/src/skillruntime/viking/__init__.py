@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         SKILL_PACKAGE_TOO_LARGE,
         SKILL_REVISION_CHANGED,
         SKILL_UNAVAILABLE,
+        VikingSessionError,
         VikingStoreError,
     )
     from .models import VikingCacheEntry, VikingSkillFile, VikingSkillManifest, VikingSkillSummary
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
         SESSION_REFUSED,
         SESSION_UNAVAILABLE,
         VikingSessionClient,
-        VikingSessionError,
     )
     from .source import VikingSkillSource, viking_skill_sources
     from .store import Progress, VikingSkillStore
@@ -71,7 +71,7 @@ __getattr__, __dir__ = lazy_attributes(
         "SESSION_REFUSED": ".sessions",
         "SESSION_UNAVAILABLE": ".sessions",
         "VikingSessionClient": ".sessions",
-        "VikingSessionError": ".sessions",
+        "VikingSessionError": ".errors",
         "VikingSkillSource": ".source",
         "viking_skill_sources": ".source",
         "Progress": ".store",

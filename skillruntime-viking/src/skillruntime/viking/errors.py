@@ -1,8 +1,19 @@
-"""``VikingStoreError`` and the stable codes the Viking store refuses a skill with."""
+"""Errors of the OpenViking distribution, and the stable codes the Viking store refuses a skill
+with.
+
+Under the core hierarchy (:mod:`skillruntime.core.errors`) and Python's own::
+
+    ArtifactIntegrityError
+    └── VikingStoreError
+    SkillRuntimeError
+    └── VikingSessionError
+    TimeoutError
+    └── LockTimeoutError
+"""
 
 from __future__ import annotations
 
-from skillruntime.core.errors import ArtifactIntegrityError
+from skillruntime.core.errors import ArtifactIntegrityError, SkillRuntimeError
 
 __all__ = [
     "SKILL_ACCESS_DENIED",
@@ -13,6 +24,8 @@ __all__ = [
     "SKILL_PACKAGE_TOO_LARGE",
     "SKILL_REVISION_CHANGED",
     "SKILL_UNAVAILABLE",
+    "LockTimeoutError",
+    "VikingSessionError",
     "VikingStoreError",
 ]
 
@@ -44,3 +57,24 @@ class VikingStoreError(ArtifactIntegrityError):
     def __init__(self, message: str, *, code: str, uri: str | None = None) -> None:
         super().__init__(message, code=code)
         self.uri = uri
+
+
+class VikingSessionError(SkillRuntimeError):
+    """A session call failed; ``code`` is one of the ``SESSION_*`` constants of
+    :mod:`.sessions`.
+
+    ``uncertain``: the request may have reached the server and been carried out (a timeout, a
+    broken connection, a 5xx other than 503). Messages never hold credentials or message text.
+    """
+
+    def __init__(self, message: str, *, code: str, uncertain: bool = False) -> None:
+        super().__init__(message)
+        self.code = code
+        self.uncertain = uncertain
+
+    def __str__(self) -> str:
+        return f"{self.code}: {super().__str__()}"
+
+
+class LockTimeoutError(TimeoutError):
+    """A host lock of the skill cache was not obtained before the deadline."""

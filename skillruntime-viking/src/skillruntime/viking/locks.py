@@ -14,14 +14,12 @@ import os
 import time
 from pathlib import Path
 
+from .errors import LockTimeoutError
+
 __all__ = ["HostLock", "LockTimeoutError"]
 
 _POLL_START = 0.002
 _POLL_MAX = 0.05
-
-
-class LockTimeoutError(TimeoutError):
-    """The lock was not obtained before the deadline."""
 
 
 class HostLock:

@@ -2,7 +2,7 @@
 
 The sink implements :class:`skillruntime.core.tools.turn_record.TurnSessionSink`: the turn calls
 it from :meth:`~skillruntime.core.tools.turn.SkillTurn.record_session` at the end of the turn
-(remote-skill RFC §2.2, ``docs/agent-turn.md`` "Recording the turn in a session"). One turn is
+(``docs/agent-turn.md`` "Recording the turn in a session"). One turn is
 one request, ``POST /api/v1/sessions/{id}/messages/batch`` with two messages, both carrying the
 turn's id as ``turn_id``:
 

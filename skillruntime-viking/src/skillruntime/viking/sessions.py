@@ -34,9 +34,8 @@ import requests
 from tenacity import RetryCallState, Retrying, retry_if_exception, wait_exponential
 from urllib3.exceptions import NewConnectionError
 
-from skillruntime.core.errors import SkillRuntimeError
-
 from .client import _bounded_body, _Clock, _DeadlineError, _envelope_error, request_headers
+from .errors import VikingSessionError
 from .options import VikingStoreOptions
 from .redaction import Redactor
 
@@ -61,22 +60,6 @@ SESSION_REFUSED = "SESSION_REFUSED"
 """The server refused the request (another 4xx, e.g. ``400 INVALID_URI`` for a ``skill_uri``)."""
 
 _CONTEXT_TOKEN_BUDGET = 100_000_000
-
-
-class VikingSessionError(SkillRuntimeError):
-    """A session call failed; ``code`` is one of the ``SESSION_*`` constants.
-
-    ``uncertain``: the request may have reached the server and been carried out (a timeout, a
-    broken connection, a 5xx other than 503). Messages never hold credentials or message text.
-    """
-
-    def __init__(self, message: str, *, code: str, uncertain: bool = False) -> None:
-        super().__init__(message)
-        self.code = code
-        self.uncertain = uncertain
-
-    def __str__(self) -> str:
-        return f"{self.code}: {super().__str__()}"
 
 
 class _RetryError(Exception):

@@ -323,7 +323,7 @@ def discover_skill_sources(
 ) -> list[SkillSource]:
     """The sources of one turn: the ``local`` ones, then the remote skills OpenViking finds
     for ``query`` (the user's message) — top ``limit`` scoring at least ``score_threshold``,
-    answered within ``timeout_seconds`` (remote-skill RFC §3.1, §6.3).
+    answered within ``timeout_seconds`` (docs/viking.md).
 
     Precedence for one name: a local skill, then an OpenViking user skill, then an OpenViking
     shared skill (``viking://agent/skills``); a hidden duplicate is logged and dropped, not

@@ -1,9 +1,10 @@
 """The async SPI: :class:`AsyncSkillRuntime` and the shared base :class:`AsyncBaseSkillRuntime`.
 
 The source of :mod:`skillruntime.core.runtime.spi`, which ``scripts/generate_sync.py`` writes
-from it: the same method names and contracts (DESIGN §3), as coroutines, with ``async with``
-instead of ``with``. Both bases follow the rules of :mod:`skillruntime.core.runtime.rules`
-(working directory, environment precedence, digest cache, preparation steps, bootstrap errors);
+from it: the same method names and contracts (``docs/architecture.md``, "Contracts"), as
+coroutines, with ``async with`` instead of ``with``. Both bases follow the rules of
+:mod:`skillruntime.core.runtime.rules` (working directory, environment precedence, digest cache,
+preparation steps, bootstrap errors);
 single-flight per skill takes an :class:`asyncio.Lock` here, a :class:`threading.Lock` there.
 
 **Any event loop.** An async runtime object serves whichever event loop awaits it, one after
@@ -22,11 +23,11 @@ from __future__ import annotations
 if False:  # unasync: sync docstring
     """The ``SkillRuntime`` SPI and the shared machinery most backends build on.
 
-    :class:`SkillRuntime` is the contract (DESIGN §3). :class:`BaseSkillRuntime` implements the
-    parts that are the same everywhere — preparation with a content-digest cache and per-skill
-    locks, the bootstrap runner, environment merging, conversation workspaces, closed-state
-    checks — and leaves a backend a handful of hooks: run one command, provide a raw file system,
-    place a skill's files.
+    :class:`SkillRuntime` is the contract (``docs/architecture.md``, "Contracts").
+    :class:`BaseSkillRuntime` implements the parts that are the same everywhere — preparation
+    with a content-digest cache and per-skill locks, the bootstrap runner, environment merging,
+    conversation workspaces, closed-state checks — and leaves a backend a handful of hooks: run
+    one command, provide a raw file system, place a skill's files.
     """
 
 import asyncio
@@ -92,15 +93,17 @@ class AsyncSkillRuntime(AsyncCloseable, ABC):
     """Where skill commands run and skill files live, for asyncio programs.
 
     An async context manager, safe to use from many tasks of one event loop and from one event
-    loop after another. See DESIGN §3 for the contracts every implementation must meet, plus the
-    cancellation rule of this module; the conformance kit checks them.
+    loop after another. See ``docs/architecture.md`` ("Contracts") for the contracts every
+    implementation must meet, plus the cancellation rule of this module; the conformance kit
+    checks them.
     """
 
     if False:  # unasync: sync docstring
         """Where skill commands run and skill files live.
 
-        A runtime is a context manager and is safe to call from several threads. See DESIGN §3 for
-        the contracts every implementation must meet; the conformance kit checks them.
+        A runtime is a context manager and is safe to call from several threads. See
+        ``docs/architecture.md`` ("Contracts") for the contracts every implementation must meet;
+        the conformance kit checks them.
         """
 
     @property

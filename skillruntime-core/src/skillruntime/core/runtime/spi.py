@@ -2,11 +2,11 @@
 # Edit the async source, then run `python scripts/generate_sync.py`.
 """The ``SkillRuntime`` SPI and the shared machinery most backends build on.
 
-:class:`SkillRuntime` is the contract (DESIGN §3). :class:`BaseSkillRuntime` implements the
-parts that are the same everywhere — preparation with a content-digest cache and per-skill
-locks, the bootstrap runner, environment merging, conversation workspaces, closed-state
-checks — and leaves a backend a handful of hooks: run one command, provide a raw file system,
-place a skill's files.
+:class:`SkillRuntime` is the contract (``docs/architecture.md``, "Contracts").
+:class:`BaseSkillRuntime` implements the parts that are the same everywhere — preparation
+with a content-digest cache and per-skill locks, the bootstrap runner, environment merging,
+conversation workspaces, closed-state checks — and leaves a backend a handful of hooks: run
+one command, provide a raw file system, place a skill's files.
 """
 
 from __future__ import annotations
@@ -69,8 +69,9 @@ logger = logging.getLogger(__name__)
 class SkillRuntime(Closeable, ABC):
     """Where skill commands run and skill files live.
 
-    A runtime is a context manager and is safe to call from several threads. See DESIGN §3 for
-    the contracts every implementation must meet; the conformance kit checks them.
+    A runtime is a context manager and is safe to call from several threads. See
+    ``docs/architecture.md`` ("Contracts") for the contracts every implementation must meet;
+    the conformance kit checks them.
     """
 
     @property

@@ -7,7 +7,7 @@ context manager)::
         ...  # every model iteration and tool call of this message
         results = turn.dispatch_batch(response_calls)
 
-A turn holds, for that turn only (remote-skill RFC §2.1–2.3): the active skills, the
+A turn holds, for that turn only (docs/agent-turn.md): the active skills, the
 intersection of their policies, the requirement checks, the activation locks, the usage records
 of its calls and the resources of its active skills. Closing it drops all of that; the next turn
 activates its skills again, so each source re-checks access and revision (an OpenViking source
@@ -680,8 +680,8 @@ class SkillTurn(Closeable):
     def record_session(
         self, sink: TurnSessionSink, *, user_message: str, answer: str
     ) -> SessionOutcome:
-        """Store the turn in a session (RFC §2.2: after the last call, before the completion
-        event and :meth:`close`); never raises. A sink that raises gives a failed outcome
+        """Store the turn in a session (``docs/agent-turn.md``: after the last call, before the
+        completion event and :meth:`close`); never raises. A sink that raises gives a failed outcome
         naming the exception's type. The outcome is kept in :attr:`session_outcome` and logged
         (``skill_event="session_recorded"`` or ``"session_failed"``)."""
         record = self.record(user_message=user_message, answer=answer)

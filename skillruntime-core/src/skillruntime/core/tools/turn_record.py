@@ -1,9 +1,9 @@
 """The record of one agent turn for a session store, and the sink protocol that stores it.
 
-At the end of a turn (remote-skill RFC §2.2: after the last tool call, before the completion
+At the end of a turn (docs/agent-turn.md: after the last tool call, before the completion
 event and the ``finally`` that closes the turn) the application hands the turn's record to a
 session sink with :meth:`~.turn.SkillTurn.record_session`. The record holds what a session may
-keep (RFC §2.3, ``docs/agent-turn.md`` "Views and usage records"):
+keep (``docs/agent-turn.md`` "Views and usage records"):
 
 * the user message and the answer, with secrets redacted (:func:`~.views.redact_text`);
 * one :class:`TurnToolCall` per call, in completion order: the tool, its status and error code,
