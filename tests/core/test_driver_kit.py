@@ -39,7 +39,7 @@ class TestDirectoryDriver(DriverConformance):
     def _root(self, tmp_path: Path) -> None:
         self.root = tmp_path / "sandboxes"
 
-    def make_driver(self, tags: Mapping[str, str]) -> SandboxDriver[Any]:
+    def make_driver(self, tags: Mapping[str, str], *, private: bool = False) -> SandboxDriver[Any]:
         driver: SandboxDriver[Any] = DirectoryDriver(self.root)
         return driver
 
@@ -70,7 +70,7 @@ class _ListsNothing(DirectoryDriver):  # type: ignore[misc, valid-type]
 def _run(driver_type: type[Any], test: str, tmp_path: Path) -> None:
     suite = TestDirectoryDriver()
     suite.root = tmp_path / "sandboxes"
-    suite.make_driver = lambda tags: driver_type(suite.root)  # type: ignore[method-assign]
+    suite.make_driver = lambda tags, private=False: driver_type(suite.root)  # type: ignore[method-assign]
     world = DriverWorld(suite)
     try:
         getattr(suite, test)(world)

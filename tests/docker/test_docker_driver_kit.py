@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 from docker_fixtures import IMAGE, TEST_LABEL, engine_client
 from skillruntime.core.conversations.sandboxes import (
     ROLE_CONVERSATION,
+    ROLE_PRIVATE,
     TAG_CONVERSATION_KEY,
     TAG_ROLE,
     SandboxDriver,
@@ -28,15 +29,17 @@ class TestDockerDriver(DriverConformance):
     runtime_tag = "docker"
     deployment_tags: ClassVar[Mapping[str, str]] = {TEST_LABEL: _RUN}
 
-    def make_driver(self, tags: Mapping[str, str]) -> SandboxDriver[Any]:
+    def make_driver(self, tags: Mapping[str, str], *, private: bool = False) -> SandboxDriver[Any]:
         driver = DockerDriver(
             DockerEngine(None),
             image=IMAGE,
             security=ContainerSecurity(),
             # Labels are fixed at creation: a conversation's container is born recorded.
-            labels={**tags, TAG_ROLE: ROLE_CONVERSATION},
+            labels={**tags, TAG_ROLE: ROLE_PRIVATE if private else ROLE_CONVERSATION},
             environment={},
-            volume=(volume_name(tags[TAG_CONVERSATION_KEY]), "/workspace/conversations"),
+            volume=None
+            if private
+            else (volume_name(tags[TAG_CONVERSATION_KEY]), "/workspace/conversations"),
         )
         typed: SandboxDriver[Any] = driver
         return typed

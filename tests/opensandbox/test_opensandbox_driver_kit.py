@@ -27,7 +27,7 @@ class TestOpenSandboxDriver(DriverConformance):
     def _double(self, opensandbox_double: OpenSandboxDouble) -> None:
         self.double = opensandbox_double
 
-    def make_driver(self, tags: Mapping[str, str]) -> SandboxDriver[Any]:
+    def make_driver(self, tags: Mapping[str, str], *, private: bool = False) -> SandboxDriver[Any]:
         config = connection_config(
             domain=self.double.domain,
             api_key=self.double.api_key,

@@ -7,7 +7,7 @@ with a few lines of pytest, and get every conversation rule of
     from skillruntime.core.testing import DriverConformance
 
     class TestMyDriver(DriverConformance):
-        def make_driver(self, tags):
+        def make_driver(self, tags, *, private=False):
             return MyDriver(tags=tags)
 
         def vanish(self, driver, sandbox_id):
@@ -70,11 +70,17 @@ class DriverWorld:
             TAG_CONVERSATION_KEY: self.storage_key,
             TAG_CONVERSATION_ID: self.conversation_id,
         }
+        self.private_tags: dict[str, str] = {
+            **suite.deployment_tags,
+            TAG_RUNTIME: suite.runtime_tag,
+        }
         self.drivers: list[SandboxDriver[Any]] = []
 
-    def driver(self) -> SandboxDriver[Any]:
-        """A new driver (one node's) for this conversation's tags."""
-        driver = self.suite.make_driver(dict(self.tags))
+    def driver(self, *, private: bool = False) -> SandboxDriver[Any]:
+        """A new driver (one node's) for this conversation's tags, or (``private``) for a
+        runtime without a conversation."""
+        tags = self.private_tags if private else self.tags
+        driver = self.suite.make_driver(dict(tags), private=private)
         self.drivers.append(driver)
         return driver
 
@@ -92,9 +98,9 @@ class DriverWorld:
                 workspace_root=_WORKSPACE_ROOT,
             )
         return ConversationSandboxes(
-            self.driver(),
+            self.driver(private=private),
             binding=binding,
-            tags=self.tags,
+            tags=self.private_tags if private else self.tags,
             orphan_grace_seconds=orphan_grace_seconds,
         )
 
@@ -156,9 +162,10 @@ class DriverConformance:
     deployment_tags: ClassVar[Mapping[str, str]] = {"skillruntime-kit": "driver"}
     """Tags of the deployment (a sandbox without them is never touched)."""
 
-    def make_driver(self, tags: Mapping[str, str]) -> SandboxDriver[Any]:
+    def make_driver(self, tags: Mapping[str, str], *, private: bool = False) -> SandboxDriver[Any]:
         """A driver for one node of a conversation whose sandboxes carry ``tags`` (without the
-        role tag, which the lifecycle adds)."""
+        role tag, which the lifecycle adds), or (``private``) for a runtime without one (its
+        sandboxes are tagged ``skillruntime-role=private``)."""
         raise NotImplementedError
 
     def vanish(self, driver: SandboxDriver[Any], sandbox_id: str) -> None:
