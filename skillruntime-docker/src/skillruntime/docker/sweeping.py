@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 from skillruntime.core.conversations import ConversationRecord, storage_key_for
+from skillruntime.core.conversations.sandboxes import TaggedSandbox, conversation_orphans
 from skillruntime.core.conversations.sweeps import OrphanSandbox
 
 from .engine import DockerEngine, engine_service_key, parse_time
@@ -121,44 +122,45 @@ class DockerReaper:
             for record in records
             if record.runtime == self.runtime and record.service_key == self.service_key
         ]
-        named_containers = {record.sandbox_id for record in records if record.sandbox_id}
         named_keys = {storage_key_for(r.service_key, r.conversation_id) for r in ours}
         required = {**self._labels, LABEL_RUNTIME: RUNTIME_NAME}
         now = time.time()
-        found: list[OrphanSandbox] = []
-        for item in self._engine.list_containers(required):
+        listed = self._engine.list_containers(required)
+        found = conversation_orphans(
+            (
+                TaggedSandbox(
+                    sandbox_id=str(item.get("Id", "")),
+                    tags=dict(item.get("Labels") or {}),
+                    created_at=float(item.get("Created") or now),
+                )
+                for item in listed
+            ),
+            records,
+            runtime=self.runtime,
+            required=required,
+            grace_seconds=self._grace,
+            now=now,
+        )
+        for item in listed:
             labels = item.get("Labels") or {}
             container_id = str(item.get("Id", ""))
-            key = labels.get(LABEL_CONVERSATION_KEY)
             if not container_id or not labels_match(labels, required):
                 continue
+            if labels.get(LABEL_CONVERSATION_KEY) is not None:
+                continue  # a conversation's container: counted above
+            # A private container: its runtime removes it at close; one whose keep-alive
+            # process has ended (its runtime crashed, or the process was killed) is useless
+            # to anyone and is an orphan once older than the grace.
+            if labels.get(LABEL_ROLE) != ROLE_PRIVATE or item.get("State") == "running":
+                continue
             created = float(item.get("Created") or now)
-            if key is None:
-                # A private container: its runtime removes it at close; one whose keep-alive
-                # process has ended (its runtime crashed, or the process was killed) is
-                # useless to anyone and is an orphan once older than the grace.
-                if labels.get(LABEL_ROLE) != ROLE_PRIVATE or item.get("State") == "running":
-                    continue
-                if now - created < self._grace:
-                    continue
-                found.append(
-                    OrphanSandbox(
-                        runtime=self.runtime,
-                        sandbox_id=container_id,
-                        conversation_id=None,
-                        created_at=datetime.fromtimestamp(created, UTC),
-                    )
-                )
-                continue
-            if container_id in named_containers:
-                continue
             if now - created < self._grace:
                 continue
             found.append(
                 OrphanSandbox(
                     runtime=self.runtime,
                     sandbox_id=container_id,
-                    conversation_id=labels.get(LABEL_CONVERSATION_ID),
+                    conversation_id=None,
                     created_at=datetime.fromtimestamp(created, UTC),
                 )
             )

@@ -20,19 +20,21 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from opensandbox.config.connection_sync import ConnectionConfigSync
 from opensandbox.transport import RetryPolicy
 from skillruntime.core.conversations import ConversationRecord, service_key_for_url
+from skillruntime.core.conversations.sandboxes import TAG_RUNTIME, conversation_orphans
 from skillruntime.core.conversations.sweeps import OrphanSandbox
 
 from ._tls import connection_config as default_connection_config
+from .driver import OpenSandboxDriver
 from .errors import OpenSandboxError
 from .options import OpenSandboxRuntimeOptions
 from .retry import DEFAULT_RETRY_SECONDS
 from .runtime import DEFAULT_ORPHAN_GRACE_SECONDS
-from .sandbox import SandboxClient, SandboxSettings, clip_metadata
+from .sandbox import SandboxClient, SandboxSettings
 
 __all__ = ["OpenSandboxReaper", "reaper_from_environment"]
 
@@ -44,10 +46,6 @@ NO_DOMAIN_MESSAGE = (
 )
 """What a reaper without a server says: a sweep has no ``-o`` option, unlike the runtime's
 commands, so the message names the variables (:func:`reaper_from_environment` reads them)."""
-
-_RUNTIME_TAG = "skillruntime-runtime"
-_KEY_TAG = "skillruntime-conversation-key"
-_ID_TAG = "skillruntime-conversation-id"
 
 
 class OpenSandboxReaper:
@@ -113,44 +111,24 @@ class OpenSandboxReaper:
             self._client.kill(record.sandbox_id)
 
     def orphans(self, records: Sequence[ConversationRecord]) -> list[OrphanSandbox]:
-        """Tagged conversation sandboxes of this server that no record in ``records`` names."""
-        named = {
-            clip_metadata({"k": record.storage_key})["k"]: record.sandbox_id
-            for record in records
-            if record.runtime == self.runtime and record.service_key == self.service_key
-        }
-        recorded = {record.sandbox_id for record in records if record.sandbox_id}
-        now = datetime.now(UTC)
-        found: list[OrphanSandbox] = []
+        """Tagged conversation sandboxes of this server that no record in ``records`` names
+        (core's :func:`~skillruntime.core.conversations.sandboxes.conversation_orphans`)."""
+        required = {**self._metadata, TAG_RUNTIME: self.runtime}
         try:
-            listed = self._client.list_tagged_infos({**self._metadata, _RUNTIME_TAG: self.runtime})
+            listed = list(OpenSandboxDriver(self._client).list_tagged(required))
         except Exception as exc:  # the SDK's own or ours: which, the message need not say
             if self._configured:
                 raise
             raise OpenSandboxError(
                 f"{NO_DOMAIN_MESSAGE}; the SDK's default server did not answer"
             ) from exc
-        for info in listed:
-            metadata = info.metadata or {}
-            key = metadata.get(_KEY_TAG)
-            if key is None:
-                continue  # a private sandbox: its runtime kills it at close
-            if (key in named and named[key] == info.id) or info.id in recorded:
-                continue  # some conversation's sandbox, whatever its tags say
-            created = info.created_at
-            if created is not None:
-                aware = created if created.tzinfo else created.replace(tzinfo=UTC)
-                if (now - aware).total_seconds() < self._grace:
-                    continue
-            found.append(
-                OrphanSandbox(
-                    runtime=self.runtime,
-                    sandbox_id=info.id,
-                    conversation_id=metadata.get(_ID_TAG),
-                    created_at=created,
-                )
-            )
-        return found
+        return conversation_orphans(
+            listed,
+            [record for record in records if record.sandbox_id],
+            runtime=self.runtime,
+            required=required,
+            grace_seconds=self._grace,
+        )
 
     def destroy_orphan(self, orphan: OrphanSandbox) -> None:
         """Kill one orphan sandbox."""

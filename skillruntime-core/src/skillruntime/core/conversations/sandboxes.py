@@ -47,14 +47,16 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Generic, Protocol, TypeVar
 
 from ..errors import SkillRuntimeError
 from ..observability.audit import audited
 from .binding import ConversationBinding
 from .spi import ConversationRecord, ConversationStore
+from .sweeps import OrphanSandbox
 
 __all__ = [
     "DEFAULT_ORPHAN_GRACE_SECONDS",
@@ -69,6 +71,7 @@ __all__ = [
     "ConversationSandboxes",
     "SandboxDriver",
     "TaggedSandbox",
+    "conversation_orphans",
     "recorded_sandbox_ids",
     "tags_match",
 ]
@@ -127,6 +130,42 @@ class TaggedSandbox:
     sandbox_id: str
     tags: Mapping[str, str]
     created_at: float | None = None
+
+
+def conversation_orphans(
+    listed: Iterable[TaggedSandbox],
+    records: Sequence[ConversationRecord],
+    *,
+    runtime: str,
+    required: Mapping[str, str],
+    grace_seconds: float,
+    now: float | None = None,
+) -> list[OrphanSandbox]:
+    """The sweep's orphans among ``listed``: conversation sandboxes (they carry a conversation
+    key) with every tag of ``required`` at exactly its value, that no record of ``records``
+    names (whichever conversation's tags they carry), older than ``grace_seconds``. A private
+    sandbox (no conversation key) is never one here: its runtime removes it at close."""
+    recorded = {record.sandbox_id for record in records if record.sandbox_id}
+    moment = time.time() if now is None else now
+    found: list[OrphanSandbox] = []
+    for item in listed:
+        if not item.sandbox_id or not tags_match(item.tags, required):
+            continue
+        if item.tags.get(TAG_CONVERSATION_KEY) is None or item.sandbox_id in recorded:
+            continue
+        if item.created_at is not None and moment - item.created_at < grace_seconds:
+            continue
+        found.append(
+            OrphanSandbox(
+                runtime=runtime,
+                sandbox_id=item.sandbox_id,
+                conversation_id=item.tags.get(TAG_CONVERSATION_ID),
+                created_at=datetime.fromtimestamp(item.created_at, UTC)
+                if item.created_at is not None
+                else None,
+            )
+        )
+    return found
 
 
 @dataclass(frozen=True)
