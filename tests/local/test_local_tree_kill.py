@@ -359,3 +359,32 @@ def test_a_waiting_caller_never_waits_for_a_pass_still_queued_on_an_executor() -
     assert queued.done()
     stalled.jobs[0]()  # the late job finds nothing left to do
     assert not tree_module._SWEEPS._running
+
+
+def test_commands_that_end_by_themselves_make_no_proc_pass(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # A /proc pass costs milliseconds per hundred processes: it belongs to a stop (timeout,
+    # drain, cancellation, close), never to a command that ends on its own, with output or
+    # without, whatever its exit code, even hundreds at once (issue 48, item 4).
+    passes: list[int] = []
+    original = tree_module._processes
+
+    def counting() -> Any:
+        passes.append(1)
+        return original()
+
+    monkeypatch.setattr(tree_module, "_processes", counting)
+    commands = [f"echo {index}; echo err >&2; exit {index % 3}" for index in range(60)]
+
+    async def scenario() -> list[SkillExecutionResult]:
+        async with AsyncLocalSkillRuntime(work_root=tmp_path / "async") as runtime:
+            return await asyncio.gather(*(runtime.execute(_request(c, 30)) for c in commands))
+
+    results = asyncio.run(scenario())
+    assert [(r.stdout, r.exit_code) for r in results] == [
+        (f"{index}\n", index % 3) for index in range(60)
+    ]
+    with LocalSkillRuntime(work_root=tmp_path / "sync") as rt:
+        assert [rt.execute(_request(c, 30)).exit_code for c in commands[:5]] == [0, 1, 2, 0, 1]
+    assert passes == []
