@@ -95,6 +95,12 @@ AIO_LISTING = RuntimeListing(
             ("lease_ttl_seconds", "float", "30.0", "Lease TTL (renewed)."),
             ("lease_wait_seconds", "float", "60.0", "How long to wait for the lease."),
             (
+                "activity_interval_seconds",
+                "float",
+                "60.0",
+                "Most frequent refresh of the record's updated_at while in use.",
+            ),
+            (
                 "upload_policy",
                 "UploadPolicy",
                 UPLOAD_POLICY_DEFAULT,

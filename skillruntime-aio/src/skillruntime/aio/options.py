@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
+from skillruntime.core.conversations.guard_rules import DEFAULT_ACTIVITY_INTERVAL_SECONDS
 from skillruntime.core.conversations.leases import (
     DEFAULT_LEASE_TTL_SECONDS,
     DEFAULT_LEASE_WAIT_SECONDS,
@@ -110,6 +111,11 @@ class AioRuntimeOptions(RuntimeOptions):
     lease_wait_seconds: float = Field(
         default=DEFAULT_LEASE_WAIT_SECONDS, ge=0, description="How long to wait for the lease."
     )
+    activity_interval_seconds: float = Field(
+        default=DEFAULT_ACTIVITY_INTERVAL_SECONDS,
+        gt=0,
+        description="Most frequent refresh of the record's updated_at while in use.",
+    )
     upload_policy: UploadPolicy = Field(
         default=DEFAULT_UPLOAD_POLICY, description="Names skipped when skills are uploaded."
     )
@@ -139,25 +145,3 @@ class AioRuntimeOptions(RuntimeOptions):
             validate_conversation_id(self.conversation_id)
             validate_conversations_root(self.conversations_root)
         return self
-
-    def runtime_arguments(self) -> dict[str, Any]:
-        """Keyword arguments for :class:`~skillruntime.aio.AioSandboxSkillRuntime`."""
-        return {
-            "base_url": self.base_url,
-            "token": self.token.get_secret_value() if self.token else None,
-            "api_key": self.api_key.get_secret_value() if self.api_key else None,
-            "conversation_id": self.conversation_id,
-            "conversations_root": self.conversations_root,
-            "remote_root": self.remote_root,
-            "base_environment": dict(self.base_environment),
-            "connect_timeout": self.connect_timeout,
-            "read_timeout": self.read_timeout,
-            "retry_attempts": self.retry_attempts,
-            "command_api": self.command_api,
-            "temp_root": self.temp_root,
-            "upload_policy": self.upload_policy,
-            "conversation_store": self.conversation_store,
-            "exclusive": self.exclusive,
-            "lease_ttl_seconds": self.lease_ttl_seconds,
-            "lease_wait_seconds": self.lease_wait_seconds,
-        }

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from skillruntime.core.conversations import ConversationStore
 from skillruntime.core.conversations.options import (
     SandboxRuntimeOptions,
+    activity_interval_field,
     conversation_store_field,
     exclusive_field,
     lease_ttl_field,
     lease_wait_field,
+    orphan_grace_field,
     upload_policy_field,
 )
 from skillruntime.core.skills.files import UploadPolicy
@@ -100,37 +100,11 @@ class DockerRuntimeOptions(SandboxRuntimeOptions):
     exclusive: bool = exclusive_field()
     lease_ttl_seconds: float = lease_ttl_field()
     lease_wait_seconds: float = lease_wait_field()
+    activity_interval_seconds: float = activity_interval_field()
+    orphan_grace_seconds: float = orphan_grace_field()
 
     @field_validator("binds")
     @classmethod
     def _safe_binds(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         check_binds(value)
         return value
-
-    def runtime_arguments(self) -> dict[str, Any]:
-        """Keyword arguments for :class:`~skillruntime.docker.DockerSkillRuntime`."""
-        return {
-            "docker_host": self.docker_host,
-            "api_version": self.api_version,
-            "request_timeout_seconds": self.request_timeout_seconds,
-            "image": self.image,
-            "user": self.user,
-            "network_mode": self.network_mode,
-            "cap_add": list(self.cap_add),
-            "pids_limit": self.pids_limit,
-            "memory": self.memory,
-            "cpus": self.cpus,
-            "read_only_root": self.read_only_root,
-            "no_new_privileges": self.no_new_privileges,
-            "binds": list(self.binds),
-            "labels": dict(self.labels),
-            "base_environment": dict(self.base_environment),
-            "remote_root": self.remote_root,
-            "conversations_root": self.conversations_root,
-            "conversation_id": self.conversation_id,
-            "conversation_store": self.conversation_store,
-            "upload_policy": self.upload_policy,
-            "exclusive": self.exclusive,
-            "lease_ttl_seconds": self.lease_ttl_seconds,
-            "lease_wait_seconds": self.lease_wait_seconds,
-        }

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from skillruntime.core.conversations.options import (
+    activity_interval_field,
     exclusive_field,
     lease_ttl_field,
     lease_wait_field,
@@ -67,6 +67,7 @@ class LocalRuntimeOptions(RuntimeOptions):
     exclusive: bool = exclusive_field()
     lease_ttl_seconds: float = lease_ttl_field()
     lease_wait_seconds: float = lease_wait_field()
+    activity_interval_seconds: float = activity_interval_field()
 
     @model_validator(mode="after")
     def _check_modes(self) -> LocalRuntimeOptions:
@@ -78,21 +79,3 @@ class LocalRuntimeOptions(RuntimeOptions):
         if self.work_root is not None:
             raise ValueError("work_root cannot be combined with conversation_id")
         return self
-
-    def runtime_arguments(self) -> dict[str, Any]:
-        """Keyword arguments for :class:`~skillruntime.local.LocalSkillRuntime`."""
-        return {
-            "conversation_id": self.conversation_id,
-            "conversations_root": self.conversations_root,
-            "work_root": self.work_root,
-            "base_environment": dict(self.base_environment),
-            "inherit_environment": self.inherit_environment,
-            "kill_grace_seconds": self.kill_grace_seconds,
-            "drain_seconds": self.drain_seconds,
-            "shell": self.shell,
-            "upload_policy": self.upload_policy,
-            "conversation_store": self.conversation_store,
-            "exclusive": self.exclusive,
-            "lease_ttl_seconds": self.lease_ttl_seconds,
-            "lease_wait_seconds": self.lease_wait_seconds,
-        }

@@ -110,6 +110,30 @@ OPENSANDBOX_LISTING = RuntimeListing(
             ),
             ("lease_ttl_seconds", "float", "30.0", "Lease TTL (renewed)."),
             ("lease_wait_seconds", "float", "60.0", "How long to wait for the lease."),
+            (
+                "activity_interval_seconds",
+                "float",
+                "60.0",
+                "Most frequent refresh of the record's updated_at while in use.",
+            ),
+            (
+                "orphan_grace_seconds",
+                "float",
+                "300.0",
+                "Age after which an unrecorded sandbox of the conversation is an orphan.",
+            ),
+            (
+                "retry_seconds",
+                "float",
+                "20.0",
+                "Time budget of the retries of one idempotent call (0: no retries).",
+            ),
+            (
+                "deadline_grace_seconds",
+                "float",
+                "10.0",
+                "Seconds past a command's timeout before its outer deadline interrupts it.",
+            ),
         ],
     ),
 )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
@@ -10,13 +10,18 @@ from pydantic_settings import SettingsConfigDict
 from skillruntime.core.conversations import ConversationStore
 from skillruntime.core.conversations.options import (
     SandboxRuntimeOptions,
+    activity_interval_field,
     conversation_store_field,
     exclusive_field,
     lease_ttl_field,
     lease_wait_field,
+    orphan_grace_field,
     upload_policy_field,
 )
 from skillruntime.core.skills.files import UploadPolicy
+
+from .command_plans import DEFAULT_DEADLINE_GRACE_SECONDS
+from .retry import DEFAULT_RETRY_SECONDS
 
 __all__ = [
     "DEFAULT_CONVERSATIONS_ROOT",
@@ -114,37 +119,21 @@ class OpenSandboxRuntimeOptions(SandboxRuntimeOptions):
     exclusive: bool = exclusive_field()
     lease_ttl_seconds: float = lease_ttl_field()
     lease_wait_seconds: float = lease_wait_field()
+    activity_interval_seconds: float = activity_interval_field()
+    orphan_grace_seconds: float = orphan_grace_field()
+    retry_seconds: float = Field(
+        default=DEFAULT_RETRY_SECONDS,
+        ge=0,
+        description="Time budget of the retries of one idempotent call (0: no retries).",
+    )
+    deadline_grace_seconds: float = Field(
+        default=DEFAULT_DEADLINE_GRACE_SECONDS,
+        gt=0,
+        description="Seconds past a command's timeout before its outer deadline interrupts it.",
+    )
 
     @model_validator(mode="after")
     def _check_combinations(self) -> OpenSandboxRuntimeOptions:
         if self.gid is not None and self.uid is None:
             raise ValueError("gid needs uid")
         return self
-
-    def runtime_arguments(self) -> dict[str, Any]:
-        """Keyword arguments for :class:`~skillruntime.opensandbox.OpenSandboxSkillRuntime`."""
-        return {
-            "domain": self.domain,
-            "api_key": self.api_key.get_secret_value() if self.api_key else None,
-            "protocol": self.protocol,
-            "request_timeout_seconds": self.request_timeout_seconds,
-            "use_server_proxy": self.use_server_proxy,
-            "image": self.image,
-            "entrypoint": list(self.entrypoint) if self.entrypoint else None,
-            "sandbox_timeout_seconds": self.sandbox_timeout_seconds,
-            "ready_timeout_seconds": self.ready_timeout_seconds,
-            "resources": dict(self.resources),
-            "base_environment": dict(self.base_environment),
-            "network_policy": self.network_policy,
-            "metadata": dict(self.metadata),
-            "remote_root": self.remote_root,
-            "conversations_root": self.conversations_root,
-            "conversation_id": self.conversation_id,
-            "conversation_store": self.conversation_store,
-            "uid": self.uid,
-            "gid": self.gid,
-            "upload_policy": self.upload_policy,
-            "exclusive": self.exclusive,
-            "lease_ttl_seconds": self.lease_ttl_seconds,
-            "lease_wait_seconds": self.lease_wait_seconds,
-        }

@@ -21,14 +21,18 @@ from skillruntime.core.runtime.workspace import (
 )
 from skillruntime.core.skills.files import DEFAULT_UPLOAD_POLICY
 
+from .guard_rules import DEFAULT_ACTIVITY_INTERVAL_SECONDS
 from .lease_rules import DEFAULT_LEASE_TTL_SECONDS, DEFAULT_LEASE_WAIT_SECONDS
+from .sandboxes import DEFAULT_ORPHAN_GRACE_SECONDS
 
 __all__ = [
     "SandboxRuntimeOptions",
+    "activity_interval_field",
     "conversation_store_field",
     "exclusive_field",
     "lease_ttl_field",
     "lease_wait_field",
+    "orphan_grace_field",
     "upload_policy_field",
 ]
 
@@ -65,6 +69,25 @@ def lease_wait_field() -> Any:
     """The ``lease_wait_seconds`` field: not negative."""
     return Field(
         default=DEFAULT_LEASE_WAIT_SECONDS, ge=0, description="How long to wait for the lease."
+    )
+
+
+def activity_interval_field() -> Any:
+    """The ``activity_interval_seconds`` field: positive."""
+    return Field(
+        default=DEFAULT_ACTIVITY_INTERVAL_SECONDS,
+        gt=0,
+        description="Most frequent refresh of the record's updated_at while in use.",
+    )
+
+
+def orphan_grace_field() -> Any:
+    """The ``orphan_grace_seconds`` field: not negative (the default of
+    :mod:`skillruntime.core.conversations.sandboxes`)."""
+    return Field(
+        default=DEFAULT_ORPHAN_GRACE_SECONDS,
+        ge=0,
+        description="Age after which an unrecorded sandbox of the conversation is an orphan.",
     )
 
 
