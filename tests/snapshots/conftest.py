@@ -72,3 +72,10 @@ def make_store(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Sna
 @pytest.fixture(params=["local", "memory", "s3"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> SnapshotStore:
     return make_store(request.param, tmp_path, request)
+
+
+@pytest.fixture(params=["memory", "s3"])
+def object_store(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectSnapshotStore:
+    built = make_store(request.param, tmp_path, request)
+    assert isinstance(built, ObjectSnapshotStore)
+    return built

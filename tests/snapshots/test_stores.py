@@ -231,6 +231,19 @@ def test_an_old_orphan_reused_through_has_objects_is_freshened_and_spared(
     assert store.sweep(grace_seconds=3600).deleted_objects == (key,)
 
 
+def test_the_object_store_freshens_an_object_reported_present(
+    object_store: ObjectSnapshotStore,
+) -> None:
+    store = object_store
+    key = put(store, b"reused")
+    before = store._object_listing()[key]
+    time.sleep(1.1)  # S3 times have a resolution of one second
+    assert store.has_objects([key]) == {key}
+    assert store._object_listing()[key] > before
+    many = {digest(bytes([n])) for n in range(40)}  # more folders than the per-folder listing
+    assert store.has_objects(many | {key}) == {key}
+
+
 def test_the_s3_store_sets_timeouts(moto_endpoint: str) -> None:
     built = ObjectSnapshotStore(
         "s3://bucket/prefix",

@@ -103,6 +103,8 @@ class LocalSnapshotStore(SnapshotStore):
             stream = open(path, "rb")  # noqa: SIM115 - returned to the caller
         except FileNotFoundError:
             raise SnapshotNotFoundError(f"no object {digest} in the snapshot store") from None
+        except OSError as error:
+            raise SnapshotStoreError(f"cannot read object {digest}: {error}") from None
         try:
             # Objects are only ever replaced by rename, never written in place: the bytes hashed
             # through this descriptor are the bytes the caller reads after the rewind.

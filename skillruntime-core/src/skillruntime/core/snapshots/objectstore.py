@@ -13,19 +13,22 @@ rename is needed. fsspec is imported lazily: install ``skillruntime-core[objects
 
 Every request has a timeout: on S3 the botocore connect and read timeouts are set from
 ``timeout`` (unless ``storage_options`` set ``config_kwargs`` themselves); other file systems
-take their own options through ``storage_options``.
+take their own options through ``storage_options``. ``has_objects`` lists the folders of the
+digests asked about (the whole ``objects/`` tree when they span more than 16 folders).
 """
 
 from __future__ import annotations
 
 import contextlib
 import tempfile
+import uuid
 from collections.abc import Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..errors import SnapshotNotFoundError, SnapshotStoreError
+from .manifest import is_digest
 from .spi import (
     DEFAULT_GRACE_SECONDS,
     SnapshotStore,
@@ -37,6 +40,9 @@ __all__ = ["DEFAULT_TIMEOUT_SECONDS", "ObjectSnapshotStore"]
 
 DEFAULT_TIMEOUT_SECONDS = 30.0
 """Connect and read timeout of each request to the object store."""
+
+_WHOLE_LISTING_PREFIXES = 16
+"""Above this many distinct two-hex folders, ``has_objects`` lists the whole ``objects/`` tree."""
 
 _EXTRA_HINT = "install it with: pip install 'skillruntime-core[objectstore]'"
 
@@ -158,17 +164,28 @@ class ObjectSnapshotStore(SnapshotStore):
                 self.filesystem.setxattr(
                     path, copy_kwargs={"MetadataDirective": "REPLACE"}, freshened="1"
                 )
-            elif hasattr(self.filesystem, "touch"):
-                with contextlib.suppress(NotImplementedError, ValueError, OSError):
+            else:
+                try:
                     self.filesystem.touch(path, truncate=False)
+                except NotImplementedError:
+                    # no way to renew a time in place: a server-side copy renamed over it
+                    fresh = f"{path}.fresh-{uuid.uuid4().hex}"
+                    self.filesystem.copy(path, fresh)
+                    self.filesystem.mv(fresh, path)
         return True
 
     def _present(self, digests: set[str]) -> set[str]:
-        listing = self._object_listing()
+        prefixes = {digest[:2] for digest in digests}
+        if len(prefixes) > _WHOLE_LISTING_PREFIXES:
+            listing = self._object_listing_of_digests()
+        else:  # a few digests: list only their folders (one request each, not the whole store)
+            listing = {}
+            for prefix in sorted(prefixes):
+                listing |= self._object_listing_of_digests(prefix)
         return {digest for digest in digests if digest in listing}
 
-    def _object_listing(self) -> dict[str, float]:
-        root = self._path("objects")
+    def _object_listing(self, prefix: str | None = None) -> dict[str, float]:
+        root = self._path("objects", prefix) if prefix else self._path("objects")
         with self._errors("listing objects"):
             self.filesystem.invalidate_cache(root)
             try:
@@ -176,6 +193,10 @@ class ObjectSnapshotStore(SnapshotStore):
             except FileNotFoundError:
                 return {}
         return {path.rpartition("/")[2]: _modified(info) for path, info in found.items()}
+
+    def _object_listing_of_digests(self, prefix: str | None = None) -> dict[str, float]:
+        listing = self._object_listing(prefix)
+        return {name: modified for name, modified in listing.items() if is_digest(name)}
 
     def get_object(self, digest: str) -> BinaryIO:
         require_digest(digest)
@@ -197,7 +218,7 @@ class ObjectSnapshotStore(SnapshotStore):
         return spool
 
     def _objects(self) -> Iterator[tuple[str, float]]:
-        yield from self._object_listing().items()
+        yield from self._object_listing_of_digests().items()
 
     def _delete_object_if_older(self, digest: str, cutoff: float) -> bool:
         path = self._object_path(digest)
@@ -214,7 +235,12 @@ class ObjectSnapshotStore(SnapshotStore):
         return True
 
     def _sweep_temporaries(self, cutoff: float) -> None:
-        """Uploads are whole-object puts: nothing is left behind in the store."""
+        """Uploads are whole-object puts; only a freshening copy can be left behind by a crash."""
+        for name, modified in self._object_listing().items():
+            digest, dot, rest = name.partition(".fresh-")
+            if dot and is_digest(digest) and modified < cutoff:
+                with self._errors("removing a stale copy"), contextlib.suppress(FileNotFoundError):
+                    self.filesystem.rm_file(f"{self._object_path(digest)}.fresh-{rest}")
 
     # -- manifests --------------------------------------------------------------------------------
 
