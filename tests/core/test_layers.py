@@ -28,6 +28,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("observability", ("observability", "observability.*")),
     # the file-system SPI, its derived operations, search, globbing, publishing
     ("files", ("files", "files.*")),
+    # workspace snapshots: manifests, the sandbox listing, pure planning, the snapshot stores
+    ("snapshots", ("snapshots", "snapshots.*")),
     # the runtime SPI, base classes, rules, workspaces, bridges, bounded output, closing
     ("runtime", ("runtime", "runtime.*")),
     # hook specifications, the registry, the runtime factory, listings, options

@@ -29,9 +29,17 @@ each with its further standard bases in parentheses::
     │   ├── ArtifactInUseError (StoreConflictError)
     │   └── PackageRejectedError (ValueError)
     ├── ConversationStoreError
-    └── ConversationLeaseError
-        ├── LeaseTimeoutError
-        └── LeaseLostError
+    ├── ConversationLeaseError
+    │   ├── LeaseTimeoutError
+    │   └── LeaseLostError
+    └── SnapshotError
+        ├── SnapshotManifestError
+        │   ├── SnapshotPathError
+        │   └── SymlinkEscapeError
+        ├── SnapshotListingError
+        └── SnapshotStoreError
+            ├── SnapshotNotFoundError (LookupError)
+            └── SnapshotIntegrityError
     InvalidPatternError (ValueError): a search pattern that is not valid RE2 syntax
 
 The backends' own errors live in the ``errors`` module of their distribution, each under one of
@@ -76,7 +84,15 @@ __all__ = [
     "SkillProblem",
     "SkillRuntimeError",
     "SkillValidationError",
+    "SnapshotError",
+    "SnapshotIntegrityError",
+    "SnapshotListingError",
+    "SnapshotManifestError",
+    "SnapshotNotFoundError",
+    "SnapshotPathError",
+    "SnapshotStoreError",
     "StoreConflictError",
+    "SymlinkEscapeError",
     "WorkspaceEscapeError",
     "file_error_code",
     "file_error_from_os_error",
@@ -276,6 +292,50 @@ class LeaseTimeoutError(ConversationLeaseError):
 
 class LeaseLostError(ConversationLeaseError):
     """The lease was taken over or could not be renewed in time; stop writing the conversation."""
+
+
+class SnapshotError(SkillRuntimeError):
+    """A workspace snapshot could not be planned, stored or read (no file content in the text).
+
+    The snapshot errors are not :class:`ValueError`: the manifest model raises them from its
+    validators, and pydantic passes any other exception through unchanged."""
+
+
+class SnapshotManifestError(SnapshotError):
+    """A snapshot manifest is malformed: wrong version, a duplicate path, an entry whose fields do
+    not fit its kind, a path whose parent is not a directory of the manifest."""
+
+
+class SnapshotPathError(SnapshotManifestError):
+    """A manifest path is not relative, POSIX and normalized (absolute, ``..``, ``.``, empty
+    components, a trailing slash or a NUL)."""
+
+
+class SymlinkEscapeError(SnapshotManifestError):
+    """A symlink's target leaves the workspace (absolute, or resolving above the workspace root
+    through ``..`` and the manifest's other links): such links are refused, never stored."""
+
+
+class SnapshotListingError(SnapshotError):
+    """A workspace listing could not be parsed: truncated, malformed, over a limit, or holding an
+    entry the parser cannot classify (the parser fails closed)."""
+
+
+class SnapshotStoreError(SnapshotError):
+    """A snapshot store operation failed (I/O, configuration, timeout, a missing extra)."""
+
+
+class SnapshotNotFoundError(SnapshotStoreError, LookupError):
+    """The snapshot or object is not in the store."""
+
+
+class SnapshotIntegrityError(SnapshotStoreError):
+    """A stored object or manifest does not match its digest; ``code`` is stable
+    (``DIGEST_MISMATCH``, ``SIZE_MISMATCH``, ``MANIFEST_MISMATCH``). Nothing of it was returned."""
+
+    def __init__(self, message: str, *, code: str) -> None:
+        super().__init__(f"[{code}] {message}")
+        self.code = code
 
 
 class InvalidPatternError(ValueError):

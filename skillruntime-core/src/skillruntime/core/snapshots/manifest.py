@@ -1,0 +1,266 @@
+"""The snapshot manifest: what a workspace held, as paths, kinds, modes and digests.
+
+A manifest never holds file content or anything read from a file: only relative paths, kinds
+(``file``, ``directory``, ``symlink``), mode bits, sizes and sha256 digests of files, and the
+targets of symlinks (each resolving inside the workspace, else :class:`SymlinkEscapeError`).
+Its JSON form is canonical (sorted keys, no spaces, ASCII, ``None`` fields left out, entries
+sorted by the bytes of their path), and a snapshot's id is the sha256 of that JSON, so equal
+manifests have equal ids and a changed byte in a stored manifest is detected on read.
+
+Paths are ``str``: a name that is not UTF-8 is kept with ``surrogateescape`` (``os.fsdecode``)
+and appears in the JSON as ``\\udcXX`` escapes, so any POSIX name round-trips byte for byte.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+
+from ..errors import SnapshotManifestError, SnapshotPathError, SymlinkEscapeError
+
+__all__ = [
+    "MANIFEST_VERSION",
+    "Entry",
+    "EntryKind",
+    "Manifest",
+    "check_path",
+    "is_digest",
+    "snapshot_id_of",
+]
+
+MANIFEST_VERSION = 1
+"""The manifest format this code writes and reads (a reader refuses any other)."""
+
+EntryKind = Literal["file", "directory", "symlink"]
+
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+_MAX_LINK_HOPS = 40  # as Linux's ELOOP bound
+
+
+def is_digest(value: object) -> bool:
+    """Whether ``value`` is a sha256 digest as the store keys objects: 64 lowercase hex digits."""
+    return isinstance(value, str) and _DIGEST.fullmatch(value) is not None
+
+
+def check_path(path: str) -> str:
+    """``path`` if it is relative, POSIX and normalized, else :class:`SnapshotPathError`."""
+    if not isinstance(path, str) or not path:
+        raise SnapshotPathError("a manifest path must be a non-empty string")
+    if "\0" in path:
+        raise SnapshotPathError("a manifest path must not contain NUL")
+    if path.startswith("/"):
+        raise SnapshotPathError(f"a manifest path must be relative: {path[:200]!r}")
+    for part in path.split("/"):
+        if part in ("", ".", ".."):
+            raise SnapshotPathError(
+                f"a manifest path must be normalized (no empty, '.' or '..' part): {path[:200]!r}"
+            )
+    return path
+
+
+def _path_key(path: str) -> bytes:
+    return os.fsencode(path)
+
+
+class Entry(BaseModel):
+    """One entry of a workspace: a file (``size`` and ``digest``), a directory, or a symlink
+    (``target``). ``mode`` holds the permission bits (``0o7777`` at most)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    path: str
+    kind: EntryKind
+    mode: int
+    size: int | None = None
+    digest: str | None = None
+    target: str | None = None
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, value: str) -> str:
+        return check_path(value)
+
+    @model_validator(mode="after")
+    def _fields_fit_kind(self) -> Entry:
+        if not 0 <= self.mode <= 0o7777:
+            raise SnapshotManifestError(f"mode of {self.path[:200]!r} is out of range")
+        if self.kind == "file":
+            if self.size is None or self.size < 0 or not is_digest(self.digest):
+                raise SnapshotManifestError(
+                    f"file {self.path[:200]!r} needs a size and a sha256 digest (64 hex digits)"
+                )
+            if self.target is not None:
+                raise SnapshotManifestError(f"file {self.path[:200]!r} has a target")
+        elif self.kind == "symlink":
+            if not self.target or "\0" in self.target:
+                raise SnapshotManifestError(f"symlink {self.path[:200]!r} needs a target")
+            if self.size is not None or self.digest is not None:
+                raise SnapshotManifestError(f"symlink {self.path[:200]!r} has a size or digest")
+        elif self.size is not None or self.digest is not None or self.target is not None:
+            raise SnapshotManifestError(f"directory {self.path[:200]!r} has file or link fields")
+        return self
+
+
+class Manifest(BaseModel):
+    """A snapshot of one conversation's workspace (see the module docstring)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    version: int = MANIFEST_VERSION
+    conversation: str
+    created: datetime
+    parent: str | None = None
+    entries: tuple[Entry, ...] = ()
+
+    @field_validator("created")
+    @classmethod
+    def _utc(cls, value: datetime) -> datetime:
+        if value.tzinfo is None:
+            raise SnapshotManifestError("a manifest's created time must be timezone-aware")
+        return value.astimezone(UTC)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Manifest:
+        if self.version != MANIFEST_VERSION:
+            raise SnapshotManifestError(
+                f"manifest version {self.version} is not supported (this reader: "
+                f"{MANIFEST_VERSION})"
+            )
+        if not self.conversation:
+            raise SnapshotManifestError("a manifest needs its conversation")
+        if self.parent is not None and not is_digest(self.parent):
+            raise SnapshotManifestError("a manifest's parent must be a snapshot id")
+        keys = [_path_key(entry.path) for entry in self.entries]
+        if keys != sorted(keys):
+            # keep the canonical order whatever order the caller gave
+            ordered = tuple(sorted(self.entries, key=lambda e: _path_key(e.path)))
+            object.__setattr__(self, "entries", ordered)
+        by_path: dict[str, Entry] = {}
+        for entry in self.entries:
+            if entry.path in by_path:
+                raise SnapshotManifestError(f"duplicate manifest path {entry.path[:200]!r}")
+            by_path[entry.path] = entry
+        for entry in self.entries:
+            parent = entry.path.rpartition("/")[0]
+            if parent and by_path.get(parent) is None:
+                raise SnapshotManifestError(
+                    f"{entry.path[:200]!r} has no directory entry for its parent"
+                )
+            if parent and by_path[parent].kind != "directory":
+                raise SnapshotManifestError(f"{entry.path[:200]!r} lies under a non-directory")
+        links = {entry.path: entry.target for entry in self.entries if entry.kind == "symlink"}
+        for path in links:
+            check_link(path, links)
+        return self
+
+    # -- canonical form ---------------------------------------------------------------------------
+
+    def canonical_json(self) -> bytes:
+        """The canonical JSON bytes (what is stored, and what the id is the digest of)."""
+        data: dict[str, Any] = {
+            "version": self.version,
+            "conversation": self.conversation,
+            "created": self.created.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            "entries": [entry.model_dump(exclude_none=True) for entry in self.entries],
+        }
+        if self.parent is not None:
+            data["parent"] = self.parent
+        return json.dumps(
+            data, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+        ).encode("ascii")
+
+    @property
+    def snapshot_id(self) -> str:
+        """The sha256 (hex) of :meth:`canonical_json`."""
+        return snapshot_id_of(self.canonical_json())
+
+    @classmethod
+    def from_json(cls, data: bytes | str) -> Manifest:
+        """Parse a manifest (canonical or not); malformed input raises
+        :class:`SnapshotManifestError` (or one of its subclasses)."""
+        try:
+            raw = json.loads(data)
+        except (ValueError, UnicodeDecodeError) as error:
+            raise SnapshotManifestError(f"manifest is not JSON: {error}") from None
+        if not isinstance(raw, dict):
+            raise SnapshotManifestError("manifest is not a JSON object")
+        return cls.from_data(raw)
+
+    @classmethod
+    def from_data(cls, raw: Mapping[str, Any]) -> Manifest:
+        """Validate a decoded manifest, turning pydantic's errors into typed ones."""
+        try:
+            return cls.model_validate(dict(raw))
+        except ValidationError as error:
+            raise SnapshotManifestError(f"invalid manifest: {_summary(error)}") from None
+
+    @property
+    def files(self) -> Iterable[Entry]:
+        return (entry for entry in self.entries if entry.kind == "file")
+
+    def digests(self) -> set[str]:
+        """The digests of the objects the manifest's files need."""
+        return {entry.digest for entry in self.files if entry.digest is not None}
+
+    def total_size(self) -> int:
+        return sum(entry.size or 0 for entry in self.files)
+
+
+def snapshot_id_of(canonical: bytes) -> str:
+    return hashlib.sha256(canonical).hexdigest()
+
+
+def check_link(path: str, links: Mapping[str, str | None]) -> None:
+    """Refuse symlink ``path`` unless its target resolves inside the workspace.
+
+    Resolution follows the other links of the workspace (``links``: path -> target), as the
+    kernel would: ``a -> .`` and ``b -> a/..`` together leave the workspace although each looks
+    harmless lexically. A component that is not a link (or not in the manifest) is taken as a
+    directory; ``..`` above the root is an escape. A loop (more than 40 links followed, as the
+    kernel's bound) is kept: following it fails, it reaches nothing.
+    """
+    target = links[path]
+    if not target:
+        raise SymlinkEscapeError(f"symlink {path[:200]!r} has no target")
+    if target.startswith("/"):
+        raise SymlinkEscapeError(
+            f"symlink {path[:200]!r} points outside the workspace (absolute target)"
+        )
+    parent = path.split("/")[:-1]
+    pending = target.split("/")
+    hops = 0
+    while pending:
+        part = pending.pop(0)
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not parent:
+                raise SymlinkEscapeError(f"symlink {path[:200]!r} points outside the workspace")
+            parent.pop()
+            continue
+        candidate = "/".join([*parent, part])
+        link = links.get(candidate)
+        if link is None:
+            parent.append(part)
+            continue
+        hops += 1
+        if hops > _MAX_LINK_HOPS:
+            return  # a loop: following it fails with ELOOP, it reaches nothing, in or out
+        if link.startswith("/"):
+            raise SymlinkEscapeError(f"symlink {path[:200]!r} resolves through an absolute link")
+        pending = link.split("/") + pending
+
+
+def _summary(error: ValidationError) -> str:
+    parts = []
+    for item in error.errors()[:3]:
+        where = ".".join(str(loc) for loc in item.get("loc", ()))
+        parts.append(f"{where}: {item.get('msg', '')}"[:200])
+    return "; ".join(parts)

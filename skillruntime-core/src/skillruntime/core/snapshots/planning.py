@@ -1,0 +1,155 @@
+"""Pure planning: from a listing to a manifest, from a manifest to a restore (no I/O).
+
+:func:`plan_snapshot` builds the next manifest of a conversation from its workspace listing and
+names the objects to upload: the digests its previous manifest does not already have (ask the
+store's ``has_objects`` about those before reading any file from the sandbox).
+:func:`plan_restore` compares a manifest with the current listing and says what to delete and
+what to write so that the workspace equals the manifest.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from ..errors import SnapshotListingError
+from .listing import ListingEntry
+from .manifest import Entry, Manifest
+
+__all__ = ["RestorePlan", "plan_restore", "plan_snapshot"]
+
+
+def _key(path: str) -> bytes:
+    return os.fsencode(path)
+
+
+def plan_snapshot(
+    listing: Sequence[ListingEntry],
+    previous: Manifest | None,
+    *,
+    conversation: str | None = None,
+    created: datetime | None = None,
+    skip_special: bool = False,
+) -> tuple[Manifest, list[str]]:
+    """``(manifest, digests to upload)`` for a workspace listed as ``listing``.
+
+    ``conversation`` defaults to the previous manifest's; the new manifest's parent is the
+    previous one's id. An entry that is neither file, directory nor symlink (a FIFO, a socket,
+    a device) raises :class:`SnapshotListingError` unless ``skip_special`` leaves it out; a link
+    out of the workspace raises :class:`SymlinkEscapeError` (from the manifest's validation).
+    """
+    if conversation is None:
+        if previous is None:
+            raise SnapshotListingError("plan_snapshot needs a conversation or a previous manifest")
+        conversation = previous.conversation
+    entries = []
+    for item in listing:
+        if item.kind == "special":
+            if skip_special:
+                continue
+            raise SnapshotListingError(
+                f"{item.path[:200]!r} is not a file, directory or symlink; it cannot be kept"
+            )
+        entries.append(
+            Entry(
+                path=item.path,
+                kind=item.kind,
+                mode=item.mode,
+                size=item.size,
+                digest=item.digest,
+                target=item.target,
+            )
+        )
+    manifest = Manifest(
+        conversation=conversation,
+        created=created or datetime.now(UTC),
+        parent=previous.snapshot_id if previous is not None else None,
+        entries=tuple(entries),
+    )
+    known = previous.digests() if previous is not None else set()
+    return manifest, sorted(manifest.digests() - known)
+
+
+@dataclass(frozen=True)
+class RestorePlan:
+    """What turns the current workspace into the manifest's, in the order to apply it:
+
+    1. ``delete``: remove these paths (a directory with everything under it), top-most only;
+    2. ``make_directories``: create these (parents first), writable by their owner;
+    3. ``write_files``: write each file's object (by digest) and set its mode;
+    4. ``make_symlinks``: create these links;
+    5. ``set_modes``: the directories just created, and the files and directories that stay
+       but whose mode differs (files first, then directories deepest first, so that a
+       read-only directory is made read-only after everything under it was written).
+    """
+
+    delete: tuple[str, ...] = ()
+    make_directories: tuple[Entry, ...] = ()
+    write_files: tuple[Entry, ...] = ()
+    make_symlinks: tuple[Entry, ...] = ()
+    set_modes: tuple[Entry, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not (
+            self.delete
+            or self.make_directories
+            or self.write_files
+            or self.make_symlinks
+            or self.set_modes
+        )
+
+    def digests(self) -> set[str]:
+        """The objects the restore reads from the store."""
+        return {entry.digest for entry in self.write_files if entry.digest is not None}
+
+
+def plan_restore(manifest: Manifest, current: Sequence[ListingEntry]) -> RestorePlan:
+    """The steps that make a workspace listed as ``current`` equal to ``manifest``."""
+    wanted = {entry.path: entry for entry in manifest.entries}
+    present = {entry.path: entry for entry in current}
+    doomed: set[str] = set()
+    for path, listed in present.items():
+        target = wanted.get(path)
+        changed_link = (
+            target is not None and target.kind == "symlink" and target.target != listed.target
+        )
+        if target is None or target.kind != listed.kind or changed_link:
+            doomed.add(path)
+    # only the top-most of the deleted paths: a directory takes its contents with it
+    delete = sorted((path for path in doomed if not _under_any(path, doomed)), key=_key)
+    gone = set(doomed) | {path for path in present if _under_any(path, doomed)}
+    make_directories: list[Entry] = []
+    write_files: list[Entry] = []
+    make_symlinks: list[Entry] = []
+    set_modes: list[Entry] = []
+    for entry in manifest.entries:  # sorted by path: parents before children
+        item = None if entry.path in gone else present.get(entry.path)
+        if entry.kind == "directory":
+            if item is None:
+                make_directories.append(entry)
+                set_modes.append(entry)
+            elif item.mode != entry.mode:
+                set_modes.append(entry)
+        elif entry.kind == "file":
+            if item is None or item.digest != entry.digest or item.size != entry.size:
+                write_files.append(entry)
+            elif item.mode != entry.mode:
+                set_modes.append(entry)
+        elif item is None:
+            make_symlinks.append(entry)
+    set_modes.sort(key=lambda entry: (entry.kind == "directory", -entry.path.count("/")))
+    return RestorePlan(
+        delete=tuple(delete),
+        make_directories=tuple(make_directories),
+        write_files=tuple(write_files),
+        make_symlinks=tuple(make_symlinks),
+        set_modes=tuple(set_modes),
+    )
+
+
+def _under_any(path: str, roots: set[str]) -> bool:
+    parts = path.split("/")
+    return any("/".join(parts[:depth]) in roots for depth in range(1, len(parts)))
