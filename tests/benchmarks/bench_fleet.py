@@ -73,6 +73,7 @@ class Usage:
     rss_kib: float
     fds: int
     threads: int
+    pool_threads: int  # of the process-wide pools (spawn, bridge): bounded by constants
 
     @classmethod
     def now(cls) -> Usage:
@@ -80,7 +81,16 @@ class Usage:
         with open("/proc/self/statm") as statm:
             rss_pages = int(statm.read().split()[1])
         fds = len(os.listdir("/proc/self/fd")) - 1  # the listing's own descriptor
-        return cls(rss_pages * os.sysconf("SC_PAGE_SIZE") / KIB, fds, _os_threads())
+        pools = sum(thread.name.startswith(POOLS) for thread in threading.enumerate())
+        return cls(rss_pages * os.sysconf("SC_PAGE_SIZE") / KIB, fds, _os_threads(), pools)
+
+    @property
+    def own_threads(self) -> int:
+        """Threads outside the process-wide pools."""
+        return self.threads - self.pool_threads
+
+
+POOLS = ("skillruntime-spawn", "skillruntime-bridge")
 
 
 def _os_threads(pid: int | str = "self") -> int:
@@ -186,11 +196,13 @@ class FleetResult:
             ),
             Row(
                 f"{self.label}: threads after close()",
-                self.after_close.threads,
-                self.before.threads,
+                self.after_close.own_threads,
+                self.before.own_threads,
                 unit="thr",
                 target=1.0,
-                note="threads before the first opening",
+                note="threads before the first opening; process-wide pools left out "
+                f"({self.after_close.pool_threads} threads after, {self.before.pool_threads} "
+                "before)",
             ),
         ]
         for kind, count in self.left.items():
@@ -405,7 +417,7 @@ def _settled(before: Usage, seconds: float = 5.0) -> Usage:
     deadline = time.monotonic() + seconds
     while True:
         usage = Usage.now()
-        if usage.threads <= before.threads and usage.fds <= before.fds:
+        if usage.own_threads <= before.own_threads and usage.fds <= before.fds:
             return usage
         if time.monotonic() > deadline:
             return usage
