@@ -457,11 +457,14 @@ def bench_local(levels: list[int], calls: int, scratch: str | None) -> list[Flee
 # ------------------------------------------------------------------ docker
 
 
-def bench_docker(levels: list[int], calls: int) -> list[FleetResult]:
+def bench_docker(levels: list[int], calls: int, *, shared: bool = False) -> list[FleetResult]:
+    """The sync face, then the async face resuming the same conversations and destroying them.
+    ``shared``: only the sync face, every runtime on one :class:`DockerEngine` (``engine=``)."""
     import docker
 
     from docker_engine import TEST_LABEL, ensure_engine
     from skillruntime.docker import AsyncDockerSkillRuntime, DockerSkillRuntime
+    from skillruntime.docker.engine import DockerEngine
 
     engine = ensure_engine()
     run_id = f"fleet-{uuid.uuid4().hex[:8]}"
@@ -470,8 +473,10 @@ def bench_docker(levels: list[int], calls: int) -> list[FleetResult]:
     client = engine.client(timeout=300)
     options = {"docker_host": engine.host, "image": engine.image, "labels": labels}
 
+    one_engine = DockerEngine(engine.host) if shared else None
+
     def make_sync(index: int) -> Any:
-        return DockerSkillRuntime(conversation_id=f"{run_id}-{index}", **options)
+        return DockerSkillRuntime(conversation_id=f"{run_id}-{index}", engine=one_engine, **options)
 
     def make_async(index: int) -> Any:
         return AsyncDockerSkillRuntime(conversation_id=f"{run_id}-{index}", **options)
@@ -479,6 +484,8 @@ def bench_docker(levels: list[int], calls: int) -> list[FleetResult]:
     def finish_sync(conversations: list[Conversation]) -> None:
         for item in conversations:
             item.tools.close()
+            if shared:
+                item.runtime.destroy_conversation()
             item.runtime.close()
 
     async def finish_async(conversations: list[Conversation]) -> None:
@@ -494,12 +501,17 @@ def bench_docker(levels: list[int], calls: int) -> list[FleetResult]:
         }
 
     try:
-        results = [sync_fleet("docker sync", make_sync, levels, calls, finish_sync)]
-        # the async face resumes the same conversations, then destroys them
-        results.append(async_fleet("docker async", make_async, levels, calls, finish_async))
+        if shared:
+            results = [sync_fleet("docker sync, one engine", make_sync, levels, calls, finish_sync)]
+        else:
+            results = [sync_fleet("docker sync", make_sync, levels, calls, finish_sync)]
+            # the async face resumes the same conversations, then destroys them
+            results.append(async_fleet("docker async", make_async, levels, calls, finish_async))
         results[-1].left = left()
         return results
     finally:
+        if one_engine is not None:
+            one_engine.close()
         for container in client.containers.list(all=True, filters=selector):
             with contextlib.suppress(docker.errors.NotFound):
                 container.remove(force=True)
@@ -634,7 +646,10 @@ def bench_mcp(sessions: int, calls: int, scratch: str | None) -> McpResult:
     from mcp_http import http_server
 
     with tempfile.TemporaryDirectory(prefix="bench-fleet-mcp-", dir=scratch) as root:
+        # the server's session cap (default 100) must hold every concurrent session: at the cap
+        # the least recently used idle session is ended, between two calls of its turn
         args = serve_args(SKILLS, options=[f"conversations_root={root}"])
+        args += ["--max-sessions", str(max(sessions, 100))]
         with http_server(args) as server:
             pid = server.process.pid
 
@@ -723,6 +738,9 @@ def measure(sizes: Sizes, only: set[str]) -> list[Row]:
         if "docker" in only:
             for result in bench_docker(sizes.docker, sizes.docker_calls):
                 rows += result.rows()
+        if "docker-shared" in only:
+            for result in bench_docker(sizes.docker, sizes.docker_calls, shared=True):
+                rows += result.rows()
         if "mcp" in only:
             rows += bench_mcp(sizes.sessions, sizes.turn, scratch).rows()
     return rows
@@ -730,13 +748,13 @@ def measure(sizes: Sizes, only: set[str]) -> list[Row]:
 
 def run(quick: bool) -> list[Row]:
     """The rows of this benchmark (interface of ``bench_common``)."""
-    return measure(Sizes.of(quick), {"local", "docker", "mcp"})
+    return measure(Sizes.of(quick), {"local", "docker", "docker-shared", "mcp"})
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--only", default="local,docker,mcp")
+    parser.add_argument("--only", default="local,docker,docker-shared,mcp")
     parser.add_argument("--local", type=int, help="conversations at the last local step")
     parser.add_argument("--docker", type=int, help="conversations at the last Docker step")
     parser.add_argument("--sessions", type=int)
