@@ -252,7 +252,7 @@ def test_open_bridged_runtimes_hold_no_thread_each(tmp_path: Path) -> None:
                     runtime.execute(_request("true")), runtime.execute(_request("true"))
                 )
                 assert [result.exit_code for result in results] == [0, 0]
-            assert _bridge_threads() <= before + 2
+            assert _bridge_threads() <= before + 4  # two at once, a worker not yet idle again
         finally:
             for runtime in runtimes:
                 await runtime.close()
