@@ -178,10 +178,11 @@ class FleetResult:
             Row(
                 f"{self.label}: fds with {last.open} open",
                 last.usage.fds,
-                first.usage.fds + FD_BOUND * grown,
+                first.usage.fds + 2 * WORKERS + FD_BOUND * grown,
                 unit="fd",
                 target=1.0,
-                note=f"fds with 1 open + {FD_BOUND} a conversation "
+                note=f"fds with 1 open + 2 a worker (a shared client's pool) + {FD_BOUND} a "
+                "conversation "
                 f"({(last.usage.fds - first.usage.fds) / grown:.3f} measured)",
             ),
             Row(
