@@ -269,3 +269,19 @@ def test_max_workers_still_bounds_the_calls_of_one_runtime(reference: LocalSkill
             assert [result.exit_code for result in results] == [0, 0, 0], results
 
     asyncio.run(scenario())
+
+
+def test_the_bound_serves_one_event_loop_after_another(reference: LocalSkillRuntime) -> None:
+    """A bridged runtime used by ``asyncio.run`` per request, with more calls than
+    ``max_workers`` waiting each time: the bound is kept on every loop (a semaphore bound to
+    the first loop would refuse the second)."""
+    runtime = to_async(reference, max_workers=1)
+
+    async def burst() -> list[int]:
+        command = "mkdir held && sleep 0.05 && rmdir held"
+        results = await asyncio.gather(*(runtime.execute(_request(command)) for _ in range(3)))
+        return [result.exit_code for result in results]
+
+    assert asyncio.run(burst()) == [0, 0, 0]
+    assert asyncio.run(burst()) == [0, 0, 0]
+    asyncio.run(runtime.close())

@@ -59,6 +59,7 @@ from ..models import (
     SkillPreparationRequest,
 )
 from .async_spi import AsyncSkillRuntime
+from .loop_local import LoopLocal
 from .rules import closed_error
 from .scoped import ScopedFileSystem
 from .spi import SkillRuntime
@@ -154,18 +155,22 @@ def kill_marked_command(token: str) -> str:
 
 class _ThreadPool:
     """Awaits calls made in worker threads of ``executor`` (``None``: the loop's default), at
-    most ``limit`` at once when given (the others wait without a thread)."""
+    most ``limit`` at once on each event loop when given (the others wait without a thread)."""
 
     def __init__(self, executor: Executor | None, limit: int | None = None) -> None:
         self.executor = executor
-        self._limit = asyncio.Semaphore(limit) if limit is not None else None
+        # One semaphore per event loop: a semaphore binds to the loop of its first waiter, and
+        # a bridged runtime serves one loop after another (asyncio.run per call).
+        self._limits: LoopLocal[asyncio.Semaphore] | None = (
+            LoopLocal(functools.partial(asyncio.Semaphore, limit)) if limit is not None else None
+        )
 
     async def run(self, function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
         call = functools.partial(function, *args, **kwargs)
-        if self._limit is None:
+        if self._limits is None:
             return await loop.run_in_executor(self.executor, call)
-        async with self._limit:
+        async with self._limits.get():
             return await loop.run_in_executor(self.executor, call)
 
 
