@@ -229,3 +229,59 @@ def test_a_backend_without_an_async_class_is_served_through_the_bridge(tmp_path:
             assert (await runtime.execute(_request("echo bridged"))).stdout == "bridged\n"
 
     asyncio.run(scenario())
+
+
+def _bridge_threads() -> int:
+    return sum(thread.name.startswith("skillruntime-bridge") for thread in threading.enumerate())
+
+
+def test_open_bridged_runtimes_hold_no_thread_each(tmp_path: Path) -> None:
+    """Many open bridged runtimes (a fleet of async Docker conversations) share the bridge's
+    threads: idle open runtimes hold none of their own, so the threads are bounded by the
+    calls running at once, not by the runtimes open (issue 48: 2 idle threads a runtime)."""
+
+    async def scenario() -> None:
+        before = _bridge_threads()
+        runtimes = [
+            to_async(LocalSkillRuntime(conversation_id=f"c{index}", conversations_root=tmp_path))
+            for index in range(20)
+        ]
+        try:
+            for runtime in runtimes:  # two calls at once on each, one runtime after the other
+                results = await asyncio.gather(
+                    runtime.execute(_request("true")), runtime.execute(_request("true"))
+                )
+                assert [result.exit_code for result in results] == [0, 0]
+            assert _bridge_threads() <= before + 4  # two at once, a worker not yet idle again
+        finally:
+            for runtime in runtimes:
+                await runtime.close()
+
+    asyncio.run(scenario())
+
+
+def test_max_workers_still_bounds_the_calls_of_one_runtime(reference: LocalSkillRuntime) -> None:
+    async def scenario() -> None:
+        async with to_async(reference, max_workers=1) as runtime:
+            # each command fails when another one holds the directory at the same time
+            command = "mkdir held && sleep 0.1 && rmdir held"
+            results = await asyncio.gather(*(runtime.execute(_request(command)) for _ in range(3)))
+            assert [result.exit_code for result in results] == [0, 0, 0], results
+
+    asyncio.run(scenario())
+
+
+def test_the_bound_serves_one_event_loop_after_another(reference: LocalSkillRuntime) -> None:
+    """A bridged runtime used by ``asyncio.run`` per request, with more calls than
+    ``max_workers`` waiting each time: the bound is kept on every loop (a semaphore bound to
+    the first loop would refuse the second)."""
+    runtime = to_async(reference, max_workers=1)
+
+    async def burst() -> list[int]:
+        command = "mkdir held && sleep 0.05 && rmdir held"
+        results = await asyncio.gather(*(runtime.execute(_request(command)) for _ in range(3)))
+        return [result.exit_code for result in results]
+
+    assert asyncio.run(burst()) == [0, 0, 0]
+    assert asyncio.run(burst()) == [0, 0, 0]
+    asyncio.run(runtime.close())

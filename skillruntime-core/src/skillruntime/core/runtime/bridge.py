@@ -1,8 +1,9 @@
 """Bridges between the sync and the async SPI: :func:`to_async` and :func:`to_sync`.
 
 :func:`to_async` serves a sync :class:`~skillruntime.core.runtime.spi.SkillRuntime` to asyncio code
-by running each call in a bounded thread pool owned by the bridge (at most ``max_workers`` calls run
-at once; the others wait for a worker without blocking the event loop). The sync runtime's own
+by running each call in a worker thread of a process-wide pool (at most ``max_workers`` calls of
+one bridged runtime run at once; the others wait without a thread and without blocking the event
+loop; an idle open runtime holds no thread). The sync runtime's own
 overrides (one-archive uploads, native searches) are kept: every file-system operation is one
 call of the wrapped file system.
 
@@ -31,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import os
 import secrets
 import threading
 import uuid
@@ -57,6 +59,7 @@ from ..models import (
     SkillPreparationRequest,
 )
 from .async_spi import AsyncSkillRuntime
+from .loop_local import LoopLocal
 from .rules import closed_error
 from .scoped import ScopedFileSystem
 from .spi import SkillRuntime
@@ -80,7 +83,30 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 DEFAULT_BRIDGE_WORKERS = 64
-"""Default size of the thread pool of :func:`to_async`: calls running at once."""
+"""Default bound of :func:`to_async`: calls of one bridged runtime running at once."""
+
+BRIDGE_THREADS = 1024
+"""Threads of the process-wide pool every bridged runtime runs its calls in. A worker is started
+only when no idle one is free, so the threads follow the calls running at once in the process,
+not the bridged runtimes open (each one bounded by its ``max_workers``)."""
+KILL_THREADS = 16
+"""Threads of the process-wide pool of the cancel kills (kills never queue behind commands)."""
+
+_shared_pools: dict[str, ThreadPoolExecutor] = {}
+_shared_pools_lock = threading.Lock()
+
+
+def _shared_pool(name: str, workers: int) -> ThreadPoolExecutor:
+    """The process-wide pool ``name`` (made on first use)."""
+    with _shared_pools_lock:
+        pool = _shared_pools.get(name)
+        if pool is None:
+            pool = _shared_pools[name] = ThreadPoolExecutor(workers, thread_name_prefix=name)
+        return pool
+
+
+# A forked child has none of the parent's worker threads: it makes pools of its own.
+os.register_at_fork(after_in_child=_shared_pools.clear)
 
 CANCEL_MARKER_VARIABLE = "SKILLRUNTIME_CANCEL_MARK"
 """Environment variable that marks the processes of one bridged command (see the module docs)."""
@@ -128,16 +154,24 @@ def kill_marked_command(token: str) -> str:
 
 
 class _ThreadPool:
-    """Awaits calls made in worker threads of ``executor`` (``None``: the loop's default)."""
+    """Awaits calls made in worker threads of ``executor`` (``None``: the loop's default), at
+    most ``limit`` at once on each event loop when given (the others wait without a thread)."""
 
-    def __init__(self, executor: Executor | None) -> None:
+    def __init__(self, executor: Executor | None, limit: int | None = None) -> None:
         self.executor = executor
+        # One semaphore per event loop: a semaphore binds to the loop of its first waiter, and
+        # a bridged runtime serves one loop after another (asyncio.run per call).
+        self._limits: LoopLocal[asyncio.Semaphore] | None = (
+            LoopLocal(functools.partial(asyncio.Semaphore, limit)) if limit is not None else None
+        )
 
     async def run(self, function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(
-            self.executor, functools.partial(function, *args, **kwargs)
-        )
+        call = functools.partial(function, *args, **kwargs)
+        if self._limits is None:
+            return await loop.run_in_executor(self.executor, call)
+        async with self._limits.get():
+            return await loop.run_in_executor(self.executor, call)
 
 
 class ThreadedAsyncFileSystem(AsyncSkillRuntimeFileSystem):
@@ -147,9 +181,12 @@ class ThreadedAsyncFileSystem(AsyncSkillRuntimeFileSystem):
     Streams move one chunk per worker call, so memory stays bounded in both directions.
     """
 
-    def __init__(self, inner: SkillRuntimeFileSystem, executor: Executor | None = None) -> None:
+    def __init__(
+        self, inner: SkillRuntimeFileSystem, executor: Executor | _ThreadPool | None = None
+    ) -> None:
         self._inner = inner
-        self._pool = _ThreadPool(executor)
+        # a bridged runtime passes its own bounded pool: its file operations share its bound
+        self._pool = executor if isinstance(executor, _ThreadPool) else _ThreadPool(executor)
 
     @property
     def inner(self) -> SkillRuntimeFileSystem:
@@ -284,7 +321,8 @@ async def _next_or_none(iterator: AsyncGenerator[bytes, None]) -> bytes | None:
 
 class ThreadedAsyncRuntime(AsyncSkillRuntime):
     """An async runtime over a sync one (see :func:`to_async` and the module's cancellation
-    rules). Closing it closes the wrapped runtime and its thread pools."""
+    rules). Closing it closes the wrapped runtime; the worker threads are the process's, shared
+    by every bridged runtime (:data:`BRIDGE_THREADS`)."""
 
     def __init__(
         self,
@@ -296,13 +334,12 @@ class ThreadedAsyncRuntime(AsyncSkillRuntime):
         if max_workers < 1:
             raise ValueError("max_workers must be at least 1")
         self._runtime = runtime
-        self._executor = ThreadPoolExecutor(max_workers, thread_name_prefix="skillruntime-bridge")
-        self._pool = _ThreadPool(self._executor)
+        # Process-wide pools: an idle open runtime holds no thread of its own.
+        self._executor = _shared_pool("skillruntime-bridge", BRIDGE_THREADS)
+        self._pool = _ThreadPool(self._executor, max_workers)
         # Kills never queue behind the commands they stop.
         self._killer: ThreadPoolExecutor | None = (
-            ThreadPoolExecutor(2, thread_name_prefix="skillruntime-bridge-kill")
-            if kill_on_cancel
-            else None
+            _shared_pool("skillruntime-bridge-kill", KILL_THREADS) if kill_on_cancel else None
         )
         self._closed = False
         self._file_systems: dict[int, ThreadedAsyncFileSystem] = {}
@@ -356,7 +393,7 @@ class ThreadedAsyncRuntime(AsyncSkillRuntime):
         inner = await self._pool.run(self._runtime.get_file_system)
         wrapper = self._file_systems.get(id(inner))
         if wrapper is None or wrapper.inner is not inner:
-            wrapper = ThreadedAsyncFileSystem(inner, self._executor)
+            wrapper = ThreadedAsyncFileSystem(inner, self._pool)
             self._file_systems[id(inner)] = wrapper
         return wrapper
 
@@ -364,12 +401,7 @@ class ThreadedAsyncRuntime(AsyncSkillRuntime):
         if self._closed:
             return
         self._closed = True
-        try:
-            await self._pool.run(self._runtime.close)
-        finally:
-            self._executor.shutdown(wait=False, cancel_futures=True)
-            if self._killer is not None:
-                self._killer.shutdown(wait=False, cancel_futures=True)
+        await self._pool.run(self._runtime.close)
 
 
 def to_async(
