@@ -35,9 +35,11 @@ __all__ = [
     "DEFAULT_DOCKER_HOST",
     "DockerEngine",
     "PathStat",
+    "acquire_shared_engine",
     "engine_address",
     "engine_service_key",
     "parse_time",
+    "release_shared_engine",
 ]
 
 logger = logging.getLogger(__name__)
@@ -221,6 +223,64 @@ class ExecStream:
             self._socket.shutdown(socket.SHUT_RDWR)
         with contextlib.suppress(Exception):
             self._response.close()
+
+
+_SHARED_ENGINES: dict[tuple[str, ...], tuple[DockerEngine, int]] = {}
+_SHARED_ENGINES_LOCK = threading.Lock()
+
+
+def _shared_key(docker_host: str | None, api_version: str, timeout: float) -> tuple[str, ...]:
+    return (
+        engine_address(docker_host),
+        api_version,
+        repr(timeout),
+        os.environ.get("DOCKER_TLS_VERIFY", ""),
+        os.environ.get("DOCKER_CERT_PATH", ""),
+    )
+
+
+def acquire_shared_engine(
+    docker_host: str | None = None,
+    *,
+    api_version: str = "auto",
+    request_timeout_seconds: float = 60.0,
+) -> DockerEngine:
+    """The process's engine client for these settings, shared by every runtime built without an
+    ``engine`` (one connection pool per engine and process, not per conversation: an open
+    conversation then holds no socket of its own). Give it back with
+    :func:`release_shared_engine`; the last release closes it."""
+    key = _shared_key(docker_host, api_version, request_timeout_seconds)
+    with _SHARED_ENGINES_LOCK:
+        found = _SHARED_ENGINES.get(key)
+        if found is None:
+            engine = DockerEngine(
+                docker_host,
+                api_version=api_version,
+                request_timeout_seconds=request_timeout_seconds,
+            )
+            _SHARED_ENGINES[key] = (engine, 1)
+            return engine
+        engine, users = found
+        _SHARED_ENGINES[key] = (engine, users + 1)
+        return engine
+
+
+def release_shared_engine(engine: DockerEngine) -> None:
+    """Give back an engine of :func:`acquire_shared_engine`; the last user's release closes it
+    (an engine that is not shared is closed at once)."""
+    with _SHARED_ENGINES_LOCK:
+        for key, (shared, users) in _SHARED_ENGINES.items():
+            if shared is engine:
+                if users > 1:
+                    _SHARED_ENGINES[key] = (shared, users - 1)
+                    return
+                del _SHARED_ENGINES[key]
+                break
+    engine.close()
+
+
+# A forked child must not use the parent's sockets: it makes engines of its own.
+os.register_at_fork(after_in_child=_SHARED_ENGINES.clear)
 
 
 class DockerEngine:

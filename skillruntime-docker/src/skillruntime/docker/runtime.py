@@ -85,7 +85,13 @@ from skillruntime.core.skills.files import DEFAULT_UPLOAD_POLICY, SkillFile, Upl
 from .archive import ArchiveMemberError, DirectoryEntry, MemberReader, tar_stream
 from .commands import CommandNotStartedError, CommandRunner
 from .driver import DockerDriver
-from .engine import DockerEngine, engine_address, engine_service_key
+from .engine import (
+    DockerEngine,
+    acquire_shared_engine,
+    engine_address,
+    engine_service_key,
+    release_shared_engine,
+)
 from .errors import ContainerReplacedError, DockerEngineError, DockerExecutionError
 from .files import ContainerTarget, DockerFileSystem
 from .options import (
@@ -254,7 +260,7 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         )
         self._labels = dict(labels or {})
         self._owns_engine = engine is None
-        self._engine = engine or DockerEngine(
+        self._engine = engine or acquire_shared_engine(
             docker_host, api_version=api_version, request_timeout_seconds=request_timeout_seconds
         )
         self._runner = CommandRunner(self._engine)
@@ -339,7 +345,9 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
 
     @property
     def engine(self) -> DockerEngine:
-        """The engine client (its ``requests`` counts the calls made)."""
+        """The engine client: the one given, else the process's client for this engine and
+        these settings, shared by every runtime built without one (its ``requests`` counts the
+        calls of all of them; :func:`.engine.acquire_shared_engine`)."""
         return self._engine
 
     @property
@@ -492,7 +500,7 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         finally:
             try:
                 if self._owns_engine:
-                    self._engine.close()
+                    release_shared_engine(self._engine)
             finally:
                 if self._owns_store and self._store is not None:
                     self._store.close()
