@@ -40,7 +40,9 @@ def bridge_threads() -> int:
 
 @pytest.mark.slow
 def test_open_conversations_are_released_by_close_and_destroy(docker_run: str) -> None:
-    options = {"image": IMAGE, "labels": suite_labels(docker_run)}
+    # Settings no other test of this process uses: the runtimes of this test share one engine
+    # client of their own, released with the last of them.
+    options = {"image": IMAGE, "labels": suite_labels(docker_run), "request_timeout_seconds": 61.5}
     before = held()
     opened: list[tuple[DockerSkillRuntime, SkillTools]] = []
     try:
@@ -81,3 +83,30 @@ def test_open_conversations_are_released_by_close_and_destroy(docker_run: str) -
     asyncio.run(resume_and_destroy())
     assert held() == before
     assert labelled(docker_run) == ([], [])
+
+
+def test_runtimes_without_an_engine_share_one_client_until_the_last_closes(
+    docker_run: str,
+) -> None:
+    options = {"image": IMAGE, "labels": suite_labels(docker_run), "request_timeout_seconds": 62.5}
+    first = DockerSkillRuntime(conversation_id=f"{docker_run}-a", **options)
+    second = DockerSkillRuntime(conversation_id=f"{docker_run}-b", **options)
+    other = DockerSkillRuntime(
+        conversation_id=f"{docker_run}-c", **{**options, "request_timeout_seconds": 63.5}
+    )
+    try:
+        assert first.engine is second.engine, "one client per engine and settings"
+        assert other.engine is not first.engine
+        assert first.execute(TRUE).exit_code == 0
+        assert second.execute(TRUE).exit_code == 0
+        first.close()
+        assert second.execute(TRUE).exit_code == 0, "the client outlives its first user"
+    finally:
+        for runtime in (first, second, other):
+            runtime.close()
+            ender = DockerSkillRuntime(conversation_id=runtime.workspace.conversation_id, **options)
+            try:
+                ender.destroy_conversation()
+            finally:
+                ender.close()
+    assert not any(labelled(docker_run))
