@@ -11,6 +11,8 @@
 #          every start anyway, and on disk the engine's layer and volume work made the Docker
 #          tests wait for I/O (a quarter of their time on a 2-core machine). When the tmpfs
 #          cannot be mounted, or with SKILLRUNTIME_DOCKER_TMPFS=0, the data root is on disk.
+#          With SKILLRUNTIME_DOCKER_TCP=127.0.0.1:PORT the daemon also listens on that TCP address
+#          (plain, no TLS: for loopback only), as a remote engine is reached; unset, only the socket.
 #          Waits until the daemon answers (at most $SKILLRUNTIME_DOCKER_START_TIMEOUT seconds,
 #          default 60). Does nothing when that daemon already answers.
 #   stop   Stops the daemon that `start` started in that directory (its pidfile; the process must
@@ -104,10 +106,15 @@ start() {
     local namespace
     namespace=skillruntime-$(printf '%s' "$DIR" | sha256sum | cut -c1-12)
     : >"$LOG"
+    local -a tcp=()
+    if [ -n "${SKILLRUNTIME_DOCKER_TCP:-}" ]; then
+        tcp=(--host "tcp://$SKILLRUNTIME_DOCKER_TCP")
+    fi
     mount_data
     # setsid: the daemon outlives the shell that started it and its signals (stop ends it).
     setsid dockerd \
         --host "unix://$SOCKET" \
+        "${tcp[@]}" \
         --data-root "$DATA" \
         --exec-root "$EXEC" \
         --pidfile "$PIDFILE" \

@@ -152,6 +152,26 @@ def test_a_candidate_no_record_names_is_removed_on_attach(
     assert labelled(docker_run) == ([], [])
 
 
+def test_destroy_removes_a_candidate_no_record_names_within_the_grace(
+    docker_run: str, sql_store: SqlConversationStore
+) -> None:
+    # Found by the chaos benchmark (tests/benchmarks/bench_chaos.py): a node killed between
+    # creating its candidate and recording it leaves a container on the conversation's volume;
+    # destroying the conversation within the orphan grace failed on "volume is in use" after
+    # deleting the record, leaving the container and the volume behind.
+    with _runtime(docker_run, sql_store, "orphan-2") as first:
+        _run(first, "true")
+        orphan = first.container_id
+        key = first.conversation_record
+        assert key is not None
+    assert sql_store.delete(key.storage_key) is not None
+    with _runtime(docker_run, sql_store, "orphan-2") as second:  # default grace: kept
+        _run(second, "true")
+        assert sorted(labelled(docker_run)[0]) == sorted([orphan, second.container_id])
+        second.destroy_conversation()
+    assert labelled(docker_run) == ([], [])
+
+
 def test_a_private_container_is_removed_at_close(docker_run: str) -> None:
     with _runtime(docker_run, None, None) as runtime:
         assert _run(runtime, "pwd").stdout == "/workspace/skills\n"

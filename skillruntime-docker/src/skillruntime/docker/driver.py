@@ -157,7 +157,10 @@ class DockerDriver:
         """Nothing is held per container on the client."""
 
     def remove_volume(self) -> None:
-        """Remove the conversation's volume when it carries every label."""
+        """Remove the conversation's volume when it carries every label, after every container
+        carrying every label of the conversation: such a container mounts the volume (the
+        engine refuses to remove a volume in use) and no record names it — a candidate left by
+        a process that died between creating and recording it, within the orphan grace."""
         if self.volume is None:
             return
         name = self.volume[0]
@@ -167,4 +170,8 @@ class DockerDriver:
         if not tags_match(info.get("Labels"), self.labels):
             logger.warning("not removing volume %s: it lacks this conversation's labels", name)
             return
+        for item in self.engine.list_containers(self.labels):
+            if tags_match(item.get("Labels"), self.labels):
+                logger.warning("removing unrecorded container %s", str(item.get("Id", ""))[:12])
+                self.engine.remove_container(str(item["Id"]))
         self.engine.remove_volume(name)
