@@ -92,6 +92,11 @@ class AsyncWorkspaceSnapshots(SnapshotSettings):
                 try:
                     async for chunk in stream:
                         spool.write(chunk)
+                except Exception as error:
+                    raise WorkspaceSnapshotError(
+                        f"{entry.path[:200]!r} could not be read from the sandbox: "
+                        f"{type(error).__name__}: {str(error)[:300]}"
+                    ) from error
                 finally:
                     await stream.aclose()
                 spool.seek(0)

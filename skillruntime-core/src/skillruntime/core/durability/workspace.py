@@ -61,8 +61,9 @@ logger = logging.getLogger(__name__)
 class _ChunkReader(io.RawIOBase):
     """A readable binary stream over an iterator of byte chunks (one chunk held at a time)."""
 
-    def __init__(self, chunks: Iterator[bytes]) -> None:
+    def __init__(self, chunks: Iterator[bytes], path: str) -> None:
         self._chunks = chunks
+        self._path = path
         self._pending = b""
 
     def readable(self) -> bool:
@@ -70,7 +71,14 @@ class _ChunkReader(io.RawIOBase):
 
     def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
         while not self._pending:
-            chunk = next(self._chunks, None)
+            try:
+                chunk = next(self._chunks, None)
+            except Exception as error:
+                # not an OSError: a store must not take the sandbox's failure for its own
+                raise WorkspaceSnapshotError(
+                    f"{self._path[:200]!r} could not be read from the sandbox: "
+                    f"{type(error).__name__}: {str(error)[:300]}"
+                ) from error
             if chunk is None:
                 return 0
             self._pending = bytes(chunk)
@@ -80,8 +88,8 @@ class _ChunkReader(io.RawIOBase):
         return size
 
 
-def _reader(chunks: Iterator[bytes]) -> BinaryIO:
-    return cast(BinaryIO, _ChunkReader(chunks))
+def _reader(chunks: Iterator[bytes], path: str) -> BinaryIO:
+    return cast(BinaryIO, _ChunkReader(chunks, path))
 
 
 class SnapshotSettings:
@@ -209,7 +217,9 @@ class WorkspaceSnapshots(SnapshotSettings):
             reads += 1
             with contextlib.closing(fs.read_stream(path)) as chunks:
                 try:
-                    self.store.put_object(entry.digest, _reader(chunks), size=entry.size)
+                    self.store.put_object(
+                        entry.digest, _reader(chunks, entry.path), size=entry.size
+                    )
                 except SnapshotIntegrityError as error:
                     raise WorkspaceSnapshotError(
                         f"{entry.path[:200]!r} changed while the snapshot read it ({error.code}); "
