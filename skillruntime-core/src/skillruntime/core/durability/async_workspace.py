@@ -6,6 +6,7 @@ verifies and keeps it."""
 from __future__ import annotations
 
 import asyncio
+import io
 import posixpath
 import tempfile
 import time
@@ -13,7 +14,6 @@ from pathlib import Path
 
 from ..errors import (
     SnapshotError,
-    SnapshotIntegrityError,
     WorkspaceRestoreError,
     WorkspaceSnapshotError,
 )
@@ -25,11 +25,14 @@ from ..snapshots.planning import plan_restore, plan_snapshot
 from .common import (
     RestoreResult,
     SnapshotResult,
+    batch_contents,
+    batch_request,
     decode_listing,
     excluded,
     listing_request,
     post_scripts,
     pre_scripts,
+    read_batches,
     script_failed,
     script_request,
 )
@@ -80,13 +83,26 @@ class AsyncWorkspaceSnapshots(SnapshotSettings):
         missing = set(uploads) - present
         fs = await runtime.get_file_system()
         workspace = runtime.default_working_directory
-        reads = 0
-        uploaded = 0
+        needed = []
         for entry in manifest.files:
-            if entry.digest not in missing:
-                continue
-            missing.discard(entry.digest)
-            reads += 1
+            if entry.digest in missing:
+                missing.discard(entry.digest)
+                needed.append(entry)
+        batches, singles = read_batches(needed)
+        requests = 1
+        uploaded = 0
+        for batch in batches:
+            result = await runtime.execute(
+                batch_request(batch, timeout_seconds=self.script_timeout_seconds)
+            )
+            requests += 1
+            contents = batch_contents(result, batch)
+            for entry in batch:
+                data = io.BytesIO(contents.pop(entry.path))
+                await asyncio.to_thread(self._put, entry, data)
+            uploaded += sum(entry.size or 0 for entry in batch)
+        for entry in singles:
+            requests += 1
             with tempfile.TemporaryFile(dir=self.spool_dir) as spool:
                 stream = fs.read_stream(posixpath.join(workspace, entry.path))
                 try:
@@ -100,16 +116,9 @@ class AsyncWorkspaceSnapshots(SnapshotSettings):
                 finally:
                     await stream.aclose()
                 spool.seek(0)
-                try:
-                    await asyncio.to_thread(
-                        self.store.put_object, entry.digest, spool, size=entry.size
-                    )
-                except SnapshotIntegrityError as error:
-                    raise WorkspaceSnapshotError(
-                        f"{entry.path[:200]!r} changed while the snapshot read it ({error.code}); "
-                        "take the snapshot again"
-                    ) from error
+                await asyncio.to_thread(self._put, entry, spool)
             uploaded += entry.size or 0
+        reads = len(needed)
         snapshot_id = await asyncio.to_thread(self.store.put_manifest, manifest)
         deleted = await asyncio.to_thread(self._retain, conversation_id, keep_last)
         return SnapshotResult(
@@ -119,8 +128,8 @@ class AsyncWorkspaceSnapshots(SnapshotSettings):
             entries=len(manifest.entries),
             objects_uploaded=reads,
             bytes_uploaded=uploaded,
-            requests=1 + reads,
-            commands=1,
+            requests=requests,
+            commands=1 + len(batches),
             seconds=time.perf_counter() - started,
             deleted_snapshots=deleted,
         )
@@ -133,7 +142,7 @@ class AsyncWorkspaceSnapshots(SnapshotSettings):
         started = time.perf_counter()
         manifest = await asyncio.to_thread(self._manifest, conversation_id, snapshot_id)
         with tempfile.TemporaryDirectory(
-            prefix="skillruntime-restore-", dir=self.spool_dir
+            prefix="skillruntime-restore-", dir=self._spool_root(manifest)
         ) as spool:
             try:
                 spooled = await asyncio.to_thread(self._spool, manifest, Path(spool))

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import io
 import os
+import tarfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ..errors import SnapshotListingError
+from ..errors import SnapshotListingError, WorkspaceSnapshotError
 from ..models import SkillExecutionRequest, SkillExecutionResult
 from ..snapshots.listing import LISTING_SCRIPT, ListingEntry, parse_listing
 from ..snapshots.manifest import Entry
@@ -369,3 +371,89 @@ def script_failed(result: SkillExecutionResult) -> str | None:
             f"{result.stderr.strip()[-300:]!r}"
         )
     return None
+
+
+BATCH_FILE_BYTES = 1024 * 1024
+"""Files up to this size are read out of the sandbox in batches (one command, a tar in base64)
+when a snapshot needs more than one of them; larger ones through ``read_stream``."""
+
+BATCH_BYTES = 4 * 1024 * 1024
+"""The content of one batch at most (it is held in memory, with its base64 text)."""
+
+
+def read_batches(entries: Sequence[Entry]) -> tuple[list[list[Entry]], list[Entry]]:
+    """``(batches, singles)``: the small files grouped into batches (bounded in bytes and in
+    command length), the rest read one at a time. A lone small file is read on its own."""
+    small = [entry for entry in entries if (entry.size or 0) <= BATCH_FILE_BYTES]
+    singles = [entry for entry in entries if (entry.size or 0) > BATCH_FILE_BYTES]
+    if len(small) < 2:
+        return [], singles + small
+    batches: list[list[Entry]] = []
+    current: list[Entry] = []
+    size = length = 0
+    for entry in small:
+        word = len(_quote(entry.path)) + 1
+        if current and (
+            size + (entry.size or 0) > BATCH_BYTES or length + word > MAX_SCRIPT_BYTES // 2
+        ):
+            batches.append(current)
+            current, size, length = [], 0, 0
+        current.append(entry)
+        size += entry.size or 0
+        length += word
+    if current:
+        batches.append(current)
+    return batches, singles
+
+
+def batch_request(entries: Sequence[Entry], *, timeout_seconds: float) -> SkillExecutionRequest:
+    """One command printing a tar of ``entries`` (files of the workspace) in base64."""
+    script = b"tar -cf - --" + b"".join(b" " + _quote(entry.path) for entry in entries) + b"\n"
+    encoded = base64.b64encode(script).decode("ascii")
+    # a tar member is a 512-byte header (three more for a long name) and its data padded to
+    # 512 bytes; base64 adds a third and its line ends: twice the worst case is plenty
+    archive = sum(2048 + (entry.size or 0) + 2 * len(entry.path) for entry in entries)
+    limit = 2 * archive + 64 * 1024
+    return SkillExecutionRequest(
+        command=f"printf '%s' '{encoded}' | base64 -d | sh -s | base64",
+        timeout_seconds=timeout_seconds,
+        max_output_bytes=limit,
+    )
+
+
+def batch_contents(result: SkillExecutionResult, entries: Sequence[Entry]) -> dict[str, bytes]:
+    """The content of each of ``entries`` from :func:`batch_request`'s result; a file missing
+    from the archive, or a failed, cut or malformed output, raises
+    :class:`~skillruntime.core.errors.WorkspaceSnapshotError` (the digests are checked by the
+    store)."""
+    if result.timed_out or result.stdout_truncated:
+        raise WorkspaceSnapshotError("reading a batch of files out of the sandbox was cut short")
+    try:
+        data = base64.b64decode("".join(result.stdout.split()), validate=True)
+    except (binascii.Error, ValueError):
+        raise WorkspaceSnapshotError(
+            "a batch of files read out of the sandbox is malformed"
+        ) from None
+    wanted = {entry.path for entry in entries}
+    found: dict[str, bytes] = {}
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as archive:
+            for member in archive:
+                name = member.name[2:] if member.name.startswith("./") else member.name
+                if name not in wanted or not member.isfile():
+                    continue
+                stream = archive.extractfile(member)
+                if stream is not None:
+                    found[name] = stream.read()
+    except (tarfile.TarError, OSError) as error:
+        raise WorkspaceSnapshotError(
+            f"a batch of files read out of the sandbox is not a whole tar: {error}"
+        ) from None
+    missing = wanted - set(found)
+    if missing:
+        raise WorkspaceSnapshotError(
+            f"{len(missing)} file(s) of the listing could not be read out of the sandbox "
+            f"(changed or removed meanwhile; exit code {result.exit_code}): "
+            f"{result.stderr.strip()[-200:]!r}"
+        )
+    return found

@@ -16,11 +16,13 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import os
 import posixpath
 import shutil
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import BinaryIO, cast
 
@@ -34,7 +36,7 @@ from ..errors import (
 from ..runtime.spi import SkillRuntime
 from ..runtime.workspace import validate_conversation_id
 from ..snapshots.listing import DEFAULT_MAX_ENTRIES, ListingEntry
-from ..snapshots.manifest import Manifest
+from ..snapshots.manifest import Entry, Manifest
 from ..snapshots.planning import plan_restore, plan_snapshot
 from ..snapshots.spi import SnapshotStore
 from .common import (
@@ -44,11 +46,14 @@ from .common import (
     DEFAULT_SCRIPT_TIMEOUT,
     RestoreResult,
     SnapshotResult,
+    batch_contents,
+    batch_request,
     decode_listing,
     excluded,
     listing_request,
     post_scripts,
     pre_scripts,
+    read_batches,
     script_failed,
     script_request,
 )
@@ -56,6 +61,12 @@ from .common import (
 __all__ = ["SnapshotSettings", "WorkspaceSnapshots"]
 
 logger = logging.getLogger(__name__)
+
+SPOOL_WORKERS = 8
+"""Objects a restore fetches from the store at once."""
+
+TMPFS_SPOOL_BYTES = 256 * 1024 * 1024
+"""A restore of at most this many bytes spools its objects on ``/dev/shm`` when it can."""
 
 
 class _ChunkReader(io.RawIOBase):
@@ -123,6 +134,17 @@ class SnapshotSettings:
         self.skip_special = skip_special
         self.spool_dir = spool_dir
 
+    def _put(self, entry: Entry, stream: BinaryIO) -> None:
+        """Store one file's content, verified against the listing's digest and size."""
+        assert entry.digest is not None
+        try:
+            self.store.put_object(entry.digest, stream, size=entry.size)
+        except SnapshotIntegrityError as error:
+            raise WorkspaceSnapshotError(
+                f"{entry.path[:200]!r} changed while the snapshot read it ({error.code}); "
+                "take the snapshot again"
+            ) from error
+
     def _retain(self, conversation_id: str, keep_last: int | None) -> tuple[str, ...]:
         if keep_last is None:
             return ()
@@ -137,14 +159,35 @@ class SnapshotSettings:
         return manifest
 
     def _spool(self, manifest: Manifest, spool: Path) -> dict[str, Path]:
-        """Every object of ``manifest`` fetched (verified by the store) into ``spool``."""
-        spooled: dict[str, Path] = {}
-        for digest in sorted(manifest.digests()):
+        """Every object of ``manifest`` fetched (verified by the store) into ``spool``, a few at
+        a time in worker threads (the store's calls are blocking I/O)."""
+        digests = sorted(manifest.digests())
+
+        def fetch(digest: str) -> Path:
             target = spool / digest
             with self.store.get_object(digest) as source, open(target, "wb") as sink:
                 shutil.copyfileobj(source, sink, 1024 * 1024)
-            spooled[digest] = target
-        return spooled
+            return target
+
+        if len(digests) < 2:
+            return {digest: fetch(digest) for digest in digests}
+        with ThreadPoolExecutor(max_workers=SPOOL_WORKERS) as pool:
+            return dict(zip(digests, pool.map(fetch, digests), strict=True))
+
+    def _spool_root(self, manifest: Manifest) -> str | None:
+        """Where a restore spools its objects: ``spool_dir`` when given, else ``/dev/shm`` when
+        it is writable and the snapshot is small enough (at most :data:`TMPFS_SPOOL_BYTES`, and
+        half the free space there), else the system's temporary directory."""
+        if self.spool_dir is not None:
+            return str(self.spool_dir)
+        size = manifest.total_size()
+        if size > TMPFS_SPOOL_BYTES or not os.access("/dev/shm", os.W_OK):
+            return None
+        try:
+            stats = os.statvfs("/dev/shm")
+        except OSError:
+            return None
+        return "/dev/shm" if size * 2 <= stats.f_bavail * stats.f_frsize else None
 
 
 class WorkspaceSnapshots(SnapshotSettings):
@@ -207,25 +250,31 @@ class WorkspaceSnapshots(SnapshotSettings):
         missing = set(uploads) - self.store.has_objects(uploads)
         fs = runtime.get_file_system()
         workspace = runtime.default_working_directory
-        reads = 0
-        uploaded = 0
+        needed = []
         for entry in manifest.files:
-            if entry.digest not in missing:
-                continue
-            missing.discard(entry.digest)
-            path = posixpath.join(workspace, entry.path)
-            reads += 1
-            with contextlib.closing(fs.read_stream(path)) as chunks:
-                try:
-                    self.store.put_object(
-                        entry.digest, _reader(chunks, entry.path), size=entry.size
-                    )
-                except SnapshotIntegrityError as error:
-                    raise WorkspaceSnapshotError(
-                        f"{entry.path[:200]!r} changed while the snapshot read it ({error.code}); "
-                        "take the snapshot again"
-                    ) from error
+            if entry.digest in missing:
+                missing.discard(entry.digest)
+                needed.append(entry)
+        batches, singles = read_batches(needed)
+        requests = 1
+        uploaded = 0
+        for batch in batches:
+            result = runtime.execute(
+                batch_request(batch, timeout_seconds=self.script_timeout_seconds)
+            )
+            requests += 1
+            contents = batch_contents(result, batch)
+            for entry in batch:
+                self._put(entry, io.BytesIO(contents.pop(entry.path)))
+            uploaded += sum(entry.size or 0 for entry in batch)
+        for entry in singles:
+            requests += 1
+            with contextlib.closing(
+                fs.read_stream(posixpath.join(workspace, entry.path))
+            ) as chunks:
+                self._put(entry, _reader(chunks, entry.path))
             uploaded += entry.size or 0
+        reads = len(needed)
         snapshot_id = self.store.put_manifest(manifest)
         deleted = self._retain(conversation_id, keep_last)
         seconds = time.perf_counter() - started
@@ -245,8 +294,8 @@ class WorkspaceSnapshots(SnapshotSettings):
             entries=len(manifest.entries),
             objects_uploaded=reads,
             bytes_uploaded=uploaded,
-            requests=1 + reads,
-            commands=1,
+            requests=requests,
+            commands=1 + len(batches),
             seconds=seconds,
             deleted_snapshots=deleted,
         )
@@ -268,7 +317,7 @@ class WorkspaceSnapshots(SnapshotSettings):
         started = time.perf_counter()
         manifest = self._manifest(conversation_id, snapshot_id)
         with tempfile.TemporaryDirectory(
-            prefix="skillruntime-restore-", dir=self.spool_dir
+            prefix="skillruntime-restore-", dir=self._spool_root(manifest)
         ) as spool:
             try:
                 spooled = self._spool(manifest, Path(spool))
