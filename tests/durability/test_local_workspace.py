@@ -6,6 +6,7 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,6 +16,7 @@ from skillruntime.core.errors import (
     SnapshotListingError,
     SymlinkEscapeError,
     WorkspaceRestoreError,
+    WorkspaceSnapshotError,
 )
 from skillruntime.core.models import SkillExecutionRequest
 from skillruntime.core.snapshots import LocalSnapshotStore
@@ -300,3 +302,26 @@ def test_async_round_trip(root: Path, workspace: Path, store: LocalSnapshotStore
 
     asyncio.run(main())
     wipe(workspace)
+
+
+@pytest.mark.parametrize("files", [1, 3])
+def test_a_file_changed_between_the_listing_and_its_read_fails_the_snapshot(
+    runtime: LocalSkillRuntime, workspace: Path, store: LocalSnapshotStore, files: int
+) -> None:
+    """A lone file is streamed, several are read in a batch: both check the listing's digest."""
+    for index in range(files):
+        (workspace / f"f{index}.txt").write_text(f"before {index}\n")
+
+    class ChangingAfterListing(CountingRuntime):
+        def execute(self, request: SkillExecutionRequest) -> Any:
+            result = super().execute(request)
+            if self.counts["execute"] == 1:
+                (workspace / "f0.txt").write_text("after, and longer\n")
+            return result
+
+    with pytest.raises(WorkspaceSnapshotError, match="changed while the snapshot read it"):
+        WorkspaceSnapshots(store).snapshot(
+            ChangingAfterListing(runtime),  # type: ignore[arg-type]
+            conversation_id=CONVERSATION,
+        )
+    assert store.list_snapshots(CONVERSATION) == []
