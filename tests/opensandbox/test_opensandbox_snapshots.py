@@ -3,6 +3,7 @@ sandbox killed behind the runtime's back whose replacement is restored from the 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
 from collections.abc import Iterator
@@ -13,11 +14,11 @@ import pytest
 
 from doubles.opensandbox import OpenSandboxDouble
 from skillruntime.core.conversations import InMemoryConversationStore
-from skillruntime.core.durability import WorkspaceSnapshots
+from skillruntime.core.durability import AsyncWorkspaceSnapshots, WorkspaceSnapshots
 from skillruntime.core.durability.common import decode_listing, listing_request
 from skillruntime.core.models import SkillExecutionRequest
 from skillruntime.core.snapshots import ListingEntry, LocalSnapshotStore
-from skillruntime.opensandbox import OpenSandboxSkillRuntime
+from skillruntime.opensandbox import AsyncOpenSandboxSkillRuntime, OpenSandboxSkillRuntime
 
 POPULATE = r"""
 set -e
@@ -107,3 +108,40 @@ def test_a_sandbox_killed_behind_the_back_is_restored_in_its_replacement(
     restored = snapshots.restore(replacement, conversation_id=conversation)
     assert restored.deleted == 0
     assert _listing(replacement) == before
+
+
+def test_the_async_face_restores_a_killed_sandbox(
+    opensandbox_double: OpenSandboxDouble, tmp_path: Path
+) -> None:
+    conversation = f"os-{uuid.uuid4().hex[:12]}"
+    store = InMemoryConversationStore()
+    snapshots = AsyncWorkspaceSnapshots(LocalSnapshotStore(tmp_path / "snapshots"))
+
+    def runtime() -> AsyncOpenSandboxSkillRuntime:
+        return AsyncOpenSandboxSkillRuntime(
+            domain=opensandbox_double.domain,
+            api_key=opensandbox_double.api_key,
+            conversation_id=conversation,
+            conversation_store=store,
+        )
+
+    async def listing(rt: AsyncOpenSandboxSkillRuntime) -> list[ListingEntry]:
+        result = await rt.execute(listing_request(timeout_seconds=120, max_output_bytes=1 << 24))
+        return [e for e in decode_listing(result, max_entries=100_000) if e.path != "skills"]
+
+    async def scenario() -> None:
+        async with runtime() as first:
+            assert (await first.execute(SkillExecutionRequest(command=POPULATE))).ok
+            before = await listing(first)
+            taken = await snapshots.snapshot(first, conversation_id=conversation)
+            assert taken.changed
+            old = first.sandbox_id
+        assert old is not None
+        assert opensandbox_double.kill_behind_back(old)
+        async with runtime() as second:
+            assert await listing(second) == []
+            await snapshots.restore(second, conversation_id=conversation)
+            assert await listing(second) == before
+            await second.destroy_conversation_sandbox()
+
+    asyncio.run(scenario())
