@@ -37,9 +37,11 @@ each with its further standard bases in parentheses::
         │   ├── SnapshotPathError
         │   └── SymlinkEscapeError
         ├── SnapshotListingError
-        └── SnapshotStoreError
-            ├── SnapshotNotFoundError (LookupError)
-            └── SnapshotIntegrityError
+        ├── SnapshotStoreError
+        │   ├── SnapshotNotFoundError (LookupError)
+        │   └── SnapshotIntegrityError
+        ├── WorkspaceSnapshotError
+        └── WorkspaceRestoreError
     InvalidPatternError (ValueError): a search pattern that is not valid RE2 syntax
 
 The backends' own errors live in the ``errors`` module of their distribution, each under one of
