@@ -32,6 +32,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("snapshots", ("snapshots", "snapshots.*")),
     # the runtime SPI, base classes, rules, workspaces, bridges, bounded output, closing
     ("runtime", ("runtime", "runtime.*")),
+    # workspace snapshots and restores through a runtime's public SPI
+    ("durability", ("durability", "durability.*")),
     # hook specifications, the registry, the runtime factory, listings, options
     ("plugins", ("plugins", "plugins.*")),
     # the skillruntime command and its shared error and progress helpers

@@ -37,9 +37,11 @@ each with its further standard bases in parentheses::
         │   ├── SnapshotPathError
         │   └── SymlinkEscapeError
         ├── SnapshotListingError
-        └── SnapshotStoreError
-            ├── SnapshotNotFoundError (LookupError)
-            └── SnapshotIntegrityError
+        ├── SnapshotStoreError
+        │   ├── SnapshotNotFoundError (LookupError)
+        │   └── SnapshotIntegrityError
+        ├── WorkspaceSnapshotError
+        └── WorkspaceRestoreError
     InvalidPatternError (ValueError): a search pattern that is not valid RE2 syntax
 
 The backends' own errors live in the ``errors`` module of their distribution, each under one of
@@ -94,6 +96,8 @@ __all__ = [
     "StoreConflictError",
     "SymlinkEscapeError",
     "WorkspaceEscapeError",
+    "WorkspaceRestoreError",
+    "WorkspaceSnapshotError",
     "file_error_code",
     "file_error_from_os_error",
 ]
@@ -336,6 +340,25 @@ class SnapshotIntegrityError(SnapshotStoreError):
     def __init__(self, message: str, *, code: str) -> None:
         super().__init__(f"[{code}] {message}")
         self.code = code
+
+
+class WorkspaceSnapshotError(SnapshotError):
+    """A runtime's workspace could not be snapshotted: the listing command failed or timed out,
+    or a file changed while it was read (its bytes no longer match the listing's digest)."""
+
+
+class WorkspaceRestoreError(SnapshotError):
+    """A restore into a runtime's workspace could not finish.
+
+    ``done`` names the steps that completed before the failure, in order (empty: the workspace
+    was not touched; the objects are fetched and verified before anything is changed), and
+    ``changed`` tells whether the workspace was modified at all."""
+
+    def __init__(self, message: str, *, done: tuple[str, ...] = ()) -> None:
+        steps = ", ".join(done) if done else "nothing (the workspace is unchanged)"
+        super().__init__(f"{message}; done before the failure: {steps}")
+        self.done = done
+        self.changed = bool(done)
 
 
 class InvalidPatternError(ValueError):

@@ -1,0 +1,216 @@
+"""The async face of :mod:`.workspace`: the same snapshot and restore over an
+:class:`AsyncSkillRuntime`. The store is synchronous; its calls run in worker threads, and a file
+read out of the sandbox is spooled to a local temporary file (bounded memory) before the store
+verifies and keeps it."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import posixpath
+import tempfile
+import time
+from pathlib import Path
+
+from ..errors import (
+    SnapshotError,
+    WorkspaceRestoreError,
+    WorkspaceSnapshotError,
+)
+from ..runtime.async_spi import AsyncSkillRuntime
+from ..runtime.workspace import validate_conversation_id
+from ..snapshots.listing import ListingEntry
+from ..snapshots.manifest import Manifest
+from ..snapshots.planning import plan_restore, plan_snapshot
+from .common import (
+    RestoreResult,
+    SnapshotResult,
+    batch_contents,
+    batch_request,
+    decode_listing,
+    excluded,
+    listing_request,
+    post_scripts,
+    pre_scripts,
+    read_batches,
+    script_failed,
+    script_request,
+)
+from .workspace import SnapshotSettings
+
+__all__ = ["AsyncWorkspaceSnapshots"]
+
+
+class AsyncWorkspaceSnapshots(SnapshotSettings):
+    """:class:`~.workspace.WorkspaceSnapshots` for asyncio programs (same arguments)."""
+
+    async def _list(self, runtime: AsyncSkillRuntime) -> list[ListingEntry]:
+        result = await runtime.execute(
+            listing_request(
+                timeout_seconds=self.listing_timeout_seconds,
+                max_output_bytes=self.max_listing_bytes,
+            )
+        )
+        entries = decode_listing(result, max_entries=self.max_entries)
+        return [entry for entry in entries if not excluded(entry.path, self.exclude)]
+
+    async def snapshot(
+        self, runtime: AsyncSkillRuntime, *, conversation_id: str, keep_last: int | None = None
+    ) -> SnapshotResult:
+        """See :meth:`~.workspace.WorkspaceSnapshots.snapshot`."""
+        validate_conversation_id(conversation_id)
+        started = time.perf_counter()
+        listing = await self._list(runtime)
+        previous = await asyncio.to_thread(self.store.latest, conversation_id)
+        manifest, uploads = plan_snapshot(
+            listing, previous, conversation=conversation_id, skip_special=self.skip_special
+        )
+        if previous is not None and previous.entries == manifest.entries:
+            deleted = await asyncio.to_thread(self._retain, conversation_id, keep_last)
+            return SnapshotResult(
+                snapshot_id=previous.snapshot_id,
+                conversation_id=conversation_id,
+                changed=False,
+                entries=len(manifest.entries),
+                objects_uploaded=0,
+                bytes_uploaded=0,
+                requests=1,
+                commands=1,
+                seconds=time.perf_counter() - started,
+                deleted_snapshots=deleted,
+            )
+        present = await asyncio.to_thread(self.store.has_objects, uploads)
+        missing = set(uploads) - present
+        fs = await runtime.get_file_system()
+        workspace = runtime.default_working_directory
+        needed = []
+        for entry in manifest.files:
+            if entry.digest in missing:
+                missing.discard(entry.digest)
+                needed.append(entry)
+        batches, singles = read_batches(needed)
+        requests = 1
+        uploaded = 0
+        for batch in batches:
+            result = await runtime.execute(
+                batch_request(batch, timeout_seconds=self.script_timeout_seconds)
+            )
+            requests += 1
+            contents = batch_contents(result, batch)
+            for entry in batch:
+                data = io.BytesIO(contents.pop(entry.path))
+                await asyncio.to_thread(self._put, entry, data)
+            uploaded += sum(entry.size or 0 for entry in batch)
+        for entry in singles:
+            requests += 1
+            with tempfile.TemporaryFile(dir=self.spool_dir) as spool:
+                stream = fs.read_stream(posixpath.join(workspace, entry.path))
+                try:
+                    async for chunk in stream:
+                        spool.write(chunk)
+                except Exception as error:
+                    raise WorkspaceSnapshotError(
+                        f"{entry.path[:200]!r} could not be read from the sandbox: "
+                        f"{type(error).__name__}: {str(error)[:300]}"
+                    ) from error
+                finally:
+                    await stream.aclose()
+                spool.seek(0)
+                await asyncio.to_thread(self._put, entry, spool)
+            uploaded += entry.size or 0
+        reads = len(needed)
+        snapshot_id = await asyncio.to_thread(self.store.put_manifest, manifest)
+        deleted = await asyncio.to_thread(self._retain, conversation_id, keep_last)
+        return SnapshotResult(
+            snapshot_id=snapshot_id,
+            conversation_id=conversation_id,
+            changed=True,
+            entries=len(manifest.entries),
+            objects_uploaded=reads,
+            bytes_uploaded=uploaded,
+            requests=requests,
+            commands=1 + len(batches),
+            seconds=time.perf_counter() - started,
+            deleted_snapshots=deleted,
+        )
+
+    async def restore(
+        self, runtime: AsyncSkillRuntime, *, conversation_id: str, snapshot_id: str | None = None
+    ) -> RestoreResult:
+        """See :meth:`~.workspace.WorkspaceSnapshots.restore`."""
+        validate_conversation_id(conversation_id)
+        started = time.perf_counter()
+        manifest = await asyncio.to_thread(self._manifest, conversation_id, snapshot_id)
+        with tempfile.TemporaryDirectory(
+            prefix="skillruntime-restore-", dir=self._spool_root(manifest)
+        ) as spool:
+            try:
+                spooled = await asyncio.to_thread(self._spool, manifest, Path(spool))
+                current = await self._list(runtime)
+            except SnapshotError as error:
+                raise WorkspaceRestoreError(
+                    f"restore of snapshot {manifest.snapshot_id[:12]} could not start: {error}"
+                ) from error
+            return await self._apply(runtime, manifest, current, spooled, started)
+
+    async def _apply(
+        self,
+        runtime: AsyncSkillRuntime,
+        manifest: Manifest,
+        current: list[ListingEntry],
+        spooled: dict[str, Path],
+        started: float,
+    ) -> RestoreResult:
+        plan = plan_restore(manifest, current)
+        wanted = {entry.path: entry for entry in manifest.entries}
+        workspace = runtime.default_working_directory
+        done: list[str] = []
+        counts = {"commands": 1, "requests": 1}
+
+        async def run(scripts: list[bytes], step: str) -> None:
+            for script in scripts:
+                result = await runtime.execute(
+                    script_request(script, timeout_seconds=self.script_timeout_seconds)
+                )
+                counts["commands"] += 1
+                counts["requests"] += 1
+                failure = script_failed(result)
+                if failure is not None:
+                    raise WorkspaceRestoreError(
+                        f"restore of snapshot {manifest.snapshot_id[:12]}: {failure} ({step})",
+                        done=tuple(done),
+                    )
+            if scripts:
+                done.append(step)
+
+        await run(pre_scripts(plan, current), "deleted and created directories")
+        files = [
+            (spooled[entry.digest], posixpath.join(workspace, entry.path), bool(entry.mode & 0o100))
+            for entry in plan.write_files
+            if entry.digest is not None
+        ]
+        if files:
+            try:
+                await (await runtime.get_file_system()).upload_files(files)
+            except Exception as error:
+                raise WorkspaceRestoreError(
+                    f"restore of snapshot {manifest.snapshot_id[:12]}: sending the files failed: "
+                    f"{type(error).__name__}: {str(error)[:300]}",
+                    done=tuple(done),
+                ) from error
+            counts["requests"] += 1
+            done.append(f"wrote {len(files)} files")
+        await run(post_scripts(plan, current, wanted), "made the links and set the modes")
+        return RestoreResult(
+            snapshot_id=manifest.snapshot_id,
+            conversation_id=manifest.conversation,
+            deleted=len(plan.delete),
+            directories=len(plan.make_directories),
+            files=len(files),
+            bytes_written=sum(entry.size or 0 for entry in plan.write_files),
+            symlinks=len(plan.make_symlinks),
+            modes=len(plan.set_modes),
+            requests=counts["requests"],
+            commands=counts["commands"],
+            seconds=time.perf_counter() - started,
+        )

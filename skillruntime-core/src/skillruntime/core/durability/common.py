@@ -1,0 +1,459 @@
+"""What the sync and async workspace snapshots share: the commands, their parsing, the results.
+
+Everything here is pure (no I/O): the listing request and its decoding, the filtering of the
+runtime's own directories, the restore scripts and the result types. The drivers
+(:mod:`.workspace`, :mod:`.async_workspace`) run them through a runtime's public SPI.
+
+Commands reach the sandbox as text, and a command's output comes back as text, over transports
+that may carry it as JSON strings: so the listing is sent back in base64, and a restore script
+(which names paths that may hold a newline, a quote or bytes that are not UTF-8) is sent in
+base64 and decoded by the sandbox's ``base64 -d`` into ``sh``. Inside a script every path is
+single-quoted byte for byte and prefixed with ``./`` (so a name starting with ``-`` is not an
+option); the script runs with ``set -e`` and prints a trailer only when every step worked.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import os
+import tarfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from ..errors import SnapshotListingError, WorkspaceSnapshotError
+from ..models import SkillExecutionRequest, SkillExecutionResult
+from ..snapshots.listing import LISTING_SCRIPT, ListingEntry, parse_listing
+from ..snapshots.manifest import Entry
+from ..snapshots.planning import RestorePlan
+
+__all__ = [
+    "DEFAULT_EXCLUDE",
+    "DEFAULT_LISTING_TIMEOUT",
+    "DEFAULT_MAX_LISTING_BYTES",
+    "DEFAULT_SCRIPT_TIMEOUT",
+    "MAX_SCRIPT_BYTES",
+    "RestoreResult",
+    "SnapshotResult",
+    "decode_listing",
+    "excluded",
+    "listing_request",
+    "post_scripts",
+    "pre_scripts",
+    "script_request",
+]
+
+DEFAULT_LISTING_TIMEOUT = 600.0
+"""Seconds the listing command may take (it reads and hashes every file of the workspace)."""
+
+DEFAULT_SCRIPT_TIMEOUT = 300.0
+"""Seconds a restore script may take."""
+
+DEFAULT_MAX_LISTING_BYTES = 256 * 1024 * 1024
+"""The output cap of the listing command (base64): about a million entries of typical names."""
+
+MAX_SCRIPT_BYTES = 64 * 1024
+"""A restore script is cut into commands of at most this many bytes before base64 (a command is
+one argument of ``sh -c``, and Linux caps one argument at 128 KiB)."""
+
+DEFAULT_EXCLUDE = ("skills",)
+"""Top-level workspace entries that are the runtime's, not the conversation's: prepared skill
+copies (``skills/``) are made again by ``prepare`` and are neither stored nor touched."""
+
+TRAILER = "SNAPDONE"
+
+
+@dataclass(frozen=True)
+class SnapshotResult:
+    """What one :meth:`~.workspace.WorkspaceSnapshots.snapshot` did.
+
+    ``snapshot_id`` is the stored manifest's id (the previous one when nothing changed:
+    ``changed`` is then false and nothing was stored); ``entries`` counts the manifest's paths;
+    ``objects_uploaded``/``bytes_uploaded`` the file contents read out of the sandbox and stored;
+    ``requests`` the calls made to the runtime (``commands`` of them commands), ``seconds`` the
+    wall time, ``deleted_snapshots`` what retention removed.
+    """
+
+    snapshot_id: str
+    conversation_id: str
+    changed: bool
+    entries: int
+    objects_uploaded: int
+    bytes_uploaded: int
+    requests: int
+    commands: int
+    seconds: float
+    deleted_snapshots: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RestoreResult:
+    """What one :meth:`~.workspace.WorkspaceSnapshots.restore` did: the snapshot restored, the
+    paths deleted, directories created, files written (``bytes_written`` of them), links made,
+    modes set, the calls made to the runtime and the wall time."""
+
+    snapshot_id: str
+    conversation_id: str
+    deleted: int
+    directories: int
+    files: int
+    bytes_written: int
+    symlinks: int
+    modes: int
+    requests: int
+    commands: int
+    seconds: float
+
+
+FAST_HEADER = b"SNAPFAST1"
+SUMS = b"SNAPSUMS"
+END = b"SNAPEND"
+
+FAST_LISTING_SCRIPT = (
+    "LC_ALL=C; export LC_ALL; "
+    'cd -- "$1" || exit 3; '
+    "printf 'SNAPFAST1\\0'; "
+    "find . ! -name . -printf '%y\\0%p\\0%M\\0%s\\0%l\\0' || exit 4; "
+    "printf 'SNAPSUMS\\0'; "
+    "find . ! -name . -type f -exec sha256sum -z -- {} + || exit 4; "
+    "printf 'SNAPEND\\0'"
+)
+"""The listing with GNU ``find -printf`` and ``sha256sum -z``: the same facts as
+:data:`~skillruntime.core.snapshots.listing.LISTING_SCRIPT` from three processes and a few
+batches of ``sha256sum`` instead of four processes per file. Its output is turned into
+``LISTING_SCRIPT``'s format on the client and read by the same strict parser."""
+
+_PROBE = "find . -maxdepth 0 -printf '' >/dev/null 2>&1 && sha256sum -z /dev/null >/dev/null 2>&1"
+
+
+def listing_request(
+    *, timeout_seconds: float, max_output_bytes: int, working_directory: str | None = None
+) -> SkillExecutionRequest:
+    """The one command that lists the workspace (the command's working directory) with the
+    digest of every file, base64-encoded on stdout: the fast listing where the sandbox has GNU
+    ``find`` and ``sha256sum -z``, else the portable one."""
+    command = (
+        f"if {_PROBE}; then sh -c {_quote_text(FAST_LISTING_SCRIPT)} sh .; "
+        f"else sh -c {_quote_text(LISTING_SCRIPT)} sh .; fi | base64"
+    )
+    return SkillExecutionRequest(
+        command=command,
+        working_directory=working_directory,
+        timeout_seconds=timeout_seconds,
+        max_output_bytes=max_output_bytes,
+    )
+
+
+def _portable(data: bytes) -> bytes:
+    """The fast listing's output rewritten in the portable listing's format (whose parser then
+    checks everything); fails closed on a truncated or malformed output."""
+    fields = data.split(b"\0")
+    if fields[-1] != b"":
+        raise SnapshotListingError("the listing ends inside a field (truncated output)")
+    fields.pop()
+    if not fields or fields[0] != FAST_HEADER or END not in fields:
+        raise SnapshotListingError("the listing has no header or trailer (a command failed)")
+    if fields[-1] != END:
+        raise SnapshotListingError("the listing has data after its trailer")
+    try:
+        middle = fields.index(SUMS)
+    except ValueError:
+        raise SnapshotListingError("the listing has no digests (a command failed)") from None
+    records = fields[1:middle]
+    if len(records) % 5:
+        raise SnapshotListingError("the listing ends inside a record (truncated output)")
+    digests: dict[bytes, bytes] = {}
+    for line in fields[middle + 1 : -1]:
+        digest, separator, path = line.partition(b"  ")
+        if not separator or len(digest) != 64:
+            raise SnapshotListingError("a listing digest line is malformed")
+        digests[path] = digest
+    out = bytearray(b"SNAPLIST1\0")
+    for index in range(0, len(records), 5):
+        kind, path, mode, size, target = records[index : index + 5]
+        if kind == b"f":
+            found = digests.get(path)
+            if found is None:
+                raise SnapshotListingError("a file appeared or changed during the listing")
+            out += b"f\0%s\0%s \0%s\0%s  -\0" % (path, mode, size, found)
+        elif kind == b"l":
+            out += b"l\0%s\0%s \0%s\0" % (path, mode, target)
+        elif kind == b"d":
+            out += b"d\0%s\0%s \0" % (path, mode)
+        else:
+            out += b"o\0%s\0%s \0" % (path, mode)
+    out += b"SNAPEND\0"
+    return bytes(out)
+
+
+def decode_listing(result: SkillExecutionResult, *, max_entries: int) -> list[ListingEntry]:
+    """The parsed listing of :func:`listing_request`'s result; fails closed
+    (:class:`SnapshotListingError`) on a timeout, a non-zero exit, a truncated or malformed
+    output."""
+    if result.timed_out:
+        raise SnapshotListingError("the workspace listing timed out")
+    if result.stdout_truncated:
+        raise SnapshotListingError(
+            "the workspace listing was cut at the output cap; raise max_listing_bytes"
+        )
+    if result.exit_code != 0:
+        raise SnapshotListingError(
+            f"the workspace listing failed (exit code {result.exit_code}): "
+            f"{result.stderr.strip()[-200:]!r}"
+        )
+    try:
+        data = base64.b64decode("".join(result.stdout.split()), validate=True)
+    except (binascii.Error, ValueError):
+        raise SnapshotListingError("the workspace listing is not base64 (malformed)") from None
+    if data.startswith(FAST_HEADER + b"\0"):
+        data = _portable(data)
+    return parse_listing(data, max_entries=max_entries)
+
+
+def excluded(path: str, exclude: Sequence[str]) -> bool:
+    """Whether ``path`` is one of ``exclude`` or lies under one."""
+    return any(path == top or path.startswith(top + "/") for top in exclude)
+
+
+def _quote_text(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+def _quote(path: str) -> bytes:
+    """``./path`` single-quoted for ``sh``, byte for byte (any byte but NUL may be in it)."""
+    raw = b"./" + os.fsencode(path)
+    return b"'" + raw.replace(b"'", b"'\\''") + b"'"
+
+
+def _quote_target(target: str) -> bytes:
+    raw = os.fsencode(target)
+    return b"'" + raw.replace(b"'", b"'\\''") + b"'"
+
+
+def _commands(prefix: bytes, paths: Iterable[str]) -> list[bytes]:
+    """``prefix path path ...`` lines, each at most about :data:`MAX_SCRIPT_BYTES`."""
+    lines: list[bytes] = []
+    current = bytearray()
+    for path in paths:
+        word = _quote(path)
+        if current and len(current) + len(word) + 1 > MAX_SCRIPT_BYTES // 2:
+            lines.append(bytes(current))
+            current = bytearray()
+        if not current:
+            current += prefix
+        current += b" " + word
+    if current:
+        lines.append(bytes(current))
+    return lines
+
+
+def _chunk(lines: Sequence[bytes]) -> list[bytes]:
+    """The lines grouped into scripts of at most about :data:`MAX_SCRIPT_BYTES` each."""
+    scripts: list[bytes] = []
+    current = bytearray()
+    for line in lines:
+        if current and len(current) + len(line) + 1 > MAX_SCRIPT_BYTES:
+            scripts.append(bytes(current))
+            current = bytearray()
+        current += line + b"\n"
+    if current:
+        scripts.append(bytes(current))
+    return scripts
+
+
+def pre_scripts(plan: RestorePlan, current: Sequence[ListingEntry]) -> list[bytes]:
+    """The scripts run before the files are sent: delete what goes (a directory being deleted
+    is made writable by its owner first, without following links), make the owner able to write
+    into the kept directories and files that will change, create the new directories."""
+    kinds = {entry.path: entry for entry in current}
+    lines: list[bytes] = []
+    doomed_dirs = [path for path in plan.delete if kinds[path].kind == "directory"]
+    lines += _commands(b"chmod -R u+rwx --", doomed_dirs)
+    lines += _commands(b"rm -rf --", plan.delete)
+    lines += _commands(b"chmod u+rwx --", relaxed_directories(plan, current))
+    rewritten = [
+        entry.path
+        for entry in plan.write_files
+        if entry.path in kinds
+        and kinds[entry.path].kind == "file"
+        and not kinds[entry.path].mode & 0o200
+        and entry.path not in plan.delete
+    ]
+    lines += _commands(b"chmod u+w --", rewritten)
+    lines += _commands(b"mkdir -p --", [entry.path for entry in plan.make_directories])
+    return _chunk(lines)
+
+
+def relaxed_directories(plan: RestorePlan, current: Sequence[ListingEntry]) -> list[str]:
+    """Kept directories that their owner cannot enter or write into and under which the restore
+    changes something: opened for the restore, given their mode back at the end."""
+    doomed = tuple(plan.delete)
+    changed = [
+        *plan.delete,
+        *(entry.path for entry in plan.make_directories),
+        *(entry.path for entry in plan.write_files),
+        *(entry.path for entry in plan.make_symlinks),
+        *(entry.path for entry in plan.set_modes),
+    ]
+    ancestors: set[str] = set()
+    for path in changed:
+        parts = path.split("/")
+        ancestors.update("/".join(parts[:depth]) for depth in range(1, len(parts)))
+    return [
+        entry.path
+        for entry in current
+        if entry.kind == "directory"
+        and entry.mode & 0o700 != 0o700
+        and entry.path in ancestors
+        and not excluded(entry.path, doomed)
+    ]
+
+
+def post_scripts(
+    plan: RestorePlan, current: Sequence[ListingEntry], wanted: dict[str, Entry]
+) -> list[bytes]:
+    """The scripts run after the files were sent: make the links, then set every mode (the
+    files written, then the directories deepest first, so a read-only directory is closed after
+    everything under it was written)."""
+    lines: list[bytes] = []
+    for link in plan.make_symlinks:
+        assert link.target is not None
+        lines.append(b"ln -s -- " + _quote_target(link.target) + b" " + _quote(link.path))
+    files = {entry.path: entry.mode for entry in plan.write_files}
+    files.update({entry.path: entry.mode for entry in plan.set_modes if entry.kind == "file"})
+    by_mode: dict[int, list[str]] = {}
+    for path, mode in files.items():
+        by_mode.setdefault(mode, []).append(path)
+    for mode, paths in sorted(by_mode.items()):
+        lines += _commands(b"chmod %04o --" % mode, paths)
+    directories = [entry for entry in plan.set_modes if entry.kind == "directory"]
+    seen = {entry.path for entry in directories}
+    for path in relaxed_directories(plan, current):
+        if path not in seen and path in wanted:
+            directories.append(wanted[path])
+    directories.sort(key=lambda entry: -entry.path.count("/"))
+    run: list[str] = []
+    run_mode = 0
+    for entry in directories:
+        if run and entry.mode != run_mode:
+            lines += _commands(b"chmod %04o --" % run_mode, run)
+            run = []
+        run_mode = entry.mode
+        run.append(entry.path)
+    if run:
+        lines += _commands(b"chmod %04o --" % run_mode, run)
+    return _chunk(lines)
+
+
+def script_request(
+    script: bytes, *, timeout_seconds: float, working_directory: str | None = None
+) -> SkillExecutionRequest:
+    """A command that runs ``script`` (bytes) with ``set -e`` in the workspace and prints the
+    trailer only when it all worked; the script travels in base64."""
+    body = b"set -e\n" + script + b"printf '%s\\n' " + TRAILER.encode() + b"\n"
+    encoded = base64.b64encode(body).decode("ascii")
+    return SkillExecutionRequest(
+        command=f"printf '%s' '{encoded}' | base64 -d | sh -s",
+        working_directory=working_directory,
+        timeout_seconds=timeout_seconds,
+        max_output_bytes=64 * 1024,
+    )
+
+
+def script_failed(result: SkillExecutionResult) -> str | None:
+    """Why a restore script failed, or ``None`` when it worked (its trailer printed)."""
+    if result.timed_out:
+        return "a restore command timed out"
+    if result.exit_code != 0 or TRAILER not in result.stdout:
+        return (
+            f"a restore command failed (exit code {result.exit_code}): "
+            f"{result.stderr.strip()[-300:]!r}"
+        )
+    return None
+
+
+BATCH_FILE_BYTES = 1024 * 1024
+"""Files up to this size are read out of the sandbox in batches (one command, a tar in base64)
+when a snapshot needs more than one of them; larger ones through ``read_stream``."""
+
+BATCH_BYTES = 4 * 1024 * 1024
+"""The content of one batch at most (it is held in memory, with its base64 text)."""
+
+
+def read_batches(entries: Sequence[Entry]) -> tuple[list[list[Entry]], list[Entry]]:
+    """``(batches, singles)``: the small files grouped into batches (bounded in bytes and in
+    command length), the rest read one at a time. A lone small file is read on its own."""
+    small = [entry for entry in entries if (entry.size or 0) <= BATCH_FILE_BYTES]
+    singles = [entry for entry in entries if (entry.size or 0) > BATCH_FILE_BYTES]
+    if len(small) < 2:
+        return [], singles + small
+    batches: list[list[Entry]] = []
+    current: list[Entry] = []
+    size = length = 0
+    for entry in small:
+        word = len(_quote(entry.path)) + 1
+        if current and (
+            size + (entry.size or 0) > BATCH_BYTES or length + word > MAX_SCRIPT_BYTES // 2
+        ):
+            batches.append(current)
+            current, size, length = [], 0, 0
+        current.append(entry)
+        size += entry.size or 0
+        length += word
+    if current:
+        batches.append(current)
+    return batches, singles
+
+
+def batch_request(entries: Sequence[Entry], *, timeout_seconds: float) -> SkillExecutionRequest:
+    """One command printing a tar of ``entries`` (files of the workspace) in base64."""
+    script = b"tar -cf - --" + b"".join(b" " + _quote(entry.path) for entry in entries) + b"\n"
+    encoded = base64.b64encode(script).decode("ascii")
+    # a tar member is a 512-byte header (three more for a long name) and its data padded to
+    # 512 bytes; base64 adds a third and its line ends: twice the worst case is plenty
+    archive = sum(2048 + (entry.size or 0) + 2 * len(entry.path) for entry in entries)
+    limit = 2 * archive + 64 * 1024
+    return SkillExecutionRequest(
+        command=f"printf '%s' '{encoded}' | base64 -d | sh -s | base64",
+        timeout_seconds=timeout_seconds,
+        max_output_bytes=limit,
+    )
+
+
+def batch_contents(result: SkillExecutionResult, entries: Sequence[Entry]) -> dict[str, bytes]:
+    """The content of each of ``entries`` from :func:`batch_request`'s result; a file missing
+    from the archive, or a failed, cut or malformed output, raises
+    :class:`~skillruntime.core.errors.WorkspaceSnapshotError` (the digests are checked by the
+    store)."""
+    if result.timed_out or result.stdout_truncated:
+        raise WorkspaceSnapshotError("reading a batch of files out of the sandbox was cut short")
+    try:
+        data = base64.b64decode("".join(result.stdout.split()), validate=True)
+    except (binascii.Error, ValueError):
+        raise WorkspaceSnapshotError(
+            "a batch of files read out of the sandbox is malformed"
+        ) from None
+    wanted = {entry.path for entry in entries}
+    found: dict[str, bytes] = {}
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as archive:
+            for member in archive:
+                name = member.name[2:] if member.name.startswith("./") else member.name
+                if name not in wanted or not member.isfile():
+                    continue
+                stream = archive.extractfile(member)
+                if stream is not None:
+                    found[name] = stream.read()
+    except (tarfile.TarError, OSError) as error:
+        raise WorkspaceSnapshotError(
+            f"a batch of files read out of the sandbox is not a whole tar: {error}"
+        ) from None
+    missing = wanted - set(found)
+    if missing:
+        raise WorkspaceSnapshotError(
+            f"{len(missing)} file(s) of the listing could not be read out of the sandbox "
+            f"(changed or removed meanwhile; exit code {result.exit_code}): "
+            f"{result.stderr.strip()[-200:]!r}"
+        )
+    return found

@@ -1,0 +1,402 @@
+"""Snapshot and restore a conversation's workspace through any :class:`SkillRuntime`, on demand.
+
+:class:`WorkspaceSnapshots` works through the runtime's public SPI only: ``execute`` and
+``get_file_system``. A **snapshot** runs one command in the sandbox (the listing with every
+file's digest), plans against the conversation's previous manifest, reads out of the sandbox
+only the files whose content the store does not hold yet (``read_stream``, streamed into the
+store in bounded memory and verified against the listing's digest), then stores the manifest.
+A **restore** fetches and verifies every object it needs into a local temporary directory
+*before* it changes anything, lists the current workspace (one command), then deletes and
+creates directories (one command), sends the files in one batch (``upload_files``) and makes the
+links and sets the modes (one command). See docs/durability.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import posixpath
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import BinaryIO, cast
+
+from ..errors import (
+    SnapshotError,
+    SnapshotIntegrityError,
+    SnapshotNotFoundError,
+    WorkspaceRestoreError,
+    WorkspaceSnapshotError,
+)
+from ..runtime.spi import SkillRuntime
+from ..runtime.workspace import validate_conversation_id
+from ..snapshots.listing import DEFAULT_MAX_ENTRIES, ListingEntry
+from ..snapshots.manifest import Entry, Manifest
+from ..snapshots.planning import plan_restore, plan_snapshot
+from ..snapshots.spi import SnapshotStore
+from .common import (
+    DEFAULT_EXCLUDE,
+    DEFAULT_LISTING_TIMEOUT,
+    DEFAULT_MAX_LISTING_BYTES,
+    DEFAULT_SCRIPT_TIMEOUT,
+    RestoreResult,
+    SnapshotResult,
+    batch_contents,
+    batch_request,
+    decode_listing,
+    excluded,
+    listing_request,
+    post_scripts,
+    pre_scripts,
+    read_batches,
+    script_failed,
+    script_request,
+)
+
+__all__ = ["SnapshotSettings", "WorkspaceSnapshots"]
+
+logger = logging.getLogger(__name__)
+
+SPOOL_WORKERS = 8
+"""Objects a restore fetches from the store at once."""
+
+TMPFS_SPOOL_BYTES = 256 * 1024 * 1024
+"""A restore of at most this many bytes spools its objects on ``/dev/shm`` when it can."""
+
+
+class _ChunkReader(io.RawIOBase):
+    """A readable binary stream over an iterator of byte chunks (one chunk held at a time)."""
+
+    def __init__(self, chunks: Iterator[bytes], path: str) -> None:
+        self._chunks = chunks
+        self._path = path
+        self._pending = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        while not self._pending:
+            try:
+                chunk = next(self._chunks, None)
+            except Exception as error:
+                # not an OSError: a store must not take the sandbox's failure for its own
+                raise WorkspaceSnapshotError(
+                    f"{self._path[:200]!r} could not be read from the sandbox: "
+                    f"{type(error).__name__}: {str(error)[:300]}"
+                ) from error
+            if chunk is None:
+                return 0
+            self._pending = bytes(chunk)
+        size = min(len(buffer), len(self._pending))
+        buffer[:size] = self._pending[:size]
+        self._pending = self._pending[size:]
+        return size
+
+
+def _reader(chunks: Iterator[bytes], path: str) -> BinaryIO:
+    return cast(BinaryIO, _ChunkReader(chunks, path))
+
+
+class SnapshotSettings:
+    """The store and the bounds shared by :class:`WorkspaceSnapshots` and its async twin.
+
+    ``exclude`` names top-level workspace entries that are the runtime's and are neither stored
+    nor touched by a restore (``skills``, the prepared skill copies, by default).
+    ``listing_timeout_seconds`` and ``max_listing_bytes`` bound the listing command (a listing
+    cut at the cap fails closed), ``max_entries`` the entries of a listing, and
+    ``skip_special`` leaves FIFOs, sockets and devices out instead of refusing the snapshot.
+    """
+
+    def __init__(
+        self,
+        store: SnapshotStore,
+        *,
+        exclude: Sequence[str] = DEFAULT_EXCLUDE,
+        listing_timeout_seconds: float = DEFAULT_LISTING_TIMEOUT,
+        script_timeout_seconds: float = DEFAULT_SCRIPT_TIMEOUT,
+        max_listing_bytes: int = DEFAULT_MAX_LISTING_BYTES,
+        max_entries: int = DEFAULT_MAX_ENTRIES,
+        skip_special: bool = False,
+        spool_dir: str | Path | None = None,
+    ) -> None:
+        self.store = store
+        self.exclude = tuple(exclude)
+        self.listing_timeout_seconds = listing_timeout_seconds
+        self.script_timeout_seconds = script_timeout_seconds
+        self.max_listing_bytes = max_listing_bytes
+        self.max_entries = max_entries
+        self.skip_special = skip_special
+        self.spool_dir = spool_dir
+
+    def _put(self, entry: Entry, stream: BinaryIO) -> None:
+        """Store one file's content, verified against the listing's digest and size."""
+        assert entry.digest is not None
+        try:
+            self.store.put_object(entry.digest, stream, size=entry.size)
+        except SnapshotIntegrityError as error:
+            raise WorkspaceSnapshotError(
+                f"{entry.path[:200]!r} changed while the snapshot read it ({error.code}); "
+                "take the snapshot again"
+            ) from error
+
+    def _retain(self, conversation_id: str, keep_last: int | None) -> tuple[str, ...]:
+        if keep_last is None:
+            return ()
+        return self.store.keep_last(conversation_id, keep_last).deleted_snapshots
+
+    def _manifest(self, conversation_id: str, snapshot_id: str | None) -> Manifest:
+        if snapshot_id is not None:
+            return self.store.get_manifest(conversation_id, snapshot_id)
+        manifest = self.store.latest(conversation_id)
+        if manifest is None:
+            raise SnapshotNotFoundError(f"conversation {conversation_id!r} has no snapshot")
+        return manifest
+
+    def _spool(self, manifest: Manifest, spool: Path) -> dict[str, Path]:
+        """Every object of ``manifest`` fetched (verified by the store) into ``spool``, a few at
+        a time in worker threads (the store's calls are blocking I/O)."""
+        digests = sorted(manifest.digests())
+
+        def fetch(digest: str) -> Path:
+            target = spool / digest
+            with self.store.get_object(digest) as source, open(target, "wb") as sink:
+                shutil.copyfileobj(source, sink, 1024 * 1024)
+            return target
+
+        if len(digests) < 2:
+            return {digest: fetch(digest) for digest in digests}
+        with ThreadPoolExecutor(max_workers=SPOOL_WORKERS) as pool:
+            return dict(zip(digests, pool.map(fetch, digests), strict=True))
+
+    def _spool_root(self, manifest: Manifest) -> str | None:
+        """Where a restore spools its objects: ``spool_dir`` when given, else ``/dev/shm`` when
+        it is writable and the snapshot is small enough (at most :data:`TMPFS_SPOOL_BYTES`, and
+        half the free space there), else the system's temporary directory."""
+        if self.spool_dir is not None:
+            return str(self.spool_dir)
+        size = manifest.total_size()
+        if size > TMPFS_SPOOL_BYTES or not os.access("/dev/shm", os.W_OK):
+            return None
+        try:
+            stats = os.statvfs("/dev/shm")
+        except OSError:
+            return None
+        return "/dev/shm" if size * 2 <= stats.f_bavail * stats.f_frsize else None
+
+
+class WorkspaceSnapshots(SnapshotSettings):
+    """On-demand snapshots of conversation workspaces into ``store`` (module docstring).
+
+    ``exclude`` names top-level workspace entries that are the runtime's and are neither stored
+    nor touched by a restore (``skills``, the prepared skill copies, by default).
+    ``listing_timeout_seconds`` and ``max_listing_bytes`` bound the listing command (a listing
+    cut at the cap fails closed), ``max_entries`` the entries of a listing, and
+    ``skip_special`` leaves FIFOs, sockets and devices out instead of refusing the snapshot.
+    """
+
+    # -- listing ----------------------------------------------------------------------------------
+
+    def _list(self, runtime: SkillRuntime) -> list[ListingEntry]:
+        result = runtime.execute(
+            listing_request(
+                timeout_seconds=self.listing_timeout_seconds,
+                max_output_bytes=self.max_listing_bytes,
+            )
+        )
+        entries = decode_listing(result, max_entries=self.max_entries)
+        return [entry for entry in entries if not excluded(entry.path, self.exclude)]
+
+    # -- snapshot ---------------------------------------------------------------------------------
+
+    def snapshot(
+        self, runtime: SkillRuntime, *, conversation_id: str, keep_last: int | None = None
+    ) -> SnapshotResult:
+        """Snapshot ``runtime``'s workspace as the next snapshot of ``conversation_id``.
+
+        Raises :class:`~skillruntime.core.errors.SnapshotListingError` when the listing failed,
+        timed out or is truncated or malformed,
+        :class:`~skillruntime.core.errors.SymlinkEscapeError` for a link out of the workspace,
+        :class:`WorkspaceSnapshotError` when a file changed while it was read. Nothing is
+        stored then but objects (swept later if unreferenced).
+        ``keep_last`` applies retention afterwards (keep the newest N, sweep the rest).
+        """
+        validate_conversation_id(conversation_id)
+        started = time.perf_counter()
+        listing = self._list(runtime)
+        previous = self.store.latest(conversation_id)
+        manifest, uploads = plan_snapshot(
+            listing, previous, conversation=conversation_id, skip_special=self.skip_special
+        )
+        if previous is not None and previous.entries == manifest.entries:
+            deleted = self._retain(conversation_id, keep_last)
+            return SnapshotResult(
+                snapshot_id=previous.snapshot_id,
+                conversation_id=conversation_id,
+                changed=False,
+                entries=len(manifest.entries),
+                objects_uploaded=0,
+                bytes_uploaded=0,
+                requests=1,
+                commands=1,
+                seconds=time.perf_counter() - started,
+                deleted_snapshots=deleted,
+            )
+        missing = set(uploads) - self.store.has_objects(uploads)
+        fs = runtime.get_file_system()
+        workspace = runtime.default_working_directory
+        needed = []
+        for entry in manifest.files:
+            if entry.digest in missing:
+                missing.discard(entry.digest)
+                needed.append(entry)
+        batches, singles = read_batches(needed)
+        requests = 1
+        uploaded = 0
+        for batch in batches:
+            result = runtime.execute(
+                batch_request(batch, timeout_seconds=self.script_timeout_seconds)
+            )
+            requests += 1
+            contents = batch_contents(result, batch)
+            for entry in batch:
+                self._put(entry, io.BytesIO(contents.pop(entry.path)))
+            uploaded += sum(entry.size or 0 for entry in batch)
+        for entry in singles:
+            requests += 1
+            with contextlib.closing(
+                fs.read_stream(posixpath.join(workspace, entry.path))
+            ) as chunks:
+                self._put(entry, _reader(chunks, entry.path))
+            uploaded += entry.size or 0
+        reads = len(needed)
+        snapshot_id = self.store.put_manifest(manifest)
+        deleted = self._retain(conversation_id, keep_last)
+        seconds = time.perf_counter() - started
+        logger.info(
+            "snapshot %s of %s: %d entries, %d objects (%d bytes) uploaded in %.3fs",
+            snapshot_id[:12],
+            conversation_id,
+            len(manifest.entries),
+            reads,
+            uploaded,
+            seconds,
+        )
+        return SnapshotResult(
+            snapshot_id=snapshot_id,
+            conversation_id=conversation_id,
+            changed=True,
+            entries=len(manifest.entries),
+            objects_uploaded=reads,
+            bytes_uploaded=uploaded,
+            requests=requests,
+            commands=1 + len(batches),
+            seconds=seconds,
+            deleted_snapshots=deleted,
+        )
+
+    # -- restore ----------------------------------------------------------------------------------
+
+    def restore(
+        self, runtime: SkillRuntime, *, conversation_id: str, snapshot_id: str | None = None
+    ) -> RestoreResult:
+        """Make ``runtime``'s workspace equal to a snapshot of ``conversation_id`` (the latest,
+        or ``snapshot_id``).
+
+        Every object is fetched from the store and verified into a local temporary directory
+        first: a missing or corrupted object raises :class:`WorkspaceRestoreError` (its cause
+        the store's error) with the workspace untouched. A step that fails afterwards raises
+        :class:`WorkspaceRestoreError` naming the steps done; restoring again finishes the job.
+        """
+        validate_conversation_id(conversation_id)
+        started = time.perf_counter()
+        manifest = self._manifest(conversation_id, snapshot_id)
+        with tempfile.TemporaryDirectory(
+            prefix="skillruntime-restore-", dir=self._spool_root(manifest)
+        ) as spool:
+            try:
+                spooled = self._spool(manifest, Path(spool))
+                current = self._list(runtime)
+            except SnapshotError as error:
+                raise WorkspaceRestoreError(
+                    f"restore of snapshot {manifest.snapshot_id[:12]} could not start: {error}"
+                ) from error
+            return self._apply(runtime, manifest, current, spooled, started)
+
+    def _apply(
+        self,
+        runtime: SkillRuntime,
+        manifest: Manifest,
+        current: list[ListingEntry],
+        spooled: dict[str, Path],
+        started: float,
+    ) -> RestoreResult:
+        plan = plan_restore(manifest, current)
+        wanted = {entry.path: entry for entry in manifest.entries}
+        workspace = runtime.default_working_directory
+        done: list[str] = []
+        commands = 1
+        requests = 1
+
+        def run(scripts: list[bytes], step: str) -> None:
+            nonlocal commands, requests
+            for script in scripts:
+                result = runtime.execute(
+                    script_request(script, timeout_seconds=self.script_timeout_seconds)
+                )
+                commands += 1
+                requests += 1
+                failure = script_failed(result)
+                if failure is not None:
+                    raise WorkspaceRestoreError(
+                        f"restore of snapshot {manifest.snapshot_id[:12]}: {failure} ({step})",
+                        done=tuple(done),
+                    )
+            if scripts:
+                done.append(step)
+
+        run(pre_scripts(plan, current), "deleted and created directories")
+        files = [
+            (spooled[entry.digest], posixpath.join(workspace, entry.path), bool(entry.mode & 0o100))
+            for entry in plan.write_files
+            if entry.digest is not None
+        ]
+        if files:
+            try:
+                runtime.get_file_system().upload_files(files)
+            except Exception as error:
+                raise WorkspaceRestoreError(
+                    f"restore of snapshot {manifest.snapshot_id[:12]}: sending the files failed: "
+                    f"{type(error).__name__}: {str(error)[:300]}",
+                    done=tuple(done),
+                ) from error
+            requests += 1
+            done.append(f"wrote {len(files)} files")
+        run(post_scripts(plan, current, wanted), "made the links and set the modes")
+        seconds = time.perf_counter() - started
+        logger.info(
+            "restored snapshot %s of %s: %d deleted, %d files written in %.3fs",
+            manifest.snapshot_id[:12],
+            manifest.conversation,
+            len(plan.delete),
+            len(files),
+            seconds,
+        )
+        return RestoreResult(
+            snapshot_id=manifest.snapshot_id,
+            conversation_id=manifest.conversation,
+            deleted=len(plan.delete),
+            directories=len(plan.make_directories),
+            files=len(files),
+            bytes_written=sum(entry.size or 0 for entry in plan.write_files),
+            symlinks=len(plan.make_symlinks),
+            modes=len(plan.set_modes),
+            requests=requests,
+            commands=commands,
+            seconds=seconds,
+        )
