@@ -54,7 +54,7 @@ settings.register_profile(
 settings.load_profile("skillruntime")
 
 # The Docker Engine of the Docker tests and the leak check at the end of the session.
-pytest_plugins = ["docker_engine"]
+pytest_plugins = ["docker_engine", "moto_s3"]
 
 _TESTS = Path(__file__).resolve().parent
 _PRESTART_JOIN_SECONDS = 240.0

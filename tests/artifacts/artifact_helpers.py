@@ -130,12 +130,3 @@ def read_log(log: Path) -> list[dict[str, Any]]:
     if not log.exists():
         return []
     return [json.loads(line) for line in log.read_text().splitlines() if line]
-
-
-def s3_options(endpoint: str) -> dict[str, Any]:
-    return {
-        "client_kwargs": {"endpoint_url": endpoint, "region_name": "us-east-1"},
-        "key": "testing",
-        "secret": "testing",
-        "skip_instance_cache": True,
-    }

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import uuid
 from collections.abc import Iterator
@@ -10,7 +9,6 @@ from pathlib import Path
 
 import boto3
 import pytest
-from moto.server import ThreadedMotoServer
 
 from skillruntime.core.artifacts import (
     ObjectSkillArtifactStore,
@@ -23,33 +21,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-from artifact_helpers import s3_options  # noqa: E402
-
-_S3_ENV = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_SESSION_TOKEN": "testing",
-    "AWS_DEFAULT_REGION": "us-east-1",
-}
-
-
-@pytest.fixture(scope="session")
-def moto_endpoint() -> Iterator[str]:
-    """A real S3 API (moto in server mode) on 127.0.0.1 with dummy credentials in the env."""
-    saved = {key: os.environ.get(key) for key in _S3_ENV}
-    os.environ.update(_S3_ENV)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+from moto_s3 import s3_options  # noqa: E402
 
 
 @pytest.fixture

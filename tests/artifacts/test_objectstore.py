@@ -19,10 +19,10 @@ from artifact_helpers import (
     good_zip,
     leftovers,
     read_log,
-    s3_options,
 )
 
 import preloaded_python
+from moto_s3 import s3_options
 from skillruntime.core.artifacts import (
     ArtifactIntegrityError,
     ArtifactStoreError,

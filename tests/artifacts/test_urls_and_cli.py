@@ -7,9 +7,10 @@ import uuid
 from pathlib import Path
 
 import pytest
-from artifact_helpers import good_zip, s3_options
+from artifact_helpers import good_zip
 from click.testing import CliRunner
 
+from moto_s3 import s3_options
 from skillruntime.core.artifacts import (
     ObjectSkillArtifactStore,
     ZipSkillArtifactStore,
