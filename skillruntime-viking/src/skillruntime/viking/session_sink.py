@@ -46,6 +46,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from tenacity import RetryCallState, Retrying, retry_if_exception, wait_fixed
+
 from skillruntime.core.observability.audit import audited
 from skillruntime.core.tools.turn_record import SessionOutcome, TurnRecord, TurnToolCall
 
@@ -241,7 +243,9 @@ class VikingSessionSink:
         messages = session_messages(record)
         size = len(json.dumps({"messages": messages}).encode())
         sent = False  # whether a write of this call may have been carried out
-        while True:
+
+        def attempt() -> tuple[bool, int | None, int]:
+            nonlocal sent
             writing = False
             try:
                 if self._stored_on_server(record.turn_id, deadline):
@@ -252,15 +256,30 @@ class VikingSessionSink:
                 )
             except VikingSessionError as error:
                 sent = sent or (writing and error.uncertain)
-                if not (error.uncertain or error.code == SESSION_UNAVAILABLE):
-                    raise
-                if time.monotonic() + _RETRY_PAUSE_SECONDS >= deadline:
-                    raise
-                logger.info("storing turn %s: %s; trying again", record.turn_id, error.code)
-                time.sleep(_RETRY_PAUSE_SECONDS)
-                continue
+                raise
             pending = result.get("pending_tokens")
             return True, pending if isinstance(pending, int) else None, size
+
+        def worth_again(error: BaseException) -> bool:
+            return isinstance(error, VikingSessionError) and (
+                error.uncertain or error.code == SESSION_UNAVAILABLE
+            )
+
+        def log_again(state: RetryCallState) -> None:
+            error = state.outcome.exception() if state.outcome is not None else None
+            code = error.code if isinstance(error, VikingSessionError) else "error"
+            logger.info("storing turn %s: %s; trying again", record.turn_id, code)
+
+        # The stored turn is read again before each write, so a write that landed although it
+        # failed is not made twice.
+        retrying = Retrying(
+            retry=retry_if_exception(worth_again),
+            stop=lambda _: time.monotonic() + _RETRY_PAUSE_SECONDS >= deadline,
+            wait=wait_fixed(_RETRY_PAUSE_SECONDS),
+            before_sleep=log_again,
+            reraise=True,
+        )
+        return retrying(attempt)
 
     def close(self) -> None:
         """Nothing to release beyond the requests' own connections (kept for symmetry)."""
