@@ -35,7 +35,7 @@ from opensandbox.exceptions import (
     SandboxTimeoutException,
 )
 from opensandbox.sync.sandbox import SandboxSync
-from skillruntime.core.conversations import ConversationRecord, ConversationStore
+from skillruntime.core.conversations import ConversationRecord
 from skillruntime.core.conversations.binding import ConversationBinding
 from skillruntime.core.conversations.sandboxes import (
     TAG_CONVERSATION_ID,
@@ -165,11 +165,6 @@ class SandboxKeeper:
     def record(self) -> ConversationRecord | None:
         """The conversation record as last read or written."""
         return self.sandboxes.record
-
-    @property
-    def store(self) -> ConversationStore | None:
-        """The conversation store (``None`` without a conversation)."""
-        return self.binding.store if self.binding is not None else None
 
     @property
     def skills_root(self) -> str:

@@ -124,7 +124,7 @@ class OpenSandboxReaper:
             ) from exc
         return conversation_orphans(
             listed,
-            [record for record in records if record.sandbox_id],
+            records,
             runtime=self.runtime,
             required=required,
             grace_seconds=self._grace,
