@@ -32,6 +32,12 @@ from .permissions import immutable_host_directory
 from .prepare_contracts import PrepareContracts
 from .search_contracts import SearchContracts
 from .skills import SkillFactory
+from .snapshot_contracts import (
+    SNAPSHOT_CAPABILITY_TESTS,
+    AsyncSnapshotConformance,
+    SnapshotConformance,
+    SnapshotWorld,
+)
 from .spy import BackendSpy, install_backend_spy
 from .suite import (
     CAPABILITY_TESTS,
@@ -48,7 +54,9 @@ __all__ = [
     "COPY_TESTS",
     "IN_PLACE_TESTS",
     "SHARED_FILES_TESTS",
+    "SNAPSHOT_CAPABILITY_TESTS",
     "AsyncRuntimeConformance",
+    "AsyncSnapshotConformance",
     "BackendSpy",
     "CancellationContracts",
     "ConformanceBase",
@@ -65,6 +73,8 @@ __all__ = [
     "RuntimeConformance",
     "SearchContracts",
     "SkillFactory",
+    "SnapshotConformance",
+    "SnapshotWorld",
     "immutable_host_directory",
     "install_backend_spy",
     "process_is_dead_command",
