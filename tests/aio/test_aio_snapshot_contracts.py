@@ -72,3 +72,15 @@ class TestAioBashAsyncSnapshots(_AioSnapshotHooks, AsyncSnapshotConformance):
         self, *, conversation_id: str, conversations_root: str
     ) -> AsyncSkillRuntime:
         return to_async(self.aio_runtime(conversation_id, conversations_root))
+
+
+class TestAioShellAsyncSnapshots(_AioSnapshotHooks, AsyncSnapshotConformance):
+    """Every snapshot contract through ``AsyncWorkspaceSnapshots`` and the ``/v1/shell``
+    fallback."""
+
+    fixture_name = "aio_shell"
+
+    def make_async_snapshot_runtime(
+        self, *, conversation_id: str, conversations_root: str
+    ) -> AsyncSkillRuntime:
+        return to_async(self.aio_runtime(conversation_id, conversations_root))

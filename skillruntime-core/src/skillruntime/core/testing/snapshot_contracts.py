@@ -299,9 +299,11 @@ class _SnapshotContracts:
     # ----------------------------------------------------------- the workspace
 
     def _original(self) -> list[_Node]:
-        """The workspace every contract starts from: modes 0644/0755/0600/0700, empty
-        directories, duplicate and empty files, a name with a space and, as the capabilities
-        allow, a newline, bytes that are not UTF-8 and links inside the workspace."""
+        """The workspace every contract starts from: modes 0644/0755/0600/0444 and
+        0700/0555 (a read-only directory), empty directories, duplicate and empty files, names
+        with a space, a leading dash, a quote and a backslash and, as the capabilities allow, a
+        newline, bytes that are not UTF-8 and links inside the workspace. A directory listed
+        twice is made first and given its mode again after its contents."""
         nodes = [
             _Node(b"src", "directory", 0o755),
             _Node(b"src/main.py", "file", 0o644, b"print('hello')\n"),
@@ -316,6 +318,11 @@ class _SnapshotContracts:
             _Node(b"same-a", "file", 0o644, b"duplicate content\n"),
             _Node(b"same-b", "file", 0o644, b"duplicate content\n"),
             _Node(b"zero.bin", "file", 0o644, b""),
+            _Node(b"-dash", "file", 0o644, b"starts with a dash\n"),
+            _Node(b"quote's \\ back.txt", "file", 0o644, b"a quote and a backslash\n"),
+            _Node(b"readonly", "directory", 0o755),
+            _Node(b"readonly/inside.txt", "file", 0o444, b"in a read-only directory\n"),
+            _Node(b"readonly", "directory", 0o555),
         ]
         if self.snapshot_newline_names:
             nodes.append(_Node(b"line\nbreak.txt", "file", 0o644, b"newline in the name\n"))
@@ -340,7 +347,14 @@ class _SnapshotContracts:
             "rmdir ./empty/nested-empty",
         ]
         # the odd names are changed or deleted, so the restore has to write them back
-        script.append("rm -f " + _in(b"with space.txt"))
+        script.append("rm -f ./-dash " + _in(b"with space.txt") + " " + _in(b"quote's \\ back.txt"))
+        # a file changed inside a read-only directory: the restore has to open it and close it
+        script += [
+            "chmod 755 ./readonly",
+            "chmod 644 ./readonly/inside.txt",
+            "printf 'edited\\n' > ./readonly/inside.txt",
+            "chmod 555 ./readonly",
+        ]
         if self.snapshot_newline_names:
             script.append("printf 'other\\n' > " + _in(b"line\nbreak.txt"))
         if self.snapshot_non_utf8_names:
@@ -355,7 +369,7 @@ class _SnapshotContracts:
         runtime = world.runtime(conversation)
         world.build(runtime, self._original())
         tree = world.tree(runtime)
-        expected = {node.path for node in self._original()}
+        expected = {node.path for node in self._original()}  # a path may be listed twice
         assert set(_split_skills(tree)[0]) == expected, "the kit could not build its workspace"
         return conversation, runtime, tree
 
