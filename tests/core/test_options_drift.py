@@ -23,7 +23,7 @@ from skillruntime.opensandbox.options import OpenSandboxRuntimeOptions
 RUNTIMES: list[tuple[type[RuntimeOptions], type[Any], frozenset[str]]] = [
     (LocalRuntimeOptions, LocalSkillRuntime, frozenset()),
     (LocalRuntimeOptions, AsyncLocalSkillRuntime, frozenset()),
-    (DockerRuntimeOptions, DockerSkillRuntime, frozenset({"engine"})),
+    (DockerRuntimeOptions, DockerSkillRuntime, frozenset({"engine", "durability"})),
     (OpenSandboxRuntimeOptions, OpenSandboxSkillRuntime, frozenset({"connection_config"})),
     (AioRuntimeOptions, AioSandboxSkillRuntime, frozenset({"client"})),
 ]
