@@ -297,6 +297,15 @@ class SqlConversationStore(ConversationStore):
                 f"{self._table.name!r}: {self._detail(failure)}"
             ) from None
 
+    def _lacks_durability(self, error: SQLAlchemyError) -> bool:
+        """Whether ``error`` came from a records table without the ``durability`` column."""
+        if not isinstance(error, DBAPIError) or "durability" not in str(error.orig):
+            return False
+        try:
+            return "durability" in self._missing_columns()
+        except SQLAlchemyError:
+            return False
+
     def _missing_columns(self) -> list[str]:
         """The columns of the records table that an older table lacks (added by
         :meth:`_add_missing_columns`); raises when the table cannot be inspected."""
@@ -591,7 +600,7 @@ class SqlConversationStore(ConversationStore):
                 f"the conversation store {self.url} has no table {table.name!r}; call "
                 "create_schema() once (or open the store with create_schema=True)"
             )
-        if not lost and table is self._table and "durability" in str(error):
+        if not lost and table is self._table and self._lacks_durability(error):
             return ConversationStoreError(
                 f"the table {table.name!r} of the conversation store {self.url} lacks the column "
                 "'durability' (added in this version); call create_schema() once to add it"
