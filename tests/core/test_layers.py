@@ -32,8 +32,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("snapshots", ("snapshots", "snapshots.*")),
     # the runtime SPI, base classes, rules, workspaces, bridges, bounded output, closing
     ("runtime", ("runtime", "runtime.*")),
-    # workspace snapshots and restores through a runtime's public SPI
-    ("durability", ("durability", "durability.*")),
     # hook specifications, the registry, the runtime factory, listings, options
     ("plugins", ("plugins", "plugins.*")),
     # the skillruntime command and its shared error and progress helpers
@@ -42,6 +40,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("artifacts", ("artifacts", "artifacts.*")),
     # conversation stores, leases, the one-writer guards, sweeps (and their command group)
     ("conversations", ("conversations", "conversations.*")),
+    # workspace snapshots and restores through a runtime's public SPI, and the automatic ones
+    # kept in a conversation's record
+    ("durability", ("durability", "durability.*")),
     # the model-facing tools and the agent turn
     ("tools", ("tools", "tools.*")),
     # the conformance kit

@@ -23,8 +23,12 @@ from skillruntime.opensandbox.options import OpenSandboxRuntimeOptions
 RUNTIMES: list[tuple[type[RuntimeOptions], type[Any], frozenset[str]]] = [
     (LocalRuntimeOptions, LocalSkillRuntime, frozenset()),
     (LocalRuntimeOptions, AsyncLocalSkillRuntime, frozenset()),
-    (DockerRuntimeOptions, DockerSkillRuntime, frozenset({"engine"})),
-    (OpenSandboxRuntimeOptions, OpenSandboxSkillRuntime, frozenset({"connection_config"})),
+    (DockerRuntimeOptions, DockerSkillRuntime, frozenset({"engine", "durability"})),
+    (
+        OpenSandboxRuntimeOptions,
+        OpenSandboxSkillRuntime,
+        frozenset({"connection_config", "durability"}),
+    ),
     (AioRuntimeOptions, AioSandboxSkillRuntime, frozenset({"client"})),
 ]
 """(options model, runtime class, the arguments that are objects rather than options)."""

@@ -68,6 +68,7 @@ from skillruntime.core.conversations.sandboxes import (
     ConversationSandboxes,
     tags_match,
 )
+from skillruntime.core.durability.automatic import Durability, DurableWorkspace
 from skillruntime.core.errors import SkillRuntimeError
 from skillruntime.core.files.spi import SkillRuntimeFileSystem
 from skillruntime.core.models import (
@@ -222,6 +223,7 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         lease_wait_seconds: float = DEFAULT_LEASE_WAIT_SECONDS,
         activity_interval_seconds: float = DEFAULT_ACTIVITY_INTERVAL_SECONDS,
         engine: DockerEngine | None = None,
+        durability: Durability | None = None,
     ) -> None:
         workspace = (
             ConversationWorkspace(conversations_root, conversation_id)
@@ -240,6 +242,8 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
             exclusive=exclusive,
             orphan_grace_seconds=orphan_grace_seconds,
         )
+        if durability is not None and workspace is None:
+            raise ValueError("durability needs a conversation_id")
         self._security = ContainerSecurity(
             network_mode=network_mode,
             cap_add=tuple(cap_add),
@@ -281,6 +285,7 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
                 runtime_name=self.name,
                 workspace_root=workspace.conversations_root,
                 mismatch_error=DockerEngineError,
+                durable=durability is not None,
             )
             self._storage_key = self._binding.storage_key
             self._guard = ConversationGuard(
@@ -314,6 +319,15 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
             error=DockerEngineError,
             audit_fields=self._audit_fields,
         )
+        self._durable = (
+            DurableWorkspace(
+                durability, conversation_id=workspace.conversation_id, binding=self._binding
+            )
+            if durability is not None and workspace is not None
+            else None
+        )
+        self._acquired_created = False
+        self._closing = False
         self._pending_copies: dict[str, tuple[Skill, list[tuple[Path, str, bool]]]] = {}
         self._files = DockerFileSystem(
             self._engine,
@@ -361,6 +375,26 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         return self._sandboxes
 
     @property
+    def durable_workspace(self) -> DurableWorkspace | None:
+        """The automatic snapshots and restores of this runtime (``None`` without
+        ``durability``); its ``snapshot(runtime)`` takes one now (docs/durability.md)."""
+        return self._durable
+
+    def close(self) -> None:
+        """Snapshot a used conversation when ``durability`` asks for it (only on the container
+        this runtime is attached to: never one created for it), then close."""
+        if self._durable is not None and not self._closed:
+            with self._target_lock:
+                attached = self._target is not None
+            if attached:
+                self._closing = True
+                try:
+                    self._durable.closing(self)
+                finally:
+                    self._closing = False
+        super().close()
+
+    @property
     def volume(self) -> str | None:
         """Name of the conversation's volume (``None`` without a conversation)."""
         return volume_name(self._storage_key) if self._storage_key else None
@@ -383,6 +417,8 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
                 with self._lock:
                     self._prepared.clear()
                 self._driver.remove_volume()
+                if self._durable is not None:
+                    self._durable.forget()
 
     # ----------------------------------------------------------------- hooks
 
@@ -524,6 +560,10 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         """The live container, created or attached on first use."""
         with self._target_lock:
             self._ensure_open()
+            if self._target is None and self._closing:
+                raise DockerEngineError(
+                    "the conversation's container went away; no new one is made while closing"
+                )
             if self._target is None:
                 with audited("sandbox.attach", **self._audit_fields()) as record:
                     target = self._acquire()
@@ -533,7 +573,12 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
                         self._prepared.clear()
                 self._last_container = target.container_id
                 self._target = target
-            return self._target
+                if self._durable is not None:
+                    self._durable.attached(target.container_id, created=self._acquired_created)
+            current = self._target
+        if self._durable is not None:
+            self._durable.before(self)
+        return current
 
     def _vanished(self, target: ContainerTarget, *, settle_seconds: float = 0.0) -> bool:
         """Whether ``target``'s container has ended; if so the handle is dropped.
@@ -572,6 +617,7 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         :meth:`.driver.DockerDriver.ensure_volume`), and the workspace tree when this call
         created the container (:meth:`_prepare_container` made it)."""
         acquired = self._sandboxes.acquire()
+        self._acquired_created = acquired.created
         container_id = acquired.sandbox_id
         if self._workspace is None and self._security.read_only_root:
             # The archive API cannot write below a read-only root: the user makes remote_root

@@ -49,6 +49,7 @@ from skillruntime.core.conversations.leases import (
     DEFAULT_LEASE_TTL_SECONDS,
     DEFAULT_LEASE_WAIT_SECONDS,
 )
+from skillruntime.core.durability.automatic import AsyncDurableWorkspace, Durability
 from skillruntime.core.errors import RuntimeFileError
 from skillruntime.core.files.async_spi import AsyncSkillRuntimeFileSystem
 from skillruntime.core.models import (
@@ -180,6 +181,16 @@ class AsyncOpenSandboxSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRun
         self._pin: contextvars.ContextVar[_Pair | None] = contextvars.ContextVar(
             f"opensandbox-pin-{id(self)}", default=None
         )
+        durability = options.get("durability")
+        binding = self._keeper.binding
+        self._durable = (
+            AsyncDurableWorkspace(
+                durability, conversation_id=binding.conversation_id, binding=binding
+            )
+            if isinstance(durability, Durability) and binding is not None
+            else None
+        )
+        self._closing = False
 
     # ------------------------------------------------------------------- SPI
 
@@ -211,6 +222,23 @@ class AsyncOpenSandboxSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRun
         """Storage key of the conversation record (``None`` without a conversation)."""
         return self._core.conversation_record_key
 
+    @property
+    def durable_workspace(self) -> AsyncDurableWorkspace | None:
+        """The automatic snapshots and restores of this runtime (``None`` without
+        ``durability``; docs/durability.md)."""
+        return self._durable
+
+    async def close(self) -> None:
+        """Snapshot a used conversation when ``durability`` asks for it (only in the sandbox
+        this runtime is attached to: never one created for it), then close."""
+        if self._durable is not None and not self._closed and self._current is not None:
+            self._closing = True
+            try:
+                await self._durable.closing(self)
+            finally:
+                self._closing = False
+        await super().close()
+
     async def destroy_conversation_sandbox(self) -> None:
         """The same as :meth:`destroy_conversation` (the name every container runtime shares)."""
         await self.destroy_conversation()
@@ -230,6 +258,8 @@ class AsyncOpenSandboxSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRun
             # first (see _close_resources).
             await self._runner.wait_for_drains()
             await asyncio.to_thread(self._keeper.destroy)
+            if self._durable is not None:
+                await self._durable.forget()
 
     # ----------------------------------------------------------------- handles
 
@@ -241,7 +271,21 @@ class AsyncOpenSandboxSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRun
         self._ensure_open()
         current = self._current
         if current is not None and self._keeper.current is current[0]:
+            if self._durable is not None:
+                await self._durable.before(self)
             return current
+        if self._closing:
+            raise OpenSandboxError(
+                "the conversation's sandbox went away; no new one is made while closing"
+            )
+        pair = await self._attach_pair()
+        if self._durable is not None:
+            await self._durable.before(self)
+        return pair
+
+    async def _attach_pair(self) -> _Pair:
+        """Attach (or re-attach) under the attach lock; a new sandbox is announced to the
+        durable workspace."""
         async with self._attach_lock:
             self._ensure_open()
             current = self._current
@@ -257,6 +301,8 @@ class AsyncOpenSandboxSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRun
             if self._last_sandbox_id is not None and self._last_sandbox_id != sync.id:
                 with self._lock:  # a new sandbox holds none of the earlier copies
                     self._prepared.clear()
+            if self._durable is not None and self._last_sandbox_id != sync.id:
+                self._durable.attached(sync.id)
             self._last_sandbox_id = sync.id
             return self._current
 

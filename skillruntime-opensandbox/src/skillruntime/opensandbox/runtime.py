@@ -63,6 +63,7 @@ from skillruntime.core.conversations.leases import (
     DEFAULT_LEASE_WAIT_SECONDS,
 )
 from skillruntime.core.conversations.sandboxes import DEFAULT_ORPHAN_GRACE_SECONDS
+from skillruntime.core.durability.automatic import Durability, DurableWorkspace
 from skillruntime.core.errors import RuntimeFileError
 from skillruntime.core.files.spi import SkillRuntimeFileSystem
 from skillruntime.core.models import (
@@ -190,7 +191,10 @@ class OpenSandboxSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         lease_ttl_seconds: float = DEFAULT_LEASE_TTL_SECONDS,
         lease_wait_seconds: float = DEFAULT_LEASE_WAIT_SECONDS,
         activity_interval_seconds: float = DEFAULT_ACTIVITY_INTERVAL_SECONDS,
+        durability: Durability | None = None,
     ) -> None:
+        if durability is not None and conversation_id is None:
+            raise ValueError("durability needs a conversation_id")
         workspace = (
             ConversationWorkspace(conversations_root, conversation_id)
             if conversation_id is not None
@@ -259,6 +263,7 @@ class OpenSandboxSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
                 conversation_id=workspace.conversation_id,
                 runtime_name=self.name,
                 workspace_root=workspace.conversations_root,
+                durable=durability is not None,
             )
             self._guard = ConversationGuard(
                 store,
@@ -281,6 +286,12 @@ class OpenSandboxSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
             owns_store=isinstance(conversation_store, str),
             audit_fields=self._audit_fields,
         )
+        self._durable = (
+            DurableWorkspace(durability, conversation_id=binding.conversation_id, binding=binding)
+            if durability is not None and binding is not None
+            else None
+        )
+        self._closing = False
 
     # ------------------------------------------------------------------- SPI
 
@@ -337,12 +348,31 @@ class OpenSandboxSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
                 self._prepared.clear()
             # The kill would cut the streams still being read (see _close_resources).
             self._keeper.destroy(before_kill=self._runner.wait_for_drains)
+            if self._durable is not None:
+                self._durable.forget()
             if self.closed:
                 self._client.close()
 
     def destroy_conversation_sandbox(self) -> None:
         """The same as :meth:`destroy_conversation` (the name every container runtime shares)."""
         self.destroy_conversation()
+
+    @property
+    def durable_workspace(self) -> DurableWorkspace | None:
+        """The automatic snapshots and restores of this runtime (``None`` without
+        ``durability``; docs/durability.md)."""
+        return self._durable
+
+    def close(self) -> None:
+        """Snapshot a used conversation when ``durability`` asks for it (only in the sandbox
+        this runtime is attached to: never one created for it), then close."""
+        if self._durable is not None and not self._closed and self._keeper.current is not None:
+            self._closing = True
+            try:
+                self._durable.closing(self)
+            finally:
+                self._closing = False
+        super().close()
 
     # ----------------------------------------------------------------- hooks
 
@@ -485,12 +515,20 @@ class OpenSandboxSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         """The live sandbox, created or attached on first use (:meth:`.keeper.SandboxKeeper.
         attach`); a new sandbox holds none of the earlier copies."""
         self._ensure_open()
+        if self._closing and self._keeper.current is None:
+            raise OpenSandboxError(
+                "the conversation's sandbox went away; no new one is made while closing"
+            )
         sandbox = self._keeper.attach()
         if self._last_sandbox_id != sandbox.id:
             with self._lock:
                 if self._last_sandbox_id is not None:
                     self._prepared.clear()
                 self._last_sandbox_id = sandbox.id
+            if self._durable is not None:
+                self._durable.attached(sandbox.id)
+        if self._durable is not None:
+            self._durable.before(self)
         return sandbox
 
     def _recover(self, sandbox: SandboxSync, exc: BaseException) -> bool:

@@ -68,7 +68,9 @@ class ConversationBinding:
     """One conversation's record in a store, with the changes the runtime makes to it.
 
     ``mismatch_error`` is the exception :meth:`load` raises (with a message) when the record
-    was written with another workspace root.
+    was written with another workspace root. ``durable``: the runtime keeps workspace snapshots
+    (docs/durability.md), so a record it creates, and a sandbox it swaps in, is marked
+    ``restore_pending`` until the workspace has been checked against the last snapshot.
     """
 
     def __init__(
@@ -80,8 +82,10 @@ class ConversationBinding:
         runtime_name: str,
         workspace_root: str,
         mismatch_error: type[Exception] = ConversationStoreError,
+        durable: bool = False,
     ) -> None:
         self.store = store
+        self.durable = durable
         self.service_key = service_key
         self.conversation_id = conversation_id
         self.runtime_name = runtime_name
@@ -113,6 +117,7 @@ class ConversationBinding:
             runtime=self.runtime_name,
             workspace_root=self.workspace_root,
             sandbox_id=sandbox_id,
+            restore_pending=self.durable,
         )
         return self.store.create(record)
 
@@ -127,7 +132,10 @@ class ConversationBinding:
             if current.sandbox_id != old_id:
                 return None
             return current.with_changes(
-                sandbox_id=new_id, prepared_skills={}, workspace_ready=False
+                sandbox_id=new_id,
+                prepared_skills={},
+                workspace_ready=False,
+                restore_pending=self.durable or current.snapshot_id is not None,
             )
 
         return modify_record(self.store, self.storage_key, change)
@@ -153,6 +161,32 @@ class ConversationBinding:
             if current.sandbox_id != sandbox_id or current.workspace_ready:
                 return None
             return current.with_changes(workspace_ready=True)
+
+        return modify_record(self.store, self.storage_key, change)
+
+    def restore_checked(
+        self, sandbox_id: str, snapshot_id: str | None
+    ) -> ConversationRecord | None:
+        """Clear ``restore_pending`` of the record if it still names ``sandbox_id`` (the workspace
+        there was checked, and restored to ``snapshot_id`` when that is given)."""
+
+        def change(current: ConversationRecord) -> ConversationRecord | None:
+            if current.sandbox_id != sandbox_id or not current.restore_pending:
+                return None
+            return current.with_changes(
+                restore_pending=False, snapshot_id=snapshot_id or current.snapshot_id
+            )
+
+        return modify_record(self.store, self.storage_key, change)
+
+    def snapshot_taken(self, snapshot_id: str) -> ConversationRecord | None:
+        """Record ``snapshot_id`` as the conversation's last good snapshot (whatever sandbox
+        the record names: the snapshot holds the files, not the sandbox)."""
+
+        def change(current: ConversationRecord) -> ConversationRecord | None:
+            if current.snapshot_id == snapshot_id:
+                return None
+            return current.with_changes(snapshot_id=snapshot_id)
 
         return modify_record(self.store, self.storage_key, change)
 

@@ -120,6 +120,12 @@ class ConversationRecord(BaseModel):
     ``prepared_skills`` maps a skill's content digest to the remote base path of its prepared
     copy. ``version`` is maintained by the store: ``create`` stores version 1, a successful
     ``update`` stores ``record.version + 1``.
+
+    The durability fields (docs/durability.md, "Automatic snapshots and restores"):
+    ``snapshot_id`` is the last good workspace snapshot of the conversation (the id of its
+    manifest in the snapshot store), ``restore_pending`` says that the sandbox the record names
+    was created or replaced and nobody has yet checked whether its workspace must be restored.
+    Both stay at their defaults for a runtime without durability.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -132,6 +138,8 @@ class ConversationRecord(BaseModel):
     sandbox_id: str | None = Field(default=None, max_length=256)
     workspace_ready: bool = False
     prepared_skills: Mapping[str, str] = Field(default_factory=dict)
+    snapshot_id: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    restore_pending: bool = False
     version: int = Field(default=1, ge=1)
     updated_at: datetime = Field(default_factory=_now)
 
@@ -161,6 +169,7 @@ class ConversationRecord(BaseModel):
         runtime: str,
         workspace_root: str,
         sandbox_id: str | None = None,
+        restore_pending: bool = False,
     ) -> ConversationRecord:
         """A first record for ``conversation_id`` with its storage key computed."""
         return cls(
@@ -170,6 +179,7 @@ class ConversationRecord(BaseModel):
             runtime=runtime,
             workspace_root=workspace_root,
             sandbox_id=sandbox_id,
+            restore_pending=restore_pending,
         )
 
     def with_changes(self, **changes: Any) -> ConversationRecord:

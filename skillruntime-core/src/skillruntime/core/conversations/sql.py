@@ -134,7 +134,9 @@ def conversation_table(name: str = DEFAULT_TABLE_NAME, metadata: MetaData | None
     """The table definition the store uses (one row per conversation, keyed by storage key).
 
     ``prepared_skills`` holds a JSON object (content digest → remote base path) as text;
-    ``version`` is the compare-and-set counter; ``updated_at`` is the UTC time of the last write.
+    ``version`` is the compare-and-set counter; ``updated_at`` is the UTC time of the last write;
+    ``durability`` holds the record's durability fields as a JSON object (``NULL`` while they are
+    at their defaults; added to older tables by :meth:`SqlConversationStore.create_schema`).
     """
     return Table(
         name,
@@ -153,6 +155,7 @@ def conversation_table(name: str = DEFAULT_TABLE_NAME, metadata: MetaData | None
         ),
         Column("version", Integer(), nullable=False),
         Column("updated_at", _UtcDateTime(), nullable=False),
+        Column("durability", Text(), nullable=True),
         mysql_engine="InnoDB",
         mysql_charset="utf8mb4",
         mariadb_engine="InnoDB",
@@ -272,11 +275,16 @@ class SqlConversationStore(ConversationStore):
                 with connection, connection.begin():
                     self._table.create(connection, checkfirst=True)
                     self._lease_table.create(connection, checkfirst=True)
+                self._add_missing_columns()
                 return
             except SQLAlchemyError as error:
                 failure = error
             # Another node may have created them between the check and the CREATE.
-            if self._table_surely_exists() and self._table_surely_exists(self._lease_table):
+            if (
+                self._table_surely_exists()
+                and self._table_surely_exists(self._lease_table)
+                and not self._missing_columns()
+            ):
                 return
             # SQLite commits each CREATE on its own: another node may be between the two tables,
             # so one existing table means "look again" (the next check creates only the other).
@@ -288,6 +296,43 @@ class SqlConversationStore(ConversationStore):
                 f"the conversation store {self.url} could not create its table "
                 f"{self._table.name!r}: {self._detail(failure)}"
             ) from None
+
+    def _lacks_durability(self, error: SQLAlchemyError) -> bool:
+        """Whether ``error`` came from a records table without the ``durability`` column."""
+        if not isinstance(error, DBAPIError) or "durability" not in str(error.orig):
+            return False
+        try:
+            return "durability" in self._missing_columns()
+        except SQLAlchemyError:
+            return False
+
+    def _missing_columns(self) -> list[str]:
+        """The columns of the records table that an older table lacks (added by
+        :meth:`_add_missing_columns`); raises when the table cannot be inspected."""
+        connection = self._connect()
+        with connection:
+            present = {
+                column["name"] for column in inspect(connection).get_columns(self._table.name)
+            }
+        return [column.name for column in self._table.columns if column.name not in present]
+
+    def _add_missing_columns(self) -> None:
+        """Add the nullable columns a table created by an earlier version lacks (today:
+        ``durability``). Two nodes racing may both try: a failed ``ALTER`` counts when the
+        column is there afterwards."""
+        for name in self._missing_columns():
+            column = self._table.c[name]
+            kind = column.type.compile(dialect=self._engine.dialect)
+            table = self._engine.dialect.identifier_preparer.format_table(self._table)
+            quoted = self._engine.dialect.identifier_preparer.quote(name)
+            connection = self._connect()
+            try:
+                with connection, connection.begin():
+                    connection.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {quoted} {kind}")
+                logger.info("added column %s to table %s", name, self._table.name)
+            except SQLAlchemyError:
+                if name in self._missing_columns():
+                    raise
 
     def schema_exists(self) -> bool:
         """Whether the table exists (raises :class:`ConversationStoreError` if unreachable)."""
@@ -555,6 +600,11 @@ class SqlConversationStore(ConversationStore):
                 f"the conversation store {self.url} has no table {table.name!r}; call "
                 "create_schema() once (or open the store with create_schema=True)"
             )
+        if not lost and table is self._table and self._lacks_durability(error):
+            return ConversationStoreError(
+                f"the table {table.name!r} of the conversation store {self.url} lacks the column "
+                "'durability' (added in this version); call create_schema() once to add it"
+            )
         return ConversationStoreError(
             f"the conversation store {self.url} could not {action}: {self._detail(error)}"
         )
@@ -587,6 +637,7 @@ class SqlConversationStore(ConversationStore):
                 prepared_skills=skills,
                 version=row["version"],
                 updated_at=row["updated_at"],
+                **_durability_fields(row["durability"]),
             )
         except (ValueError, TypeError, ValidationError) as error:
             raise ConversationStoreError(
@@ -609,7 +660,28 @@ def _to_row(record: ConversationRecord) -> dict[str, Any]:
         ),
         "version": record.version,
         "updated_at": record.updated_at,
+        "durability": _durability_text(record),
     }
+
+
+def _durability_text(record: ConversationRecord) -> str | None:
+    """The ``durability`` column of ``record``: ``NULL`` while its fields are at their defaults."""
+    fields: dict[str, Any] = {}
+    if record.snapshot_id is not None:
+        fields["snapshot_id"] = record.snapshot_id
+    if record.restore_pending:
+        fields["restore_pending"] = True
+    return json.dumps(fields, sort_keys=True, separators=(",", ":")) if fields else None
+
+
+def _durability_fields(text: str | None) -> dict[str, Any]:
+    """The record fields stored in a ``durability`` column (a JSON object of known keys)."""
+    if text is None:
+        return {}
+    fields = json.loads(text)
+    if not isinstance(fields, dict) or set(fields) - {"snapshot_id", "restore_pending"}:
+        raise ValueError("unknown durability fields")
+    return fields
 
 
 def _parse_url(url: str | URL) -> URL:
