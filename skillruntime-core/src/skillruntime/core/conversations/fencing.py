@@ -49,16 +49,18 @@ def _quote(text: str) -> str:
 
 
 _SCRIPT = r"""
-set -f
 prefix="$var=$key:"
+if printf 'a\000' | grep -qz a 2>/dev/null; then
+    # One grep over every environment (NUL-separated entries) for the candidates.
+    candidates() { grep -lzF -e "$prefix" /proc/[0-9]*/environ 2>/dev/null; }
+else
+    candidates() { for file in /proc/[0-9]*/environ; do echo "$file"; done; }
+fi
 end=$(( $(date +%s) + wait ))
 killed=0
 while :; do
     left=0
-    set +f
-    files=$(grep -l -F -e "$prefix" /proc/[0-9]*/environ 2>/dev/null)
-    set -f
-    for file in $files; do
+    for file in $(candidates); do
         pid=${file#/proc/}
         pid=${pid%/environ}
         [ "$pid" = "$$" ] && continue
@@ -99,9 +101,10 @@ def fence_command(lease_key: str, token: int, wait_seconds: int = FENCE_WAIT_SEC
     none is left: exit status 0 when none is, 1 when some still run.
 
     It reads ``/proc/<pid>/environ`` (the processes it may read: those of its user, or all as
-    root), needs only ``grep``, ``tr``, ``head``, ``cat``, ``date`` and ``sleep`` (busybox
-    has them) and never kills a process without such a fence: on a host it cannot hit another
-    conversation's commands (another lease key) or unrelated processes.
+    root): one ``grep -z`` lists the candidates where grep has ``-z``, each is then read
+    with ``tr``. It needs only ``grep``, ``tr``, ``head``, ``cat``, ``date`` and ``sleep``
+    (busybox has them) and never kills a process without such a fence: on a host it cannot hit
+    another conversation's commands (another lease key) or unrelated processes.
     """
     return (
         f"var={_quote(FENCE_VARIABLE)}; key={_quote(lease_key)}; "
