@@ -17,7 +17,10 @@ Expiry is judged with the clock of the process calling the store: keep node cloc
 
 :class:`LeaseKeeper` is what runtimes use: it waits for the lease with a bound
 (:class:`LeaseTimeoutError`), keeps it renewed from a background thread while work runs, and
-reports a lost lease as :class:`LeaseLostError`. Its asyncio twin is
+reports a lost lease as :class:`LeaseLostError`. It also tells a *takeover* (the lease taken
+from a holder that expired without releasing it, :func:`~.lease_rules.is_takeover`) through
+:attr:`LeaseKeeper.takeover`, so that the exclusive guard first stops what that holder left
+running (:mod:`~skillruntime.core.conversations.fencing`). Its asyncio twin is
 :class:`~skillruntime.core.conversations.async_leases.AsyncLeaseKeeper`; both follow the rules of
 :class:`LeaseState`, written once and without I/O in
 :mod:`skillruntime.core.conversations.lease_rules` (whose names this module exports too),
@@ -36,6 +39,7 @@ from .lease_rules import (
     DEFAULT_LEASE_TTL_SECONDS,
     DEFAULT_LEASE_WAIT_SECONDS,
     ConversationLeaseError,
+    LeaseFencingError,
     LeaseKeeperBase,
     LeaseLostError,
     LeaseState,
@@ -51,6 +55,7 @@ __all__ = [
     "DEFAULT_LEASE_WAIT_SECONDS",
     "ConversationLease",
     "ConversationLeaseError",
+    "LeaseFencingError",
     "LeaseKeeper",
     "LeaseKeeperBase",
     "LeaseLostError",
