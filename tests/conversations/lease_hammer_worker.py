@@ -6,7 +6,9 @@ default, or ``async``: the native async runtime driven by ``asyncio.run``), prin
 waits for ``go`` on stdin. MODE ``hammer`` runs ROUNDS commands that each append
 ``start``/``end`` markers to ``log`` in the workspace and take ``busy`` with ``mkdir`` (an
 overlap makes ``mkdir`` fail and appends ``OVERLAP``), then prints ``done``. MODE ``hold``
-prints ``holding <token>`` from inside a command and sleeps until it is killed.
+prints ``holding <token>`` from inside a command and sleeps until it is killed; MODE ``tick``
+does the same with a command that writes its pid to ``orphan.pid`` and then appends ``tick`` to
+``ticks`` every 0.1 s until it is killed.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ MARK = (
     "sleep 0.01; "
     'rmdir busy 2>/dev/null; echo "end {i}.$R" >> log'
 )
+TICK = "echo $$ > orphan.pid; while :; do echo tick >> ticks; sleep 0.1; done"
 
 
 def main() -> None:
@@ -62,7 +65,8 @@ def main() -> None:
         with runtime.exclusive_session() as lease:
             assert lease is not None
             print(f"holding {lease.token}", flush=True)
-            runtime.execute(SkillExecutionRequest(command="sleep 120", timeout_seconds=300))
+            command = TICK if mode == "tick" else "sleep 120"
+            runtime.execute(SkillExecutionRequest(command=command, timeout_seconds=300))
 
 
 async def main_async(
@@ -96,9 +100,8 @@ async def main_async(
             async with runtime.exclusive_session() as lease:
                 assert lease is not None
                 print(f"holding {lease.token}", flush=True)
-                await runtime.execute(
-                    SkillExecutionRequest(command="sleep 120", timeout_seconds=300)
-                )
+                command = TICK if mode == "tick" else "sleep 120"
+                await runtime.execute(SkillExecutionRequest(command=command, timeout_seconds=300))
 
 
 if __name__ == "__main__":

@@ -31,7 +31,8 @@ each with its further standard bases in parentheses::
     ├── ConversationStoreError
     ├── ConversationLeaseError
     │   ├── LeaseTimeoutError
-    │   └── LeaseLostError
+    │   ├── LeaseLostError
+    │   └── LeaseFencingError
     └── SnapshotError
         ├── SnapshotManifestError
         │   ├── SnapshotPathError
@@ -70,6 +71,7 @@ __all__ = [
     "InvalidPathError",
     "InvalidPatternError",
     "InvalidSkillError",
+    "LeaseFencingError",
     "LeaseLostError",
     "LeaseTimeoutError",
     "NotADirectoryFileError",
@@ -296,6 +298,13 @@ class LeaseTimeoutError(ConversationLeaseError):
 
 class LeaseLostError(ConversationLeaseError):
     """The lease was taken over or could not be renewed in time; stop writing the conversation."""
+
+
+class LeaseFencingError(ConversationLeaseError):
+    """A lease was taken over from a holder that did not release it, and the commands that holder
+    left running could not be stopped (the fence command failed or timed out): the lease is not
+    used, and expires so that the next taker tries again (docs/conversation-stores.md,
+    "Nodes dying")."""
 
 
 class SnapshotError(SkillRuntimeError):

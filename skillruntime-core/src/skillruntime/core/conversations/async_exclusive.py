@@ -35,11 +35,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import logging
 import os
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Generator, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeAlias, TypeVar
 
+from ..errors import LeaseFencingError
 from ..files.async_spi import AsyncChunks, AsyncSkillRuntimeFileSystem
 from ..files.spi import CHUNK_SIZE, DEFAULT_LIST_LIMIT, DEFAULT_READ_LIMIT
 from ..models import (
@@ -51,6 +54,7 @@ from ..models import (
 )
 from ..runtime.workspace import ConversationWorkspace
 from .async_leases import AsyncLeaseKeeper
+from .fencing import FENCE_VARIABLE, check_fence_result, fence_request, fence_value
 from .guard_rules import (
     DEFAULT_ACTIVITY_INTERVAL_SECONDS,
     ConversationGuardBase,
@@ -81,9 +85,13 @@ __all__ = [
 if True:  # unasync: async
     _Chunks: TypeAlias = AsyncChunks
     _ReadText: TypeAlias = Callable[[str, int], Awaitable[str]]
+    _Fence: TypeAlias = Callable[[SkillExecutionRequest], Awaitable[SkillExecutionResult]]
 else:  # unasync: sync
     _Chunks: TypeAlias = Iterable[bytes]
     _ReadText: TypeAlias = Callable[[str, int], str]
+    _Fence: TypeAlias = Callable[[SkillExecutionRequest], SkillExecutionResult]
+
+logger = logging.getLogger(__name__)
 
 
 class AsyncConversationGuard(ConversationGuardBase):
@@ -91,6 +99,8 @@ class AsyncConversationGuard(ConversationGuardBase):
     arguments as :class:`~skillruntime.core.conversations.guard_rules.ConversationGuardBase`."""
 
     keeper: AsyncLeaseKeeper | None
+    fences_run: int = 0
+    """How many fence commands this guard ran (one per lease taken over)."""
 
     def _new_keeper(self) -> AsyncLeaseKeeper:
         return AsyncLeaseKeeper(
@@ -103,15 +113,49 @@ class AsyncConversationGuard(ConversationGuardBase):
         )
 
     @contextlib.asynccontextmanager
-    async def operation(self) -> AsyncIterator[ConversationLease | None]:
-        """One runtime operation: under the lease when exclusive, with activity noted."""
+    async def operation(
+        self, fence: _Fence | None = None
+    ) -> AsyncIterator[ConversationLease | None]:
+        """One runtime operation: under the lease when exclusive, with activity noted.
+
+        ``fence`` runs a command in the runtime's sandbox without the guard (the runtime's
+        inner ``execute``). When the lease held was taken over from a holder that did not
+        release it and is not fenced yet, the operation first runs
+        :func:`~skillruntime.core.conversations.fencing.fence_request` through it (once per
+        lease); when that fails it raises
+        :class:`~skillruntime.core.errors.LeaseFencingError` and the lease is abandoned, never
+        used (docs/conversation-stores.md, "Nodes dying"). Without ``fence`` a pending fence
+        waits for the next operation that has one.
+        """
         if self.keeper is None:
             await self._note_activity()
             yield None
             return
         async with self.keeper.hold() as lease:
+            if fence is not None and self.keeper.takeover is not None:
+                await self._fence(lease, fence)
             await self._note_activity()
             yield lease
+
+    async def _fence(self, lease: ConversationLease, fence: _Fence) -> None:
+        """Stop the commands earlier holders of ``lease`` left running, or abandon it."""
+        keeper = self.keeper
+        assert keeper is not None
+        self.fences_run += 1
+        try:
+            result = await fence(fence_request(lease))
+            check_fence_result(result, self.description)
+        except BaseException as error:
+            keeper.abandon("stopping the commands of its previous holder failed")
+            if isinstance(error, LeaseFencingError) or not isinstance(error, Exception):
+                raise
+            raise LeaseFencingError(
+                f"the lease of {self.description} was taken over from a holder that did not "
+                f"release it, and the fence command could not run ({type(error).__name__}); "
+                "the lease is not used and expires for the next taker to try again"
+            ) from error
+        logger.info("fenced the lease of %s: %s", self.description, result.stdout.strip())
+        keeper.fenced()
 
     @contextlib.asynccontextmanager
     async def session(self) -> AsyncIterator[ConversationLease | None]:
@@ -293,15 +337,25 @@ class AsyncExclusiveRuntimeMixin:
         guard = self._guard
         if guard is None:
             return await super().prepare(request)  # type: ignore[misc, no-any-return]
-        async with guard.operation():
+        async with guard.operation(self._run_fence):
             return await super().prepare(request)  # type: ignore[misc, no-any-return]
 
     async def execute(self, request: SkillExecutionRequest) -> SkillExecutionResult:
+        """Run the command under the lease when exclusive; it then carries the lease's fence
+        in its environment (``SKILLRUNTIME_FENCE=<lease_key>:<token>``,
+        :mod:`~skillruntime.core.conversations.fencing`)."""
         guard = self._guard
         if guard is None:
             return await super().execute(request)  # type: ignore[misc, no-any-return]
-        async with guard.operation():
+        async with guard.operation(self._run_fence) as lease:
+            if lease is not None:
+                environment = {**request.environment, FENCE_VARIABLE: fence_value(lease)}
+                request = request.model_copy(update={"environment": environment})
             return await super().execute(request)  # type: ignore[misc, no-any-return]
+
+    async def _run_fence(self, request: SkillExecutionRequest) -> SkillExecutionResult:
+        """The runtime's own ``execute``, outside the guard (the fence command)."""
+        return await super().execute(request)  # type: ignore[misc, no-any-return]
 
     async def get_file_system(self) -> AsyncSkillRuntimeFileSystem:
         inner: AsyncSkillRuntimeFileSystem = await super().get_file_system()  # type: ignore[misc]
@@ -309,7 +363,9 @@ class AsyncExclusiveRuntimeMixin:
         if guard is None or not guard.exclusive:
             return inner  # activity is noted by prepare and execute
         if self._guarded_files is None:
-            self._guarded_files = AsyncLeaseGuardedFileSystem(inner, guard.operation)
+            self._guarded_files = AsyncLeaseGuardedFileSystem(
+                inner, functools.partial(guard.operation, self._run_fence)
+            )
         return self._guarded_files
 
 

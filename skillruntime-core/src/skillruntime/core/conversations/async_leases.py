@@ -68,8 +68,8 @@ class AsyncLeaseKeeper(LeaseKeeperBase):
         state = self._state
         async with self._entry.get():  # serialises outermost holds while they wait
             if not state.enter():
-                taken, sent = await self._take()
-                state.begin(taken, sent)
+                taken, sent, prior = await self._take()
+                state.begin(taken, sent, prior)
                 self._start_renewer(taken.token)
         failed = False
         try:
@@ -89,11 +89,13 @@ class AsyncLeaseKeeper(LeaseKeeperBase):
             if lost is not None and not failed:
                 raise LeaseLostError(lost)
 
-    async def _take(self) -> tuple[ConversationLease, float]:
-        """Wait for the lease (bounded); returns it and the monotonic time its request left."""
+    async def _take(self) -> tuple[ConversationLease, float, ConversationLease | None]:
+        """Wait for the lease (bounded); returns it, the monotonic time its request left and
+        the stored lease as read just before that request (to judge a takeover)."""
         owner = self._state.next_owner()
         pauses = self._state.pauses()
         while True:
+            prior = await asyncio.to_thread(self.store.get_lease, self.lease_key)
             sent = time.monotonic()
             request = asyncio.ensure_future(
                 asyncio.to_thread(self.store.acquire_lease, self.lease_key, owner, self.ttl_seconds)
@@ -104,7 +106,7 @@ class AsyncLeaseKeeper(LeaseKeeperBase):
                 request.add_done_callback(self._release_orphan)
                 raise
             if lease is not None:
-                return lease, sent
+                return lease, sent, prior
             await asyncio.sleep(next(pauses))
 
     def _release_orphan(self, request: asyncio.Future[ConversationLease | None]) -> None:

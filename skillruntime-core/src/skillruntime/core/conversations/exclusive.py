@@ -36,11 +36,14 @@ builds the guard of a runtime's conversation workspace.
 from __future__ import annotations
 
 import contextlib
+import functools
+import logging
 import os
 from collections.abc import Callable, Generator, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeAlias, TypeVar
 
+from ..errors import LeaseFencingError
 from ..files.spi import CHUNK_SIZE, DEFAULT_LIST_LIMIT, DEFAULT_READ_LIMIT, SkillRuntimeFileSystem
 from ..models import (
     FileInfo,
@@ -50,6 +53,7 @@ from ..models import (
     SkillPreparationRequest,
 )
 from ..runtime.workspace import ConversationWorkspace
+from .fencing import FENCE_VARIABLE, check_fence_result, fence_request, fence_value
 from .guard_rules import (
     DEFAULT_ACTIVITY_INTERVAL_SECONDS,
     ConversationGuardBase,
@@ -80,6 +84,9 @@ __all__ = [
 
 _Chunks: TypeAlias = Iterable[bytes]
 _ReadText: TypeAlias = Callable[[str, int], str]
+_Fence: TypeAlias = Callable[[SkillExecutionRequest], SkillExecutionResult]
+
+logger = logging.getLogger(__name__)
 
 
 class ConversationGuard(ConversationGuardBase):
@@ -87,6 +94,8 @@ class ConversationGuard(ConversationGuardBase):
     arguments as :class:`~skillruntime.core.conversations.guard_rules.ConversationGuardBase`."""
 
     keeper: LeaseKeeper | None
+    fences_run: int = 0
+    """How many fence commands this guard ran (one per lease taken over)."""
 
     def _new_keeper(self) -> LeaseKeeper:
         return LeaseKeeper(
@@ -99,15 +108,47 @@ class ConversationGuard(ConversationGuardBase):
         )
 
     @contextlib.contextmanager
-    def operation(self) -> Iterator[ConversationLease | None]:
-        """One runtime operation: under the lease when exclusive, with activity noted."""
+    def operation(self, fence: _Fence | None = None) -> Iterator[ConversationLease | None]:
+        """One runtime operation: under the lease when exclusive, with activity noted.
+
+        ``fence`` runs a command in the runtime's sandbox without the guard (the runtime's
+        inner ``execute``). When the lease held was taken over from a holder that did not
+        release it and is not fenced yet, the operation first runs
+        :func:`~skillruntime.core.conversations.fencing.fence_request` through it (once per
+        lease); when that fails it raises
+        :class:`~skillruntime.core.errors.LeaseFencingError` and the lease is abandoned, never
+        used (docs/conversation-stores.md, "Nodes dying"). Without ``fence`` a pending fence
+        waits for the next operation that has one.
+        """
         if self.keeper is None:
             self._note_activity()
             yield None
             return
         with self.keeper.hold() as lease:
+            if fence is not None and self.keeper.takeover is not None:
+                self._fence(lease, fence)
             self._note_activity()
             yield lease
+
+    def _fence(self, lease: ConversationLease, fence: _Fence) -> None:
+        """Stop the commands earlier holders of ``lease`` left running, or abandon it."""
+        keeper = self.keeper
+        assert keeper is not None
+        self.fences_run += 1
+        try:
+            result = fence(fence_request(lease))
+            check_fence_result(result, self.description)
+        except BaseException as error:
+            keeper.abandon("stopping the commands of its previous holder failed")
+            if isinstance(error, LeaseFencingError) or not isinstance(error, Exception):
+                raise
+            raise LeaseFencingError(
+                f"the lease of {self.description} was taken over from a holder that did not "
+                f"release it, and the fence command could not run ({type(error).__name__}); "
+                "the lease is not used and expires for the next taker to try again"
+            ) from error
+        logger.info("fenced the lease of %s: %s", self.description, result.stdout.strip())
+        keeper.fenced()
 
     @contextlib.contextmanager
     def session(self) -> Iterator[ConversationLease | None]:
@@ -262,15 +303,25 @@ class ExclusiveRuntimeMixin:
         guard = self._guard
         if guard is None:
             return super().prepare(request)  # type: ignore[misc, no-any-return]
-        with guard.operation():
+        with guard.operation(self._run_fence):
             return super().prepare(request)  # type: ignore[misc, no-any-return]
 
     def execute(self, request: SkillExecutionRequest) -> SkillExecutionResult:
+        """Run the command under the lease when exclusive; it then carries the lease's fence
+        in its environment (``SKILLRUNTIME_FENCE=<lease_key>:<token>``,
+        :mod:`~skillruntime.core.conversations.fencing`)."""
         guard = self._guard
         if guard is None:
             return super().execute(request)  # type: ignore[misc, no-any-return]
-        with guard.operation():
+        with guard.operation(self._run_fence) as lease:
+            if lease is not None:
+                environment = {**request.environment, FENCE_VARIABLE: fence_value(lease)}
+                request = request.model_copy(update={"environment": environment})
             return super().execute(request)  # type: ignore[misc, no-any-return]
+
+    def _run_fence(self, request: SkillExecutionRequest) -> SkillExecutionResult:
+        """The runtime's own ``execute``, outside the guard (the fence command)."""
+        return super().execute(request)  # type: ignore[misc, no-any-return]
 
     def get_file_system(self) -> SkillRuntimeFileSystem:
         inner: SkillRuntimeFileSystem = super().get_file_system()  # type: ignore[misc]
@@ -278,7 +329,9 @@ class ExclusiveRuntimeMixin:
         if guard is None or not guard.exclusive:
             return inner  # activity is noted by prepare and execute
         if self._guarded_files is None:
-            self._guarded_files = LeaseGuardedFileSystem(inner, guard.operation)
+            self._guarded_files = LeaseGuardedFileSystem(
+                inner, functools.partial(guard.operation, self._run_fence)
+            )
         return self._guarded_files
 
 

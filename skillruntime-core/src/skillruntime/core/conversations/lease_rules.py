@@ -20,19 +20,26 @@ import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
-from ..errors import ConversationLeaseError, LeaseLostError, LeaseTimeoutError
+from ..errors import (
+    ConversationLeaseError,
+    LeaseFencingError,
+    LeaseLostError,
+    LeaseTimeoutError,
+)
 from .spi import MAX_LEASE_OWNER, ConversationLease, ConversationStore
 
 __all__ = [
     "DEFAULT_LEASE_TTL_SECONDS",
     "DEFAULT_LEASE_WAIT_SECONDS",
     "ConversationLeaseError",
+    "LeaseFencingError",
     "LeaseKeeperBase",
     "LeaseLostError",
     "LeaseState",
     "LeaseTimeoutError",
     "check_lease_arguments",
     "default_lease_owner",
+    "is_takeover",
     "lease_expiry",
 ]
 
@@ -65,6 +72,31 @@ def check_lease_arguments(lease_key: str, owner: str, ttl_seconds: float) -> Non
 def lease_expiry(ttl_seconds: float, now: datetime | None = None) -> datetime:
     """The expiry of a lease taken or renewed at ``now`` for ``ttl_seconds``."""
     return (now or datetime.now(UTC)) + timedelta(seconds=ttl_seconds)
+
+
+def is_takeover(
+    prior: ConversationLease | None, taken: ConversationLease, now: datetime | None = None
+) -> bool:
+    """Whether ``taken`` (what an acquire returned) was taken over from a holder that did not
+    release it, given ``prior``, the lease as read just before that acquire was sent.
+
+    A takeover is a grown token over a stored lease that had an owner, not ``taken``'s, and had
+    expired by ``now`` (just after the acquire answered): that holder may have died with commands
+    still running, which the new holder must stop first (docs/conversation-stores.md, "Nodes
+    dying"). Taking a free or released lease is not one, nor is re-acquiring one's own. When the
+    token grew by more than one step since ``prior`` was read, another owner held it in between,
+    unseen: that counts as a takeover (a needless fence costs one command, a missed one overlaps
+    two).
+    """
+    if prior is None:
+        return taken.token > 1
+    if taken.token <= prior.token:
+        return False
+    if taken.token > prior.token + 1:
+        return True
+    if prior.owner is None or prior.owner == taken.owner:
+        return False
+    return prior.expires_at <= (now or datetime.now(UTC))
 
 
 class LeaseState:
@@ -107,6 +139,9 @@ class LeaseState:
         self.lease: ConversationLease | None = None
         self.valid_until = 0.0  # monotonic
         self.lost: str | None = None
+        self.unfenced: int | None = None
+        """While the held lease was taken over and its fence has not run yet: the token the
+        previous holder had (its commands carry fences below the held token)."""
         self._cycles = 0
 
     def within(self) -> bool:
@@ -181,11 +216,31 @@ class LeaseState:
         self.depth += 1
         return True
 
-    def begin(self, lease: ConversationLease, sent: float) -> None:
-        """The outermost hold took ``lease`` (requested at monotonic ``sent``): install it and
-        count the hold."""
+    def begin(self, lease: ConversationLease, sent: float, prior: ConversationLease | None) -> None:
+        """The outermost hold took ``lease`` (requested at monotonic ``sent``; ``prior`` is the
+        stored lease as read just before): install it, note whether it was a takeover
+        (:func:`is_takeover`, then :attr:`unfenced` is set until :meth:`fenced`) and count the
+        hold."""
         self.install(lease, sent)
+        self.unfenced = None
+        if is_takeover(prior, lease):
+            self.unfenced = prior.token if prior is not None else lease.token - 1
+            logger.info(
+                "took the lease of %s over from a holder that did not release it (token %d -> %d)",
+                self.description,
+                self.unfenced,
+                lease.token,
+            )
         self.depth += 1
+
+    def fenced(self) -> None:
+        """The commands of the previous holder are stopped: the lease is used normally."""
+        self.unfenced = None
+
+    def abandon(self, why: str) -> None:
+        """Give the held lease up unused: it is lost (no further operation of this hold runs,
+        the renewer stops) and not released, so it expires and the next taker takes it over."""
+        self.lost = self.lost_text(why)
 
     def leave(self) -> tuple[str | None, tuple[ConversationLease | None, bool] | None]:
         """Count a hold that ends: the text of the lease's loss (``None`` unless lost) and, at
@@ -230,6 +285,7 @@ class LeaseState:
     def end(self) -> tuple[ConversationLease | None, bool]:
         """Forget the lease at the end of the outermost hold: it and whether to release it."""
         lease, self.lease = self.lease, None
+        self.unfenced = None
         return lease, self.lost is None
 
 
@@ -273,3 +329,17 @@ class LeaseKeeperBase:
     def lease(self) -> ConversationLease | None:
         """The lease as last acquired or renewed (``None`` while not held)."""
         return self._state.lease
+
+    @property
+    def takeover(self) -> int | None:
+        """While the held lease was taken over from a holder that did not release it and is
+        not yet fenced: that holder's token (see :func:`is_takeover`); else ``None``."""
+        return self._state.unfenced if self._state.lease is not None else None
+
+    def fenced(self) -> None:
+        """Note that the previous holder's commands are stopped (clears :attr:`takeover`)."""
+        self._state.fenced()
+
+    def abandon(self, why: str) -> None:
+        """Give the held lease up unused (see :meth:`LeaseState.abandon`)."""
+        self._state.abandon(why)

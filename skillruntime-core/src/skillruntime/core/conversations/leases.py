@@ -17,7 +17,10 @@ Expiry is judged with the clock of the process calling the store: keep node cloc
 
 :class:`LeaseKeeper` is what runtimes use: it waits for the lease with a bound
 (:class:`LeaseTimeoutError`), keeps it renewed from a background thread while work runs, and
-reports a lost lease as :class:`LeaseLostError`. Its asyncio twin is
+reports a lost lease as :class:`LeaseLostError`. It also tells a *takeover* (the lease taken
+from a holder that expired without releasing it, :func:`~.lease_rules.is_takeover`) through
+:attr:`LeaseKeeper.takeover`, so that the exclusive guard first stops what that holder left
+running (:mod:`~skillruntime.core.conversations.fencing`). Its asyncio twin is
 :class:`~skillruntime.core.conversations.async_leases.AsyncLeaseKeeper`; both follow the rules of
 :class:`LeaseState`, written once and without I/O in
 :mod:`skillruntime.core.conversations.lease_rules` (whose names this module exports too),
@@ -36,6 +39,7 @@ from .lease_rules import (
     DEFAULT_LEASE_TTL_SECONDS,
     DEFAULT_LEASE_WAIT_SECONDS,
     ConversationLeaseError,
+    LeaseFencingError,
     LeaseKeeperBase,
     LeaseLostError,
     LeaseState,
@@ -51,6 +55,7 @@ __all__ = [
     "DEFAULT_LEASE_WAIT_SECONDS",
     "ConversationLease",
     "ConversationLeaseError",
+    "LeaseFencingError",
     "LeaseKeeper",
     "LeaseKeeperBase",
     "LeaseLostError",
@@ -99,9 +104,9 @@ class LeaseKeeper(LeaseKeeperBase):
                 outer = not state.enter()
             if outer:
                 # No lock but the entry lock while waiting: a finishing hold can release.
-                taken, sent = self._take()
+                taken, sent, prior = self._take()
                 with self._lock:
-                    state.begin(taken, sent)
+                    state.begin(taken, sent, prior)
                     self._start_renewer(taken.token)
         failed = False
         try:
@@ -125,15 +130,35 @@ class LeaseKeeper(LeaseKeeperBase):
         with self._lock:
             self._state.check()
 
-    def _take(self) -> tuple[ConversationLease, float]:
-        """Wait for the lease (bounded); returns it and the monotonic time its request left."""
+    @property
+    def takeover(self) -> int | None:
+        """While the held lease was taken over from a holder that did not release it and is
+        not yet fenced: that holder's token (:func:`~.lease_rules.is_takeover`); else ``None``."""
+        with self._lock:
+            return self._state.unfenced if self._state.lease is not None else None
+
+    def fenced(self) -> None:
+        """Note that the previous holder's commands are stopped (clears :attr:`takeover`)."""
+        with self._lock:
+            self._state.fenced()
+
+    def abandon(self, why: str) -> None:
+        """Give the held lease up unused: lost, not released (see
+        :meth:`~.lease_rules.LeaseState.abandon`)."""
+        with self._lock:
+            self._state.abandon(why)
+
+    def _take(self) -> tuple[ConversationLease, float, ConversationLease | None]:
+        """Wait for the lease (bounded); returns it, the monotonic time its request left and
+        the stored lease as read just before that request (to judge a takeover)."""
         owner = self._state.next_owner()
         pauses = self._state.pauses()
         while True:
+            prior = self.store.get_lease(self.lease_key)
             sent = time.monotonic()
             lease = self.store.acquire_lease(self.lease_key, owner, self.ttl_seconds)
             if lease is not None:
-                return lease, sent
+                return lease, sent, prior
             time.sleep(next(pauses))
 
     def _start_renewer(self, token: int) -> None:
