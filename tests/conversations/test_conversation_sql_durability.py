@@ -91,7 +91,7 @@ def test_create_schema_adds_the_column_to_an_older_table(url: str) -> None:
         engine.dispose()
     store = SqlConversationStore(url)
     try:
-        with pytest.raises(ConversationStoreError, match="lacks the column 'durability'"):
+        with pytest.raises(ConversationStoreError, match="lacks the column 'details'"):
             store.get(old.storage_key)
         store.create_schema()
         store.create_schema()  # idempotent

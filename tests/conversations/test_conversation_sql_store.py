@@ -41,7 +41,7 @@ COLUMNS = [
     "prepared_skills",
     "version",
     "updated_at",
-    "durability",
+    "details",
 ]
 
 

@@ -135,8 +135,9 @@ def conversation_table(name: str = DEFAULT_TABLE_NAME, metadata: MetaData | None
 
     ``prepared_skills`` holds a JSON object (content digest → remote base path) as text;
     ``version`` is the compare-and-set counter; ``updated_at`` is the UTC time of the last write;
-    ``durability`` holds the record's durability fields as a JSON object (``NULL`` while they are
-    at their defaults; added to older tables by :meth:`SqlConversationStore.create_schema`).
+    ``details`` holds the record's other fields (today its durability fields) as a JSON object
+    (``NULL`` while they are at their defaults; added to older tables by
+    :meth:`SqlConversationStore.create_schema`).
     """
     return Table(
         name,
@@ -155,7 +156,7 @@ def conversation_table(name: str = DEFAULT_TABLE_NAME, metadata: MetaData | None
         ),
         Column("version", Integer(), nullable=False),
         Column("updated_at", _UtcDateTime(), nullable=False),
-        Column("durability", Text(), nullable=True),
+        Column("details", Text(), nullable=True),
         mysql_engine="InnoDB",
         mysql_charset="utf8mb4",
         mariadb_engine="InnoDB",
@@ -297,12 +298,12 @@ class SqlConversationStore(ConversationStore):
                 f"{self._table.name!r}: {self._detail(failure)}"
             ) from None
 
-    def _lacks_durability(self, error: SQLAlchemyError) -> bool:
-        """Whether ``error`` came from a records table without the ``durability`` column."""
-        if not isinstance(error, DBAPIError) or "durability" not in str(error.orig):
+    def _lacks_details(self, error: SQLAlchemyError) -> bool:
+        """Whether ``error`` came from a records table without the ``details`` column."""
+        if not isinstance(error, DBAPIError) or "details" not in str(error.orig):
             return False
         try:
-            return "durability" in self._missing_columns()
+            return "details" in self._missing_columns()
         except SQLAlchemyError:
             return False
 
@@ -318,7 +319,7 @@ class SqlConversationStore(ConversationStore):
 
     def _add_missing_columns(self) -> None:
         """Add the nullable columns a table created by an earlier version lacks (today:
-        ``durability``). Two nodes racing may both try: a failed ``ALTER`` counts when the
+        ``details``). Two nodes racing may both try: a failed ``ALTER`` counts when the
         column is there afterwards."""
         for name in self._missing_columns():
             column = self._table.c[name]
@@ -600,10 +601,10 @@ class SqlConversationStore(ConversationStore):
                 f"the conversation store {self.url} has no table {table.name!r}; call "
                 "create_schema() once (or open the store with create_schema=True)"
             )
-        if not lost and table is self._table and self._lacks_durability(error):
+        if not lost and table is self._table and self._lacks_details(error):
             return ConversationStoreError(
                 f"the table {table.name!r} of the conversation store {self.url} lacks the column "
-                "'durability' (added in this version); call create_schema() once to add it"
+                "'details' (added in this version); call create_schema() once to add it"
             )
         return ConversationStoreError(
             f"the conversation store {self.url} could not {action}: {self._detail(error)}"
@@ -637,7 +638,7 @@ class SqlConversationStore(ConversationStore):
                 prepared_skills=skills,
                 version=row["version"],
                 updated_at=row["updated_at"],
-                **_durability_fields(row["durability"]),
+                **_details_fields(row["details"]),
             )
         except (ValueError, TypeError, ValidationError) as error:
             raise ConversationStoreError(
@@ -660,12 +661,12 @@ def _to_row(record: ConversationRecord) -> dict[str, Any]:
         ),
         "version": record.version,
         "updated_at": record.updated_at,
-        "durability": _durability_text(record),
+        "details": _details_text(record),
     }
 
 
-def _durability_text(record: ConversationRecord) -> str | None:
-    """The ``durability`` column of ``record``: ``NULL`` while its fields are at their defaults."""
+def _details_text(record: ConversationRecord) -> str | None:
+    """The ``details`` column of ``record``: ``NULL`` while its fields are at their defaults."""
     fields: dict[str, Any] = {}
     if record.snapshot_id is not None:
         fields["snapshot_id"] = record.snapshot_id
@@ -674,13 +675,13 @@ def _durability_text(record: ConversationRecord) -> str | None:
     return json.dumps(fields, sort_keys=True, separators=(",", ":")) if fields else None
 
 
-def _durability_fields(text: str | None) -> dict[str, Any]:
-    """The record fields stored in a ``durability`` column (a JSON object of known keys)."""
+def _details_fields(text: str | None) -> dict[str, Any]:
+    """The record fields stored in a ``details`` column (a JSON object of known keys)."""
     if text is None:
         return {}
     fields = json.loads(text)
     if not isinstance(fields, dict) or set(fields) - {"snapshot_id", "restore_pending"}:
-        raise ValueError("unknown durability fields")
+        raise ValueError("unknown fields in details")
     return fields
 
 
