@@ -21,15 +21,15 @@ from skillruntime.opensandbox import AsyncOpenSandboxSkillRuntime, OpenSandboxSk
 from skillruntime.opensandbox.options import OpenSandboxRuntimeOptions
 
 RUNTIMES: list[tuple[type[RuntimeOptions], type[Any], frozenset[str]]] = [
-    (LocalRuntimeOptions, LocalSkillRuntime, frozenset()),
-    (LocalRuntimeOptions, AsyncLocalSkillRuntime, frozenset()),
+    (LocalRuntimeOptions, LocalSkillRuntime, frozenset({"durability"})),
+    (LocalRuntimeOptions, AsyncLocalSkillRuntime, frozenset({"durability"})),
     (DockerRuntimeOptions, DockerSkillRuntime, frozenset({"engine", "durability"})),
     (
         OpenSandboxRuntimeOptions,
         OpenSandboxSkillRuntime,
         frozenset({"connection_config", "durability"}),
     ),
-    (AioRuntimeOptions, AioSandboxSkillRuntime, frozenset({"client"})),
+    (AioRuntimeOptions, AioSandboxSkillRuntime, frozenset({"client", "durability"})),
 ]
 """(options model, runtime class, the arguments that are objects rather than options)."""
 

@@ -63,6 +63,7 @@ from skillruntime.core.conversations.leases import (
     DEFAULT_LEASE_TTL_SECONDS,
     DEFAULT_LEASE_WAIT_SECONDS,
 )
+from skillruntime.core.durability.automatic import AsyncDurableWorkspace, Durability
 from skillruntime.core.errors import ExecutionTransportError
 from skillruntime.core.files.async_spi import AsyncSkillRuntimeFileSystem
 from skillruntime.core.models import (
@@ -158,7 +159,10 @@ class AsyncAioSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRuntime):
         lease_ttl_seconds: float = DEFAULT_LEASE_TTL_SECONDS,
         lease_wait_seconds: float = DEFAULT_LEASE_WAIT_SECONDS,
         activity_interval_seconds: float = DEFAULT_ACTIVITY_INTERVAL_SECONDS,
+        durability: Durability | None = None,
     ) -> None:
+        if durability is not None and conversation_id is None:
+            raise ValueError("durability needs a conversation_id")
         workspace = (
             ConversationWorkspace(conversations_root, conversation_id)
             if conversation_id is not None
@@ -201,6 +205,16 @@ class AsyncAioSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRuntime):
             register=False,
             guard_type=AsyncConversationGuard,
         )
+        self._durable: AsyncDurableWorkspace | None = None
+        if durability is not None and workspace is not None:
+            guard = self._guard
+            self._durable = AsyncDurableWorkspace(
+                durability,
+                conversation_id=workspace.conversation_id,
+                binding=None,
+                lease=(guard.store, guard.storage_key) if guard is not None else None,
+            )
+            self._durable.attached(None)  # the first operation checks the workspace
 
     # ------------------------------------------------------------------- SPI
 
@@ -230,16 +244,38 @@ class AsyncAioSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRuntime):
             """``bash`` or ``shell``: the command API in use (detected on first use)."""
             return self._runner.mode
 
+    @property
+    def durable_workspace(self) -> AsyncDurableWorkspace | None:
+        """The automatic snapshots and restores of this runtime (``None`` without
+        ``durability``; docs/durability.md)."""
+        return self._durable
+
+    async def execute(self, request: SkillExecutionRequest) -> SkillExecutionResult:
+        self._ensure_open()
+        if self._durable is not None:
+            await self._durable.before(self)
+        return await super().execute(request)
+
     async def prepare(self, request: SkillPreparationRequest) -> list[Skill]:
         self._ensure_open()
         if request.skills:
             await self._ensure_root()
+        if self._durable is not None:
+            await self._durable.before(self)
         return await super().prepare(request)
 
     async def get_file_system(self) -> AsyncSkillRuntimeFileSystem:
         self._ensure_open()
         await self._ensure_root()
+        if self._durable is not None:
+            await self._durable.before(self)
         return await super().get_file_system()
+
+    async def close(self) -> None:
+        """Snapshot a used conversation when ``durability`` asks for it, then close."""
+        if self._durable is not None and not self._closed:
+            await self._durable.closing(self)
+        await super().close()
 
     # ----------------------------------------------------------------- hooks
 

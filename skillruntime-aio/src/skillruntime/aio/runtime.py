@@ -60,6 +60,7 @@ from skillruntime.core.conversations.leases import (
     DEFAULT_LEASE_TTL_SECONDS,
     DEFAULT_LEASE_WAIT_SECONDS,
 )
+from skillruntime.core.durability.automatic import Durability, DurableWorkspace
 from skillruntime.core.errors import ExecutionTransportError
 from skillruntime.core.files.spi import SkillRuntimeFileSystem
 from skillruntime.core.models import (
@@ -154,7 +155,10 @@ class AioSandboxSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         lease_ttl_seconds: float = DEFAULT_LEASE_TTL_SECONDS,
         lease_wait_seconds: float = DEFAULT_LEASE_WAIT_SECONDS,
         activity_interval_seconds: float = DEFAULT_ACTIVITY_INTERVAL_SECONDS,
+        durability: Durability | None = None,
     ) -> None:
+        if durability is not None and conversation_id is None:
+            raise ValueError("durability needs a conversation_id")
         workspace = (
             ConversationWorkspace(conversations_root, conversation_id)
             if conversation_id is not None
@@ -194,6 +198,16 @@ class AioSandboxSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
             register=False,
             guard_type=ConversationGuard,
         )
+        self._durable: DurableWorkspace | None = None
+        if durability is not None and workspace is not None:
+            guard = self._guard
+            self._durable = DurableWorkspace(
+                durability,
+                conversation_id=workspace.conversation_id,
+                binding=None,
+                lease=(guard.store, guard.storage_key) if guard is not None else None,
+            )
+            self._durable.attached(None)  # the first operation checks the workspace
 
     # ------------------------------------------------------------------- SPI
 
@@ -215,16 +229,38 @@ class AioSandboxSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         """``bash`` or ``shell``: the command API in use (detected on first use)."""
         return self._runner.mode
 
+    @property
+    def durable_workspace(self) -> DurableWorkspace | None:
+        """The automatic snapshots and restores of this runtime (``None`` without
+        ``durability``; docs/durability.md)."""
+        return self._durable
+
+    def execute(self, request: SkillExecutionRequest) -> SkillExecutionResult:
+        self._ensure_open()
+        if self._durable is not None:
+            self._durable.before(self)
+        return super().execute(request)
+
     def prepare(self, request: SkillPreparationRequest) -> list[Skill]:
         self._ensure_open()
         if request.skills:
             self._ensure_root()
+        if self._durable is not None:
+            self._durable.before(self)
         return super().prepare(request)
 
     def get_file_system(self) -> SkillRuntimeFileSystem:
         self._ensure_open()
         self._ensure_root()
+        if self._durable is not None:
+            self._durable.before(self)
         return super().get_file_system()
+
+    def close(self) -> None:
+        """Snapshot a used conversation when ``durability`` asks for it, then close."""
+        if self._durable is not None and not self._closed:
+            self._durable.closing(self)
+        super().close()
 
     # ----------------------------------------------------------------- hooks
 

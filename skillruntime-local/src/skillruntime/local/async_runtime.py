@@ -38,6 +38,7 @@ from skillruntime.core.conversations.leases import (
     DEFAULT_LEASE_TTL_SECONDS,
     DEFAULT_LEASE_WAIT_SECONDS,
 )
+from skillruntime.core.durability.automatic import AsyncDurableWorkspace, Durability
 from skillruntime.core.files.async_spi import AsyncSkillRuntimeFileSystem
 from skillruntime.core.models import (
     Skill,
@@ -84,8 +85,11 @@ class AsyncLocalSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRuntime):
         lease_ttl_seconds: float = DEFAULT_LEASE_TTL_SECONDS,
         lease_wait_seconds: float = DEFAULT_LEASE_WAIT_SECONDS,
         activity_interval_seconds: float = DEFAULT_ACTIVITY_INTERVAL_SECONDS,
+        durability: Durability | None = None,
     ) -> None:
         workspace = conversation_workspace(conversation_id, conversations_root, work_root)
+        if durability is not None and workspace is None:
+            raise ValueError("durability needs a conversation_id")
         super().__init__(
             base_environment=base_environment, workspace=workspace, upload_policy=upload_policy
         )
@@ -112,6 +116,16 @@ class AsyncLocalSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRuntime):
             activity_interval_seconds=activity_interval_seconds,
             guard_type=AsyncConversationGuard,
         )
+        self._durable: AsyncDurableWorkspace | None = None
+        if durability is not None and workspace is not None:
+            guard = self._guard
+            self._durable = AsyncDurableWorkspace(
+                durability,
+                conversation_id=workspace.conversation_id,
+                binding=None,
+                lease=(guard.store, guard.storage_key) if guard is not None else None,
+            )
+            self._durable.attached(None)  # the first operation checks the workspace
 
     # ------------------------------------------------------------------- SPI
 
@@ -136,16 +150,22 @@ class AsyncLocalSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRuntime):
     async def execute(self, request: SkillExecutionRequest) -> SkillExecutionResult:
         self._ensure_open()
         self._layout.ensure_root()
+        if self._durable is not None:
+            await self._durable.before(self)
         return await super().execute(request)
 
     async def prepare(self, request: SkillPreparationRequest) -> list[Skill]:
         self._ensure_open()
         self._layout.ensure_root()
+        if self._durable is not None:
+            await self._durable.before(self)
         return await super().prepare(request)
 
     async def get_file_system(self) -> AsyncSkillRuntimeFileSystem:
         self._ensure_open()
         self._layout.ensure_root()
+        if self._durable is not None:
+            await self._durable.before(self)
         return await super().get_file_system()
 
     # ----------------------------------------------------------------- hooks
@@ -174,6 +194,18 @@ class AsyncLocalSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRuntime):
 
     def _raw_file_system(self) -> AsyncSkillRuntimeFileSystem:
         return self._files
+
+    @property
+    def durable_workspace(self) -> AsyncDurableWorkspace | None:
+        """The automatic snapshots and restores of this runtime (``None`` without
+        ``durability``; docs/durability.md)."""
+        return self._durable
+
+    async def close(self) -> None:
+        """Snapshot a used conversation when ``durability`` asks for it, then close."""
+        if self._durable is not None and not self._closed:
+            await self._durable.closing(self)
+        await super().close()
 
     async def _close_resources(self) -> None:
         stopped = self._processes.close()

@@ -41,6 +41,7 @@ from skillruntime.core.conversations.leases import (
     DEFAULT_LEASE_TTL_SECONDS,
     DEFAULT_LEASE_WAIT_SECONDS,
 )
+from skillruntime.core.durability.automatic import Durability, DurableWorkspace
 from skillruntime.core.errors import WorkspaceEscapeError
 from skillruntime.core.files.spi import SkillRuntimeFileSystem
 from skillruntime.core.models import (
@@ -111,8 +112,11 @@ class LocalSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         lease_ttl_seconds: float = DEFAULT_LEASE_TTL_SECONDS,
         lease_wait_seconds: float = DEFAULT_LEASE_WAIT_SECONDS,
         activity_interval_seconds: float = DEFAULT_ACTIVITY_INTERVAL_SECONDS,
+        durability: Durability | None = None,
     ) -> None:
         workspace = conversation_workspace(conversation_id, conversations_root, work_root)
+        if durability is not None and workspace is None:
+            raise ValueError("durability needs a conversation_id")
         super().__init__(
             base_environment=base_environment, workspace=workspace, upload_policy=upload_policy
         )
@@ -137,6 +141,16 @@ class LocalSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
             lease_wait_seconds=lease_wait_seconds,
             activity_interval_seconds=activity_interval_seconds,
         )
+        self._durable: DurableWorkspace | None = None
+        if durability is not None and workspace is not None:
+            guard = self._guard
+            self._durable = DurableWorkspace(
+                durability,
+                conversation_id=workspace.conversation_id,
+                binding=None,
+                lease=(guard.store, guard.storage_key) if guard is not None else None,
+            )
+            self._durable.attached(None)  # the first operation checks the workspace
 
     # ------------------------------------------------------------------- SPI
 
@@ -161,16 +175,22 @@ class LocalSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
     def execute(self, request: SkillExecutionRequest) -> SkillExecutionResult:
         self._ensure_open()
         self._layout.ensure_root()
+        if self._durable is not None:
+            self._durable.before(self)
         return super().execute(request)
 
     def prepare(self, request: SkillPreparationRequest) -> list[Skill]:
         self._ensure_open()
         self._layout.ensure_root()
+        if self._durable is not None:
+            self._durable.before(self)
         return super().prepare(request)
 
     def get_file_system(self) -> SkillRuntimeFileSystem:
         self._ensure_open()
         self._layout.ensure_root()
+        if self._durable is not None:
+            self._durable.before(self)
         return super().get_file_system()
 
     # ----------------------------------------------------------------- hooks
@@ -198,6 +218,18 @@ class LocalSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
 
     def _raw_file_system(self) -> SkillRuntimeFileSystem:
         return self._layout.file_system
+
+    @property
+    def durable_workspace(self) -> DurableWorkspace | None:
+        """The automatic snapshots and restores of this runtime (``None`` without
+        ``durability``; docs/durability.md)."""
+        return self._durable
+
+    def close(self) -> None:
+        """Snapshot a used conversation when ``durability`` asks for it, then close."""
+        if self._durable is not None and not self._closed:
+            self._durable.closing(self)
+        super().close()
 
     def _close_resources(self) -> None:
         stopped = self._processes.close()

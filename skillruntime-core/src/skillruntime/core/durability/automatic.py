@@ -24,6 +24,14 @@ A runtime handed a :class:`Durability` keeps one :class:`DurableWorkspace` (sync
   snapshot is snapshotted (``snapshot_on_close``). A failure there is logged, never raised (the
   runtime still closes; the previous snapshot stays the last good one).
 
+A runtime that keeps no record of its sandbox (``binding`` ``None``: the local and AIO
+runtimes, whose workspace is a directory of the host or of the service) checks once per runtime
+object, on its first operation: when the snapshot store holds a snapshot of the conversation
+and the workspace is empty, the latest snapshot is restored. With a conversation store
+(``lease``: the store and the record key of the runtime's guard) the check runs under the same
+restore lease, so two runtime objects restore once; without one, nothing coordinates two runtime
+objects of one conversation that start at the same moment.
+
 Every snapshot stores its id in the record (``snapshot_id``) and applies ``keep_last``. The
 calls made for a restore or a snapshot go through the runtime's own public SPI; a context
 variable tells the runtime's nested calls apart so they do not check again. See
@@ -44,6 +52,7 @@ from dataclasses import dataclass, field
 from ..conversations.async_leases import AsyncLeaseKeeper
 from ..conversations.binding import ConversationBinding
 from ..conversations.leases import LeaseKeeper
+from ..conversations.spi import ConversationStore
 from ..errors import SkillRuntimeError, WorkspaceRestoreError
 from ..models import SkillExecutionRequest
 from ..runtime.async_spi import AsyncSkillRuntime
@@ -117,11 +126,13 @@ class _Base:
         conversation_id: str,
         binding: ConversationBinding | None,
         owner: str | None,
+        lease: tuple[ConversationStore, str] | None = None,
     ) -> None:
         self.durability = durability
         self.conversation_id = conversation_id
         self.binding = binding
         self.owner = owner
+        self.lease = lease if binding is None else (binding.store, binding.storage_key)
         self._sandbox_id: str | None = None
         self._check = False
         self._used = False
@@ -178,8 +189,11 @@ class DurableWorkspace(_Base):
         conversation_id: str,
         binding: ConversationBinding | None,
         owner: str | None = None,
+        lease: tuple[ConversationStore, str] | None = None,
     ) -> None:
-        super().__init__(durability, conversation_id=conversation_id, binding=binding, owner=owner)
+        super().__init__(
+            durability, conversation_id=conversation_id, binding=binding, owner=owner, lease=lease
+        )
         self.snapshots = WorkspaceSnapshots(durability.store, exclude=durability.exclude)
         self._lock = threading.RLock()
 
@@ -248,7 +262,13 @@ class DurableWorkspace(_Base):
         binding = self.binding
         sandbox_id = self._sandbox_id
         if binding is None:
-            self._restore_if_empty(runtime, None)
+            if self.lease is None:
+                self._restore_if_empty(runtime, None)
+                return
+            if self._restore_target(None) is None:
+                return  # no snapshot of the conversation: nothing to restore
+            with self._keeper(*self.lease).hold():
+                self._restore_if_empty(runtime, None)
             return
         record = binding.store.get(binding.storage_key)
         if record is None or not record.restore_pending or record.sandbox_id != sandbox_id:
@@ -257,20 +277,22 @@ class DurableWorkspace(_Base):
         if self._restore_target(record.snapshot_id) is None:
             binding.restore_checked(sandbox_id, None)  # no snapshot: nothing to restore
             return
-        keeper = LeaseKeeper(
-            binding.store,
-            restore_lease_key(binding.storage_key),
-            owner=self.owner,
-            ttl_seconds=self.durability.restore_lease_ttl_seconds,
-            wait_seconds=self.durability.restore_wait_seconds,
-            description=f"the restore of conversation {self.conversation_id}",
-        )
-        with keeper.hold():
+        with self._keeper(binding.store, binding.storage_key).hold():
             record = binding.store.get(binding.storage_key)
             if record is None or not record.restore_pending or record.sandbox_id != sandbox_id:
                 return
             restored = self._restore_if_empty(runtime, record.snapshot_id)
             binding.restore_checked(sandbox_id, restored)
+
+    def _keeper(self, store: ConversationStore, storage_key: str) -> LeaseKeeper:
+        return LeaseKeeper(
+            store,
+            restore_lease_key(storage_key),
+            owner=self.owner,
+            ttl_seconds=self.durability.restore_lease_ttl_seconds,
+            wait_seconds=self.durability.restore_wait_seconds,
+            description=f"the restore of conversation {self.conversation_id}",
+        )
 
     def _restore_if_empty(self, runtime: SkillRuntime, recorded: str | None) -> str | None:
         target = self._restore_target(recorded)
@@ -320,8 +342,11 @@ class AsyncDurableWorkspace(_Base):
         conversation_id: str,
         binding: ConversationBinding | None,
         owner: str | None = None,
+        lease: tuple[ConversationStore, str] | None = None,
     ) -> None:
-        super().__init__(durability, conversation_id=conversation_id, binding=binding, owner=owner)
+        super().__init__(
+            durability, conversation_id=conversation_id, binding=binding, owner=owner, lease=lease
+        )
         self.snapshots = AsyncWorkspaceSnapshots(durability.store, exclude=durability.exclude)
         self._locks: LoopLocal[asyncio.Lock] = LoopLocal(asyncio.Lock)
 
@@ -397,7 +422,13 @@ class AsyncDurableWorkspace(_Base):
         binding = self.binding
         sandbox_id = self._sandbox_id
         if binding is None:
-            await self._restore_if_empty(runtime, None)
+            if self.lease is None:
+                await self._restore_if_empty(runtime, None)
+                return
+            if await asyncio.to_thread(self._restore_target, None) is None:
+                return  # no snapshot of the conversation: nothing to restore
+            async with self._keeper(*self.lease).hold():
+                await self._restore_if_empty(runtime, None)
             return
         record = await asyncio.to_thread(binding.store.get, binding.storage_key)
         if record is None or not record.restore_pending or record.sandbox_id != sandbox_id:
@@ -406,20 +437,22 @@ class AsyncDurableWorkspace(_Base):
         if await asyncio.to_thread(self._restore_target, record.snapshot_id) is None:
             await asyncio.to_thread(binding.restore_checked, sandbox_id, None)
             return
-        keeper = AsyncLeaseKeeper(
-            binding.store,
-            restore_lease_key(binding.storage_key),
-            owner=self.owner,
-            ttl_seconds=self.durability.restore_lease_ttl_seconds,
-            wait_seconds=self.durability.restore_wait_seconds,
-            description=f"the restore of conversation {self.conversation_id}",
-        )
-        async with keeper.hold():
+        async with self._keeper(binding.store, binding.storage_key).hold():
             record = await asyncio.to_thread(binding.store.get, binding.storage_key)
             if record is None or not record.restore_pending or record.sandbox_id != sandbox_id:
                 return
             restored = await self._restore_if_empty(runtime, record.snapshot_id)
             await asyncio.to_thread(binding.restore_checked, sandbox_id, restored)
+
+    def _keeper(self, store: ConversationStore, storage_key: str) -> AsyncLeaseKeeper:
+        return AsyncLeaseKeeper(
+            store,
+            restore_lease_key(storage_key),
+            owner=self.owner,
+            ttl_seconds=self.durability.restore_lease_ttl_seconds,
+            wait_seconds=self.durability.restore_wait_seconds,
+            description=f"the restore of conversation {self.conversation_id}",
+        )
 
     async def _restore_if_empty(
         self, runtime: AsyncSkillRuntime, recorded: str | None
