@@ -23,6 +23,7 @@ from .cancellation_contracts import CancellationContracts
 from .context import ConformanceContext
 from .conversation_contracts import ConversationContracts
 from .driver_contracts import DriverConformance, DriverWorld
+from .durability_contracts import DurabilityConformance
 from .execute_contracts import ExecuteContracts, process_is_dead_command
 from .file_error_contracts import FileErrorContracts
 from .filesystem_contracts import FileSystemContracts
@@ -64,6 +65,7 @@ __all__ = [
     "ConversationContracts",
     "DriverConformance",
     "DriverWorld",
+    "DurabilityConformance",
     "EventLoopContracts",
     "ExecuteContracts",
     "FileErrorContracts",
