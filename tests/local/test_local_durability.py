@@ -179,3 +179,86 @@ def test_the_async_face_restores_a_lost_workspace(tmp_path: Path) -> None:
             assert len(durable.restores) == 1
 
     asyncio.run(scenario())
+
+
+def test_a_sweep_snapshots_an_idle_conversation_before_it_destroys_it(tmp_path: Path) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from skillruntime.core.conversations.sweeps import sweep_conversations
+    from skillruntime.core.durability import snapshot_before_sweep
+    from skillruntime.local.reaper import LocalWorkspaceReaper
+
+    root = tmp_path / "chats"
+    url = f"sqlite:///{tmp_path / 'conversations.db'}"
+    store = SqlConversationStore(url, create_schema=True)
+    durability = Durability(LocalSnapshotStore(tmp_path / "snapshots"), snapshot_on_close=False)
+    try:
+        with LocalSkillRuntime(
+            conversation_id="chat-6",
+            conversations_root=root,
+            conversation_store=store,
+            durability=durability,
+        ) as runtime:
+            _run(runtime, POPULATE)
+            expected = _run(runtime, CHECK)
+        assert durability.store.list_snapshots("chat-6") == []  # none at close here
+
+        def open_runtime(record: object, given: Durability) -> LocalSkillRuntime:
+            assert not given.snapshot_on_close
+            # no conversation store: a local runtime given one registers its activity in the
+            # record, which the sweep would take for a conversation in use
+            return LocalSkillRuntime(
+                conversation_id="chat-6", conversations_root=root, durability=given
+            )
+
+        report = sweep_conversations(
+            store,
+            60,
+            [LocalWorkspaceReaper()],
+            now=datetime.now(UTC) + timedelta(hours=2),
+            before_destroy=snapshot_before_sweep(durability, open_runtime),
+        )
+        assert report.destroyed == 1
+        assert not (root / "chat-6").exists()
+        assert len(durability.store.list_snapshots("chat-6")) == 1
+        # resumed (here on the same host; a node sharing the snapshot store alike)
+        with LocalSkillRuntime(
+            conversation_id="chat-6",
+            conversations_root=root,
+            conversation_store=store,
+            durability=durability,
+        ) as runtime:
+            assert _run(runtime, CHECK) == expected
+    finally:
+        store.close()
+
+
+def test_a_failed_snapshot_keeps_the_conversation_from_the_sweep(tmp_path: Path) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from skillruntime.core.conversations.sweeps import sweep_conversations
+    from skillruntime.local.reaper import LocalWorkspaceReaper
+
+    root = tmp_path / "chats"
+    store = SqlConversationStore(f"sqlite:///{tmp_path / 'c.db'}", create_schema=True)
+    try:
+        with LocalSkillRuntime(
+            conversation_id="chat-7", conversations_root=root, conversation_store=store
+        ) as runtime:
+            _run(runtime, "echo kept > a.txt")
+
+        def failing(record: object) -> None:
+            raise OSError("the snapshot store is unreachable")
+
+        report = sweep_conversations(
+            store,
+            60,
+            [LocalWorkspaceReaper()],
+            now=datetime.now(UTC) + timedelta(hours=2),
+            before_destroy=failing,
+        )
+        assert (report.destroyed, report.failed) == (0, 1)
+        assert (root / "chat-7" / "a.txt").read_text() == "kept\n"
+        assert len(store.list_records()) == 1
+    finally:
+        store.close()

@@ -30,7 +30,7 @@ the command-line face.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -207,6 +207,7 @@ def sweep_conversations(
     page_size: int = 200,
     now: datetime | None = None,
     activity_interval_seconds: float = DEFAULT_ACTIVITY_INTERVAL_SECONDS,
+    before_destroy: Callable[[ConversationRecord], None] | None = None,
 ) -> SweepReport:
     """Destroy conversations idle for longer than ``idle`` (see the module docs).
 
@@ -216,6 +217,9 @@ def sweep_conversations(
     ``idle`` is kept whatever the two values. ``reapers`` default to the installed ones
     (:func:`available_reapers`); a record of a runtime without a reaper is kept.
     ``lease_ttl_seconds`` bounds how long a sweeper that dies holds a conversation's lease.
+    ``before_destroy`` runs on an idle record while the sweep holds its lease, before the
+    record is deleted (e.g. :func:`skillruntime.core.durability.snapshot_before_sweep`: a
+    workspace snapshot); when it raises, the conversation is kept and counted as failed.
     Returns the :class:`SweepReport`; failures to destroy one conversation are counted and
     logged, store failures raise.
     """
@@ -231,7 +235,16 @@ def sweep_conversations(
     chosen = {reaper.runtime: reaper for reaper in (built if reapers is None else reapers)}
     try:
         return _sweep(
-            store, limit, interval, chosen, dry_run, orphans, lease_ttl_seconds, page_size, now
+            store,
+            limit,
+            interval,
+            chosen,
+            dry_run,
+            orphans,
+            lease_ttl_seconds,
+            page_size,
+            now,
+            before_destroy,
         )
     finally:
         close_reapers(built)
@@ -258,6 +271,7 @@ def _sweep(  # noqa: PLR0917
     lease_ttl_seconds: float,
     page_size: int,
     now: datetime | None,
+    before_destroy: Callable[[ConversationRecord], None] | None = None,
 ) -> SweepReport:
     moment = now or datetime.now(UTC)
     owner = default_lease_owner() + ":sweep"
@@ -274,6 +288,7 @@ def _sweep(  # noqa: PLR0917
                 owner=owner,
                 dry_run=dry_run,
                 lease_ttl_seconds=lease_ttl_seconds,
+                before_destroy=before_destroy,
             )
         )
     if orphans != "ignore":
@@ -321,6 +336,7 @@ def _sweep_one(
     owner: str,
     dry_run: bool,
     lease_ttl_seconds: float,
+    before_destroy: Callable[[ConversationRecord], None] | None = None,
 ) -> SweepOutcome:
     def outcome(action: Literal["kept", "destroyed", "failed"], reason: str) -> SweepOutcome:
         return SweepOutcome(
@@ -342,6 +358,17 @@ def _sweep_one(
     if lease is None:
         return outcome("kept", "leased")
     try:
+        if before_destroy is not None:
+            try:
+                before_destroy(record)
+            except Exception as error:
+                logger.warning(
+                    "the step before destroying conversation %s (%s) failed; it is kept",
+                    record.conversation_id,
+                    record.runtime,
+                    exc_info=True,
+                )
+                return outcome("failed", f"before destroy failed: {type(error).__name__}")
         if not store.delete_version(key, record.version):
             return outcome("kept", "touched during the sweep")
         try:

@@ -9,7 +9,12 @@ with the pure pieces of :mod:`skillruntime.core.snapshots`. See docs/durability.
 from __future__ import annotations
 
 from .async_workspace import AsyncWorkspaceSnapshots
-from .automatic import AsyncDurableWorkspace, Durability, DurableWorkspace
+from .automatic import (
+    AsyncDurableWorkspace,
+    Durability,
+    DurableWorkspace,
+    snapshot_before_sweep,
+)
 from .common import RestoreResult, SnapshotResult
 from .workspace import WorkspaceSnapshots
 
@@ -21,4 +26,5 @@ __all__ = [
     "RestoreResult",
     "SnapshotResult",
     "WorkspaceSnapshots",
+    "snapshot_before_sweep",
 ]

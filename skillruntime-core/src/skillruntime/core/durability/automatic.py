@@ -41,18 +41,20 @@ docs/durability.md, "Automatic snapshots and restores".
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
+import dataclasses
 import hashlib
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ..conversations.async_leases import AsyncLeaseKeeper
 from ..conversations.binding import ConversationBinding
 from ..conversations.leases import LeaseKeeper
-from ..conversations.spi import ConversationStore
+from ..conversations.spi import ConversationRecord, ConversationStore
 from ..errors import SkillRuntimeError, WorkspaceRestoreError
 from ..models import SkillExecutionRequest
 from ..runtime.async_spi import AsyncSkillRuntime
@@ -63,7 +65,13 @@ from .async_workspace import AsyncWorkspaceSnapshots
 from .common import DEFAULT_EXCLUDE, RestoreResult, SnapshotResult
 from .workspace import WorkspaceSnapshots
 
-__all__ = ["AsyncDurableWorkspace", "Durability", "DurableWorkspace", "restore_lease_key"]
+__all__ = [
+    "AsyncDurableWorkspace",
+    "Durability",
+    "DurableWorkspace",
+    "restore_lease_key",
+    "snapshot_before_sweep",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -491,3 +499,43 @@ class AsyncDurableWorkspace(_Base):
         )
         self.restores.append(result)
         return target
+
+
+def snapshot_before_sweep(
+    durability: Durability,
+    open_runtime: Callable[[ConversationRecord, Durability], SkillRuntime],
+) -> Callable[[ConversationRecord], None]:
+    """A ``before_destroy`` step for
+    :func:`~skillruntime.core.conversations.sweeps.sweep_conversations` that snapshots an idle
+    conversation's workspace before the sweep destroys it (docs/durability.md, "Before a
+    sweep").
+
+    ``open_runtime(record, durability)`` builds a runtime on the record's conversation (the
+    same runtime settings the application uses) handed the ``durability`` it is given: a copy
+    of this one without the snapshot at close or on a timer. Its first operation makes the
+    usual check, so a sandbox that went away meanwhile is replaced and restored before the
+    snapshot (which then stores nothing new; the replacement changed the record, so the sweep
+    keeps the conversation until its next run). A snapshot that fails raises: the sweep keeps
+    the conversation. The runtime must not write the record while it snapshots (a record
+    changed meanwhile counts as a conversation in use): open a local or AIO runtime without a
+    conversation store (they need none to reach the workspace); a Docker or OpenSandbox runtime
+    writes nothing in so short a use unless it replaces the sandbox.
+    """
+    quiet = dataclasses.replace(durability, snapshot_on_close=False, snapshot_every_seconds=None)
+    snapshots = WorkspaceSnapshots(durability.store, exclude=durability.exclude)
+
+    def before_destroy(record: ConversationRecord) -> None:
+        runtime = open_runtime(record, quiet)
+        with contextlib.closing(runtime):
+            runtime.execute(SkillExecutionRequest(command="true", timeout_seconds=60))
+            result = snapshots.snapshot(
+                runtime, conversation_id=record.conversation_id, keep_last=durability.keep_last
+            )
+        logger.info(
+            "conversation %s snapshotted before the sweep (%s, changed: %s)",
+            record.conversation_id,
+            result.snapshot_id[:12],
+            result.changed,
+        )
+
+    return before_destroy
