@@ -19,7 +19,7 @@ from ..errors import (
 )
 from ..runtime.async_spi import AsyncSkillRuntime
 from ..runtime.workspace import validate_conversation_id
-from ..snapshots.listing import ListingEntry
+from ..snapshots.listing import ListingEntry, parse_listing
 from ..snapshots.manifest import Manifest
 from ..snapshots.planning import plan_restore, plan_snapshot
 from .common import (
@@ -27,14 +27,16 @@ from .common import (
     SnapshotResult,
     batch_contents,
     batch_request,
-    decode_listing,
-    excluded,
+    hash_requests,
+    hash_result,
+    listing_output,
     listing_request,
     post_scripts,
     pre_scripts,
     read_batches,
     script_failed,
     script_request,
+    split_listing,
 )
 from .workspace import SnapshotSettings
 
@@ -44,15 +46,34 @@ __all__ = ["AsyncWorkspaceSnapshots"]
 class AsyncWorkspaceSnapshots(SnapshotSettings):
     """:class:`~.workspace.WorkspaceSnapshots` for asyncio programs (same arguments)."""
 
-    async def _list(self, runtime: AsyncSkillRuntime) -> list[ListingEntry]:
+    async def _list(
+        self, runtime: AsyncSkillRuntime, conversation_id: str
+    ) -> tuple[list[ListingEntry], int]:
+        """See :meth:`~.workspace.WorkspaceSnapshots._list`."""
+        key = (runtime.name, runtime.default_working_directory, conversation_id)
+        cache = self._cache(key)
+        self._remember(key, None)
         result = await runtime.execute(
             listing_request(
                 timeout_seconds=self.listing_timeout_seconds,
                 max_output_bytes=self.max_listing_bytes,
+                cache=cache,
             )
         )
-        entries = decode_listing(result, max_entries=self.max_entries)
-        return [entry for entry in entries if not excluded(entry.path, self.exclude)]
+        data = listing_output(result)
+        fast = split_listing(data)
+        requests = 1
+        if fast is not None:
+            missing = fast.resolve(cache)
+            if missing:
+                for request in hash_requests(missing, timeout_seconds=self.listing_timeout_seconds):
+                    requests += 1
+                    fast.sums.update(hash_result(await runtime.execute(request)))
+            data = fast.portable()
+        entries = parse_listing(data, max_entries=self.max_entries)
+        if fast is not None:
+            self._remember(key, fast.cache())
+        return self._parsed(entries), requests
 
     async def snapshot(
         self, runtime: AsyncSkillRuntime, *, conversation_id: str, keep_last: int | None = None
@@ -60,7 +81,7 @@ class AsyncWorkspaceSnapshots(SnapshotSettings):
         """See :meth:`~.workspace.WorkspaceSnapshots.snapshot`."""
         validate_conversation_id(conversation_id)
         started = time.perf_counter()
-        listing = await self._list(runtime)
+        listing, requests = await self._list(runtime, conversation_id)
         previous = await asyncio.to_thread(self.store.latest, conversation_id)
         manifest, uploads = plan_snapshot(
             listing, previous, conversation=conversation_id, skip_special=self.skip_special
@@ -74,8 +95,8 @@ class AsyncWorkspaceSnapshots(SnapshotSettings):
                 entries=len(manifest.entries),
                 objects_uploaded=0,
                 bytes_uploaded=0,
-                requests=1,
-                commands=1,
+                requests=requests,
+                commands=requests,
                 seconds=time.perf_counter() - started,
                 deleted_snapshots=deleted,
             )
@@ -89,7 +110,7 @@ class AsyncWorkspaceSnapshots(SnapshotSettings):
                 missing.discard(entry.digest)
                 needed.append(entry)
         batches, singles = read_batches(needed)
-        requests = 1
+        commands = requests
         uploaded = 0
         for batch in batches:
             result = await runtime.execute(
@@ -129,7 +150,7 @@ class AsyncWorkspaceSnapshots(SnapshotSettings):
             objects_uploaded=reads,
             bytes_uploaded=uploaded,
             requests=requests,
-            commands=1 + len(batches),
+            commands=commands + len(batches),
             seconds=time.perf_counter() - started,
             deleted_snapshots=deleted,
         )
@@ -146,12 +167,12 @@ class AsyncWorkspaceSnapshots(SnapshotSettings):
         ) as spool:
             try:
                 spooled = await asyncio.to_thread(self._spool, manifest, Path(spool))
-                current = await self._list(runtime)
+                current, listed = await self._list(runtime, conversation_id)
             except SnapshotError as error:
                 raise WorkspaceRestoreError(
                     f"restore of snapshot {manifest.snapshot_id[:12]} could not start: {error}"
                 ) from error
-            return await self._apply(runtime, manifest, current, spooled, started)
+            return await self._apply(runtime, manifest, current, spooled, started, listed=listed)
 
     async def _apply(
         self,
@@ -160,12 +181,14 @@ class AsyncWorkspaceSnapshots(SnapshotSettings):
         current: list[ListingEntry],
         spooled: dict[str, Path],
         started: float,
+        *,
+        listed: int,
     ) -> RestoreResult:
         plan = plan_restore(manifest, current)
         wanted = {entry.path: entry for entry in manifest.entries}
         workspace = runtime.default_working_directory
         done: list[str] = []
-        counts = {"commands": 1, "requests": 1}
+        counts = {"commands": listed, "requests": listed}
 
         async def run(scripts: list[bytes], step: str) -> None:
             for script in scripts:

@@ -21,6 +21,7 @@ import posixpath
 import shutil
 import tempfile
 import time
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -35,7 +36,7 @@ from ..errors import (
 )
 from ..runtime.spi import SkillRuntime
 from ..runtime.workspace import validate_conversation_id
-from ..snapshots.listing import DEFAULT_MAX_ENTRIES, ListingEntry
+from ..snapshots.listing import DEFAULT_MAX_ENTRIES, ListingEntry, parse_listing
 from ..snapshots.manifest import Entry, Manifest
 from ..snapshots.planning import plan_restore, plan_snapshot
 from ..snapshots.spi import SnapshotStore
@@ -44,18 +45,22 @@ from .common import (
     DEFAULT_LISTING_TIMEOUT,
     DEFAULT_MAX_LISTING_BYTES,
     DEFAULT_SCRIPT_TIMEOUT,
+    DigestCache,
     RestoreResult,
     SnapshotResult,
     batch_contents,
     batch_request,
-    decode_listing,
     excluded,
+    hash_requests,
+    hash_result,
+    listing_output,
     listing_request,
     post_scripts,
     pre_scripts,
     read_batches,
     script_failed,
     script_request,
+    split_listing,
 )
 
 __all__ = ["SnapshotSettings", "WorkspaceSnapshots"]
@@ -64,6 +69,9 @@ logger = logging.getLogger(__name__)
 
 SPOOL_WORKERS = 8
 """Objects a restore fetches from the store at once."""
+
+CACHED_WORKSPACES = 64
+"""Workspaces whose last listing's digests are kept (least recently listed dropped first)."""
 
 TMPFS_SPOOL_BYTES = 256 * 1024 * 1024
 """A restore of at most this many bytes spools its objects on ``/dev/shm`` when it can."""
@@ -133,6 +141,24 @@ class SnapshotSettings:
         self.max_entries = max_entries
         self.skip_special = skip_special
         self.spool_dir = spool_dir
+        self._caches: OrderedDict[tuple[str, str, str], DigestCache] = OrderedDict()
+
+    def _cache(self, key: tuple[str, str, str]) -> DigestCache | None:
+        cache = self._caches.get(key)
+        if cache is not None:
+            self._caches.move_to_end(key)
+        return cache
+
+    def _remember(self, key: tuple[str, str, str], cache: DigestCache | None) -> None:
+        """Keep what a listing saw for the next one (at most :data:`CACHED_WORKSPACES`)."""
+        self._caches.pop(key, None)
+        if cache is not None:
+            self._caches[key] = cache
+            while len(self._caches) > CACHED_WORKSPACES:
+                self._caches.popitem(last=False)
+
+    def _parsed(self, entries: list[ListingEntry]) -> list[ListingEntry]:
+        return [entry for entry in entries if not excluded(entry.path, self.exclude)]
 
     def _put(self, entry: Entry, stream: BinaryIO) -> None:
         """Store one file's content, verified against the listing's digest and size."""
@@ -202,15 +228,34 @@ class WorkspaceSnapshots(SnapshotSettings):
 
     # -- listing ----------------------------------------------------------------------------------
 
-    def _list(self, runtime: SkillRuntime) -> list[ListingEntry]:
+    def _list(self, runtime: SkillRuntime, conversation_id: str) -> tuple[list[ListingEntry], int]:
+        """The workspace's listing (excluded entries left out) and the requests it took: one,
+        plus one per batch of files the listing left without a digest (see
+        :class:`~.common.DigestCache`; docs/durability.md)."""
+        key = (runtime.name, runtime.default_working_directory, conversation_id)
+        cache = self._cache(key)
+        self._remember(key, None)
         result = runtime.execute(
             listing_request(
                 timeout_seconds=self.listing_timeout_seconds,
                 max_output_bytes=self.max_listing_bytes,
+                cache=cache,
             )
         )
-        entries = decode_listing(result, max_entries=self.max_entries)
-        return [entry for entry in entries if not excluded(entry.path, self.exclude)]
+        data = listing_output(result)
+        fast = split_listing(data)
+        requests = 1
+        if fast is not None:
+            missing = fast.resolve(cache)
+            if missing:
+                for request in hash_requests(missing, timeout_seconds=self.listing_timeout_seconds):
+                    requests += 1
+                    fast.sums.update(hash_result(runtime.execute(request)))
+            data = fast.portable()
+        entries = parse_listing(data, max_entries=self.max_entries)
+        if fast is not None:
+            self._remember(key, fast.cache())
+        return self._parsed(entries), requests
 
     # -- snapshot ---------------------------------------------------------------------------------
 
@@ -228,7 +273,7 @@ class WorkspaceSnapshots(SnapshotSettings):
         """
         validate_conversation_id(conversation_id)
         started = time.perf_counter()
-        listing = self._list(runtime)
+        listing, requests = self._list(runtime, conversation_id)
         previous = self.store.latest(conversation_id)
         manifest, uploads = plan_snapshot(
             listing, previous, conversation=conversation_id, skip_special=self.skip_special
@@ -242,8 +287,8 @@ class WorkspaceSnapshots(SnapshotSettings):
                 entries=len(manifest.entries),
                 objects_uploaded=0,
                 bytes_uploaded=0,
-                requests=1,
-                commands=1,
+                requests=requests,
+                commands=requests,
                 seconds=time.perf_counter() - started,
                 deleted_snapshots=deleted,
             )
@@ -256,7 +301,7 @@ class WorkspaceSnapshots(SnapshotSettings):
                 missing.discard(entry.digest)
                 needed.append(entry)
         batches, singles = read_batches(needed)
-        requests = 1
+        commands = requests
         uploaded = 0
         for batch in batches:
             result = runtime.execute(
@@ -295,7 +340,7 @@ class WorkspaceSnapshots(SnapshotSettings):
             objects_uploaded=reads,
             bytes_uploaded=uploaded,
             requests=requests,
-            commands=1 + len(batches),
+            commands=commands + len(batches),
             seconds=seconds,
             deleted_snapshots=deleted,
         )
@@ -321,12 +366,12 @@ class WorkspaceSnapshots(SnapshotSettings):
         ) as spool:
             try:
                 spooled = self._spool(manifest, Path(spool))
-                current = self._list(runtime)
+                current, listed = self._list(runtime, conversation_id)
             except SnapshotError as error:
                 raise WorkspaceRestoreError(
                     f"restore of snapshot {manifest.snapshot_id[:12]} could not start: {error}"
                 ) from error
-            return self._apply(runtime, manifest, current, spooled, started)
+            return self._apply(runtime, manifest, current, spooled, started, listed=listed)
 
     def _apply(
         self,
@@ -335,13 +380,15 @@ class WorkspaceSnapshots(SnapshotSettings):
         current: list[ListingEntry],
         spooled: dict[str, Path],
         started: float,
+        *,
+        listed: int,
     ) -> RestoreResult:
         plan = plan_restore(manifest, current)
         wanted = {entry.path: entry for entry in manifest.entries}
         workspace = runtime.default_working_directory
         done: list[str] = []
-        commands = 1
-        requests = 1
+        commands = listed
+        requests = listed
 
         def run(scripts: list[bytes], step: str) -> None:
             nonlocal commands, requests
