@@ -112,33 +112,34 @@ class AsyncWorkspaceSnapshots(SnapshotSettings):
         batches, singles = read_batches(needed)
         commands = requests
         uploaded = 0
-        for batch in batches:
-            result = await runtime.execute(
-                batch_request(batch, timeout_seconds=self.script_timeout_seconds)
-            )
-            requests += 1
-            contents = batch_contents(result, batch)
-            for entry in batch:
-                data = io.BytesIO(contents.pop(entry.path))
-                await asyncio.to_thread(self._put, entry, data)
-            uploaded += sum(entry.size or 0 for entry in batch)
-        for entry in singles:
-            requests += 1
-            with tempfile.TemporaryFile(dir=self.spool_dir) as spool:
-                stream = fs.read_stream(posixpath.join(workspace, entry.path))
-                try:
-                    async for chunk in stream:
-                        spool.write(chunk)
-                except Exception as error:
-                    raise WorkspaceSnapshotError(
-                        f"{entry.path[:200]!r} could not be read from the sandbox: "
-                        f"{type(error).__name__}: {str(error)[:300]}"
-                    ) from error
-                finally:
-                    await stream.aclose()
-                spool.seek(0)
-                await asyncio.to_thread(self._put, entry, spool)
-            uploaded += entry.size or 0
+        with self._forgetting(runtime, conversation_id):
+            for batch in batches:
+                result = await runtime.execute(
+                    batch_request(batch, timeout_seconds=self.script_timeout_seconds)
+                )
+                requests += 1
+                contents = batch_contents(result, batch)
+                for entry in batch:
+                    data = io.BytesIO(contents.pop(entry.path))
+                    await asyncio.to_thread(self._put, entry, data)
+                uploaded += sum(entry.size or 0 for entry in batch)
+            for entry in singles:
+                requests += 1
+                with tempfile.TemporaryFile(dir=self.spool_dir) as spool:
+                    stream = fs.read_stream(posixpath.join(workspace, entry.path))
+                    try:
+                        async for chunk in stream:
+                            spool.write(chunk)
+                    except Exception as error:
+                        raise WorkspaceSnapshotError(
+                            f"{entry.path[:200]!r} could not be read from the sandbox: "
+                            f"{type(error).__name__}: {str(error)[:300]}"
+                        ) from error
+                    finally:
+                        await stream.aclose()
+                    spool.seek(0)
+                    await asyncio.to_thread(self._put, entry, spool)
+                uploaded += entry.size or 0
         reads = len(needed)
         snapshot_id = await asyncio.to_thread(self.store.put_manifest, manifest)
         deleted = await asyncio.to_thread(self._retain, conversation_id, keep_last)

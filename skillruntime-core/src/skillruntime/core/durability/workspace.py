@@ -34,6 +34,7 @@ from ..errors import (
     WorkspaceRestoreError,
     WorkspaceSnapshotError,
 )
+from ..runtime.async_spi import AsyncSkillRuntime
 from ..runtime.spi import SkillRuntime
 from ..runtime.workspace import validate_conversation_id
 from ..snapshots.listing import DEFAULT_MAX_ENTRIES, ListingEntry, parse_listing
@@ -156,6 +157,18 @@ class SnapshotSettings:
             self._caches[key] = cache
             while len(self._caches) > CACHED_WORKSPACES:
                 self._caches.popitem(last=False)
+
+    @contextlib.contextmanager
+    def _forgetting(
+        self, runtime: SkillRuntime | AsyncSkillRuntime, conversation_id: str
+    ) -> Iterator[None]:
+        """A file that did not match its listed digest drops the workspace's digest cache (the
+        next listing hashes every file: fail safe)."""
+        try:
+            yield
+        except WorkspaceSnapshotError:
+            self._remember((runtime.name, runtime.default_working_directory, conversation_id), None)
+            raise
 
     def _parsed(self, entries: list[ListingEntry]) -> list[ListingEntry]:
         return [entry for entry in entries if not excluded(entry.path, self.exclude)]
@@ -303,22 +316,23 @@ class WorkspaceSnapshots(SnapshotSettings):
         batches, singles = read_batches(needed)
         commands = requests
         uploaded = 0
-        for batch in batches:
-            result = runtime.execute(
-                batch_request(batch, timeout_seconds=self.script_timeout_seconds)
-            )
-            requests += 1
-            contents = batch_contents(result, batch)
-            for entry in batch:
-                self._put(entry, io.BytesIO(contents.pop(entry.path)))
-            uploaded += sum(entry.size or 0 for entry in batch)
-        for entry in singles:
-            requests += 1
-            with contextlib.closing(
-                fs.read_stream(posixpath.join(workspace, entry.path))
-            ) as chunks:
-                self._put(entry, _reader(chunks, entry.path))
-            uploaded += entry.size or 0
+        with self._forgetting(runtime, conversation_id):
+            for batch in batches:
+                result = runtime.execute(
+                    batch_request(batch, timeout_seconds=self.script_timeout_seconds)
+                )
+                requests += 1
+                contents = batch_contents(result, batch)
+                for entry in batch:
+                    self._put(entry, io.BytesIO(contents.pop(entry.path)))
+                uploaded += sum(entry.size or 0 for entry in batch)
+            for entry in singles:
+                requests += 1
+                with contextlib.closing(
+                    fs.read_stream(posixpath.join(workspace, entry.path))
+                ) as chunks:
+                    self._put(entry, _reader(chunks, entry.path))
+                uploaded += entry.size or 0
         reads = len(needed)
         snapshot_id = self.store.put_manifest(manifest)
         deleted = self._retain(conversation_id, keep_last)
