@@ -17,6 +17,7 @@ from ..errors import (
     WorkspaceRestoreError,
     WorkspaceSnapshotError,
 )
+from ..observability.audit import audited_async
 from ..runtime.async_spi import AsyncSkillRuntime
 from ..runtime.workspace import validate_conversation_id
 from ..snapshots.listing import ListingEntry, parse_listing
@@ -34,6 +35,8 @@ from .common import (
     post_scripts,
     pre_scripts,
     read_batches,
+    record_restore,
+    record_snapshot,
     script_failed,
     script_request,
     split_listing,
@@ -79,6 +82,32 @@ class AsyncWorkspaceSnapshots(SnapshotSettings):
         self, runtime: AsyncSkillRuntime, *, conversation_id: str, keep_last: int | None = None
     ) -> SnapshotResult:
         """See :meth:`~.workspace.WorkspaceSnapshots.snapshot`."""
+        async with audited_async(
+            "workspace.snapshot", runtime=runtime.name, conversation_id=conversation_id
+        ) as record:
+            result = await self._snapshot(
+                runtime, conversation_id=conversation_id, keep_last=keep_last
+            )
+            record_snapshot(record, result)
+            return result
+
+    async def restore(
+        self, runtime: AsyncSkillRuntime, *, conversation_id: str, snapshot_id: str | None = None
+    ) -> RestoreResult:
+        """See :meth:`~.workspace.WorkspaceSnapshots.restore`."""
+        async with audited_async(
+            "workspace.restore", runtime=runtime.name, conversation_id=conversation_id
+        ) as record:
+            result = await self._restore(
+                runtime, conversation_id=conversation_id, snapshot_id=snapshot_id
+            )
+            record_restore(record, result)
+            return result
+
+    async def _snapshot(
+        self, runtime: AsyncSkillRuntime, *, conversation_id: str, keep_last: int | None = None
+    ) -> SnapshotResult:
+        """The work of :meth:`snapshot` (audited there)."""
         validate_conversation_id(conversation_id)
         started = time.perf_counter()
         listing, requests = await self._list(runtime, conversation_id)
@@ -156,10 +185,10 @@ class AsyncWorkspaceSnapshots(SnapshotSettings):
             deleted_snapshots=deleted,
         )
 
-    async def restore(
+    async def _restore(
         self, runtime: AsyncSkillRuntime, *, conversation_id: str, snapshot_id: str | None = None
     ) -> RestoreResult:
-        """See :meth:`~.workspace.WorkspaceSnapshots.restore`."""
+        """The work of :meth:`restore` (audited there)."""
         validate_conversation_id(conversation_id)
         started = time.perf_counter()
         manifest = await asyncio.to_thread(self._manifest, conversation_id, snapshot_id)
@@ -234,6 +263,7 @@ class AsyncWorkspaceSnapshots(SnapshotSettings):
             bytes_written=sum(entry.size or 0 for entry in plan.write_files),
             symlinks=len(plan.make_symlinks),
             modes=len(plan.set_modes),
+            entries=len(manifest.entries),
             requests=counts["requests"],
             commands=counts["commands"],
             seconds=time.perf_counter() - started,

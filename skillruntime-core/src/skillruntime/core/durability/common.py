@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from ..errors import SnapshotListingError, WorkspaceSnapshotError
 from ..models import SkillExecutionRequest, SkillExecutionResult
+from ..observability.audit import AuditRecorder
 from ..snapshots.listing import LISTING_SCRIPT, ListingEntry, parse_listing
 from ..snapshots.manifest import Entry
 from ..snapshots.planning import RestorePlan
@@ -47,6 +48,8 @@ __all__ = [
     "listing_request",
     "post_scripts",
     "pre_scripts",
+    "record_restore",
+    "record_snapshot",
     "script_request",
     "split_listing",
 ]
@@ -98,7 +101,8 @@ class SnapshotResult:
 class RestoreResult:
     """What one :meth:`~.workspace.WorkspaceSnapshots.restore` did: the snapshot restored, the
     paths deleted, directories created, files written (``bytes_written`` of them), links made,
-    modes set, the calls made to the runtime and the wall time."""
+    modes set, the calls made to the runtime and the wall time; ``entries`` counts the
+    snapshot's paths."""
 
     snapshot_id: str
     conversation_id: str
@@ -111,6 +115,26 @@ class RestoreResult:
     requests: int
     commands: int
     seconds: float
+    entries: int = 0
+
+
+def record_snapshot(record: AuditRecorder, result: SnapshotResult) -> None:
+    """The fields of a ``workspace.snapshot`` audit event (docs/observability.md): counts and
+    ids only, never a path."""
+    record.snapshot_id = result.snapshot_id
+    record.entries = result.entries
+    record.objects = result.objects_uploaded
+    record.bytes = result.bytes_uploaded
+    record.requests = result.requests
+
+
+def record_restore(record: AuditRecorder, result: RestoreResult) -> None:
+    """The fields of a ``workspace.restore`` audit event: the files and bytes restored."""
+    record.snapshot_id = result.snapshot_id
+    record.entries = result.entries
+    record.objects = result.files
+    record.bytes = result.bytes_written
+    record.requests = result.requests
 
 
 FAST_HEADER = b"SNAPFAST2"

@@ -34,6 +34,7 @@ from ..errors import (
     WorkspaceRestoreError,
     WorkspaceSnapshotError,
 )
+from ..observability.audit import audited
 from ..runtime.async_spi import AsyncSkillRuntime
 from ..runtime.spi import SkillRuntime
 from ..runtime.workspace import validate_conversation_id
@@ -59,6 +60,8 @@ from .common import (
     post_scripts,
     pre_scripts,
     read_batches,
+    record_restore,
+    record_snapshot,
     script_failed,
     script_request,
     split_listing,
@@ -283,7 +286,44 @@ class WorkspaceSnapshots(SnapshotSettings):
         :class:`WorkspaceSnapshotError` when a file changed while it was read. Nothing is
         stored then but objects (swept later if unreferenced).
         ``keep_last`` applies retention afterwards (keep the newest N, sweep the rest).
+
+        Audited as one ``workspace.snapshot`` event (docs/observability.md): ids and counts,
+        never a path.
         """
+        with audited(
+            "workspace.snapshot", runtime=runtime.name, conversation_id=conversation_id
+        ) as record:
+            result = self._snapshot(runtime, conversation_id=conversation_id, keep_last=keep_last)
+            record_snapshot(record, result)
+            return result
+
+    def restore(
+        self, runtime: SkillRuntime, *, conversation_id: str, snapshot_id: str | None = None
+    ) -> RestoreResult:
+        """Make ``runtime``'s workspace equal to a snapshot of ``conversation_id`` (the latest,
+        or ``snapshot_id``).
+
+        Every object is fetched from the store and verified into a local temporary directory
+        first: a missing or corrupted object raises :class:`WorkspaceRestoreError` (its cause
+        the store's error) with the workspace untouched. A step that fails afterwards raises
+        :class:`WorkspaceRestoreError` naming the steps done; restoring again finishes the job.
+
+        Audited as one ``workspace.restore`` event (docs/observability.md): ids and counts,
+        never a path.
+        """
+        with audited(
+            "workspace.restore", runtime=runtime.name, conversation_id=conversation_id
+        ) as record:
+            result = self._restore(
+                runtime, conversation_id=conversation_id, snapshot_id=snapshot_id
+            )
+            record_restore(record, result)
+            return result
+
+    def _snapshot(
+        self, runtime: SkillRuntime, *, conversation_id: str, keep_last: int | None = None
+    ) -> SnapshotResult:
+        """The work of :meth:`snapshot` (audited there)."""
         validate_conversation_id(conversation_id)
         started = time.perf_counter()
         listing, requests = self._list(runtime, conversation_id)
@@ -361,17 +401,10 @@ class WorkspaceSnapshots(SnapshotSettings):
 
     # -- restore ----------------------------------------------------------------------------------
 
-    def restore(
+    def _restore(
         self, runtime: SkillRuntime, *, conversation_id: str, snapshot_id: str | None = None
     ) -> RestoreResult:
-        """Make ``runtime``'s workspace equal to a snapshot of ``conversation_id`` (the latest,
-        or ``snapshot_id``).
-
-        Every object is fetched from the store and verified into a local temporary directory
-        first: a missing or corrupted object raises :class:`WorkspaceRestoreError` (its cause
-        the store's error) with the workspace untouched. A step that fails afterwards raises
-        :class:`WorkspaceRestoreError` naming the steps done; restoring again finishes the job.
-        """
+        """The work of :meth:`restore` (audited there)."""
         validate_conversation_id(conversation_id)
         started = time.perf_counter()
         manifest = self._manifest(conversation_id, snapshot_id)
@@ -457,6 +490,7 @@ class WorkspaceSnapshots(SnapshotSettings):
             bytes_written=sum(entry.size or 0 for entry in plan.write_files),
             symlinks=len(plan.make_symlinks),
             modes=len(plan.set_modes),
+            entries=len(manifest.entries),
             requests=requests,
             commands=commands,
             seconds=seconds,
