@@ -80,7 +80,9 @@ def test_a_snapshot_after_a_one_file_change_hashes_that_file_only(
     (workspace / "d5" / "new.txt").write_text("new\n")
     result = snapshots.snapshot(recording, conversation_id=CONVERSATION)  # type: ignore[arg-type]
     assert recording.hashed[1] == {b"./d3/f3.txt", b"./d5/new.txt"}
-    assert result.requests == 2  # the listing, one batch read of the two files
+    assert result.requests == 1  # the two small files came back inside the listing
+    assert recording.requests == 3  # the first listing and its batch read; the second listing
+    assert result.objects_uploaded == 2
     manifest = store.latest(CONVERSATION)
     assert manifest is not None
     files = {entry.path: entry.digest for entry in manifest.files}
@@ -128,7 +130,7 @@ def test_a_cache_missing_an_entry_hashes_that_file_in_one_more_request(
     result = snapshots.snapshot(recording, conversation_id=CONVERSATION)  # type: ignore[arg-type]
     assert recording.hashed[0] == {b"./d1/f1.txt"}
     assert recording.counts["execute"] == 2  # the listing, then sha256sum of the five
-    assert result.requests == 3  # and the read of the changed file
+    assert result.requests == 2  # the changed file came back inside the listing
     manifest = store.latest(CONVERSATION)
     assert manifest is not None
     for entry in manifest.files:
@@ -150,7 +152,11 @@ def test_a_corrupted_cache_fails_the_snapshot_and_the_next_one_hashes_everything
     recording = Recording(runtime)
     result = snapshots.snapshot(recording, conversation_id=CONVERSATION)  # type: ignore[arg-type]
     assert len(recording.hashed[0]) == 200
-    assert result.objects_uploaded == 1
+    assert result.changed
+    manifest = store.latest(CONVERSATION)
+    assert manifest is not None
+    for entry in manifest.files:
+        assert entry.digest == digest_of(workspace / entry.path)
 
 
 def fast_output(records: list[tuple[bytes, bytes]], sums: dict[bytes, bytes]) -> bytes:
@@ -192,3 +198,47 @@ def test_a_malformed_fast_listing_fails_closed() -> None:
     ):
         with pytest.raises(SnapshotListingError):
             split_listing(bad)
+
+
+def test_a_large_changed_file_is_read_on_its_own(
+    runtime: LocalSkillRuntime, workspace: Path, store: LocalSnapshotStore
+) -> None:
+    snapshots = WorkspaceSnapshots(store)
+    snapshots.snapshot(runtime, conversation_id=CONVERSATION)
+    big = workspace / "big.bin"
+    big.write_bytes(b"x" * (common.INLINE_FILE_BYTES + 1))
+    (workspace / "d2" / "f2.txt").write_text("small change\n")
+    counting = CountingRuntime(runtime)
+    result = snapshots.snapshot(counting, conversation_id=CONVERSATION)  # type: ignore[arg-type]
+    assert result.objects_uploaded == 2
+    assert counting.counts["read_stream"] == 1  # the large one; the small one came inline
+    assert counting.counts["execute"] == 1
+    manifest = store.latest(CONVERSATION)
+    assert manifest is not None
+    files = {entry.path: entry.digest for entry in manifest.files}
+    assert files["big.bin"] == digest_of(big)
+    assert files["d2/f2.txt"] == digest_of(workspace / "d2" / "f2.txt")
+
+
+def test_inline_contents_that_do_not_match_fail_the_snapshot(
+    runtime: LocalSkillRuntime, workspace: Path, store: LocalSnapshotStore
+) -> None:
+    snapshots = WorkspaceSnapshots(store)
+    snapshots.snapshot(runtime, conversation_id=CONVERSATION)
+    (workspace / "d2" / "f2.txt").write_text("small change\n")
+
+    class Forging(CountingRuntime):
+        def execute(self, request: SkillExecutionRequest) -> SkillExecutionResult:
+            result = super().execute(request)
+            listing, separator, rest = result.stdout.partition("#")
+            if not separator:
+                return result
+            data = base64.b64decode("".join(rest.split()))
+            forged = data.replace(b"small change", b"forged bytes")
+            assert forged != data
+            stdout = listing + "#" + base64.b64encode(forged).decode()
+            return result.model_copy(update={"stdout": stdout})
+
+    with pytest.raises(WorkspaceSnapshotError):
+        snapshots.snapshot(Forging(runtime), conversation_id=CONVERSATION)  # type: ignore[arg-type]
+    assert not store.has_objects([hashlib.sha256(b"forged bytes\n").hexdigest()])

@@ -30,6 +30,7 @@ from .common import (
     batch_request,
     hash_requests,
     hash_result,
+    inline_contents,
     listing_output,
     listing_request,
     post_scripts,
@@ -51,7 +52,7 @@ class AsyncWorkspaceSnapshots(SnapshotSettings):
 
     async def _list(
         self, runtime: AsyncSkillRuntime, conversation_id: str
-    ) -> tuple[list[ListingEntry], int]:
+    ) -> tuple[list[ListingEntry], int, dict[str, bytes]]:
         """See :meth:`~.workspace.WorkspaceSnapshots._list`."""
         key = (runtime.name, runtime.default_working_directory, conversation_id)
         cache = self._cache(key)
@@ -76,7 +77,7 @@ class AsyncWorkspaceSnapshots(SnapshotSettings):
         entries = parse_listing(data, max_entries=self.max_entries)
         if fast is not None:
             self._remember(key, fast.cache())
-        return self._parsed(entries), requests
+        return self._parsed(entries), requests, inline_contents(result)
 
     async def snapshot(
         self, runtime: AsyncSkillRuntime, *, conversation_id: str, keep_last: int | None = None
@@ -110,7 +111,7 @@ class AsyncWorkspaceSnapshots(SnapshotSettings):
         """The work of :meth:`snapshot` (audited there)."""
         validate_conversation_id(conversation_id)
         started = time.perf_counter()
-        listing, requests = await self._list(runtime, conversation_id)
+        listing, requests, inline = await self._list(runtime, conversation_id)
         previous = await asyncio.to_thread(self.store.latest, conversation_id)
         manifest, uploads = plan_snapshot(
             listing, previous, conversation=conversation_id, skip_special=self.skip_special
@@ -138,10 +139,14 @@ class AsyncWorkspaceSnapshots(SnapshotSettings):
             if entry.digest in missing:
                 missing.discard(entry.digest)
                 needed.append(entry)
-        batches, singles = read_batches(needed)
+        batches, singles = read_batches([entry for entry in needed if entry.path not in inline])
         commands = requests
         uploaded = 0
         with self._forgetting(runtime, conversation_id):
+            for entry in needed:
+                if entry.path in inline:
+                    await asyncio.to_thread(self._put, entry, io.BytesIO(inline[entry.path]))
+                    uploaded += entry.size or 0
             for batch in batches:
                 result = await runtime.execute(
                     batch_request(batch, timeout_seconds=self.script_timeout_seconds)
@@ -197,7 +202,7 @@ class AsyncWorkspaceSnapshots(SnapshotSettings):
         ) as spool:
             try:
                 spooled = await asyncio.to_thread(self._spool, manifest, Path(spool))
-                current, listed = await self._list(runtime, conversation_id)
+                current, listed, _ = await self._list(runtime, conversation_id)
             except SnapshotError as error:
                 raise WorkspaceRestoreError(
                     f"restore of snapshot {manifest.snapshot_id[:12]} could not start: {error}"

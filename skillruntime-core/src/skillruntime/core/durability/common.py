@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import io
 import os
 import re
@@ -44,6 +45,7 @@ __all__ = [
     "excluded",
     "hash_requests",
     "hash_result",
+    "inline_contents",
     "listing_output",
     "listing_request",
     "post_scripts",
@@ -167,6 +169,24 @@ _PROBE = (
     "&& case $(date +%N) in *[!0-9]*|'') false;; esac"
 )
 
+INLINE_FILE_BYTES = 256 * 1024
+"""Changed files under this size come back inside an incremental listing's output."""
+
+INLINE_BYTES = 4 * 1024 * 1024
+"""The inline part of a listing's output at most (a tar, cut there: what is cut is read
+afterwards as usual)."""
+
+INLINE_SCRIPT = (
+    "LC_ALL=C; export LC_ALL; "
+    'cd -- "$1" || exit 3; '
+    f'find . ! -name . -type f -newerct "@$2" -size -{INLINE_FILE_BYTES // 1024}k '
+    f"-exec tar -cf - -- {{}} + | head -c {INLINE_BYTES}"
+)
+"""The files an incremental listing hashed (changed since ``$2``) that are small, as tar
+streams (one per ``find`` batch), the whole cut at :data:`INLINE_BYTES`: a one-file change
+costs one request, not a listing and a read. The client keeps the whole members and verifies
+each against the listing's digest as it stores it."""
+
 CACHE_MARGIN_NS = 100_000_000
 """How far before the previous listing's start a change time must lie for a file's digest to be
 reused: file times come from the kernel's coarse clock, up to a tick (at most 10 ms) behind the
@@ -218,11 +238,18 @@ def listing_request(
     digest of every file, base64-encoded on stdout: the fast listing where the sandbox has GNU
     ``find``, ``sha256sum -z`` and ``date +%N``, else the portable one. With ``cache`` the fast
     listing hashes only the files changed since the cache's cutoff."""
-    since = "''" if cache is None else _seconds(max(cache.cutoff_ns, 0))
-    command = (
-        f"if {_PROBE}; then sh -c {_quote_text(FAST_LISTING_SCRIPT)} sh . {since}; "
-        f"else sh -c {_quote_text(LISTING_SCRIPT)} sh .; fi | base64"
-    )
+    if cache is None:
+        command = (
+            f"if {_PROBE}; then sh -c {_quote_text(FAST_LISTING_SCRIPT)} sh . ''; "
+            f"else sh -c {_quote_text(LISTING_SCRIPT)} sh .; fi | base64"
+        )
+    else:
+        since = _seconds(max(cache.cutoff_ns, 0))
+        command = (
+            f"if {_PROBE}; then sh -c {_quote_text(FAST_LISTING_SCRIPT)} sh . {since} | base64 "
+            f"&& echo '#' && sh -c {_quote_text(INLINE_SCRIPT)} sh . {since} | base64; "
+            f"else sh -c {_quote_text(LISTING_SCRIPT)} sh . | base64; fi"
+        )
     return SkillExecutionRequest(
         command=command,
         working_directory=working_directory,
@@ -335,8 +362,9 @@ def _fast(data: bytes) -> FastListing:
 
 
 def listing_output(result: SkillExecutionResult) -> bytes:
-    """The decoded output of :func:`listing_request`'s result; fails closed
-    (:class:`SnapshotListingError`) on a timeout, a non-zero exit, a cut or non-base64 output."""
+    """The decoded listing of :func:`listing_request`'s result (its inline files left out);
+    fails closed (:class:`SnapshotListingError`) on a timeout, a non-zero exit, a cut or
+    non-base64 output."""
     if result.timed_out:
         raise SnapshotListingError("the workspace listing timed out")
     if result.stdout_truncated:
@@ -348,10 +376,39 @@ def listing_output(result: SkillExecutionResult) -> bytes:
             f"the workspace listing failed (exit code {result.exit_code}): "
             f"{result.stderr.strip()[-200:]!r}"
         )
+    listing = result.stdout.partition("#")[0]
     try:
-        return base64.b64decode("".join(result.stdout.split()), validate=True)
+        return base64.b64decode("".join(listing.split()), validate=True)
     except (binascii.Error, ValueError):
         raise SnapshotListingError("the workspace listing is not base64 (malformed)") from None
+
+
+def inline_contents(result: SkillExecutionResult) -> dict[str, bytes]:
+    """The files that came back inside an incremental listing's output (by workspace path):
+    the whole members of its tar streams; a cut or malformed part gives what came before it.
+    Nothing here is trusted: each is verified against the listing's digest when stored."""
+    _, separator, rest = result.stdout.partition("#")
+    if not separator or result.stdout_truncated:
+        return {}
+    try:
+        data = base64.b64decode("".join(rest.split()), validate=True)
+    except (binascii.Error, ValueError):
+        return {}
+    found: dict[str, bytes] = {}
+    with (
+        contextlib.suppress(tarfile.TarError, OSError, EOFError),
+        tarfile.open(fileobj=io.BytesIO(data), mode="r:", ignore_zeros=True) as archive,
+    ):
+        for member in archive:
+            if not member.isfile():
+                continue
+            name = member.name[2:] if member.name.startswith("./") else member.name
+            stream = archive.extractfile(member)
+            if stream is not None:
+                content = stream.read()
+                if len(content) == member.size:
+                    found[name] = content
+    return found
 
 
 def split_listing(data: bytes) -> FastListing | None:

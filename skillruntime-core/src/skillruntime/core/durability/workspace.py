@@ -55,6 +55,7 @@ from .common import (
     excluded,
     hash_requests,
     hash_result,
+    inline_contents,
     listing_output,
     listing_request,
     post_scripts,
@@ -244,7 +245,9 @@ class WorkspaceSnapshots(SnapshotSettings):
 
     # -- listing ----------------------------------------------------------------------------------
 
-    def _list(self, runtime: SkillRuntime, conversation_id: str) -> tuple[list[ListingEntry], int]:
+    def _list(
+        self, runtime: SkillRuntime, conversation_id: str
+    ) -> tuple[list[ListingEntry], int, dict[str, bytes]]:
         """The workspace's listing (excluded entries left out) and the requests it took: one,
         plus one per batch of files the listing left without a digest (see
         :class:`~.common.DigestCache`; docs/durability.md)."""
@@ -271,7 +274,7 @@ class WorkspaceSnapshots(SnapshotSettings):
         entries = parse_listing(data, max_entries=self.max_entries)
         if fast is not None:
             self._remember(key, fast.cache())
-        return self._parsed(entries), requests
+        return self._parsed(entries), requests, inline_contents(result)
 
     # -- snapshot ---------------------------------------------------------------------------------
 
@@ -326,7 +329,7 @@ class WorkspaceSnapshots(SnapshotSettings):
         """The work of :meth:`snapshot` (audited there)."""
         validate_conversation_id(conversation_id)
         started = time.perf_counter()
-        listing, requests = self._list(runtime, conversation_id)
+        listing, requests, inline = self._list(runtime, conversation_id)
         previous = self.store.latest(conversation_id)
         manifest, uploads = plan_snapshot(
             listing, previous, conversation=conversation_id, skip_special=self.skip_special
@@ -353,10 +356,14 @@ class WorkspaceSnapshots(SnapshotSettings):
             if entry.digest in missing:
                 missing.discard(entry.digest)
                 needed.append(entry)
-        batches, singles = read_batches(needed)
+        batches, singles = read_batches([entry for entry in needed if entry.path not in inline])
         commands = requests
         uploaded = 0
         with self._forgetting(runtime, conversation_id):
+            for entry in needed:
+                if entry.path in inline:
+                    self._put(entry, io.BytesIO(inline[entry.path]))
+                    uploaded += entry.size or 0
             for batch in batches:
                 result = runtime.execute(
                     batch_request(batch, timeout_seconds=self.script_timeout_seconds)
@@ -413,7 +420,7 @@ class WorkspaceSnapshots(SnapshotSettings):
         ) as spool:
             try:
                 spooled = self._spool(manifest, Path(spool))
-                current, listed = self._list(runtime, conversation_id)
+                current, listed, _ = self._list(runtime, conversation_id)
             except SnapshotError as error:
                 raise WorkspaceRestoreError(
                     f"restore of snapshot {manifest.snapshot_id[:12]} could not start: {error}"
