@@ -212,10 +212,20 @@ class SnapshotSettings:
                 shutil.copyfileobj(source, sink, 1024 * 1024)
             return target
 
+        def fetch_all(share: list[str]) -> list[Path]:
+            return [fetch(digest) for digest in share]
+
         if len(digests) < 2:
             return {digest: fetch(digest) for digest in digests}
-        with ThreadPoolExecutor(max_workers=SPOOL_WORKERS) as pool:
-            return dict(zip(digests, pool.map(fetch, digests), strict=True))
+        # one share of the digests per worker: a future per object costs more than a small
+        # object's fetch
+        workers = min(SPOOL_WORKERS, len(digests))
+        shares = [digests[index::workers] for index in range(workers)]
+        spooled: dict[str, Path] = {}
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            for share, paths in zip(shares, pool.map(fetch_all, shares), strict=True):
+                spooled.update(zip(share, paths, strict=True))
+        return spooled
 
     def _spool_root(self, manifest: Manifest) -> str | None:
         """Where a restore spools its objects: ``spool_dir`` when given, else ``/dev/shm`` when
