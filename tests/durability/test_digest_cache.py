@@ -242,3 +242,25 @@ def test_inline_contents_that_do_not_match_fail_the_snapshot(
     with pytest.raises(WorkspaceSnapshotError):
         snapshots.snapshot(Forging(runtime), conversation_id=CONVERSATION)  # type: ignore[arg-type]
     assert not store.has_objects([hashlib.sha256(b"forged bytes\n").hexdigest()])
+
+
+def test_a_restore_listing_brings_no_file_back(
+    runtime: LocalSkillRuntime, workspace: Path, store: LocalSnapshotStore
+) -> None:
+    snapshots = WorkspaceSnapshots(store)
+    snapshots.snapshot(runtime, conversation_id=CONVERSATION)
+    (workspace / "d2" / "f2.txt").write_text("small change\n")
+    outputs: list[str] = []
+
+    class Keeping(CountingRuntime):
+        def execute(self, request: SkillExecutionRequest) -> SkillExecutionResult:
+            result = super().execute(request)
+            if "SNAPFAST2" in request.command:
+                outputs.append(result.stdout)
+            return result
+
+    restored = snapshots.restore(Keeping(runtime), conversation_id=CONVERSATION)  # type: ignore[arg-type]
+    assert restored.files == 1
+    assert len(outputs) == 1
+    assert "#" not in outputs[0]  # the listing of a restore only lists
+    assert (workspace / "d2" / "f2.txt").read_text() == "file 2\n"

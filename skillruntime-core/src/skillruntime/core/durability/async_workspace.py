@@ -51,7 +51,7 @@ class AsyncWorkspaceSnapshots(SnapshotSettings):
     """:class:`~.workspace.WorkspaceSnapshots` for asyncio programs (same arguments)."""
 
     async def _list(
-        self, runtime: AsyncSkillRuntime, conversation_id: str
+        self, runtime: AsyncSkillRuntime, conversation_id: str, *, inline: bool = True
     ) -> tuple[list[ListingEntry], int, dict[str, bytes]]:
         """See :meth:`~.workspace.WorkspaceSnapshots._list`."""
         key = (runtime.name, runtime.default_working_directory, conversation_id)
@@ -62,6 +62,7 @@ class AsyncWorkspaceSnapshots(SnapshotSettings):
                 timeout_seconds=self.listing_timeout_seconds,
                 max_output_bytes=self.max_listing_bytes,
                 cache=cache,
+                inline=inline,
             )
         )
         data = listing_output(result)
@@ -202,7 +203,7 @@ class AsyncWorkspaceSnapshots(SnapshotSettings):
         ) as spool:
             try:
                 spooled = await asyncio.to_thread(self._spool, manifest, Path(spool))
-                current, listed, _ = await self._list(runtime, conversation_id)
+                current, listed, _ = await self._list(runtime, conversation_id, inline=False)
             except SnapshotError as error:
                 raise WorkspaceRestoreError(
                     f"restore of snapshot {manifest.snapshot_id[:12]} could not start: {error}"

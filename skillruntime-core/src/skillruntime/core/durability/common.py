@@ -233,11 +233,13 @@ def listing_request(
     max_output_bytes: int,
     working_directory: str | None = None,
     cache: DigestCache | None = None,
+    inline: bool = True,
 ) -> SkillExecutionRequest:
     """The one command that lists the workspace (the command's working directory) with the
     digest of every file, base64-encoded on stdout: the fast listing where the sandbox has GNU
     ``find``, ``sha256sum -z`` and ``date +%N``, else the portable one. With ``cache`` the fast
-    listing hashes only the files changed since the cache's cutoff."""
+    listing hashes only the files changed since the cache's cutoff and, with ``inline``, prints
+    the small ones after a ``#`` (:func:`inline_contents`)."""
     if cache is None:
         command = (
             f"if {_PROBE}; then sh -c {_quote_text(FAST_LISTING_SCRIPT)} sh . ''; "
@@ -247,8 +249,12 @@ def listing_request(
         since = _seconds(max(cache.cutoff_ns, 0))
         command = (
             f"if {_PROBE}; then sh -c {_quote_text(FAST_LISTING_SCRIPT)} sh . {since} | base64 "
-            f"&& echo '#' && sh -c {_quote_text(INLINE_SCRIPT)} sh . {since} | base64; "
-            f"else sh -c {_quote_text(LISTING_SCRIPT)} sh . | base64; fi"
+            + (
+                f"&& echo '#' && sh -c {_quote_text(INLINE_SCRIPT)} sh . {since} | base64; "
+                if inline
+                else "; "
+            )
+            + f"else sh -c {_quote_text(LISTING_SCRIPT)} sh . | base64; fi"
         )
     return SkillExecutionRequest(
         command=command,

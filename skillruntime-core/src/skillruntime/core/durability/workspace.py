@@ -256,7 +256,7 @@ class WorkspaceSnapshots(SnapshotSettings):
     # -- listing ----------------------------------------------------------------------------------
 
     def _list(
-        self, runtime: SkillRuntime, conversation_id: str
+        self, runtime: SkillRuntime, conversation_id: str, *, inline: bool = True
     ) -> tuple[list[ListingEntry], int, dict[str, bytes]]:
         """The workspace's listing (excluded entries left out) and the requests it took: one,
         plus one per batch of files the listing left without a digest (see
@@ -269,6 +269,7 @@ class WorkspaceSnapshots(SnapshotSettings):
                 timeout_seconds=self.listing_timeout_seconds,
                 max_output_bytes=self.max_listing_bytes,
                 cache=cache,
+                inline=inline,
             )
         )
         data = listing_output(result)
@@ -430,7 +431,7 @@ class WorkspaceSnapshots(SnapshotSettings):
         ) as spool:
             try:
                 spooled = self._spool(manifest, Path(spool))
-                current, listed, _ = self._list(runtime, conversation_id)
+                current, listed, _ = self._list(runtime, conversation_id, inline=False)
             except SnapshotError as error:
                 raise WorkspaceRestoreError(
                     f"restore of snapshot {manifest.snapshot_id[:12]} could not start: {error}"
