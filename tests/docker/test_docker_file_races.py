@@ -270,3 +270,25 @@ def test_racing_skill_uploads_never_land_outside_the_workspace(
         _repeat(operation)
         assert swaps() > 0
     _assert_outside_untouched(runtime)
+
+
+def test_racing_grouped_uploads_never_land_outside_the_workspace(
+    racing_runtime: DockerSkillRuntime, tmp_path: Path
+) -> None:
+    """``upload_files`` of several files into one directory moves them as a group (one ``mv``
+    into the directory the pinned walk reached): names that exist outside (``s``, ``victim``)
+    are never written there."""
+    fs = racing_runtime.get_file_system()
+    base = racing_runtime.default_working_directory
+    local = tmp_path / "up.txt"
+    local.write_text("uploaded\n")
+
+    def operation(index: int) -> object:
+        names = ["s", "victim", "marker", f"g{index}a", f"g{index}b"]
+        return fs.upload_files((local, f"{base}/race/d/{name}", False) for name in names)
+
+    with _racing(racing_runtime, "race") as swaps:
+        results, _ = _repeat(operation)
+        assert swaps() > 0
+    assert results, "no upload succeeded while racing"
+    _assert_outside_untouched(racing_runtime)

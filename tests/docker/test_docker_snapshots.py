@@ -107,3 +107,53 @@ def test_a_container_and_volume_removed_behind_the_runtimes_back_are_restored(
         assert _listing(runtime) == before
         runtime.destroy_conversation()
     assert labelled(docker_run) == ([], [])
+
+
+def test_a_restore_sends_its_files_in_one_archive_moved_by_directory(
+    docker_run: str, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """200 files in 4 directories: one archive of the files (and the staging directory's
+    hand-over), one placing exec with one group per directory, never one ``mv`` per file."""
+    store = InMemoryConversationStore()
+    snapshots = WorkspaceSnapshots(LocalSnapshotStore(tmp_path / "snapshots"))
+    with _runtime(docker_run, store, "snap-docker-3") as runtime:
+        made = runtime.execute(
+            SkillExecutionRequest(
+                command="for d in a b c 'd x'; do mkdir -p \"$d\"; i=0; "
+                'while [ $i -lt 50 ]; do printf "$d$i" > "$d/f$i"; i=$((i+1)); done; done'
+            )
+        )
+        assert made.ok, made.stderr
+        before = _listing(runtime)
+        snapshots.snapshot(runtime, conversation_id="snap-docker-3")
+        assert runtime.execute(SkillExecutionRequest(command="rm -rf -- ./*")).ok
+        archives: list[str] = []
+        places: list[list[str]] = []
+        engine = runtime.engine
+        real_put = type(engine).put_archive
+
+        def put_archive(self: Any, container_id: str, path: str, data: Any) -> None:
+            archives.append(path)
+            real_put(self, container_id, path, data)
+
+        monkeypatch.setattr(type(engine), "put_archive", put_archive)
+        from skillruntime.docker import file_scripts, script_exec
+
+        real_run = script_exec.ScriptExec.run
+
+        def run(self: Any, container_id: str, argv: Any, **kwargs: Any) -> Any:
+            if file_scripts.PLACE_SCRIPT in argv:
+                places.append(list(argv))
+            return real_run(self, container_id, argv, **kwargs)
+
+        monkeypatch.setattr(script_exec.ScriptExec, "run", run)
+        restored = snapshots.restore(runtime, conversation_id="snap-docker-3")
+        assert restored.files == 200
+        assert len(archives) == 2  # the files, then the staging directory handed to the user
+        assert len(places) == 1
+        triples = places[0][7:]
+        assert triples[0::3] == ["G"] * 4  # one group per directory, no file on its own
+        monkeypatch.undo()
+        assert _listing(runtime) == before
+        runtime.destroy_conversation()
+    assert labelled(docker_run) == ([], [])

@@ -27,6 +27,7 @@ from doubles.viking_sessions import VikingSessionsDouble
 from skillruntime.aio import AioSandboxSkillRuntime
 from skillruntime.core.artifacts import SkillArtifact, SkillPackage, ZipSkillArtifactStore
 from skillruntime.core.conversations import InMemoryConversationStore
+from skillruntime.core.durability import WorkspaceSnapshots
 from skillruntime.core.errors import WorkspaceEscapeError
 from skillruntime.core.models import (
     BootstrapCommand,
@@ -38,6 +39,7 @@ from skillruntime.core.models import (
 from skillruntime.core.observability import audit, tracing
 from skillruntime.core.observability.audit import EVENT_KINDS, AuditEvent
 from skillruntime.core.plugins.registry import hookimpl, registered_plugin
+from skillruntime.core.snapshots import LocalSnapshotStore
 from skillruntime.core.tools.turn_record import TurnRecord
 from skillruntime.local import LocalSkillRuntime
 from skillruntime.opensandbox import OpenSandboxSkillRuntime
@@ -81,6 +83,9 @@ def _local_operations(tmp: Path) -> None:
         source.write_text("y")
         fs.upload_files([(source, "d/b.txt", False)])
         fs.delete("d")
+        snapshots = WorkspaceSnapshots(LocalSnapshotStore(tmp / "snapshots"))
+        snapshots.snapshot(runtime, conversation_id="kinds")
+        snapshots.restore(runtime, conversation_id="kinds")
 
 
 def _opensandbox_lifecycle(double: OpenSandboxDouble) -> None:

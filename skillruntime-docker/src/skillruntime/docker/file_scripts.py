@@ -342,6 +342,11 @@ while [ "$#" -ge 3 ]; do
   if [ "$kind" = T ]; then
     if [ -e "$name" ] || [ -L "$name" ]; then mv -fT -- "$name" "$Sr/.old-$#" || exit 11; fi
     mv -T -- "$Sr/$staged" "$name" || exit 11
+  elif [ "$kind" = G ]; then
+    walk "$name" 1
+    find "$Sr/$staged" -mindepth 1 -maxdepth 1 -exec sh -c 'exec mv -f -- "$@" .' sh {} + \
+      || exit 11
+    [ -z "$(ls -A -- "$Sr/$staged")" ] || exit 11
   else
     [ -d "$name" ] && [ ! -L "$name" ] && exit 7
     mv -fT -- "$Sr/$staged" "$name" || exit 11
@@ -354,5 +359,10 @@ exit "$s"
 )
 """Run as the user: move what the engine extracted into the staging directory ``$3`` (root's
 while the engine extracted, the user's since) into the workspace ``$1`` (``$2``: the workspace
-again); then triples of kind (``T``: a tree replacing whatever is at the path, ``F``: a file),
-staged name and target path. The staging directory is removed, also when a move failed."""
+again); then triples of kind (``T``: a tree replacing whatever is at the path, ``F``: a file,
+``G``: a staged directory of files all going into the directory at the path, made when missing),
+staged name and target path. A ``G`` group is one ``mv`` of all its files into the directory
+reached by the pinned walk (its working directory): each file lands at ``./<name>`` by
+``rename`` — a link there is replaced, never followed, and a directory there fails the move
+(POSIX ``mv source... directory``) — so a thousand files cost one walk per directory and a few
+processes instead of one ``mv`` each. The staging directory is removed, also when a move failed."""

@@ -82,6 +82,9 @@ _SCRIPT_SECONDS = 120.0
 _SECONDS_PER_MIB = 1.0
 _STAGES = ".skillruntime-stages"
 """The staging directories' parent below the mount point: root's, sticky, writable by all."""
+_GROUP_FILES = 4
+"""Files of one batch going into one directory from which they travel as a group (one ``mv``
+for all of them, see :data:`.file_scripts.PLACE_SCRIPT`) instead of one ``mv`` each."""
 _CHECKED_STAGES: set[tuple[str, str, str]] = set()
 """(engine address, container, mount point) whose staging path was checked (once a process)."""
 _CHECKED_LOCK = threading.Lock()
@@ -464,15 +467,18 @@ class DockerFileSystem(SkillRuntimeFileSystem):
             ]
             self._untar(target, normal, relative, [], remove="")
         else:
-            self._stage_and_place(
-                target,
-                normal,
-                [
-                    ("F", local, posixpath.normpath(remote), executable)
-                    for local, remote, executable in items
-                ],
-                [],
-            )
+            groups: dict[str, list[tuple[Path, str, bool]]] = {}
+            for local, remote, executable in items:
+                path = posixpath.normpath(remote)
+                groups.setdefault(posixpath.dirname(path), []).append((local, path, executable))
+            staged: list[tuple[str, Path | None, str, bool]] = []
+            for directory, group in groups.items():
+                if len(group) < _GROUP_FILES or directory == self._boundary.rstrip("/"):
+                    staged += [("F", local, remote, ex) for local, remote, ex in group]
+                else:
+                    staged.append(("G", None, directory, False))
+                    staged += [("g", local, remote, ex) for local, remote, ex in group]
+            self._stage_and_place(target, normal, staged, [])
         return len(items)
 
     def place_tree(
@@ -573,7 +579,9 @@ class DockerFileSystem(SkillRuntimeFileSystem):
     ) -> None:
         """One archive into a fresh staging directory, handed to the user, then moved into
         place (see the module docs). ``items``: ``("T", None, path, _)`` a tree replacing
-        ``path``, followed by its files ``("t", local, relative, executable)``; or
+        ``path``, followed by its files ``("t", local, relative, executable)``;
+        ``("G", None, directory, _)`` a group of files going into ``directory``, followed by
+        them, ``("g", local, path, executable)`` (``path`` in ``directory``); or
         ``("F", local, path, executable)`` a file at ``path``. ``extra``: in-memory files
         (path, bytes) placed last."""
         stage_root = self._stage_root
@@ -591,10 +599,21 @@ class DockerFileSystem(SkillRuntimeFileSystem):
                 DirectoryEntry(stage, mode=0o700, owner=(0, 0)),
             ]
             tree: list[tuple[Path, str, bool]] = []
+            group = ""
             for index, (kind, local, path, executable) in enumerate(items):
                 if kind == "T":
                     entries.append(DirectoryEntry(f"{stage}/tree"))
                     triples += ["T", "tree", shell_argument(path)]
+                elif kind == "G":
+                    group = f"g{index}"
+                    entries.append(DirectoryEntry(f"{stage}/{group}"))
+                    triples += ["G", group, shell_argument(path)]
+                elif kind == "g":
+                    assert local is not None
+                    name = posixpath.basename(path)
+                    entries.extend(
+                        self._entries([(local, f"{group}/{name}", executable)], stage, handles)
+                    )
                 elif kind == "t":
                     assert local is not None
                     tree.append((local, path, executable))

@@ -16,14 +16,17 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import io
 import os
+import re
 import tarfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ..errors import SnapshotListingError, WorkspaceSnapshotError
 from ..models import SkillExecutionRequest, SkillExecutionResult
+from ..observability.audit import AuditRecorder
 from ..snapshots.listing import LISTING_SCRIPT, ListingEntry, parse_listing
 from ..snapshots.manifest import Entry
 from ..snapshots.planning import RestorePlan
@@ -34,14 +37,23 @@ __all__ = [
     "DEFAULT_MAX_LISTING_BYTES",
     "DEFAULT_SCRIPT_TIMEOUT",
     "MAX_SCRIPT_BYTES",
+    "DigestCache",
+    "FastListing",
     "RestoreResult",
     "SnapshotResult",
     "decode_listing",
     "excluded",
+    "hash_requests",
+    "hash_result",
+    "inline_contents",
+    "listing_output",
     "listing_request",
     "post_scripts",
     "pre_scripts",
+    "record_restore",
+    "record_snapshot",
     "script_request",
+    "split_listing",
 ]
 
 DEFAULT_LISTING_TIMEOUT = 600.0
@@ -91,7 +103,8 @@ class SnapshotResult:
 class RestoreResult:
     """What one :meth:`~.workspace.WorkspaceSnapshots.restore` did: the snapshot restored, the
     paths deleted, directories created, files written (``bytes_written`` of them), links made,
-    modes set, the calls made to the runtime and the wall time."""
+    modes set, the calls made to the runtime and the wall time; ``entries`` counts the
+    snapshot's paths."""
 
     snapshot_id: str
     conversation_id: str
@@ -104,39 +117,145 @@ class RestoreResult:
     requests: int
     commands: int
     seconds: float
+    entries: int = 0
 
 
-FAST_HEADER = b"SNAPFAST1"
+def record_snapshot(record: AuditRecorder, result: SnapshotResult) -> None:
+    """The fields of a ``workspace.snapshot`` audit event (docs/observability.md): counts and
+    ids only, never a path."""
+    record.snapshot_id = result.snapshot_id
+    record.entries = result.entries
+    record.objects = result.objects_uploaded
+    record.bytes = result.bytes_uploaded
+    record.requests = result.requests
+
+
+def record_restore(record: AuditRecorder, result: RestoreResult) -> None:
+    """The fields of a ``workspace.restore`` audit event: the files and bytes restored."""
+    record.snapshot_id = result.snapshot_id
+    record.entries = result.entries
+    record.objects = result.files
+    record.bytes = result.bytes_written
+    record.requests = result.requests
+
+
+FAST_HEADER = b"SNAPFAST2"
 SUMS = b"SNAPSUMS"
 END = b"SNAPEND"
 
 FAST_LISTING_SCRIPT = (
     "LC_ALL=C; export LC_ALL; "
     'cd -- "$1" || exit 3; '
-    "printf 'SNAPFAST1\\0'; "
-    "find . ! -name . -printf '%y\\0%p\\0%M\\0%s\\0%l\\0' || exit 4; "
+    "printf 'SNAPFAST2\\0'; "
+    "printf '%s\\0' \"$(date +%s.%N)\" || exit 4; "
+    "find . ! -name . -printf '%y\\0%p\\0%M\\0%s\\0%l\\0%D:%i:%s:%T@:%C@\\0' || exit 4; "
     "printf 'SNAPSUMS\\0'; "
-    "find . ! -name . -type f -exec sha256sum -z -- {} + || exit 4; "
+    'if [ -n "$2" ]; then '
+    'find . ! -name . -type f -newerct "@$2" -exec sha256sum -z -- {} + || exit 4; '
+    "else find . ! -name . -type f -exec sha256sum -z -- {} + || exit 4; fi; "
     "printf 'SNAPEND\\0'"
 )
 """The listing with GNU ``find -printf`` and ``sha256sum -z``: the same facts as
 :data:`~skillruntime.core.snapshots.listing.LISTING_SCRIPT` from three processes and a few
-batches of ``sha256sum`` instead of four processes per file. Its output is turned into
-``LISTING_SCRIPT``'s format on the client and read by the same strict parser."""
+batches of ``sha256sum`` instead of four processes per file, plus the sandbox's clock when it
+started and every file's stat key (device, inode, size, modification and change times in
+nanoseconds). Given ``$2`` (Unix seconds), it hashes only the files whose change time is later:
+the client takes the others' digests from what it saw of the same stat key at an earlier
+listing (:class:`DigestCache`). Its output is turned into ``LISTING_SCRIPT``'s format on the
+client and read by the same strict parser."""
 
-_PROBE = "find . -maxdepth 0 -printf '' >/dev/null 2>&1 && sha256sum -z /dev/null >/dev/null 2>&1"
+_PROBE = (
+    "find . -maxdepth 0 -printf '' >/dev/null 2>&1 && sha256sum -z /dev/null >/dev/null 2>&1 "
+    "&& case $(date +%N) in *[!0-9]*|'') false;; esac"
+)
+
+INLINE_FILE_BYTES = 256 * 1024
+"""Changed files under this size come back inside an incremental listing's output."""
+
+INLINE_BYTES = 4 * 1024 * 1024
+"""The inline part of a listing's output at most (a tar, cut there: what is cut is read
+afterwards as usual)."""
+
+INLINE_SCRIPT = (
+    "LC_ALL=C; export LC_ALL; "
+    'cd -- "$1" || exit 3; '
+    f'find . ! -name . -type f -newerct "@$2" -size -{INLINE_FILE_BYTES // 1024}k '
+    f"-exec tar -cf - -- {{}} + | head -c {INLINE_BYTES}"
+)
+"""The files an incremental listing hashed (changed since ``$2``) that are small, as tar
+streams (one per ``find`` batch), the whole cut at :data:`INLINE_BYTES`: a one-file change
+costs one request, not a listing and a read. The client keeps the whole members and verifies
+each against the listing's digest as it stores it."""
+
+CACHE_MARGIN_NS = 100_000_000
+"""How far before the previous listing's start a change time must lie for a file's digest to be
+reused: file times come from the kernel's coarse clock, up to a tick (at most 10 ms) behind the
+one ``date`` reads. A change time of whole seconds (a file system that keeps no fraction) must
+lie a further second before it."""
+
+MAX_CACHED_ENTRIES = 250_000
+"""A listing with more files than this is not kept in the digest cache (the next one hashes
+everything): about 200 bytes of client memory per file."""
+
+
+@dataclass(frozen=True)
+class DigestCache:
+    """What one fast listing saw: the sandbox's clock when it started (ns) and, for every file,
+    its stat key (device, inode, size, modification and change times) with its digest. A later
+    listing of the same workspace reuses a digest when a file's key is the same and its change
+    time lies :data:`CACHE_MARGIN_NS` before ``started_ns`` (so no write after the earlier
+    hashing can hide behind an unchanged key)."""
+
+    started_ns: int
+    digests: dict[bytes, str]
+
+    @property
+    def cutoff_ns(self) -> int:
+        """Files changed after this are hashed again."""
+        return self.started_ns - CACHE_MARGIN_NS
+
+
+def _ns(text: bytes) -> int:
+    """``seconds.fraction`` (``find %T@``, ``date +%s.%N``) in integer nanoseconds."""
+    whole, _, fraction = text.partition(b".")
+    if not whole.isdigit() or (fraction and not fraction.isdigit()):
+        raise SnapshotListingError("a listing time is malformed")
+    return int(whole) * 1_000_000_000 + int((fraction + b"000000000")[:9] or b"0")
+
+
+def _seconds(ns: int) -> str:
+    return f"{ns // 1_000_000_000}.{ns % 1_000_000_000:09d}"
 
 
 def listing_request(
-    *, timeout_seconds: float, max_output_bytes: int, working_directory: str | None = None
+    *,
+    timeout_seconds: float,
+    max_output_bytes: int,
+    working_directory: str | None = None,
+    cache: DigestCache | None = None,
+    inline: bool = True,
 ) -> SkillExecutionRequest:
     """The one command that lists the workspace (the command's working directory) with the
     digest of every file, base64-encoded on stdout: the fast listing where the sandbox has GNU
-    ``find`` and ``sha256sum -z``, else the portable one."""
-    command = (
-        f"if {_PROBE}; then sh -c {_quote_text(FAST_LISTING_SCRIPT)} sh .; "
-        f"else sh -c {_quote_text(LISTING_SCRIPT)} sh .; fi | base64"
-    )
+    ``find``, ``sha256sum -z`` and ``date +%N``, else the portable one. With ``cache`` the fast
+    listing hashes only the files changed since the cache's cutoff and, with ``inline``, prints
+    the small ones after a ``#`` (:func:`inline_contents`)."""
+    if cache is None:
+        command = (
+            f"if {_PROBE}; then sh -c {_quote_text(FAST_LISTING_SCRIPT)} sh . ''; "
+            f"else sh -c {_quote_text(LISTING_SCRIPT)} sh .; fi | base64"
+        )
+    else:
+        since = _seconds(max(cache.cutoff_ns, 0))
+        command = (
+            f"if {_PROBE}; then sh -c {_quote_text(FAST_LISTING_SCRIPT)} sh . {since} | base64 "
+            + (
+                f"&& echo '#' && sh -c {_quote_text(INLINE_SCRIPT)} sh . {since} | base64; "
+                if inline
+                else "; "
+            )
+            + f"else sh -c {_quote_text(LISTING_SCRIPT)} sh . | base64; fi"
+        )
     return SkillExecutionRequest(
         command=command,
         working_directory=working_directory,
@@ -145,14 +264,91 @@ def listing_request(
     )
 
 
-def _portable(data: bytes) -> bytes:
-    """The fast listing's output rewritten in the portable listing's format (whose parser then
-    checks everything); fails closed on a truncated or malformed output."""
+@dataclass
+class FastListing:
+    """The fast listing's output, split: when it started, its records (five fields and the stat
+    key each), the digests it computed, and the files whose digest it left to the cache."""
+
+    started_ns: int
+    records: list[tuple[bytes, bytes, bytes, bytes, bytes, bytes]]
+    sums: dict[bytes, bytes]
+
+    def resolve(self, cache: DigestCache | None) -> list[bytes]:
+        """Fill the digests of unchanged files from ``cache`` (same stat key, changed before its
+        cutoff); returns the paths of files that still have none (to hash on their own)."""
+        missing = []
+        for kind, path, _mode, _size, _target, key in self.records:
+            if kind != b"f" or path in self.sums:
+                continue
+            found = None
+            if cache is not None:
+                try:
+                    changed = _ns(key.rsplit(b":", 1)[-1])
+                except SnapshotListingError:
+                    changed = None
+                if changed is not None and changed % 1_000_000_000 == 0:
+                    changed += 1_000_000_000
+                if changed is not None and changed <= cache.cutoff_ns:
+                    found = cache.digests.get(key)
+            if found is None:
+                missing.append(path)
+            else:
+                self.sums[path] = found.encode("ascii")
+        return missing
+
+    def cache(self) -> DigestCache | None:
+        """The cache this listing leaves for the next one (``None`` when too large)."""
+        files = [record for record in self.records if record[0] == b"f"]
+        if len(files) > MAX_CACHED_ENTRIES:
+            return None
+        digests = {}
+        for record in files:
+            digest = self.sums.get(record[1])
+            if digest is not None:
+                digests[record[5]] = digest.decode("ascii")
+        return DigestCache(self.started_ns, digests)
+
+    def portable(self) -> bytes:
+        """The listing in the portable listing's format (whose parser then checks everything);
+        a file without a digest fails closed."""
+        out = bytearray(b"SNAPLIST1\0")
+        for kind, path, mode, size, target, _key in self.records:
+            if kind == b"f":
+                found = self.sums.get(path)
+                if found is None:
+                    raise SnapshotListingError("a file appeared or changed during the listing")
+                out += b"f\0%s\0%s \0%s\0%s  -\0" % (path, mode, size, found)
+            elif kind == b"l":
+                out += b"l\0%s\0%s \0%s\0" % (path, mode, target)
+            elif kind == b"d":
+                out += b"d\0%s\0%s \0" % (path, mode)
+            else:
+                out += b"o\0%s\0%s \0" % (path, mode)
+        out += b"SNAPEND\0"
+        return bytes(out)
+
+
+def _sums(fields: Iterable[bytes]) -> dict[bytes, bytes]:
+    digests: dict[bytes, bytes] = {}
+    for line in fields:
+        digest, separator, path = line.partition(b"  ")
+        if not separator or len(digest) != 64 or not _HEX.fullmatch(digest):
+            raise SnapshotListingError("a listing digest line is malformed")
+        digests[path] = digest
+    return digests
+
+
+_HEX = re.compile(rb"[0-9a-f]{64}")
+
+
+def _fast(data: bytes) -> FastListing:
+    """The fast listing's output split into its parts; fails closed on a truncated or malformed
+    output."""
     fields = data.split(b"\0")
     if fields[-1] != b"":
         raise SnapshotListingError("the listing ends inside a field (truncated output)")
     fields.pop()
-    if not fields or fields[0] != FAST_HEADER or END not in fields:
+    if len(fields) < 2 or fields[0] != FAST_HEADER or END not in fields:
         raise SnapshotListingError("the listing has no header or trailer (a command failed)")
     if fields[-1] != END:
         raise SnapshotListingError("the listing has data after its trailer")
@@ -160,37 +356,21 @@ def _portable(data: bytes) -> bytes:
         middle = fields.index(SUMS)
     except ValueError:
         raise SnapshotListingError("the listing has no digests (a command failed)") from None
-    records = fields[1:middle]
-    if len(records) % 5:
+    started = _ns(fields[1].strip())
+    flat = fields[2:middle]
+    if len(flat) % 6:
         raise SnapshotListingError("the listing ends inside a record (truncated output)")
-    digests: dict[bytes, bytes] = {}
-    for line in fields[middle + 1 : -1]:
-        digest, separator, path = line.partition(b"  ")
-        if not separator or len(digest) != 64:
-            raise SnapshotListingError("a listing digest line is malformed")
-        digests[path] = digest
-    out = bytearray(b"SNAPLIST1\0")
-    for index in range(0, len(records), 5):
-        kind, path, mode, size, target = records[index : index + 5]
-        if kind == b"f":
-            found = digests.get(path)
-            if found is None:
-                raise SnapshotListingError("a file appeared or changed during the listing")
-            out += b"f\0%s\0%s \0%s\0%s  -\0" % (path, mode, size, found)
-        elif kind == b"l":
-            out += b"l\0%s\0%s \0%s\0" % (path, mode, target)
-        elif kind == b"d":
-            out += b"d\0%s\0%s \0" % (path, mode)
-        else:
-            out += b"o\0%s\0%s \0" % (path, mode)
-    out += b"SNAPEND\0"
-    return bytes(out)
+    records = [
+        (flat[i], flat[i + 1], flat[i + 2], flat[i + 3], flat[i + 4], flat[i + 5])
+        for i in range(0, len(flat), 6)
+    ]
+    return FastListing(started, records, _sums(fields[middle + 1 : -1]))
 
 
-def decode_listing(result: SkillExecutionResult, *, max_entries: int) -> list[ListingEntry]:
-    """The parsed listing of :func:`listing_request`'s result; fails closed
-    (:class:`SnapshotListingError`) on a timeout, a non-zero exit, a truncated or malformed
-    output."""
+def listing_output(result: SkillExecutionResult) -> bytes:
+    """The decoded listing of :func:`listing_request`'s result (its inline files left out);
+    fails closed (:class:`SnapshotListingError`) on a timeout, a non-zero exit, a cut or
+    non-base64 output."""
     if result.timed_out:
         raise SnapshotListingError("the workspace listing timed out")
     if result.stdout_truncated:
@@ -202,12 +382,80 @@ def decode_listing(result: SkillExecutionResult, *, max_entries: int) -> list[Li
             f"the workspace listing failed (exit code {result.exit_code}): "
             f"{result.stderr.strip()[-200:]!r}"
         )
+    listing = result.stdout.partition("#")[0]
     try:
-        data = base64.b64decode("".join(result.stdout.split()), validate=True)
+        return base64.b64decode("".join(listing.split()), validate=True)
     except (binascii.Error, ValueError):
         raise SnapshotListingError("the workspace listing is not base64 (malformed)") from None
-    if data.startswith(FAST_HEADER + b"\0"):
-        data = _portable(data)
+
+
+def inline_contents(result: SkillExecutionResult) -> dict[str, bytes]:
+    """The files that came back inside an incremental listing's output (by workspace path):
+    the whole members of its tar streams; a cut or malformed part gives what came before it.
+    Nothing here is trusted: each is verified against the listing's digest when stored."""
+    _, separator, rest = result.stdout.partition("#")
+    if not separator or result.stdout_truncated:
+        return {}
+    try:
+        data = base64.b64decode("".join(rest.split()), validate=True)
+    except (binascii.Error, ValueError):
+        return {}
+    found: dict[str, bytes] = {}
+    with (
+        contextlib.suppress(tarfile.TarError, OSError, EOFError),
+        tarfile.open(fileobj=io.BytesIO(data), mode="r:", ignore_zeros=True) as archive,
+    ):
+        for member in archive:
+            if not member.isfile():
+                continue
+            name = member.name[2:] if member.name.startswith("./") else member.name
+            stream = archive.extractfile(member)
+            if stream is not None:
+                content = stream.read()
+                if len(content) == member.size:
+                    found[name] = content
+    return found
+
+
+def split_listing(data: bytes) -> FastListing | None:
+    """The fast listing's parts, or ``None`` for the portable listing's output."""
+    return _fast(data) if data.startswith(FAST_HEADER + b"\0") else None
+
+
+def hash_requests(paths: Sequence[bytes], *, timeout_seconds: float) -> list[SkillExecutionRequest]:
+    """Commands printing ``sha256sum -z`` of ``paths`` (``./`` paths of a fast listing) in
+    base64, each at most about :data:`MAX_SCRIPT_BYTES`: the files a listing left without a
+    digest."""
+    names = [os.fsdecode(path[2:]) for path in paths]
+    requests = []
+    for line in _commands(b"sha256sum -z --", names):
+        encoded = base64.b64encode(line + b"\n").decode("ascii")
+        requests.append(
+            SkillExecutionRequest(
+                command=f"printf '%s' '{encoded}' | base64 -d | sh -s | base64",
+                timeout_seconds=timeout_seconds,
+                max_output_bytes=4 * len(line) + 64 * 1024,
+            )
+        )
+    return requests
+
+
+def hash_result(result: SkillExecutionResult) -> dict[bytes, bytes]:
+    """The digests (by ``./`` path) printed by one of :func:`hash_requests`; fails closed."""
+    return _sums(field for field in listing_output(result).split(b"\0") if field)
+
+
+def decode_listing(
+    result: SkillExecutionResult, *, max_entries: int, cache: DigestCache | None = None
+) -> list[ListingEntry]:
+    """The parsed listing of :func:`listing_request`'s result; fails closed
+    (:class:`SnapshotListingError`) on a timeout, a non-zero exit, a truncated or malformed
+    output, or a file left without a digest (see :func:`split_listing` to fill those)."""
+    data = listing_output(result)
+    fast = split_listing(data)
+    if fast is not None:
+        fast.resolve(cache)
+        data = fast.portable()
     return parse_listing(data, max_entries=max_entries)
 
 

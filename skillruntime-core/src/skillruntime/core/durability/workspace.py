@@ -21,6 +21,7 @@ import posixpath
 import shutil
 import tempfile
 import time
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -33,9 +34,11 @@ from ..errors import (
     WorkspaceRestoreError,
     WorkspaceSnapshotError,
 )
+from ..observability.audit import audited
+from ..runtime.async_spi import AsyncSkillRuntime
 from ..runtime.spi import SkillRuntime
 from ..runtime.workspace import validate_conversation_id
-from ..snapshots.listing import DEFAULT_MAX_ENTRIES, ListingEntry
+from ..snapshots.listing import DEFAULT_MAX_ENTRIES, ListingEntry, parse_listing
 from ..snapshots.manifest import Entry, Manifest
 from ..snapshots.planning import plan_restore, plan_snapshot
 from ..snapshots.spi import SnapshotStore
@@ -44,18 +47,25 @@ from .common import (
     DEFAULT_LISTING_TIMEOUT,
     DEFAULT_MAX_LISTING_BYTES,
     DEFAULT_SCRIPT_TIMEOUT,
+    DigestCache,
     RestoreResult,
     SnapshotResult,
     batch_contents,
     batch_request,
-    decode_listing,
     excluded,
+    hash_requests,
+    hash_result,
+    inline_contents,
+    listing_output,
     listing_request,
     post_scripts,
     pre_scripts,
     read_batches,
+    record_restore,
+    record_snapshot,
     script_failed,
     script_request,
+    split_listing,
 )
 
 __all__ = ["SnapshotSettings", "WorkspaceSnapshots"]
@@ -64,6 +74,9 @@ logger = logging.getLogger(__name__)
 
 SPOOL_WORKERS = 8
 """Objects a restore fetches from the store at once."""
+
+CACHED_WORKSPACES = 64
+"""Workspaces whose last listing's digests are kept (least recently listed dropped first)."""
 
 TMPFS_SPOOL_BYTES = 256 * 1024 * 1024
 """A restore of at most this many bytes spools its objects on ``/dev/shm`` when it can."""
@@ -133,6 +146,36 @@ class SnapshotSettings:
         self.max_entries = max_entries
         self.skip_special = skip_special
         self.spool_dir = spool_dir
+        self._caches: OrderedDict[tuple[str, str, str], DigestCache] = OrderedDict()
+
+    def _cache(self, key: tuple[str, str, str]) -> DigestCache | None:
+        cache = self._caches.get(key)
+        if cache is not None:
+            self._caches.move_to_end(key)
+        return cache
+
+    def _remember(self, key: tuple[str, str, str], cache: DigestCache | None) -> None:
+        """Keep what a listing saw for the next one (at most :data:`CACHED_WORKSPACES`)."""
+        self._caches.pop(key, None)
+        if cache is not None:
+            self._caches[key] = cache
+            while len(self._caches) > CACHED_WORKSPACES:
+                self._caches.popitem(last=False)
+
+    @contextlib.contextmanager
+    def _forgetting(
+        self, runtime: SkillRuntime | AsyncSkillRuntime, conversation_id: str
+    ) -> Iterator[None]:
+        """A file that did not match its listed digest drops the workspace's digest cache (the
+        next listing hashes every file: fail safe)."""
+        try:
+            yield
+        except WorkspaceSnapshotError:
+            self._remember((runtime.name, runtime.default_working_directory, conversation_id), None)
+            raise
+
+    def _parsed(self, entries: list[ListingEntry]) -> list[ListingEntry]:
+        return [entry for entry in entries if not excluded(entry.path, self.exclude)]
 
     def _put(self, entry: Entry, stream: BinaryIO) -> None:
         """Store one file's content, verified against the listing's digest and size."""
@@ -169,10 +212,20 @@ class SnapshotSettings:
                 shutil.copyfileobj(source, sink, 1024 * 1024)
             return target
 
+        def fetch_all(share: list[str]) -> list[Path]:
+            return [fetch(digest) for digest in share]
+
         if len(digests) < 2:
             return {digest: fetch(digest) for digest in digests}
-        with ThreadPoolExecutor(max_workers=SPOOL_WORKERS) as pool:
-            return dict(zip(digests, pool.map(fetch, digests), strict=True))
+        # one share of the digests per worker: a future per object costs more than a small
+        # object's fetch
+        workers = min(SPOOL_WORKERS, len(digests))
+        shares = [digests[index::workers] for index in range(workers)]
+        spooled: dict[str, Path] = {}
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            for share, paths in zip(shares, pool.map(fetch_all, shares), strict=True):
+                spooled.update(zip(share, paths, strict=True))
+        return spooled
 
     def _spool_root(self, manifest: Manifest) -> str | None:
         """Where a restore spools its objects: ``spool_dir`` when given, else ``/dev/shm`` when
@@ -202,15 +255,37 @@ class WorkspaceSnapshots(SnapshotSettings):
 
     # -- listing ----------------------------------------------------------------------------------
 
-    def _list(self, runtime: SkillRuntime) -> list[ListingEntry]:
+    def _list(
+        self, runtime: SkillRuntime, conversation_id: str, *, inline: bool = True
+    ) -> tuple[list[ListingEntry], int, dict[str, bytes]]:
+        """The workspace's listing (excluded entries left out) and the requests it took: one,
+        plus one per batch of files the listing left without a digest (see
+        :class:`~.common.DigestCache`; docs/durability.md)."""
+        key = (runtime.name, runtime.default_working_directory, conversation_id)
+        cache = self._cache(key)
+        self._remember(key, None)
         result = runtime.execute(
             listing_request(
                 timeout_seconds=self.listing_timeout_seconds,
                 max_output_bytes=self.max_listing_bytes,
+                cache=cache,
+                inline=inline,
             )
         )
-        entries = decode_listing(result, max_entries=self.max_entries)
-        return [entry for entry in entries if not excluded(entry.path, self.exclude)]
+        data = listing_output(result)
+        fast = split_listing(data)
+        requests = 1
+        if fast is not None:
+            missing = fast.resolve(cache)
+            if missing:
+                for request in hash_requests(missing, timeout_seconds=self.listing_timeout_seconds):
+                    requests += 1
+                    fast.sums.update(hash_result(runtime.execute(request)))
+            data = fast.portable()
+        entries = parse_listing(data, max_entries=self.max_entries)
+        if fast is not None:
+            self._remember(key, fast.cache())
+        return self._parsed(entries), requests, inline_contents(result)
 
     # -- snapshot ---------------------------------------------------------------------------------
 
@@ -225,10 +300,47 @@ class WorkspaceSnapshots(SnapshotSettings):
         :class:`WorkspaceSnapshotError` when a file changed while it was read. Nothing is
         stored then but objects (swept later if unreferenced).
         ``keep_last`` applies retention afterwards (keep the newest N, sweep the rest).
+
+        Audited as one ``workspace.snapshot`` event (docs/observability.md): ids and counts,
+        never a path.
         """
+        with audited(
+            "workspace.snapshot", runtime=runtime.name, conversation_id=conversation_id
+        ) as record:
+            result = self._snapshot(runtime, conversation_id=conversation_id, keep_last=keep_last)
+            record_snapshot(record, result)
+            return result
+
+    def restore(
+        self, runtime: SkillRuntime, *, conversation_id: str, snapshot_id: str | None = None
+    ) -> RestoreResult:
+        """Make ``runtime``'s workspace equal to a snapshot of ``conversation_id`` (the latest,
+        or ``snapshot_id``).
+
+        Every object is fetched from the store and verified into a local temporary directory
+        first: a missing or corrupted object raises :class:`WorkspaceRestoreError` (its cause
+        the store's error) with the workspace untouched. A step that fails afterwards raises
+        :class:`WorkspaceRestoreError` naming the steps done; restoring again finishes the job.
+
+        Audited as one ``workspace.restore`` event (docs/observability.md): ids and counts,
+        never a path.
+        """
+        with audited(
+            "workspace.restore", runtime=runtime.name, conversation_id=conversation_id
+        ) as record:
+            result = self._restore(
+                runtime, conversation_id=conversation_id, snapshot_id=snapshot_id
+            )
+            record_restore(record, result)
+            return result
+
+    def _snapshot(
+        self, runtime: SkillRuntime, *, conversation_id: str, keep_last: int | None = None
+    ) -> SnapshotResult:
+        """The work of :meth:`snapshot` (audited there)."""
         validate_conversation_id(conversation_id)
         started = time.perf_counter()
-        listing = self._list(runtime)
+        listing, requests, inline = self._list(runtime, conversation_id)
         previous = self.store.latest(conversation_id)
         manifest, uploads = plan_snapshot(
             listing, previous, conversation=conversation_id, skip_special=self.skip_special
@@ -242,8 +354,8 @@ class WorkspaceSnapshots(SnapshotSettings):
                 entries=len(manifest.entries),
                 objects_uploaded=0,
                 bytes_uploaded=0,
-                requests=1,
-                commands=1,
+                requests=requests,
+                commands=requests,
                 seconds=time.perf_counter() - started,
                 deleted_snapshots=deleted,
             )
@@ -255,25 +367,30 @@ class WorkspaceSnapshots(SnapshotSettings):
             if entry.digest in missing:
                 missing.discard(entry.digest)
                 needed.append(entry)
-        batches, singles = read_batches(needed)
-        requests = 1
+        batches, singles = read_batches([entry for entry in needed if entry.path not in inline])
+        commands = requests
         uploaded = 0
-        for batch in batches:
-            result = runtime.execute(
-                batch_request(batch, timeout_seconds=self.script_timeout_seconds)
-            )
-            requests += 1
-            contents = batch_contents(result, batch)
-            for entry in batch:
-                self._put(entry, io.BytesIO(contents.pop(entry.path)))
-            uploaded += sum(entry.size or 0 for entry in batch)
-        for entry in singles:
-            requests += 1
-            with contextlib.closing(
-                fs.read_stream(posixpath.join(workspace, entry.path))
-            ) as chunks:
-                self._put(entry, _reader(chunks, entry.path))
-            uploaded += entry.size or 0
+        with self._forgetting(runtime, conversation_id):
+            for entry in needed:
+                if entry.path in inline:
+                    self._put(entry, io.BytesIO(inline[entry.path]))
+                    uploaded += entry.size or 0
+            for batch in batches:
+                result = runtime.execute(
+                    batch_request(batch, timeout_seconds=self.script_timeout_seconds)
+                )
+                requests += 1
+                contents = batch_contents(result, batch)
+                for entry in batch:
+                    self._put(entry, io.BytesIO(contents.pop(entry.path)))
+                uploaded += sum(entry.size or 0 for entry in batch)
+            for entry in singles:
+                requests += 1
+                with contextlib.closing(
+                    fs.read_stream(posixpath.join(workspace, entry.path))
+                ) as chunks:
+                    self._put(entry, _reader(chunks, entry.path))
+                uploaded += entry.size or 0
         reads = len(needed)
         snapshot_id = self.store.put_manifest(manifest)
         deleted = self._retain(conversation_id, keep_last)
@@ -295,24 +412,17 @@ class WorkspaceSnapshots(SnapshotSettings):
             objects_uploaded=reads,
             bytes_uploaded=uploaded,
             requests=requests,
-            commands=1 + len(batches),
+            commands=commands + len(batches),
             seconds=seconds,
             deleted_snapshots=deleted,
         )
 
     # -- restore ----------------------------------------------------------------------------------
 
-    def restore(
+    def _restore(
         self, runtime: SkillRuntime, *, conversation_id: str, snapshot_id: str | None = None
     ) -> RestoreResult:
-        """Make ``runtime``'s workspace equal to a snapshot of ``conversation_id`` (the latest,
-        or ``snapshot_id``).
-
-        Every object is fetched from the store and verified into a local temporary directory
-        first: a missing or corrupted object raises :class:`WorkspaceRestoreError` (its cause
-        the store's error) with the workspace untouched. A step that fails afterwards raises
-        :class:`WorkspaceRestoreError` naming the steps done; restoring again finishes the job.
-        """
+        """The work of :meth:`restore` (audited there)."""
         validate_conversation_id(conversation_id)
         started = time.perf_counter()
         manifest = self._manifest(conversation_id, snapshot_id)
@@ -321,12 +431,12 @@ class WorkspaceSnapshots(SnapshotSettings):
         ) as spool:
             try:
                 spooled = self._spool(manifest, Path(spool))
-                current = self._list(runtime)
+                current, listed, _ = self._list(runtime, conversation_id, inline=False)
             except SnapshotError as error:
                 raise WorkspaceRestoreError(
                     f"restore of snapshot {manifest.snapshot_id[:12]} could not start: {error}"
                 ) from error
-            return self._apply(runtime, manifest, current, spooled, started)
+            return self._apply(runtime, manifest, current, spooled, started, listed=listed)
 
     def _apply(
         self,
@@ -335,13 +445,15 @@ class WorkspaceSnapshots(SnapshotSettings):
         current: list[ListingEntry],
         spooled: dict[str, Path],
         started: float,
+        *,
+        listed: int,
     ) -> RestoreResult:
         plan = plan_restore(manifest, current)
         wanted = {entry.path: entry for entry in manifest.entries}
         workspace = runtime.default_working_directory
         done: list[str] = []
-        commands = 1
-        requests = 1
+        commands = listed
+        requests = listed
 
         def run(scripts: list[bytes], step: str) -> None:
             nonlocal commands, requests
@@ -396,6 +508,7 @@ class WorkspaceSnapshots(SnapshotSettings):
             bytes_written=sum(entry.size or 0 for entry in plan.write_files),
             symlinks=len(plan.make_symlinks),
             modes=len(plan.set_modes),
+            entries=len(manifest.entries),
             requests=requests,
             commands=commands,
             seconds=seconds,

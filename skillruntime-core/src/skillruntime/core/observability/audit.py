@@ -75,6 +75,8 @@ EVENT_KINDS: tuple[str, ...] = (
     "viking.materialize",
     "session.write",
     "session.commit",
+    "workspace.snapshot",
+    "workspace.restore",
 )
 """Every event kind, in the order the documentation lists them."""
 
@@ -125,7 +127,10 @@ class AuditEvent(NamedTuple):
     when it raised, with ``error_type`` the exception's class name (never its message). The
     session kinds (``session.write``, ``session.commit``) never raise into the turn: a failed one
     is ``error`` with ``error_type`` the failure's stable code (``SESSION_UNAVAILABLE``…), and
-    ``conversation_id`` is the session's id.
+    ``conversation_id`` is the session's id. The workspace kinds (``workspace.snapshot``,
+    ``workspace.restore``) set ``snapshot_id``, ``entries`` (the manifest's paths), ``objects``
+    (objects uploaded, or files restored), ``bytes`` (their content) and ``requests`` (calls
+    made to the runtime).
     """
 
     kind: str
@@ -142,6 +147,10 @@ class AuditEvent(NamedTuple):
     timed_out: bool | None = None
     bytes: int | None = None
     error_type: str | None = None
+    snapshot_id: str | None = None
+    entries: int | None = None
+    objects: int | None = None
+    requests: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The event's fields as a plain dict (JSON types only)."""
@@ -173,15 +182,19 @@ class AuditRecorder:
         "_timestamp",
         "bytes",
         "conversation_id",
+        "entries",
         "error_type",
         "exit_code",
         "kind",
+        "objects",
+        "requests",
         "runtime",
         "sandbox_id",
         "sandbox_source",
         "skill_digest",
         "skill_name",
         "skill_revision",
+        "snapshot_id",
         "timed_out",
     )
 
@@ -209,6 +222,10 @@ class AuditRecorder:
         self.timed_out: bool | None = None
         self.bytes: int | None = None
         self.error_type: str | None = None
+        self.snapshot_id: str | None = None
+        self.entries: int | None = None
+        self.objects: int | None = None
+        self.requests: int | None = None
         self._span: Any = None
         self._started: float | None = None
         self._timestamp = 0.0
@@ -283,6 +300,10 @@ class AuditRecorder:
                 self.timed_out,
                 self.bytes,
                 self.error_type,
+                self.snapshot_id,
+                self.entries,
+                self.objects,
+                self.requests,
             )
         )
 

@@ -47,6 +47,14 @@ class SpanFields(Protocol):
     def bytes(self) -> int | None: ...
     @property
     def error_type(self) -> str | None: ...
+    @property
+    def snapshot_id(self) -> str | None: ...
+    @property
+    def entries(self) -> int | None: ...
+    @property
+    def objects(self) -> int | None: ...
+    @property
+    def requests(self) -> int | None: ...
 
 
 __all__ = [
@@ -79,6 +87,10 @@ SPAN_ATTRIBUTES: Mapping[str, str] = {
     "timed_out": "skillruntime.timed_out",
     "bytes": "skillruntime.bytes",
     "error_type": "error.type",
+    "snapshot_id": "skillruntime.snapshot.id",
+    "entries": "skillruntime.snapshot.entries",
+    "objects": "skillruntime.snapshot.objects",
+    "requests": "skillruntime.requests",
 }
 """Audit event field -> span attribute name (fields that are ``None`` are not set). The kind is
 the span name and the outcome the span status (``ERROR`` for ``error``), so neither is repeated."""
@@ -200,6 +212,14 @@ def annotate_span(span: Any, fields: SpanFields) -> None:
         attributes["skillruntime.timed_out"] = fields.timed_out
     if fields.bytes is not None:
         attributes["skillruntime.bytes"] = fields.bytes
+    if fields.snapshot_id is not None:
+        attributes["skillruntime.snapshot.id"] = fields.snapshot_id
+    if fields.entries is not None:
+        attributes["skillruntime.snapshot.entries"] = fields.entries
+    if fields.objects is not None:
+        attributes["skillruntime.snapshot.objects"] = fields.objects
+    if fields.requests is not None:
+        attributes["skillruntime.requests"] = fields.requests
     error_type = fields.error_type
     if error_type is not None:
         attributes["error.type"] = error_type

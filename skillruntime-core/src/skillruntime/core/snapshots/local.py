@@ -94,7 +94,9 @@ class LocalSnapshotStore(SnapshotStore):
         return True
 
     def _present(self, digests: set[str]) -> set[str]:
-        return {digest for digest in digests if self._object_path(digest).is_file()}
+        objects = os.path.join(self.root, "objects")
+        isfile = os.path.isfile
+        return {digest for digest in digests if isfile(f"{objects}/{digest[:2]}/{digest}")}
 
     def get_object(self, digest: str) -> BinaryIO:
         require_digest(digest)

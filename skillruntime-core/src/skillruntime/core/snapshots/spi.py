@@ -57,9 +57,11 @@ def conversation_key(conversation: str) -> str:
     return hashlib.sha256(conversation.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def manifest_name(manifest: Manifest) -> str:
-    """``<created>-<id>.json``: sorts by creation time, then id."""
-    return f"{manifest.created.strftime(_CREATED_FORMAT)}-{manifest.snapshot_id}.json"
+def manifest_name(manifest: Manifest, snapshot_id: str | None = None) -> str:
+    """``<created>-<id>.json``: sorts by creation time, then id (``snapshot_id`` when the
+    caller already has it: computing it serializes the manifest)."""
+    identifier = manifest.snapshot_id if snapshot_id is None else snapshot_id
+    return f"{manifest.created.strftime(_CREATED_FORMAT)}-{identifier}.json"
 
 
 @dataclass(frozen=True, order=True)
@@ -174,21 +176,22 @@ class SnapshotStore(ABC):
                 f"{len(missing)} object(s) of the snapshot are not in the store; put them first"
             )
         data = manifest.canonical_json()
+        snapshot_id = snapshot_id_of(data)
         key = conversation_key(manifest.conversation)
-        self._write_manifest(key, manifest_name(manifest), data)
+        self._write_manifest(key, manifest_name(manifest, snapshot_id), data)
         missing = needed - self._present(needed)
         if missing:  # swept between the check and the write: do not leave a dangling manifest
-            self._delete_manifest(key, manifest_name(manifest))
+            self._delete_manifest(key, manifest_name(manifest, snapshot_id))
             raise SnapshotStoreError(
                 f"{len(missing)} object(s) of the snapshot were removed while it was stored"
             )
         logger.info(
             "stored snapshot %s of conversation %s (%d entries)",
-            manifest.snapshot_id,
+            snapshot_id,
             key[:12],
             len(manifest.entries),
         )
-        return manifest.snapshot_id
+        return snapshot_id
 
     def get_manifest(self, conversation: str, snapshot_id: str) -> Manifest:
         """The manifest of a stored snapshot, verified against its id."""
