@@ -75,6 +75,7 @@ EVENT_KINDS: tuple[str, ...] = (
     "viking.materialize",
     "session.write",
     "session.commit",
+    "pool.claim",
 )
 """Every event kind, in the order the documentation lists them."""
 
