@@ -28,6 +28,8 @@ from sql_databases import temporary_database
 
 docker_run = docker_fixtures.docker_run
 
+pytestmark = pytest.mark.slow  # real containers, several seconds each
+
 
 @pytest.fixture(autouse=True)
 def _pools_closed() -> Iterator[None]:

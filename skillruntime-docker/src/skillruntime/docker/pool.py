@@ -75,6 +75,9 @@ LABEL_VOLUME = "skillruntime-volume"
 POOL_VOLUME_PREFIX = "skillruntime-pool-"
 DEFAULT_POOL_TTL_SECONDS = 3600.0
 """Age after which an unclaimed member is removed (by its pool and by the sweep)."""
+DEFAULT_REFILL_DELAY_SECONDS = 1.0
+"""How long the refill waits after a claim before creating a member (the claimer's first
+command goes first)."""
 CLAIM_TTL_SECONDS = 120.0
 """How long a claim lease holds before the record must name the member."""
 RECORDED_TTL_SECONDS = 86400.0
@@ -111,7 +114,8 @@ class DockerPool:
 
     Thread-safe. ``store`` holds the claim leases (the conversation store every node of the
     deployment shares). ``size`` members are kept ready; 0 keeps none (claims still find
-    members other nodes made).
+    members other nodes made). A member is made ``refill_delay_seconds`` after the last claim
+    at the earliest, so that the claimer's first command does not compete with the create.
     """
 
     def __init__(
@@ -126,6 +130,7 @@ class DockerPool:
         labels: Mapping[str, str],
         conversations_root: str,
         ttl_seconds: float = DEFAULT_POOL_TTL_SECONDS,
+        refill_delay_seconds: float = DEFAULT_REFILL_DELAY_SECONDS,
     ) -> None:
         if size < 0:
             raise ValueError("pool_size must not be negative")
@@ -143,6 +148,8 @@ class DockerPool:
         self.deployment_labels = dict(labels)
         self.conversations_root = conversations_root
         self.ttl_seconds = ttl_seconds
+        self.refill_delay_seconds = refill_delay_seconds
+        self._claimed_at: float | None = None
         self.key = pool_key(
             image=image,
             security=security,
@@ -221,14 +228,20 @@ class DockerPool:
             if member is None:
                 break
             if self._take(member, owner):
-                self.hits += 1
-                return PooledSandbox(member.container_id, member.container_id, member.volume)
+                return self._hit(member)
         for member in self._listed():
             if self._take(member, owner):
-                self.hits += 1
-                return PooledSandbox(member.container_id, member.container_id, member.volume)
-        self.misses += 1
+                return self._hit(member)
+        with self._wake:
+            self.misses += 1
         return None
+
+    def _hit(self, member: _Member) -> PooledSandbox[str]:
+        with self._wake:
+            self.hits += 1
+            self._claimed_at = time.monotonic()
+            self._wake.notify_all()
+        return PooledSandbox(member.container_id, member.container_id, member.volume)
 
     def recorded(self, claimed: PooledSandbox[str]) -> None:
         """The record names ``claimed``: its claim lease is extended for good."""
@@ -316,8 +329,15 @@ class DockerPool:
                     self._ready.remove(member)
             for member in expired:
                 self._remove(member, claim=True)
-            with self._lock:
+            with self._wake:
                 missing = self.size - len(self._ready)
+                if missing > 0 and self._claimed_at is not None:
+                    # Let the claimer's first command go first: creating a container competes
+                    # with it for the engine (and the host's cores).
+                    pause = self._claimed_at + self.refill_delay_seconds - time.monotonic()
+                    if pause > 0:
+                        self._wake.wait(pause)
+                        continue
             if missing <= 0:
                 continue
             try:
