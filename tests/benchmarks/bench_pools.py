@@ -73,7 +73,8 @@ def measure(runs: int) -> list[Row]:
         for _ in range(runs):
             warm = _runtime(bench, store, 1)
             pool = warm.pool
-            assert pool is not None and pool.wait_ready(timeout=120)
+            assert pool is not None
+            assert pool.wait_ready(timeout=120)
             for _ in range(3):
                 live_times.append(_first(live))
             with RequestCounter().counting() as counter:

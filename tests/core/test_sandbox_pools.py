@@ -28,7 +28,8 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "directory_driver.p
 
 def _driver_class() -> Any:
     spec = importlib.util.spec_from_file_location("directory_driver_pools", EXAMPLE)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
@@ -108,7 +109,8 @@ def test_a_hit_is_recorded_with_its_storage_and_the_driver_follows_the_record(
     assert fresh.list_records()[0].sandbox_storage is None
     # Destroy points the driver at the recorded storage before the kill.
     removed = _node(other, store, None).destroy()
-    assert removed is not None and other.storages[-1] == removed.sandbox_storage
+    assert removed is not None
+    assert other.storages[-1] == removed.sandbox_storage
     assert driver.connect(member) is None
 
 
@@ -134,7 +136,8 @@ def test_the_loser_of_the_first_record_gives_its_member_back(tmp_path: Path) -> 
     binding.load = stale_load  # type: ignore[method-assign]
     acquired = node.acquire()
     assert acquired.sandbox_id == winner.sandbox_id
-    assert pool.given_back == [member] and pool.recorded_ids == []
+    assert pool.given_back == [member]
+    assert pool.recorded_ids == []
     assert driver.connect(member) == member  # given back alive, not killed
 
 
@@ -151,4 +154,5 @@ def test_a_failed_record_write_gives_the_member_back(tmp_path: Path) -> None:
     store.create = failing_create  # type: ignore[method-assign]
     with pytest.raises(ConversationStoreError):
         node.acquire()
-    assert pool.given_back == [member] and pool.recorded_ids == []
+    assert pool.given_back == [member]
+    assert pool.recorded_ids == []

@@ -65,17 +65,18 @@ def test_a_pooled_conversation_is_indistinguishable_from_a_cold_one(docker_run: 
         cold.destroy_conversation()
     with _runtime(docker_run, "warm", store, pool_size=1) as warm:
         pool = warm.pool
-        assert pool is not None and pool.wait_ready()
+        assert pool is not None
+        assert pool.wait_ready()
         assert _run(warm, PROBE).stdout.replace("/warm", "/CONV") == expected
         assert (pool.hits, pool.misses) == (1, 0)
         record = warm.conversation_record
-        assert record is not None and record.sandbox_id == warm.container_id
+        assert record is not None
+        assert record.sandbox_id == warm.container_id
         member_volume = record.sandbox_storage
-        assert member_volume is not None and member_volume.startswith("skillruntime-pool-")
+        assert member_volume is not None
+        assert member_volume.startswith("skillruntime-pool-")
         assert warm.volume == member_volume
-        prepared = warm.prepare(
-            SkillPreparationRequest(skills=discover_skills("examples/skills"))
-        )
+        prepared = warm.prepare(SkillPreparationRequest(skills=discover_skills("examples/skills")))
         assert "SKILL.md" in _run(warm, f"ls {prepared[0].base_path}").stdout
         _run(warm, "echo kept > notes.txt")
         first = warm.container_id
@@ -93,7 +94,8 @@ def test_a_pooled_conversation_is_indistinguishable_from_a_cold_one(docker_run: 
         replacement = again.container_id
         again.destroy_conversation()
     containers, volumes = labelled(docker_run)
-    assert first not in containers and replacement not in containers
+    assert first not in containers
+    assert replacement not in containers
     assert member_volume not in volumes
     assert pool.wait_ready()
     pool.close()
@@ -146,7 +148,8 @@ def test_two_nodes_never_claim_one_member(docker_run: str, postgres_url: str) ->
             thread.join()
         won = [claimed for claimed in claims.values() if claimed is not None]
         assert len(won) == 1
-        assert pool_a.hits + pool_b.hits == 1 and pool_a.misses + pool_b.misses == 1
+        assert pool_a.hits + pool_b.hits == 1
+        assert pool_a.misses + pool_b.misses == 1
         pool_a.give_back(won[0])
     finally:
         pool_a.close()
@@ -156,8 +159,10 @@ def test_two_nodes_never_claim_one_member(docker_run: str, postgres_url: str) ->
         _runtime(docker_run, "left", node_a, pool_size=1) as left,
         _runtime(docker_run, "right", node_b, pool_size=1) as right,
     ):
-        assert left.pool is not None and right.pool is not None
-        assert left.pool.wait_ready() and right.pool.wait_ready()
+        assert left.pool is not None
+        assert right.pool is not None
+        assert left.pool.wait_ready()
+        assert right.pool.wait_ready()
         barrier = threading.Barrier(2)
         seen: dict[str, str | None] = {}
 
@@ -174,7 +179,8 @@ def test_two_nodes_never_claim_one_member(docker_run: str, postgres_url: str) ->
             thread.start()
         for thread in threads:
             thread.join()
-        assert seen["left"] is not None and seen["left"] != seen["right"]
+        assert seen["left"] is not None
+        assert seen["left"] != seen["right"]
         left.destroy_conversation()
         right.destroy_conversation()
     close_pools()
@@ -202,7 +208,8 @@ def test_a_dead_claimers_member_is_claimable_again_and_nothing_leaks(docker_run:
         while not dead.expired() and time.monotonic() < deadline:
             time.sleep(0.05)
         claimed = other.claim("late")
-        assert claimed is not None and claimed.sandbox_id == member_id
+        assert claimed is not None
+        assert claimed.sandbox_id == member_id
         other.give_back(claimed)
     finally:
         maker.close()

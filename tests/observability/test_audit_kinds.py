@@ -129,7 +129,8 @@ def _pool_claim(tmp_path: Path) -> None:
 
     example = Path(__file__).resolve().parents[2] / "examples" / "directory_driver.py"
     spec = importlib.util.spec_from_file_location("directory_driver_kinds", example)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
