@@ -113,12 +113,55 @@ def _opensandbox_lifecycle(double: OpenSandboxDouble) -> None:
         third.destroy_conversation_sandbox()  # sandbox.destroy
 
 
+class _EmptyPool:
+    """A warm pool with no member: every claim misses."""
+
+    def claim(self, owner: str) -> None:
+        return None
+
+    def recorded(self, claimed: object) -> None:
+        raise AssertionError("nothing was claimed")
+
+    give_back = recorded
+
+
+def _pool_claim(tmp_path: Path) -> None:
+    """``pool.claim``: a new conversation's first sandbox asked of a (here empty) warm pool."""
+    import importlib.util
+
+    from skillruntime.core.conversations.binding import ConversationBinding
+    from skillruntime.core.conversations.sandboxes import ConversationSandboxes
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "directory_driver.py"
+    spec = importlib.util.spec_from_file_location("directory_driver_kinds", example)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    binding = ConversationBinding(
+        InMemoryConversationStore(),
+        service_key="kinds",
+        conversation_id="pooled",
+        runtime_name="directory",
+        workspace_root="/w",
+    )
+    sandboxes = ConversationSandboxes(
+        module.DirectoryDriver(tmp_path / "pool-sandboxes"),
+        binding=binding,
+        tags={},
+        pool=_EmptyPool(),  # type: ignore[arg-type]
+    )
+    assert not sandboxes.acquire().pooled
+
+
 def test_every_documented_kind_is_emitted(tmp_path: Path, capture: AuditCapture) -> None:
     rows = r"^\| `([a-z.]+)` \| `skillruntime\.\1` \|"
     documented = re.findall(rows, DOCS.read_text(), flags=re.MULTILINE)
     assert documented == list(EVENT_KINDS)
 
     _local_operations(tmp_path)
+    _pool_claim(tmp_path)
     api_key = "kindskey" + secrets.token_hex(8)
     with OpenSandboxDouble(api_key=api_key) as double:
         _opensandbox_lifecycle(double)

@@ -40,6 +40,7 @@ class DockerDriver:
     of the conversation's volume (``None`` for a private container). ``prepare`` runs on a new
     container's id while it starts (the runtime resolves its user and makes its workspace
     there). ``audit_fields`` are the fields of the ``sandbox.create`` audit event.
+    ``deployment_labels`` are the deployment's own labels (those a warm-pool member carries).
     """
 
     retags = False
@@ -55,6 +56,7 @@ class DockerDriver:
         volume: tuple[str, str] | None,
         prepare: Callable[[str], None] | None = None,
         audit_fields: Callable[[], dict[str, object]] = dict,
+        deployment_labels: Mapping[str, str] | None = None,
     ) -> None:
         self.engine = engine
         self.image = image
@@ -65,6 +67,36 @@ class DockerDriver:
         self.prepare = prepare
         self._audit_fields = audit_fields
         self._volume_born: float | None = None
+        self.default_volume = volume
+        self._volume_labels = self.labels
+        self._member_labels: dict[str, str] | None = None
+        self.deployment_labels = dict(deployment_labels or {})
+
+    def use_storage(self, storage: str | None) -> None:
+        """The conversation's files live on volume ``storage`` (a warm-pool member's, named by
+        the record's ``sandbox_storage``) or, ``None``, on its default volume. On a member's
+        volume, the member itself (pool labels, its volume's label) is accepted as the
+        conversation's container besides the containers carrying the conversation's labels."""
+        if self.default_volume is None:
+            return
+        if storage is None or storage == self.default_volume[0]:
+            self.volume = self.default_volume
+            self._volume_labels = self.labels
+            self._member_labels = None
+            return
+        from .pool import member_labels
+
+        self.volume = (storage, self.default_volume[1])
+        self._member_labels = member_labels(self.deployment_labels, storage)
+        self._volume_labels = self._member_labels
+        self._volume_born = None
+
+    def accepts(self, labels: Mapping[str, str] | None) -> bool:
+        """Whether a container with ``labels`` is one of this conversation's (or, on a
+        member's volume, that member)."""
+        if tags_match(labels, self.labels):
+            return True
+        return self._member_labels is not None and tags_match(labels, self._member_labels)
 
     def create(self, tags: Mapping[str, str]) -> str:
         """Create and start a container carrying ``tags`` (on the conversation's volume, made
@@ -91,8 +123,8 @@ class DockerDriver:
         than that answers without asking the engine."""
         assert self.volume is not None
         name = self.volume[0]
-        info, age = self.engine.ensure_volume(name, self.labels)
-        if not tags_match(info.get("Labels"), self.labels):
+        info, age = self.engine.ensure_volume(name, self._volume_labels)
+        if not tags_match(info.get("Labels"), self._volume_labels):
             raise DockerEngineError(
                 f"volume {name} exists without this conversation's labels; refusing to use it"
             )
@@ -107,7 +139,7 @@ class DockerDriver:
         if info is None:
             return None
         state = info.get("State", {})
-        if not tags_match(info.get("Config", {}).get("Labels"), self.labels):
+        if not self.accepts(info.get("Config", {}).get("Labels")):
             return None
         if state.get("Status") in ENDED_STATES:
             self.engine.remove_container(sandbox_id)
@@ -122,7 +154,7 @@ class DockerDriver:
         info = self.engine.inspect(sandbox_id)
         if info is None:
             return
-        if not tags_match(info.get("Config", {}).get("Labels"), self.labels):
+        if not self.accepts(info.get("Config", {}).get("Labels")):
             logger.warning(
                 "not removing container %s: it lacks this runtime's labels", sandbox_id[:12]
             )
@@ -157,21 +189,26 @@ class DockerDriver:
         """Nothing is held per container on the client."""
 
     def remove_volume(self) -> None:
-        """Remove the conversation's volume when it carries every label, after every container
-        carrying every label of the conversation: such a container mounts the volume (the
-        engine refuses to remove a volume in use) and no record names it — a candidate left by
-        a process that died between creating and recording it, within the orphan grace."""
+        """Remove the conversation's volume (and its default one, when it lives on a pool
+        member's: a node that lost the first-record race may have made it) when it carries the
+        expected labels, after every container carrying every label of the conversation: such a
+        container mounts the volume (the engine refuses to remove a volume in use) and no record
+        names it — a candidate left by a process that died between creating and recording it,
+        within the orphan grace."""
         if self.volume is None:
-            return
-        name = self.volume[0]
-        info = self.engine.inspect_volume(name)
-        if info is None:
-            return
-        if not tags_match(info.get("Labels"), self.labels):
-            logger.warning("not removing volume %s: it lacks this conversation's labels", name)
             return
         for item in self.engine.list_containers(self.labels):
             if tags_match(item.get("Labels"), self.labels):
                 logger.warning("removing unrecorded container %s", str(item.get("Id", ""))[:12])
                 self.engine.remove_container(str(item["Id"]))
-        self.engine.remove_volume(name)
+        volumes = [(self.volume[0], self._volume_labels)]
+        if self.default_volume is not None and self.default_volume != self.volume:
+            volumes.append((self.default_volume[0], self.labels))
+        for name, required in volumes:
+            info = self.engine.inspect_volume(name)
+            if info is None:
+                continue
+            if not tags_match(info.get("Labels"), required):
+                logger.warning("not removing volume %s: it lacks this conversation's labels", name)
+                continue
+            self.engine.remove_volume(name)

@@ -102,6 +102,17 @@ class DockerRuntimeOptions(SandboxRuntimeOptions):
     lease_wait_seconds: float = lease_wait_field()
     activity_interval_seconds: float = activity_interval_field()
     orphan_grace_seconds: float = orphan_grace_field()
+    pool_size: int = Field(
+        default=0,
+        ge=0,
+        description="Warm containers kept per deployment and image for new conversations (0: off).",
+    )
+    pool_ttl_seconds: float = Field(
+        default=3600.0,
+        gt=60,
+        le=86400,
+        description="Age after which an unclaimed warm container is removed.",
+    )
 
     @field_validator("binds")
     @classmethod

@@ -103,6 +103,7 @@ from .options import (
     DEFAULT_PIDS_LIMIT,
     DEFAULT_REMOTE_ROOT,
 )
+from .pool import DEFAULT_POOL_TTL_SECONDS, DockerPool, docker_pool
 from .security import ContainerSecurity, check_binds, engine_sockets, parse_memory
 
 __all__ = [
@@ -191,7 +192,10 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
     :mod:`.security`; a bind of the engine's socket is refused. ``labels`` tag every container
     and volume of this deployment. ``conversation_store`` is a store or a URL (one built from a
     URL is closed with the runtime); without one a process-wide in-memory store is used.
-    ``exclusive=True`` holds the conversation's lease during every operation.
+    ``exclusive=True`` holds the conversation's lease during every operation. ``pool_size``
+    (default 0: off) serves new conversations from a warm pool of that many containers per
+    deployment and image, each unclaimed one removed after ``pool_ttl_seconds``
+    (:mod:`.pool`; docs/docker-runtime.md, "Warm pools").
     """
 
     def __init__(
@@ -224,6 +228,8 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         activity_interval_seconds: float = DEFAULT_ACTIVITY_INTERVAL_SECONDS,
         engine: DockerEngine | None = None,
         durability: Durability | None = None,
+        pool_size: int = 0,
+        pool_ttl_seconds: float = DEFAULT_POOL_TTL_SECONDS,
     ) -> None:
         workspace = (
             ConversationWorkspace(conversations_root, conversation_id)
@@ -244,6 +250,8 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         )
         if durability is not None and workspace is None:
             raise ValueError("durability needs a conversation_id")
+        if pool_size < 0:
+            raise ValueError("pool_size must not be negative")
         self._security = ContainerSecurity(
             network_mode=network_mode,
             cap_add=tuple(cap_add),
@@ -310,7 +318,21 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
             volume=volume,
             prepare=self._prepare_container,
             audit_fields=self._audit_fields,
+            deployment_labels=self._labels,
         )
+        self._pool: DockerPool | None = None
+        if pool_size > 0 and workspace is not None and self._store is not None:
+            self._pool = docker_pool(
+                self._engine,
+                self._store,
+                size=pool_size,
+                image=image,
+                security=self._security,
+                environment=self._base_environment,
+                labels=self._labels,
+                conversations_root=workspace.conversations_root,
+                ttl_seconds=pool_ttl_seconds,
+            )
         self._sandboxes = ConversationSandboxes(
             self._driver,
             binding=self._binding,
@@ -318,6 +340,7 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
             orphan_grace_seconds=orphan_grace_seconds,
             error=DockerEngineError,
             audit_fields=self._audit_fields,
+            pool=self._pool,
         )
         self._durable = (
             DurableWorkspace(
@@ -396,8 +419,14 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
 
     @property
     def volume(self) -> str | None:
-        """Name of the conversation's volume (``None`` without a conversation)."""
-        return volume_name(self._storage_key) if self._storage_key else None
+        """Name of the conversation's volume (``None`` without a conversation): a warm-pool
+        member's when the conversation started from the pool (known once attached)."""
+        return self._driver.volume[0] if self._driver.volume is not None else None
+
+    @property
+    def pool(self) -> DockerPool | None:
+        """The warm pool new conversations are served from (``None`` unless ``pool_size``)."""
+        return self._pool
 
     def destroy_conversation(self) -> None:
         """End the conversation: delete its record, then remove its container and volume.
@@ -628,7 +657,9 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
                 self._engine.remove_container(container_id)
                 raise
         target = self._target_for(container_id)
-        if self._workspace is not None and not acquired.created:
+        if self._workspace is not None and acquired.pooled:
+            self._make_tree(target)  # a member is personalised as a new container would be
+        elif self._workspace is not None and not acquired.created:
             self._make_tree(target, attached=True)
         return target
 

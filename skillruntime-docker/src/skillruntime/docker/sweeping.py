@@ -4,7 +4,9 @@
 conversation's volume (the sweep deleted the record first). :meth:`DockerReaper.orphans` lists
 the containers and volumes the runtime labelled with a conversation
 (``skillruntime-runtime=docker`` and ``skillruntime-conversation-key``) that no record names,
-once they are older than ``orphan_grace_seconds``, and the private containers (a runtime
+once they are older than ``orphan_grace_seconds``; the warm-pool members and member volumes
+(``skillruntime-role=pool``) no record names, once older than ``pool_ttl_seconds``
+(docs/docker-runtime.md, "Warm pools"); and the private containers (a runtime
 without a conversation) whose keep-alive process has ended — not running: exited, dead or never
 started — once as old (a running private container belongs to a live runtime, which removes it
 at close). Only conversations of this reaper's engine are considered (records carry the
@@ -23,6 +25,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 from skillruntime.core.conversations import ConversationRecord, storage_key_for
 from skillruntime.core.conversations.sandboxes import TaggedSandbox, conversation_orphans
@@ -30,6 +33,7 @@ from skillruntime.core.conversations.sweeps import OrphanSandbox
 
 from .engine import DockerEngine, engine_service_key, parse_time
 from .options import DockerRuntimeOptions
+from .pool import DEFAULT_POOL_TTL_SECONDS, POOL_VOLUME_PREFIX, ROLE_POOL, member_labels
 from .runtime import (
     DEFAULT_ORPHAN_GRACE_SECONDS,
     LABEL_CONVERSATION_ID,
@@ -69,6 +73,7 @@ class DockerReaper:
         labels: Mapping[str, str] | None = None,
         orphan_grace_seconds: float = DEFAULT_ORPHAN_GRACE_SECONDS,
         engine: DockerEngine | None = None,
+        pool_ttl_seconds: float = DEFAULT_POOL_TTL_SECONDS,
     ) -> None:
         if orphan_grace_seconds < 0:
             raise ValueError("orphan_grace_seconds must not be negative")
@@ -78,6 +83,7 @@ class DockerReaper:
         )
         self._labels = dict(labels or {})
         self._grace = orphan_grace_seconds
+        self._pool_ttl = pool_ttl_seconds
         self.service_key = engine_service_key(self._engine.address)
 
     def _required(self, record: ConversationRecord) -> dict[str, str]:
@@ -96,16 +102,28 @@ class DockerReaper:
         if record.service_key != self.service_key:
             raise ValueError(f"conversation {record.conversation_id} lives on another engine")
         required = self._required(record)
+        member = (
+            member_labels(self._labels, record.sandbox_storage) if record.sandbox_storage else None
+        )
         if record.sandbox_id:
             info = self._engine.inspect(record.sandbox_id)
             if info is not None:
-                if labels_match(info.get("Config", {}).get("Labels"), required):
+                labels = info.get("Config", {}).get("Labels")
+                if labels_match(labels, required) or (
+                    member is not None and labels_match(labels, member)
+                ):
                     self._engine.remove_container(record.sandbox_id)
                 else:
                     logger.warning(
                         "not removing container %s: it lacks the conversation's labels",
                         record.sandbox_id[:12],
                     )
+        if record.sandbox_storage and member is not None:
+            # A conversation that started from the warm pool: its files are on the member's
+            # volume (no container mounts it any more once the record's one is removed).
+            pooled = self._engine.inspect_volume(record.sandbox_storage)
+            if pooled is not None and labels_match(pooled.get("Labels"), member):
+                self._engine.remove_volume(record.sandbox_storage)
         name = volume_name(storage_key_for(record.service_key, record.conversation_id))
         volume = self._engine.inspect_volume(name)
         if volume is not None:
@@ -164,6 +182,7 @@ class DockerReaper:
                     created_at=datetime.fromtimestamp(created, UTC),
                 )
             )
+        found.extend(self._pool_orphans(listed, records, required, now))
         for volume in self._engine.list_volumes(required):
             labels = volume.get("Labels") or {}
             key = labels.get(LABEL_CONVERSATION_KEY)
@@ -180,6 +199,58 @@ class DockerReaper:
                     runtime=self.runtime,
                     sandbox_id=VOLUME_PREFIX + name,
                     conversation_id=labels.get(LABEL_CONVERSATION_ID),
+                    created_at=created_at,
+                )
+            )
+        return found
+
+    def _pool_orphans(
+        self,
+        listed: Sequence[Mapping[str, Any]],
+        records: Sequence[ConversationRecord],
+        required: Mapping[str, str],
+        now: float,
+    ) -> list[OrphanSandbox]:
+        """Warm-pool members and member volumes no record names, older than the pool TTL (an
+        unclaimed member is never handed out that old; a claimed one a record does not name
+        was left by a claimer that died before recording it)."""
+        named = {record.sandbox_id for record in records if record.sandbox_id}
+        storages = {record.sandbox_storage for record in records if record.sandbox_storage}
+        pool_required = {**required, LABEL_ROLE: ROLE_POOL}
+        found: list[OrphanSandbox] = []
+        for item in listed:
+            container_id = str(item.get("Id", ""))
+            labels = item.get("Labels") or {}
+            if not container_id or not labels_match(labels, pool_required):
+                continue
+            created = float(item.get("Created") or now)
+            if container_id in named or labels.get(LABEL_VOLUME) in storages:
+                continue
+            if now - created < self._pool_ttl:
+                continue
+            found.append(
+                OrphanSandbox(
+                    runtime=self.runtime,
+                    sandbox_id=container_id,
+                    conversation_id=None,
+                    created_at=datetime.fromtimestamp(created, UTC),
+                )
+            )
+        for volume in self._engine.list_volumes(pool_required):
+            name = str(volume.get("Name", ""))
+            labels = volume.get("Labels") or {}
+            if not labels_match(labels, pool_required) or labels.get(LABEL_VOLUME) != name:
+                continue
+            if name in storages or not name.startswith(POOL_VOLUME_PREFIX):
+                continue
+            created_at = parse_time(volume.get("CreatedAt"))
+            if created_at is not None and now - created_at.timestamp() < self._pool_ttl:
+                continue
+            found.append(
+                OrphanSandbox(
+                    runtime=self.runtime,
+                    sandbox_id=VOLUME_PREFIX + name,
+                    conversation_id=None,
                     created_at=created_at,
                 )
             )

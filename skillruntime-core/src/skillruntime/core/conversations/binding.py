@@ -109,8 +109,10 @@ class ConversationBinding:
         record = self.store.get(self.storage_key)
         return record is not None and record.sandbox_id == sandbox_id
 
-    def create(self, sandbox_id: str) -> bool:
-        """Insert the first record naming ``sandbox_id``; ``False`` when another node won."""
+    def create(self, sandbox_id: str, *, sandbox_storage: str | None = None) -> bool:
+        """Insert the first record naming ``sandbox_id`` (and ``sandbox_storage``, where its
+        persistent storage lives when not the runtime's default); ``False`` when another node
+        won."""
         record = ConversationRecord.new(
             service_key=self.service_key,
             conversation_id=self.conversation_id,
@@ -118,6 +120,7 @@ class ConversationBinding:
             workspace_root=self.workspace_root,
             sandbox_id=sandbox_id,
             restore_pending=self.durable,
+            sandbox_storage=sandbox_storage,
         )
         return self.store.create(record)
 

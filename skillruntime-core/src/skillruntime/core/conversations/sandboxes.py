@@ -30,6 +30,15 @@ gets every rule:
   ``conversation`` from the start and every unrecorded one past the grace is an orphan.
 * **Destroy.** The record is deleted first, then the sandbox it named (and the local one) is
   killed, so no node attaches to a sandbox being killed.
+* **Warm pools.** With a :class:`SandboxPool`, a conversation's *first* sandbox is claimed from
+  the pool before one is created: the claim is atomic (a lease in the conversation store), the
+  record is then inserted naming the member and its storage (``sandbox_storage``); a member
+  whose record lost the race goes back to the pool. A pool miss falls through to the cold
+  create. Replacements are always cold (on the storage the record names). A driver whose
+  storage can live elsewhere than its default (Docker's volumes) implements the optional
+  :class:`StorageDriver` hook ``use_storage``, called with the record's ``sandbox_storage``
+  before the sandbox the record names is connected, replaced or killed. See
+  ``docs/docker-runtime.md``, "Warm pools".
 
 The rules on the record itself (compare-and-set, workspace root check) are
 :class:`~skillruntime.core.conversations.binding.ConversationBinding`'s; leases stay with
@@ -50,7 +59,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from ..errors import SkillRuntimeError
 from ..observability.audit import audited
@@ -69,7 +78,10 @@ __all__ = [
     "TAG_RUNTIME",
     "AcquiredSandbox",
     "ConversationSandboxes",
+    "PooledSandbox",
     "SandboxDriver",
+    "SandboxPool",
+    "StorageDriver",
     "TaggedSandbox",
     "conversation_orphans",
     "recorded_sandbox_ids",
@@ -177,6 +189,9 @@ class AcquiredSandbox(Generic[H]):
     handle: H
     sandbox_id: str
     created: bool
+    pooled: bool = False
+    """Whether the sandbox was claimed from a warm pool (created ahead, nothing of the
+    conversation in it yet: the runtime personalises it as it would a cold one)."""
 
 
 class SandboxDriver(Protocol[H]):
@@ -230,6 +245,48 @@ class SandboxDriver(Protocol[H]):
         ...
 
 
+@runtime_checkable
+class StorageDriver(Protocol):
+    """The optional storage hook of a :class:`SandboxDriver` whose sandboxes can keep their
+    persistent storage somewhere other than the conversation's default (a warm-pool member's
+    own volume)."""
+
+    def use_storage(self, storage: str | None) -> None:
+        """From now on, the conversation's storage is ``storage`` (``None``: the default):
+        create, connect and kill accept and use what lives there."""
+        ...
+
+
+@dataclass(frozen=True)
+class PooledSandbox(Generic[H]):
+    """A warm-pool member claimed for a conversation: the handle, its id and where its
+    persistent storage lives (recorded as the record's ``sandbox_storage``)."""
+
+    handle: H
+    sandbox_id: str
+    storage: str | None
+
+
+class SandboxPool(Protocol[H]):
+    """Sandboxes created ahead for a deployment (docs/docker-runtime.md, "Warm pools").
+
+    :meth:`claim` is atomic across nodes (two claimers never get one member); what it hands out
+    is settled by exactly one of :meth:`recorded` (a record names it now: it left the pool for
+    good) or :meth:`give_back` (no record names it: it returns to the pool, or is removed)."""
+
+    def claim(self, owner: str) -> PooledSandbox[H] | None:
+        """A member claimed for ``owner`` (the conversation's storage key); ``None`` on a miss."""
+        ...
+
+    def recorded(self, claimed: PooledSandbox[H]) -> None:
+        """``claimed`` is named by a conversation record: never hand it out again."""
+        ...
+
+    def give_back(self, claimed: PooledSandbox[H]) -> None:
+        """``claimed`` was not recorded: make it claimable again (or remove it)."""
+        ...
+
+
 class ConversationSandboxes(Generic[H]):
     """A conversation's sandbox (or a private one) over a :class:`SandboxDriver`; see the module
     docs for the rules.
@@ -238,7 +295,8 @@ class ConversationSandboxes(Generic[H]):
     and killed by :meth:`kill_private`). ``tags`` are the tags of every sandbox this runtime
     creates (deployment tags, runtime, conversation key and id); the role is added here.
     ``error`` is the exception type raised when the record keeps changing; ``audit_fields``
-    returns the fields of the ``sandbox.replace`` audit event.
+    returns the fields of the ``sandbox.replace`` audit event. ``pool`` (optional) hands out
+    a conversation's first sandbox ahead of the cold create (audited as ``pool.claim``).
     """
 
     def __init__(
@@ -250,6 +308,7 @@ class ConversationSandboxes(Generic[H]):
         orphan_grace_seconds: float = DEFAULT_ORPHAN_GRACE_SECONDS,
         error: Callable[[str], Exception] = SkillRuntimeError,
         audit_fields: Callable[[], dict[str, Any]] = dict,
+        pool: SandboxPool[H] | None = None,
     ) -> None:
         if orphan_grace_seconds < 0:
             raise ValueError("orphan_grace_seconds must not be negative")
@@ -258,6 +317,7 @@ class ConversationSandboxes(Generic[H]):
         self.orphan_grace_seconds = orphan_grace_seconds
         self._error = error
         self._audit_fields = audit_fields
+        self.pool = pool
         self._record: ConversationRecord | None = None
         role = ROLE_PRIVATE
         if binding is not None:
@@ -292,6 +352,7 @@ class ConversationSandboxes(Generic[H]):
                 if acquired is not None:
                     return self._attached(acquired, adopted=True)
                 continue
+            self._use_storage(record)
             if record.sandbox_id is not None:
                 found = self.driver.connect(record.sandbox_id)
                 if found is not None:
@@ -341,9 +402,54 @@ class ConversationSandboxes(Generic[H]):
             audit.sandbox_id = candidate_id
         return self._attached(AcquiredSandbox(candidate, candidate_id, created=True), adopted=True)
 
+    def _claim_recorded(
+        self, binding: ConversationBinding, pool: SandboxPool[H]
+    ) -> AcquiredSandbox[H] | bool:
+        """A pool member claimed and recorded as the conversation's first sandbox; ``False`` on
+        a pool miss, ``True`` when another node recorded its own first (the member goes back)."""
+        with audited("pool.claim", **self._audit_fields()) as audit:
+            claimed = pool.claim(binding.storage_key)
+            if claimed is None:
+                return False
+            audit.sandbox_id = claimed.sandbox_id
+        member_id = claimed.sandbox_id
+        try:
+            won = binding.create(member_id, sandbox_storage=claimed.storage) or binding.names(
+                member_id
+            )
+        except BaseException:
+            try:
+                kept = binding.names(member_id)
+            except Exception:
+                logger.warning("cannot tell whether member %s was recorded", member_id)
+                kept = True  # it may be named: never hand it out again (the sweep reaps it)
+            (pool.recorded if kept else pool.give_back)(claimed)
+            raise
+        if not won:
+            pool.give_back(claimed)
+            return True
+        pool.recorded(claimed)
+        self._use_storage_name(claimed.storage)
+        try:
+            self._record = binding.load()
+        except BaseException:
+            self.driver.release(claimed.handle)
+            raise
+        logger.info(
+            "conversation %s now uses pooled sandbox %s", binding.conversation_id, member_id
+        )
+        return AcquiredSandbox(claimed.handle, member_id, created=True, pooled=True)
+
     def _create_recorded(self, binding: ConversationBinding) -> AcquiredSandbox[H] | None:
-        """A candidate created and recorded as the conversation's first sandbox; ``None`` when
-        another node recorded its own first (the candidate is killed)."""
+        """A pool member (when a pool has one) or a new candidate, recorded as the
+        conversation's first sandbox; ``None`` when another node recorded its own first (the
+        member goes back to the pool, the candidate is killed)."""
+        if self.pool is not None:
+            pooled = self._claim_recorded(binding, self.pool)
+            if pooled is True:
+                return None
+            if pooled is not False:
+                return pooled
         candidate = self.driver.create(self.creation_tags)
         candidate_id = self._id(candidate)
         try:
@@ -364,14 +470,22 @@ class ConversationSandboxes(Generic[H]):
 
     def _attached(self, acquired: AcquiredSandbox[H], *, adopted: bool) -> AcquiredSandbox[H]:
         """Finish attaching the recorded sandbox: tag it as the conversation's when this call
-        recorded it (platforms that retag), then kill orphans. Neither step fails the attach."""
+        recorded it (platforms that retag), then kill orphans (not after a pool claim). Neither
+        step fails the attach."""
         if adopted and self.driver.retags:
+            tags = {TAG_ROLE: ROLE_CONVERSATION}
+            if acquired.pooled:  # a member carries the pool's tags: it becomes the conversation's
+                tags = {**self.creation_tags, **tags}
             try:
-                self.driver.tag(acquired.sandbox_id, {TAG_ROLE: ROLE_CONVERSATION})
+                self.driver.tag(acquired.sandbox_id, tags)
             except Exception:
                 logger.warning(
                     "tagging sandbox %s as recorded failed", acquired.sandbox_id, exc_info=True
                 )
+        if acquired.pooled:
+            # A conversation that started from the pool has just been recorded; a candidate a
+            # crashed node left for it is found by the next attach or the sweep.
+            return acquired
         try:
             self.kill_orphans(acquired.sandbox_id)
         except Exception:
@@ -435,6 +549,8 @@ class ConversationSandboxes(Generic[H]):
             raise self._error("destroying a conversation needs a conversation_id")
         removed = binding.delete()
         self._record = None
+        if removed is not None:
+            self._use_storage(removed)
         ids = []
         if removed is not None and removed.sandbox_id:
             ids.append(removed.sandbox_id)
@@ -448,6 +564,14 @@ class ConversationSandboxes(Generic[H]):
 
     def _id(self, handle: H) -> str:
         return self.driver.identify(handle)
+
+    def _use_storage(self, record: ConversationRecord) -> None:
+        """Point the driver at the storage ``record`` names (drivers with the hook only)."""
+        self._use_storage_name(record.sandbox_storage)
+
+    def _use_storage_name(self, storage: str | None) -> None:
+        if isinstance(self.driver, StorageDriver):
+            self.driver.use_storage(storage)
 
     def _discard(self, candidate: H, candidate_id: str) -> None:
         """Kill a losing candidate and release its handle."""

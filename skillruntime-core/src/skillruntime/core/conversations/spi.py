@@ -126,6 +126,11 @@ class ConversationRecord(BaseModel):
     manifest in the snapshot store), ``restore_pending`` says that the sandbox the record names
     was created or replaced and nobody has yet checked whether its workspace must be restored.
     Both stay at their defaults for a runtime without durability.
+
+    ``sandbox_storage`` says where the sandbox's persistent storage lives when it is not the
+    conversation's default (Docker: the name of the volume of a warm-pool member the
+    conversation claimed; docs/docker-runtime.md, "Warm pools"): a replacement sandbox mounts
+    it and destroying the conversation removes it. ``None``: the runtime's default storage.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -140,6 +145,7 @@ class ConversationRecord(BaseModel):
     prepared_skills: Mapping[str, str] = Field(default_factory=dict)
     snapshot_id: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
     restore_pending: bool = False
+    sandbox_storage: str | None = Field(default=None, min_length=1, max_length=256)
     version: int = Field(default=1, ge=1)
     updated_at: datetime = Field(default_factory=_now)
 
@@ -170,6 +176,7 @@ class ConversationRecord(BaseModel):
         workspace_root: str,
         sandbox_id: str | None = None,
         restore_pending: bool = False,
+        sandbox_storage: str | None = None,
     ) -> ConversationRecord:
         """A first record for ``conversation_id`` with its storage key computed."""
         return cls(
@@ -180,6 +187,7 @@ class ConversationRecord(BaseModel):
             workspace_root=workspace_root,
             sandbox_id=sandbox_id,
             restore_pending=restore_pending,
+            sandbox_storage=sandbox_storage,
         )
 
     def with_changes(self, **changes: Any) -> ConversationRecord:

@@ -672,7 +672,12 @@ def _details_text(record: ConversationRecord) -> str | None:
         fields["snapshot_id"] = record.snapshot_id
     if record.restore_pending:
         fields["restore_pending"] = True
+    if record.sandbox_storage is not None:
+        fields["sandbox_storage"] = record.sandbox_storage
     return json.dumps(fields, sort_keys=True, separators=(",", ":")) if fields else None
+
+
+_DETAILS_KEYS = frozenset({"snapshot_id", "restore_pending", "sandbox_storage"})
 
 
 def _details_fields(text: str | None) -> dict[str, Any]:
@@ -680,7 +685,7 @@ def _details_fields(text: str | None) -> dict[str, Any]:
     if text is None:
         return {}
     fields = json.loads(text)
-    if not isinstance(fields, dict) or set(fields) - {"snapshot_id", "restore_pending"}:
+    if not isinstance(fields, dict) or set(fields) - _DETAILS_KEYS:
         raise ValueError("unknown fields in details")
     return fields
 

@@ -77,6 +77,7 @@ EVENT_KINDS: tuple[str, ...] = (
     "session.commit",
     "workspace.snapshot",
     "workspace.restore",
+    "pool.claim",
 )
 """Every event kind, in the order the documentation lists them."""
 
