@@ -40,7 +40,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from hypothesis import Phase, settings
+from hypothesis import HealthCheck, Phase, settings
 
 from slow_tests import SLOW_MODULES, SLOW_TESTS, DurationRecorder, heaviest_modules_first
 from viking_real.openviking_harness import TEST_DIRS as OPENVIKING_TEST_DIRS
@@ -48,8 +48,13 @@ from viking_real.openviking_harness import begin_run, end_run, prestart, selects
 
 os.environ["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
 
+# ``too_slow`` measures the wall time of input generation: on a loaded machine it fails tests
+# whose inputs are cheap (speed is measured in the benchmarks, never asserted as wall time).
 settings.register_profile(
-    "skillruntime", phases=[phase for phase in Phase if phase is not Phase.explain], print_blob=True
+    "skillruntime",
+    phases=[phase for phase in Phase if phase is not Phase.explain],
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile("skillruntime")
 
