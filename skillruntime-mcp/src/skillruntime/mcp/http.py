@@ -18,6 +18,8 @@
   :class:`BodyLimitMiddleware`); at most ``max_sessions`` sessions at once, the least recently
   used idle one ended for a new client at the cap (see :mod:`skillruntime.mcp.sessions`).
 - **Shutdown**: bounded by ``shutdown_grace`` seconds (see :func:`serve_http`).
+- **Memory**: once the last open session has ended, free memory is handed back to the system
+  (:func:`~skillruntime.mcp.memory.release_free_memory`; docs/mcp.md "Memory").
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from .defaults import (
     DEFAULT_SHUTDOWN_GRACE,
     LOOPBACK_HOSTS,
 )
+from .memory import release_free_memory
 from .server import SkillMcpServer
 from .sessions import SessionManager
 
@@ -315,6 +318,7 @@ async def serve_http(
         max_sessions=max_sessions,
         session_idle_timeout=session_idle_timeout,
         on_session_end=conversations.end_session,
+        on_idle=release_free_memory,
     )
     app: ASGIApp = Starlette(
         routes=[Route(MCP_PATH, endpoint=StreamableHTTPASGIApp(manager))],

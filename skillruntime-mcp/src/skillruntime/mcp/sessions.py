@@ -14,6 +14,10 @@ sessions, an end hook, and a shutdown that closes the open streams.
 - **End hook.** ``on_session_end(session_id)`` is awaited once a session has ended, however it
   ended (``DELETE``, idle timeout, eviction, shutdown); the HTTP server closes the session's
   conversation there.
+- **Idle hook.** ``on_idle()`` is called once the last open session has ended; the HTTP server
+  passes :func:`~skillruntime.mcp.memory.release_free_memory` (the allocators' free memory goes
+  back to the system, so that a burst of sessions does not leave the process at its high-water
+  mark; docs/mcp.md "Memory").
 - **Stopping.** :meth:`SessionManager.stop` refuses new sessions and new ``GET`` streams with
   503 and closes the open ``GET`` streams, so that the HTTP server can finish its connections.
 """
@@ -50,17 +54,21 @@ class SessionManager(StreamableHTTPSessionManager):
     """The SDK's session manager with idle-session eviction at the cap (see the module docs).
 
     ``max_sessions`` and ``session_idle_timeout`` are those of the SDK's manager;
-    ``on_session_end`` is awaited (shielded from cancellation) after a session ended.
+    ``on_session_end`` is awaited (shielded from cancellation) after a session ended;
+    ``on_idle`` is then called when that session was the last one open.
     """
 
     def __init__(
         self,
         *args: Any,
         on_session_end: Callable[[str], Awaitable[None]] | None = None,
+        on_idle: Callable[[], object] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self._on_session_end = on_session_end
+        self._on_idle = on_idle
+        self._ending = 0  # sessions being ended (their end hook not finished)
         self._in_flight: dict[str, int] = {}
         self._last_used: OrderedDict[str, float] = OrderedDict()
         self._stopping = False
@@ -148,15 +156,27 @@ class SessionManager(StreamableHTTPSessionManager):
     async def _discard_session(
         self, session_id: str, transport: StreamableHTTPServerTransport
     ) -> None:
-        await super()._discard_session(session_id, transport)
-        self._in_flight.pop(session_id, None)
-        self._last_used.pop(session_id, None)
-        if self._on_session_end is not None:
-            with anyio.CancelScope(shield=True):
-                try:
-                    await self._on_session_end(session_id)
-                except Exception as exc:
-                    logger.warning("ending session %s failed: %s", session_id[:12], exc)
+        tracked = session_id in self._server_instances  # else an earlier call ended it
+        self._ending += 1
+        try:
+            await super()._discard_session(session_id, transport)
+            self._in_flight.pop(session_id, None)
+            self._last_used.pop(session_id, None)
+            if self._on_session_end is not None:
+                with anyio.CancelScope(shield=True):
+                    try:
+                        await self._on_session_end(session_id)
+                    except Exception as exc:
+                        logger.warning("ending session %s failed: %s", session_id[:12], exc)
+        finally:
+            self._ending -= 1
+        # the last session to finish ending, when none is open any more
+        idle = not self._server_instances and self._ending == 0
+        if tracked and idle and self._on_idle is not None:
+            try:
+                self._on_idle()
+            except Exception as exc:
+                logger.warning("the idle hook failed: %s", exc)
 
     # --------------------------------------------------------------- shutdown
 
