@@ -5,11 +5,13 @@ Python objects of the sessions are freed, but the allocators keep the memory (gl
 keeps freed chunks in its arenas; pymalloc keeps a 1 MiB arena while one object in it lives).
 See docs/mcp.md "Memory".
 
-:func:`release_free_memory` is run by the session manager when the last open session has ended
-(see :mod:`skillruntime.mcp.sessions`): a full garbage collection (cycles left by the sessions
+:func:`release_free_memory` is run by the HTTP server's session manager a few seconds after the
+last open session has ended (see :mod:`skillruntime.mcp.http` and :mod:`skillruntime.mcp.sessions`):
+a full garbage collection (cycles left by the sessions
 free their objects, and pymalloc its arenas that become empty), then, on glibc,
 ``malloc_trim(0)`` (the free pages of every malloc arena are returned). Both cost a few
-milliseconds with no session open, and nothing when no session ended.
+milliseconds with no session open. Objects pymalloc keeps in a partly used arena are out of
+reach of both: ``PYTHONMALLOC=malloc`` in the server's environment puts them in reach.
 """
 
 from __future__ import annotations
