@@ -18,6 +18,9 @@
   :class:`BodyLimitMiddleware`); at most ``max_sessions`` sessions at once, the least recently
   used idle one ended for a new client at the cap (see :mod:`skillruntime.mcp.sessions`).
 - **Shutdown**: bounded by ``shutdown_grace`` seconds (see :func:`serve_http`).
+- **Memory**: :data:`KEEP_ALIVE_SECONDS` + 1 seconds after the last open session has ended
+  (its connections are closed by then), free memory is handed back to the system
+  (:func:`~skillruntime.mcp.memory.release_free_memory`; docs/mcp.md "Memory").
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from .defaults import (
     DEFAULT_SHUTDOWN_GRACE,
     LOOPBACK_HOSTS,
 )
+from .memory import release_free_memory
 from .server import SkillMcpServer
 from .sessions import SessionManager
 
@@ -76,6 +80,9 @@ DEFAULT_DRAIN_BYTES = 64 * 1024 * 1024
 DRAIN_SECONDS = 10.0
 """How long the rest of a refused body is read at most before the 413 is sent."""
 _FORCE_EXIT_SECONDS = 2.0
+KEEP_ALIVE_SECONDS = 5
+"""How long an idle HTTP connection is kept open (uvicorn's default). Free memory is released
+one second after that, once the last session has ended: its connections are closed by then."""
 
 
 class HttpConversations:
@@ -315,6 +322,8 @@ async def serve_http(
         max_sessions=max_sessions,
         session_idle_timeout=session_idle_timeout,
         on_session_end=conversations.end_session,
+        on_idle=release_free_memory,
+        idle_delay=KEEP_ALIVE_SECONDS + 1.0,
     )
     app: ASGIApp = Starlette(
         routes=[Route(MCP_PATH, endpoint=StreamableHTTPASGIApp(manager))],
@@ -331,6 +340,7 @@ async def serve_http(
             log_config=None,
             lifespan="on",
             timeout_graceful_shutdown=max(1, math.ceil(shutdown_grace)),
+            timeout_keep_alive=KEEP_ALIVE_SECONDS,
         )
     )
     task = asyncio.ensure_future(web.serve())

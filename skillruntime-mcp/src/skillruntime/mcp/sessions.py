@@ -14,6 +14,12 @@ sessions, an end hook, and a shutdown that closes the open streams.
 - **End hook.** ``on_session_end(session_id)`` is awaited once a session has ended, however it
   ended (``DELETE``, idle timeout, eviction, shutdown); the HTTP server closes the session's
   conversation there.
+- **Idle hook.** ``on_idle()`` is called ``idle_delay`` seconds after the last open session
+  has ended, if no session opened meanwhile (the delay lets the ended sessions' tasks and
+  connections wind down and free what they hold); the HTTP server passes
+  :func:`~skillruntime.mcp.memory.release_free_memory` (the allocators' free memory goes back
+  to the system, so that a burst of sessions does not leave the process at its high-water
+  mark; docs/mcp.md "Memory").
 - **Stopping.** :meth:`SessionManager.stop` refuses new sessions and new ``GET`` streams with
   503 and closes the open ``GET`` streams, so that the HTTP server can finish its connections.
 """
@@ -50,17 +56,25 @@ class SessionManager(StreamableHTTPSessionManager):
     """The SDK's session manager with idle-session eviction at the cap (see the module docs).
 
     ``max_sessions`` and ``session_idle_timeout`` are those of the SDK's manager;
-    ``on_session_end`` is awaited (shielded from cancellation) after a session ended.
+    ``on_session_end`` is awaited (shielded from cancellation) after a session ended;
+    ``on_idle`` is called ``idle_delay`` seconds after the last open session ended, unless a
+    session opened meanwhile.
     """
 
     def __init__(
         self,
         *args: Any,
         on_session_end: Callable[[str], Awaitable[None]] | None = None,
+        on_idle: Callable[[], object] | None = None,
+        idle_delay: float = 1.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self._on_session_end = on_session_end
+        self._on_idle = on_idle
+        self._idle_delay = idle_delay
+        self._ending = 0  # sessions being ended (their end hook not finished)
+        self._idle_generation = 0  # bumped by every session opened and every idle period
         self._in_flight: dict[str, int] = {}
         self._last_used: OrderedDict[str, float] = OrderedDict()
         self._stopping = False
@@ -115,6 +129,7 @@ class SessionManager(StreamableHTTPSessionManager):
         if self.max_sessions is not None and len(self._server_instances) >= self.max_sessions:
             self._evict_idle_session()
         transport = super()._admit_session(requestor)
+        self._idle_generation += 1
         if transport is not None and transport.mcp_session_id is not None:
             # the opening request is in flight until it has been answered
             self._in_flight[transport.mcp_session_id] = 1
@@ -148,15 +163,36 @@ class SessionManager(StreamableHTTPSessionManager):
     async def _discard_session(
         self, session_id: str, transport: StreamableHTTPServerTransport
     ) -> None:
-        await super()._discard_session(session_id, transport)
-        self._in_flight.pop(session_id, None)
-        self._last_used.pop(session_id, None)
-        if self._on_session_end is not None:
-            with anyio.CancelScope(shield=True):
-                try:
-                    await self._on_session_end(session_id)
-                except Exception as exc:
-                    logger.warning("ending session %s failed: %s", session_id[:12], exc)
+        tracked = session_id in self._server_instances  # else an earlier call ended it
+        self._ending += 1
+        try:
+            await super()._discard_session(session_id, transport)
+            self._in_flight.pop(session_id, None)
+            self._last_used.pop(session_id, None)
+            if self._on_session_end is not None:
+                with anyio.CancelScope(shield=True):
+                    try:
+                        await self._on_session_end(session_id)
+                    except Exception as exc:
+                        logger.warning("ending session %s failed: %s", session_id[:12], exc)
+        finally:
+            self._ending -= 1
+        # the last session to finish ending, when none is open any more
+        idle = not self._server_instances and self._ending == 0
+        if tracked and idle and self._on_idle is not None and self._task_group is not None:
+            self._idle_generation += 1
+            self._task_group.start_soon(self._call_on_idle, self._idle_generation)
+
+    async def _call_on_idle(self, generation: int) -> None:
+        """Call ``on_idle`` after the delay unless a session opened or ended meanwhile."""
+        await anyio.sleep(self._idle_delay)
+        if generation != self._idle_generation or self._server_instances or self._ending:
+            return
+        assert self._on_idle is not None
+        try:
+            self._on_idle()
+        except Exception as exc:
+            logger.warning("the idle hook failed: %s", exc)
 
     # --------------------------------------------------------------- shutdown
 
