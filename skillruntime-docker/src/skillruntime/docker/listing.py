@@ -112,6 +112,18 @@ DOCKER_LISTING = RuntimeListing(
                 "300.0",
                 "Age after which an unrecorded sandbox of the conversation is an orphan.",
             ),
+            (
+                "pool_size",
+                "int",
+                "0",
+                "Warm containers kept per deployment and image for new conversations (0: off).",
+            ),
+            (
+                "pool_ttl_seconds",
+                "float",
+                "3600.0",
+                "Age after which an unclaimed warm container is removed.",
+            ),
         ],
     ),
 )
