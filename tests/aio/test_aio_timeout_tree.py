@@ -33,11 +33,13 @@ MARGIN = 6.0
 # The issue's repro: a child that leaves the group, and a foreground sleep past the deadline.
 _REPRO = "setsid sleep 3341 & echo $! >> {pids}; sleep 3342"
 
-# A command and a setsid child that both trap SIGTERM and write it down before exiting.
+# A command and a setsid child that both trap SIGTERM and write it down before exiting. Each
+# trap first ignores further TERMs: the runtime may signal a process twice (its group, then the
+# marked processes), and a second TERM arriving while the first trap runs would run it again.
 _TRAPS = (
-    'setsid bash -c \'trap "echo child >> {log}; exit 1" TERM; '
+    'setsid bash -c \'trap "trap \\"\\" TERM; echo child >> {log}; exit 1" TERM; '
     "sleep 3341 & echo $! >> {pids}; wait' & "
-    "trap 'echo parent >> {log}; exit 1' TERM; sleep 3342 & wait"
+    "trap 'trap \"\" TERM; echo parent >> {log}; exit 1' TERM; sleep 3342 & wait"
 )
 
 
