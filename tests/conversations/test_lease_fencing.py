@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,6 +19,7 @@ import pytest
 
 import preloaded_python
 from conversations.conversation_backends import SqlBackend, sqlite_url
+from doubles._polling import wait_until
 from skillruntime.core.conversations import storage_key_for
 from skillruntime.core.conversations.exclusive import ConversationGuard, local_service_key
 from skillruntime.core.conversations.fencing import FENCE_VARIABLE, fence_command
@@ -61,11 +61,7 @@ def _ticks(root: Path) -> int:
 
 
 def _wait_for(condition: Callable[[], bool], what: str, seconds: float = 20.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
+    assert wait_until(condition, timeout=seconds, interval=0.05), f"timed out waiting for {what}"
 
 
 def _alive(pid: int) -> bool:

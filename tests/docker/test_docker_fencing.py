@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ import pytest
 import docker_fixtures
 import preloaded_python
 from docker_fixtures import IMAGE, engine_client, suite_labels
+from doubles._polling import wait_until
 from skillruntime.core.conversations.fencing import FENCE_VARIABLE
 from skillruntime.core.conversations.sql import SqlConversationStore
 from skillruntime.core.models import SkillExecutionRequest, SkillExecutionResult
@@ -29,11 +29,7 @@ docker_run = docker_fixtures.docker_run
 
 
 def _wait_for(condition: Callable[[], bool], what: str, seconds: float = 60.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
+    assert wait_until(condition, timeout=seconds, interval=0.05), f"timed out waiting for {what}"
 
 
 def _in_container(run: str, command: str) -> str:

@@ -9,7 +9,6 @@ the pool remove everything (the session's leak check fails on any labelled lefto
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,6 +16,7 @@ import pytest
 
 import docker_fixtures
 from docker_fixtures import IMAGE, ROOT, engine_client, labelled, suite_labels
+from doubles._polling import wait_until
 from skillruntime.core.conversations import InMemoryConversationStore
 from skillruntime.core.conversations.sql import SqlConversationStore
 from skillruntime.core.models import SkillExecutionRequest, SkillPreparationRequest
@@ -204,9 +204,7 @@ def test_a_dead_claimers_member_is_claimable_again_and_nothing_leaks(docker_run:
         maker.close()  # its member is claimed by the dead one: left to it, not removed
         assert member_id in labelled(docker_run)[0]
         assert other.claim("late") is None  # held: nobody else gets it
-        deadline = time.monotonic() + 10
-        while not dead.expired() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        assert wait_until(dead.expired, timeout=10, interval=0.05)
         claimed = other.claim("late")
         assert claimed is not None
         assert claimed.sandbox_id == member_id

@@ -349,7 +349,6 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
             if durability is not None and workspace is not None
             else None
         )
-        self._acquired_created = False
         self._closing = False
         self._pending_copies: dict[str, tuple[Skill, list[tuple[Path, str, bool]]]] = {}
         self._files = DockerFileSystem(
@@ -603,7 +602,7 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
                 self._last_container = target.container_id
                 self._target = target
                 if self._durable is not None:
-                    self._durable.attached(target.container_id, created=self._acquired_created)
+                    self._durable.attached(target.container_id)
             current = self._target
         if self._durable is not None:
             self._durable.before(self)
@@ -646,7 +645,6 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         :meth:`.driver.DockerDriver.ensure_volume`), and the workspace tree when this call
         created the container (:meth:`_prepare_container` made it)."""
         acquired = self._sandboxes.acquire()
-        self._acquired_created = acquired.created
         container_id = acquired.sandbox_id
         if self._workspace is None and self._security.read_only_root:
             # The archive API cannot write below a read-only root: the user makes remote_root

@@ -56,7 +56,7 @@ from ..conversations.binding import ConversationBinding
 from ..conversations.leases import LeaseKeeper
 from ..conversations.spi import ConversationRecord, ConversationStore
 from ..errors import SkillRuntimeError, WorkspaceRestoreError
-from ..models import SkillExecutionRequest
+from ..models import SkillExecutionRequest, SkillExecutionResult
 from ..runtime.async_spi import AsyncSkillRuntime
 from ..runtime.loop_local import LoopLocal
 from ..runtime.spi import SkillRuntime
@@ -148,13 +148,10 @@ class _Base:
         self.restores: list[RestoreResult] = []
         """The restores this object made (the newest last; for tests and metrics)."""
 
-    def attached(self, sandbox_id: str | None, *, created: bool = True) -> None:
-        """The runtime took a handle on ``sandbox_id``: the next operation checks the record
-        (``created`` false and no binding: a sandbox that was there before needs no check)."""
-        if sandbox_id != self._sandbox_id or created:
-            self._check = self.durability.restore_on_replace and (
-                self.binding is not None or created
-            )
+    def attached(self, sandbox_id: str | None) -> None:
+        """The runtime took a handle on ``sandbox_id`` (``None``: a runtime without sandbox
+        records): the next operation checks the workspace (the record, when there is one)."""
+        self._check = self.durability.restore_on_replace
         self._sandbox_id = sandbox_id
 
     def _due(self) -> bool:
@@ -164,15 +161,56 @@ class _Base:
     def _nested(self) -> bool:
         return _ACTIVE.get() is self
 
-    def _empty(self, text: str) -> bool:
-        names = [name for name in text.splitlines() if name]
-        return all(name in self.durability.exclude for name in names)
-
     def _restore_target(self, record_snapshot: str | None) -> str | None:
+        """The snapshot to restore: the record's, else the store's newest (its id from the
+        listing: the restore reads and verifies the manifest itself)."""
         if record_snapshot is not None:
             return record_snapshot
-        latest = self.durability.store.latest(self.conversation_id)
-        return None if latest is None else latest.snapshot_id
+        refs = self.durability.store.list_snapshots(self.conversation_id)
+        return refs[-1].snapshot_id if refs else None
+
+    def _needs_restore(self, listing: SkillExecutionResult) -> bool:
+        """Whether the workspace ``listing`` (``ls -A``) shows is empty, so a restore is due;
+        raises when the listing failed."""
+        if listing.exit_code != 0 or listing.timed_out:
+            raise WorkspaceRestoreError(
+                f"the workspace of conversation {self.conversation_id} could not be listed "
+                f"before restoring it (exit code {listing.exit_code})"
+            )
+        names = [name for name in listing.stdout.splitlines() if name]
+        if all(name in self.durability.exclude for name in names):
+            return True
+        logger.info(
+            "conversation %s: the new sandbox's workspace is not empty; kept as it is",
+            self.conversation_id,
+        )
+        return False
+
+    def _restore_failed(self, target: str, error: SkillRuntimeError) -> WorkspaceRestoreError:
+        """A restore's other failure (the store's, the runtime's) as a typed error."""
+        return WorkspaceRestoreError(
+            f"restoring snapshot {target[:12]}… of conversation {self.conversation_id} "
+            f"failed: {type(error).__name__}: {str(error)[:300]}"
+        )
+
+    def _restored(self, target: str, result: RestoreResult) -> str:
+        logger.info(
+            "conversation %s: workspace restored from snapshot %s… (%d files)",
+            self.conversation_id,
+            target[:12],
+            result.files,
+        )
+        self.restores.append(result)
+        return target
+
+    def _delete_snapshots(self) -> int:
+        """Delete every snapshot of the conversation (store calls; blocking)."""
+        self._used = False
+        store = self.durability.store
+        refs = store.list_snapshots(self.conversation_id)
+        for ref in refs:
+            store.delete_snapshot(self.conversation_id, ref.snapshot_id)
+        return len(refs)
 
     def _noted(self, result: SnapshotResult) -> None:
         self._last_snapshot = time.monotonic()
@@ -258,25 +296,20 @@ class DurableWorkspace(_Base):
         """Delete every snapshot of the conversation (its objects go at the store's next sweep);
         returns how many. For a conversation that is destroyed (nothing is snapshotted at close
         afterwards)."""
-        self._used = False
-        store = self.durability.store
-        removed = 0
-        for ref in store.list_snapshots(self.conversation_id):
-            store.delete_snapshot(self.conversation_id, ref.snapshot_id)
-            removed += 1
-        return removed
+        return self._delete_snapshots()
 
     def _recover(self, runtime: SkillRuntime) -> None:
         binding = self.binding
         sandbox_id = self._sandbox_id
         if binding is None:
-            if self.lease is None:
-                self._restore_if_empty(runtime, None)
-                return
-            if self._restore_target(None) is None:
+            target = self._restore_target(None)
+            if target is None:
                 return  # no snapshot of the conversation: nothing to restore
+            if self.lease is None:
+                self._restore_if_empty(runtime, target)
+                return
             with self._keeper(*self.lease).hold():
-                self._restore_if_empty(runtime, None)
+                self._restore_if_empty(runtime, target)
             return
         record = binding.store.get(binding.storage_key)
         if record is None or not record.restore_pending or record.sandbox_id != sandbox_id:
@@ -289,7 +322,8 @@ class DurableWorkspace(_Base):
             record = binding.store.get(binding.storage_key)
             if record is None or not record.restore_pending or record.sandbox_id != sandbox_id:
                 return
-            restored = self._restore_if_empty(runtime, record.snapshot_id)
+            target = self._restore_target(record.snapshot_id)
+            restored = None if target is None else self._restore_if_empty(runtime, target)
             binding.restore_checked(sandbox_id, restored)
 
     def _keeper(self, store: ConversationStore, storage_key: str) -> LeaseKeeper:
@@ -302,41 +336,19 @@ class DurableWorkspace(_Base):
             description=f"the restore of conversation {self.conversation_id}",
         )
 
-    def _restore_if_empty(self, runtime: SkillRuntime, recorded: str | None) -> str | None:
-        target = self._restore_target(recorded)
-        if target is None:
-            return None
-        listing = runtime.execute(_listing_request())
-        if listing.exit_code != 0 or listing.timed_out:
-            raise WorkspaceRestoreError(
-                f"the workspace of conversation {self.conversation_id} could not be listed "
-                f"before restoring it (exit code {listing.exit_code})"
-            )
-        if not self._empty(listing.stdout):
-            logger.info(
-                "conversation %s: the new sandbox's workspace is not empty; kept as it is",
-                self.conversation_id,
-            )
+    def _restore_if_empty(self, runtime: SkillRuntime, target: str) -> str | None:
+        """Restore ``target`` when the workspace is empty; returns it, or ``None`` when kept."""
+        if not self._needs_restore(runtime.execute(_listing_request())):
             return None
         try:
             result = self.snapshots.restore(
                 runtime, conversation_id=self.conversation_id, snapshot_id=target
             )
+        except WorkspaceRestoreError:
+            raise
         except SkillRuntimeError as error:
-            if isinstance(error, WorkspaceRestoreError):
-                raise
-            raise WorkspaceRestoreError(
-                f"restoring snapshot {target[:12]}… of conversation {self.conversation_id} "
-                f"failed: {type(error).__name__}: {str(error)[:300]}"
-            ) from error
-        logger.info(
-            "conversation %s: workspace restored from snapshot %s… (%d files)",
-            self.conversation_id,
-            target[:12],
-            result.files,
-        )
-        self.restores.append(result)
-        return target
+            raise self._restore_failed(target, error) from error
+        return self._restored(target, result)
 
 
 class AsyncDurableWorkspace(_Base):
@@ -414,29 +426,20 @@ class AsyncDurableWorkspace(_Base):
 
     async def forget(self) -> int:
         """Delete every snapshot of the conversation; returns how many."""
-        self._used = False
-        store = self.durability.store
-
-        def remove() -> int:
-            removed = 0
-            for ref in store.list_snapshots(self.conversation_id):
-                store.delete_snapshot(self.conversation_id, ref.snapshot_id)
-                removed += 1
-            return removed
-
-        return await asyncio.to_thread(remove)
+        return await asyncio.to_thread(self._delete_snapshots)
 
     async def _recover(self, runtime: AsyncSkillRuntime) -> None:
         binding = self.binding
         sandbox_id = self._sandbox_id
         if binding is None:
-            if self.lease is None:
-                await self._restore_if_empty(runtime, None)
-                return
-            if await asyncio.to_thread(self._restore_target, None) is None:
+            target = await asyncio.to_thread(self._restore_target, None)
+            if target is None:
                 return  # no snapshot of the conversation: nothing to restore
+            if self.lease is None:
+                await self._restore_if_empty(runtime, target)
+                return
             async with self._keeper(*self.lease).hold():
-                await self._restore_if_empty(runtime, None)
+                await self._restore_if_empty(runtime, target)
             return
         record = await asyncio.to_thread(binding.store.get, binding.storage_key)
         if record is None or not record.restore_pending or record.sandbox_id != sandbox_id:
@@ -449,7 +452,8 @@ class AsyncDurableWorkspace(_Base):
             record = await asyncio.to_thread(binding.store.get, binding.storage_key)
             if record is None or not record.restore_pending or record.sandbox_id != sandbox_id:
                 return
-            restored = await self._restore_if_empty(runtime, record.snapshot_id)
+            target = await asyncio.to_thread(self._restore_target, record.snapshot_id)
+            restored = None if target is None else await self._restore_if_empty(runtime, target)
             await asyncio.to_thread(binding.restore_checked, sandbox_id, restored)
 
     def _keeper(self, store: ConversationStore, storage_key: str) -> AsyncLeaseKeeper:
@@ -462,43 +466,19 @@ class AsyncDurableWorkspace(_Base):
             description=f"the restore of conversation {self.conversation_id}",
         )
 
-    async def _restore_if_empty(
-        self, runtime: AsyncSkillRuntime, recorded: str | None
-    ) -> str | None:
-        target = await asyncio.to_thread(self._restore_target, recorded)
-        if target is None:
-            return None
-        listing = await runtime.execute(_listing_request())
-        if listing.exit_code != 0 or listing.timed_out:
-            raise WorkspaceRestoreError(
-                f"the workspace of conversation {self.conversation_id} could not be listed "
-                f"before restoring it (exit code {listing.exit_code})"
-            )
-        if not self._empty(listing.stdout):
-            logger.info(
-                "conversation %s: the new sandbox's workspace is not empty; kept as it is",
-                self.conversation_id,
-            )
+    async def _restore_if_empty(self, runtime: AsyncSkillRuntime, target: str) -> str | None:
+        """Restore ``target`` when the workspace is empty; returns it, or ``None`` when kept."""
+        if not self._needs_restore(await runtime.execute(_listing_request())):
             return None
         try:
             result = await self.snapshots.restore(
                 runtime, conversation_id=self.conversation_id, snapshot_id=target
             )
+        except WorkspaceRestoreError:
+            raise
         except SkillRuntimeError as error:
-            if isinstance(error, WorkspaceRestoreError):
-                raise
-            raise WorkspaceRestoreError(
-                f"restoring snapshot {target[:12]}… of conversation {self.conversation_id} "
-                f"failed: {type(error).__name__}: {str(error)[:300]}"
-            ) from error
-        logger.info(
-            "conversation %s: workspace restored from snapshot %s… (%d files)",
-            self.conversation_id,
-            target[:12],
-            result.files,
-        )
-        self.restores.append(result)
-        return target
+            raise self._restore_failed(target, error) from error
+        return self._restored(target, result)
 
 
 def snapshot_before_sweep(
