@@ -4,17 +4,20 @@ It is the example of ``docs/custom-runtime.md`` ("Writing a sandbox driver"): th
 of :class:`~skillruntime.core.conversations.sandboxes.SandboxDriver` over a platform whose
 sandboxes are directories under ``root`` with their tags in ``tags.json``. It passes the driver
 kit (``tests/core/test_driver_kit.py``), so every conversation rule of core's lifecycle holds
-on it. A real driver makes the same calls to its platform's API.
+on it; :class:`DirectoryPoolDriver` adds warm pools on the same platform and passes the pool kit
+(``tests/core/test_pool_kit.py``). A real driver makes the same calls to its platform's API.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+import time
 import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from skillruntime.core.conversations.pools import PoolMember
 from skillruntime.core.conversations.sandboxes import TaggedSandbox
 
 
@@ -60,3 +63,30 @@ class DirectoryDriver:
 
     def release(self, handle: str) -> None:
         pass  # nothing is held per sandbox
+
+
+class DirectoryPoolDriver:
+    """Warm-pool members on the same platform: a member is a sandbox made ahead."""
+
+    def __init__(self, root: Path) -> None:
+        self.sandboxes = DirectoryDriver(root)
+
+    def create_member(self, tags: Mapping[str, str]) -> PoolMember:
+        sandbox_id = self.sandboxes.create(tags)
+        return PoolMember(sandbox_id, None, time.time(), dict(tags))
+
+    def list_members(self, tags: Mapping[str, str]) -> Iterator[PoolMember]:
+        for found in self.sandboxes.list_tagged(tags):
+            yield PoolMember(found.sandbox_id, None, found.created_at or 0.0, found.tags)
+
+    def connect_member(self, member: PoolMember) -> str | None:
+        return self.sandboxes.connect(member.sandbox_id)
+
+    def remove_member(self, member: PoolMember) -> None:
+        self.sandboxes.kill(member.sandbox_id)
+
+    def release(self, handle: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

@@ -30,6 +30,7 @@ from .filesystem_contracts import FileSystemContracts
 from .lifecycle_contracts import LifecycleContracts
 from .loop_contracts import EventLoopContracts
 from .permissions import immutable_host_directory
+from .pool_contracts import PoolConformance, PoolWorld
 from .prepare_contracts import PrepareContracts
 from .search_contracts import SearchContracts
 from .skills import SkillFactory
@@ -71,6 +72,8 @@ __all__ = [
     "FileErrorContracts",
     "FileSystemContracts",
     "LifecycleContracts",
+    "PoolConformance",
+    "PoolWorld",
     "PrepareContracts",
     "RuntimeConformance",
     "SearchContracts",
