@@ -1,16 +1,39 @@
-"""The async face of :mod:`.workspace`: the same snapshot and restore over an
-:class:`AsyncSkillRuntime`. The store is synchronous; its calls run in worker threads, and a file
-read out of the sandbox is spooled to a local temporary file (bounded memory) before the store
-verifies and keeps it."""
+"""Snapshot and restore a conversation's workspace through any :class:`AsyncSkillRuntime`, on
+demand: the async face of workspace snapshots (its sync face, :mod:`.workspace`, is generated from
+this module by ``scripts/generate_sync.py``).
+
+:class:`AsyncWorkspaceSnapshots` works through the runtime's public SPI only, as its sync twin
+does (see :mod:`.workspace` for the steps of a snapshot and a restore). The store is synchronous;
+its calls run in worker threads, and a file read out of the sandbox is spooled to a local
+temporary file (bounded memory) before the store verifies and keeps it. See docs/durability.md.
+"""
 
 from __future__ import annotations
 
+if False:  # unasync: sync docstring
+    """Snapshot and restore a conversation's workspace through any :class:`SkillRuntime`, on demand.
+
+    :class:`WorkspaceSnapshots` works through the runtime's public SPI only: ``execute`` and
+    ``get_file_system``. A **snapshot** runs one command in the sandbox (the listing with every
+    file's digest), plans against the conversation's previous manifest, reads out of the sandbox
+    only the files whose content the store does not hold yet (``read_stream``, streamed into the
+    store in bounded memory and verified against the listing's digest), then stores the manifest.
+    A **restore** fetches and verifies every object it needs into a local temporary directory
+    *before* it changes anything, lists the current workspace (one command), then deletes and
+    creates directories (one command), sends the files in one batch (``upload_files``) and makes the
+    links and sets the modes (one command). See docs/durability.md.
+    """
+
 import asyncio
+import contextlib
 import io
+import logging
 import posixpath
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import BinaryIO, ParamSpec, TypeVar, cast
 
 from ..errors import (
     SnapshotError,
@@ -42,18 +65,79 @@ from .common import (
     script_request,
     split_listing,
 )
-from .workspace import SnapshotSettings
+from .settings import SnapshotSettings
 
 __all__ = ["AsyncWorkspaceSnapshots"]
+
+if False:  # unasync: sync
+    __all__ += ["SnapshotSettings"]  # public here too, where it was defined first
+
+logger = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+async def _off_loop(function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """``function(*args, **kwargs)``, a blocking store call: in a worker thread on the async
+    face."""
+    if True:  # unasync: async
+        return await asyncio.to_thread(function, *args, **kwargs)
+    else:  # unasync: sync
+        return function(*args, **kwargs)
+
+
+if False:  # unasync: sync
+
+    class _ChunkReader(io.RawIOBase):
+        """A readable binary stream over an iterator of byte chunks (one chunk held at a time)."""
+
+        def __init__(self, chunks: Iterator[bytes], path: str) -> None:
+            self._chunks = chunks
+            self._path = path
+            self._pending = b""
+
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+            while not self._pending:
+                try:
+                    chunk = next(self._chunks, None)
+                except Exception as error:
+                    # not an OSError: a store must not take the sandbox's failure for its own
+                    raise WorkspaceSnapshotError(
+                        f"{self._path[:200]!r} could not be read from the sandbox: "
+                        f"{type(error).__name__}: {str(error)[:300]}"
+                    ) from error
+                if chunk is None:
+                    return 0
+                self._pending = bytes(chunk)
+            size = min(len(buffer), len(self._pending))
+            buffer[:size] = self._pending[:size]
+            self._pending = self._pending[size:]
+            return size
+
+    def _reader(chunks: Iterator[bytes], path: str) -> BinaryIO:
+        return cast(BinaryIO, _ChunkReader(chunks, path))
 
 
 class AsyncWorkspaceSnapshots(SnapshotSettings):
     """:class:`~.workspace.WorkspaceSnapshots` for asyncio programs (same arguments)."""
 
+    if False:  # unasync: sync docstring
+        """On-demand snapshots of conversation workspaces into ``store`` (module docstring); the
+        arguments (the store, the excluded entries, the bounds) are those of
+        :class:`~.settings.SnapshotSettings`."""
+
+    # -- listing ----------------------------------------------------------------------------------
+
     async def _list(
         self, runtime: AsyncSkillRuntime, conversation_id: str, *, inline: bool = True
     ) -> tuple[list[ListingEntry], int, dict[str, bytes]]:
-        """See :meth:`~.workspace.WorkspaceSnapshots._list`."""
+        """The workspace's listing (excluded entries left out) and the requests it took: one,
+        plus one per batch of files the listing left without a digest (see
+        :class:`~.common.DigestCache`; docs/durability.md)."""
         key = (runtime.name, runtime.default_working_directory, conversation_id)
         cache = self._cache(key)
         self._remember(key, None)
@@ -80,10 +164,23 @@ class AsyncWorkspaceSnapshots(SnapshotSettings):
             self._remember(key, fast.cache())
         return self._parsed(entries), requests, inline_contents(result)
 
+    # -- snapshot ---------------------------------------------------------------------------------
+
     async def snapshot(
         self, runtime: AsyncSkillRuntime, *, conversation_id: str, keep_last: int | None = None
     ) -> SnapshotResult:
-        """See :meth:`~.workspace.WorkspaceSnapshots.snapshot`."""
+        """Snapshot ``runtime``'s workspace as the next snapshot of ``conversation_id``.
+
+        Raises :class:`~skillruntime.core.errors.SnapshotListingError` when the listing failed,
+        timed out or is truncated or malformed,
+        :class:`~skillruntime.core.errors.SymlinkEscapeError` for a link out of the workspace,
+        :class:`WorkspaceSnapshotError` when a file changed while it was read. Nothing is
+        stored then but objects (swept later if unreferenced).
+        ``keep_last`` applies retention afterwards (keep the newest N, sweep the rest).
+
+        Audited as one ``workspace.snapshot`` event (docs/observability.md): ids and counts,
+        never a path.
+        """
         async with audited_async(
             "workspace.snapshot", runtime=runtime.name, conversation_id=conversation_id
         ) as record:
@@ -96,7 +193,17 @@ class AsyncWorkspaceSnapshots(SnapshotSettings):
     async def restore(
         self, runtime: AsyncSkillRuntime, *, conversation_id: str, snapshot_id: str | None = None
     ) -> RestoreResult:
-        """See :meth:`~.workspace.WorkspaceSnapshots.restore`."""
+        """Make ``runtime``'s workspace equal to a snapshot of ``conversation_id`` (the latest,
+        or ``snapshot_id``).
+
+        Every object is fetched from the store and verified into a local temporary directory
+        first: a missing or corrupted object raises :class:`WorkspaceRestoreError` (its cause
+        the store's error) with the workspace untouched. A step that fails afterwards raises
+        :class:`WorkspaceRestoreError` naming the steps done; restoring again finishes the job.
+
+        Audited as one ``workspace.restore`` event (docs/observability.md): ids and counts,
+        never a path.
+        """
         async with audited_async(
             "workspace.restore", runtime=runtime.name, conversation_id=conversation_id
         ) as record:
@@ -113,12 +220,12 @@ class AsyncWorkspaceSnapshots(SnapshotSettings):
         validate_conversation_id(conversation_id)
         started = time.perf_counter()
         listing, requests, inline = await self._list(runtime, conversation_id)
-        previous = await asyncio.to_thread(self.store.latest, conversation_id)
+        previous = await _off_loop(self.store.latest, conversation_id)
         manifest, uploads = plan_snapshot(
             listing, previous, conversation=conversation_id, skip_special=self.skip_special
         )
         if previous is not None and previous.entries == manifest.entries:
-            deleted = await asyncio.to_thread(self._retain, conversation_id, keep_last)
+            deleted = await _off_loop(self._retain, conversation_id, keep_last)
             return SnapshotResult(
                 snapshot_id=previous.snapshot_id,
                 conversation_id=conversation_id,
@@ -131,7 +238,7 @@ class AsyncWorkspaceSnapshots(SnapshotSettings):
                 seconds=time.perf_counter() - started,
                 deleted_snapshots=deleted,
             )
-        present = await asyncio.to_thread(self.store.has_objects, uploads)
+        present = await _off_loop(self.store.has_objects, uploads)
         missing = set(uploads) - present
         fs = await runtime.get_file_system()
         workspace = runtime.default_working_directory
@@ -146,7 +253,7 @@ class AsyncWorkspaceSnapshots(SnapshotSettings):
         with self._forgetting(runtime, conversation_id):
             for entry in needed:
                 if entry.path in inline:
-                    await asyncio.to_thread(self._put, entry, io.BytesIO(inline[entry.path]))
+                    await _off_loop(self._put, entry, io.BytesIO(inline[entry.path]))
                     uploaded += entry.size or 0
             for batch in batches:
                 result = await runtime.execute(
@@ -156,28 +263,45 @@ class AsyncWorkspaceSnapshots(SnapshotSettings):
                 contents = batch_contents(result, batch)
                 for entry in batch:
                     data = io.BytesIO(contents.pop(entry.path))
-                    await asyncio.to_thread(self._put, entry, data)
+                    await _off_loop(self._put, entry, data)
                 uploaded += sum(entry.size or 0 for entry in batch)
             for entry in singles:
                 requests += 1
-                with tempfile.TemporaryFile(dir=self.spool_dir) as spool:
-                    stream = fs.read_stream(posixpath.join(workspace, entry.path))
-                    try:
-                        async for chunk in stream:
-                            spool.write(chunk)
-                    except Exception as error:
-                        raise WorkspaceSnapshotError(
-                            f"{entry.path[:200]!r} could not be read from the sandbox: "
-                            f"{type(error).__name__}: {str(error)[:300]}"
-                        ) from error
-                    finally:
-                        await stream.aclose()
-                    spool.seek(0)
-                    await asyncio.to_thread(self._put, entry, spool)
+                path = posixpath.join(workspace, entry.path)
+                if True:  # unasync: async
+                    with tempfile.TemporaryFile(dir=self.spool_dir) as spool:
+                        stream = fs.read_stream(path)
+                        try:
+                            async for chunk in stream:
+                                spool.write(chunk)
+                        except Exception as error:
+                            raise WorkspaceSnapshotError(
+                                f"{entry.path[:200]!r} could not be read from the sandbox: "
+                                f"{type(error).__name__}: {str(error)[:300]}"
+                            ) from error
+                        finally:
+                            await stream.aclose()
+                        spool.seek(0)
+                        await _off_loop(self._put, entry, spool)
+                else:  # unasync: sync
+                    # streamed into the store (the reader holds one chunk at a time)
+                    with contextlib.closing(fs.read_stream(path)) as chunks:
+                        self._put(entry, _reader(chunks, entry.path))
                 uploaded += entry.size or 0
         reads = len(needed)
-        snapshot_id = await asyncio.to_thread(self.store.put_manifest, manifest)
-        deleted = await asyncio.to_thread(self._retain, conversation_id, keep_last)
+        snapshot_id = await _off_loop(self.store.put_manifest, manifest)
+        deleted = await _off_loop(self._retain, conversation_id, keep_last)
+        seconds = time.perf_counter() - started
+        if False:  # unasync: sync
+            logger.info(
+                "snapshot %s of %s: %d entries, %d objects (%d bytes) uploaded in %.3fs",
+                snapshot_id[:12],
+                conversation_id,
+                len(manifest.entries),
+                reads,
+                uploaded,
+                seconds,
+            )
         return SnapshotResult(
             snapshot_id=snapshot_id,
             conversation_id=conversation_id,
@@ -187,9 +311,11 @@ class AsyncWorkspaceSnapshots(SnapshotSettings):
             bytes_uploaded=uploaded,
             requests=requests,
             commands=commands + len(batches),
-            seconds=time.perf_counter() - started,
+            seconds=seconds,
             deleted_snapshots=deleted,
         )
+
+    # -- restore ----------------------------------------------------------------------------------
 
     async def _restore(
         self, runtime: AsyncSkillRuntime, *, conversation_id: str, snapshot_id: str | None = None
@@ -197,12 +323,12 @@ class AsyncWorkspaceSnapshots(SnapshotSettings):
         """The work of :meth:`restore` (audited there)."""
         validate_conversation_id(conversation_id)
         started = time.perf_counter()
-        manifest = await asyncio.to_thread(self._manifest, conversation_id, snapshot_id)
+        manifest = await _off_loop(self._manifest, conversation_id, snapshot_id)
         with tempfile.TemporaryDirectory(
             prefix="skillruntime-restore-", dir=self._spool_root(manifest)
         ) as spool:
             try:
-                spooled = await asyncio.to_thread(self._spool, manifest, Path(spool))
+                spooled = await _off_loop(self._spool, manifest, Path(spool))
                 current, listed, _ = await self._list(runtime, conversation_id, inline=False)
             except SnapshotError as error:
                 raise WorkspaceRestoreError(
@@ -250,7 +376,8 @@ class AsyncWorkspaceSnapshots(SnapshotSettings):
         ]
         if files:
             try:
-                await (await runtime.get_file_system()).upload_files(files)
+                fs = await runtime.get_file_system()
+                await fs.upload_files(files)
             except Exception as error:
                 raise WorkspaceRestoreError(
                     f"restore of snapshot {manifest.snapshot_id[:12]}: sending the files failed: "
@@ -260,6 +387,16 @@ class AsyncWorkspaceSnapshots(SnapshotSettings):
             counts["requests"] += 1
             done.append(f"wrote {len(files)} files")
         await run(post_scripts(plan, current, wanted), "made the links and set the modes")
+        seconds = time.perf_counter() - started
+        if False:  # unasync: sync
+            logger.info(
+                "restored snapshot %s of %s: %d deleted, %d files written in %.3fs",
+                manifest.snapshot_id[:12],
+                manifest.conversation,
+                len(plan.delete),
+                len(files),
+                seconds,
+            )
         return RestoreResult(
             snapshot_id=manifest.snapshot_id,
             conversation_id=manifest.conversation,
@@ -272,5 +409,5 @@ class AsyncWorkspaceSnapshots(SnapshotSettings):
             entries=len(manifest.entries),
             requests=counts["requests"],
             commands=counts["commands"],
-            seconds=time.perf_counter() - started,
+            seconds=seconds,
         )

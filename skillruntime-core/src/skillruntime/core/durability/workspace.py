@@ -1,3 +1,5 @@
+# Generated from async_workspace.py by scripts/generate_sync.py: do not edit.
+# Edit the async source, then run `python scripts/generate_sync.py`.
 """Snapshot and restore a conversation's workspace through any :class:`SkillRuntime`, on demand.
 
 :class:`WorkspaceSnapshots` works through the runtime's public SPI only: ``execute`` and
@@ -16,43 +18,29 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
-import os
 import posixpath
-import shutil
 import tempfile
 import time
-from collections import OrderedDict
-from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import BinaryIO, cast
+from typing import BinaryIO, ParamSpec, TypeVar, cast
 
 from ..errors import (
     SnapshotError,
-    SnapshotIntegrityError,
-    SnapshotNotFoundError,
     WorkspaceRestoreError,
     WorkspaceSnapshotError,
 )
 from ..observability.audit import audited
-from ..runtime.async_spi import AsyncSkillRuntime
 from ..runtime.spi import SkillRuntime
 from ..runtime.workspace import validate_conversation_id
-from ..snapshots.listing import DEFAULT_MAX_ENTRIES, ListingEntry, parse_listing
-from ..snapshots.manifest import Entry, Manifest
+from ..snapshots.listing import ListingEntry, parse_listing
+from ..snapshots.manifest import Manifest
 from ..snapshots.planning import plan_restore, plan_snapshot
-from ..snapshots.spi import SnapshotStore
 from .common import (
-    DEFAULT_EXCLUDE,
-    DEFAULT_LISTING_TIMEOUT,
-    DEFAULT_MAX_LISTING_BYTES,
-    DEFAULT_SCRIPT_TIMEOUT,
-    DigestCache,
     RestoreResult,
     SnapshotResult,
     batch_contents,
     batch_request,
-    excluded,
     hash_requests,
     hash_result,
     inline_contents,
@@ -67,19 +55,22 @@ from .common import (
     script_request,
     split_listing,
 )
+from .settings import SnapshotSettings
 
-__all__ = ["SnapshotSettings", "WorkspaceSnapshots"]
+__all__ = ["WorkspaceSnapshots"]
+
+__all__ += ["SnapshotSettings"]  # public here too, where it was defined first
 
 logger = logging.getLogger(__name__)
 
-SPOOL_WORKERS = 8
-"""Objects a restore fetches from the store at once."""
+P = ParamSpec("P")
+T = TypeVar("T")
 
-CACHED_WORKSPACES = 64
-"""Workspaces whose last listing's digests are kept (least recently listed dropped first)."""
 
-TMPFS_SPOOL_BYTES = 256 * 1024 * 1024
-"""A restore of at most this many bytes spools its objects on ``/dev/shm`` when it can."""
+def _off_loop(function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """``function(*args, **kwargs)``, a blocking store call: in a worker thread on the async
+    face."""
+    return function(*args, **kwargs)
 
 
 class _ChunkReader(io.RawIOBase):
@@ -116,142 +107,10 @@ def _reader(chunks: Iterator[bytes], path: str) -> BinaryIO:
     return cast(BinaryIO, _ChunkReader(chunks, path))
 
 
-class SnapshotSettings:
-    """The store and the bounds shared by :class:`WorkspaceSnapshots` and its async twin.
-
-    ``exclude`` names top-level workspace entries that are the runtime's and are neither stored
-    nor touched by a restore (``skills``, the prepared skill copies, by default).
-    ``listing_timeout_seconds`` and ``max_listing_bytes`` bound the listing command (a listing
-    cut at the cap fails closed), ``max_entries`` the entries of a listing, and
-    ``skip_special`` leaves FIFOs, sockets and devices out instead of refusing the snapshot.
-    """
-
-    def __init__(
-        self,
-        store: SnapshotStore,
-        *,
-        exclude: Sequence[str] = DEFAULT_EXCLUDE,
-        listing_timeout_seconds: float = DEFAULT_LISTING_TIMEOUT,
-        script_timeout_seconds: float = DEFAULT_SCRIPT_TIMEOUT,
-        max_listing_bytes: int = DEFAULT_MAX_LISTING_BYTES,
-        max_entries: int = DEFAULT_MAX_ENTRIES,
-        skip_special: bool = False,
-        spool_dir: str | Path | None = None,
-    ) -> None:
-        self.store = store
-        self.exclude = tuple(exclude)
-        self.listing_timeout_seconds = listing_timeout_seconds
-        self.script_timeout_seconds = script_timeout_seconds
-        self.max_listing_bytes = max_listing_bytes
-        self.max_entries = max_entries
-        self.skip_special = skip_special
-        self.spool_dir = spool_dir
-        self._caches: OrderedDict[tuple[str, str, str], DigestCache] = OrderedDict()
-
-    def _cache(self, key: tuple[str, str, str]) -> DigestCache | None:
-        cache = self._caches.get(key)
-        if cache is not None:
-            self._caches.move_to_end(key)
-        return cache
-
-    def _remember(self, key: tuple[str, str, str], cache: DigestCache | None) -> None:
-        """Keep what a listing saw for the next one (at most :data:`CACHED_WORKSPACES`)."""
-        self._caches.pop(key, None)
-        if cache is not None:
-            self._caches[key] = cache
-            while len(self._caches) > CACHED_WORKSPACES:
-                self._caches.popitem(last=False)
-
-    @contextlib.contextmanager
-    def _forgetting(
-        self, runtime: SkillRuntime | AsyncSkillRuntime, conversation_id: str
-    ) -> Iterator[None]:
-        """A file that did not match its listed digest drops the workspace's digest cache (the
-        next listing hashes every file: fail safe)."""
-        try:
-            yield
-        except WorkspaceSnapshotError:
-            self._remember((runtime.name, runtime.default_working_directory, conversation_id), None)
-            raise
-
-    def _parsed(self, entries: list[ListingEntry]) -> list[ListingEntry]:
-        return [entry for entry in entries if not excluded(entry.path, self.exclude)]
-
-    def _put(self, entry: Entry, stream: BinaryIO) -> None:
-        """Store one file's content, verified against the listing's digest and size."""
-        assert entry.digest is not None
-        try:
-            self.store.put_object(entry.digest, stream, size=entry.size)
-        except SnapshotIntegrityError as error:
-            raise WorkspaceSnapshotError(
-                f"{entry.path[:200]!r} changed while the snapshot read it ({error.code}); "
-                "take the snapshot again"
-            ) from error
-
-    def _retain(self, conversation_id: str, keep_last: int | None) -> tuple[str, ...]:
-        if keep_last is None:
-            return ()
-        return self.store.keep_last(conversation_id, keep_last).deleted_snapshots
-
-    def _manifest(self, conversation_id: str, snapshot_id: str | None) -> Manifest:
-        if snapshot_id is not None:
-            return self.store.get_manifest(conversation_id, snapshot_id)
-        manifest = self.store.latest(conversation_id)
-        if manifest is None:
-            raise SnapshotNotFoundError(f"conversation {conversation_id!r} has no snapshot")
-        return manifest
-
-    def _spool(self, manifest: Manifest, spool: Path) -> dict[str, Path]:
-        """Every object of ``manifest`` fetched (verified by the store) into ``spool``, a few at
-        a time in worker threads (the store's calls are blocking I/O)."""
-        digests = sorted(manifest.digests())
-
-        def fetch(digest: str) -> Path:
-            target = spool / digest
-            with self.store.get_object(digest) as source, open(target, "wb") as sink:
-                shutil.copyfileobj(source, sink, 1024 * 1024)
-            return target
-
-        def fetch_all(share: list[str]) -> list[Path]:
-            return [fetch(digest) for digest in share]
-
-        if len(digests) < 2:
-            return {digest: fetch(digest) for digest in digests}
-        # one share of the digests per worker: a future per object costs more than a small
-        # object's fetch
-        workers = min(SPOOL_WORKERS, len(digests))
-        shares = [digests[index::workers] for index in range(workers)]
-        spooled: dict[str, Path] = {}
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            for share, paths in zip(shares, pool.map(fetch_all, shares), strict=True):
-                spooled.update(zip(share, paths, strict=True))
-        return spooled
-
-    def _spool_root(self, manifest: Manifest) -> str | None:
-        """Where a restore spools its objects: ``spool_dir`` when given, else ``/dev/shm`` when
-        it is writable and the snapshot is small enough (at most :data:`TMPFS_SPOOL_BYTES`, and
-        half the free space there), else the system's temporary directory."""
-        if self.spool_dir is not None:
-            return str(self.spool_dir)
-        size = manifest.total_size()
-        if size > TMPFS_SPOOL_BYTES or not os.access("/dev/shm", os.W_OK):
-            return None
-        try:
-            stats = os.statvfs("/dev/shm")
-        except OSError:
-            return None
-        return "/dev/shm" if size * 2 <= stats.f_bavail * stats.f_frsize else None
-
-
 class WorkspaceSnapshots(SnapshotSettings):
-    """On-demand snapshots of conversation workspaces into ``store`` (module docstring).
-
-    ``exclude`` names top-level workspace entries that are the runtime's and are neither stored
-    nor touched by a restore (``skills``, the prepared skill copies, by default).
-    ``listing_timeout_seconds`` and ``max_listing_bytes`` bound the listing command (a listing
-    cut at the cap fails closed), ``max_entries`` the entries of a listing, and
-    ``skip_special`` leaves FIFOs, sockets and devices out instead of refusing the snapshot.
-    """
+    """On-demand snapshots of conversation workspaces into ``store`` (module docstring); the
+    arguments (the store, the excluded entries, the bounds) are those of
+    :class:`~.settings.SnapshotSettings`."""
 
     # -- listing ----------------------------------------------------------------------------------
 
@@ -341,12 +200,12 @@ class WorkspaceSnapshots(SnapshotSettings):
         validate_conversation_id(conversation_id)
         started = time.perf_counter()
         listing, requests, inline = self._list(runtime, conversation_id)
-        previous = self.store.latest(conversation_id)
+        previous = _off_loop(self.store.latest, conversation_id)
         manifest, uploads = plan_snapshot(
             listing, previous, conversation=conversation_id, skip_special=self.skip_special
         )
         if previous is not None and previous.entries == manifest.entries:
-            deleted = self._retain(conversation_id, keep_last)
+            deleted = _off_loop(self._retain, conversation_id, keep_last)
             return SnapshotResult(
                 snapshot_id=previous.snapshot_id,
                 conversation_id=conversation_id,
@@ -359,7 +218,8 @@ class WorkspaceSnapshots(SnapshotSettings):
                 seconds=time.perf_counter() - started,
                 deleted_snapshots=deleted,
             )
-        missing = set(uploads) - self.store.has_objects(uploads)
+        present = _off_loop(self.store.has_objects, uploads)
+        missing = set(uploads) - present
         fs = runtime.get_file_system()
         workspace = runtime.default_working_directory
         needed = []
@@ -373,7 +233,7 @@ class WorkspaceSnapshots(SnapshotSettings):
         with self._forgetting(runtime, conversation_id):
             for entry in needed:
                 if entry.path in inline:
-                    self._put(entry, io.BytesIO(inline[entry.path]))
+                    _off_loop(self._put, entry, io.BytesIO(inline[entry.path]))
                     uploaded += entry.size or 0
             for batch in batches:
                 result = runtime.execute(
@@ -382,18 +242,19 @@ class WorkspaceSnapshots(SnapshotSettings):
                 requests += 1
                 contents = batch_contents(result, batch)
                 for entry in batch:
-                    self._put(entry, io.BytesIO(contents.pop(entry.path)))
+                    data = io.BytesIO(contents.pop(entry.path))
+                    _off_loop(self._put, entry, data)
                 uploaded += sum(entry.size or 0 for entry in batch)
             for entry in singles:
                 requests += 1
-                with contextlib.closing(
-                    fs.read_stream(posixpath.join(workspace, entry.path))
-                ) as chunks:
+                path = posixpath.join(workspace, entry.path)
+                # streamed into the store (the reader holds one chunk at a time)
+                with contextlib.closing(fs.read_stream(path)) as chunks:
                     self._put(entry, _reader(chunks, entry.path))
                 uploaded += entry.size or 0
         reads = len(needed)
-        snapshot_id = self.store.put_manifest(manifest)
-        deleted = self._retain(conversation_id, keep_last)
+        snapshot_id = _off_loop(self.store.put_manifest, manifest)
+        deleted = _off_loop(self._retain, conversation_id, keep_last)
         seconds = time.perf_counter() - started
         logger.info(
             "snapshot %s of %s: %d entries, %d objects (%d bytes) uploaded in %.3fs",
@@ -425,12 +286,12 @@ class WorkspaceSnapshots(SnapshotSettings):
         """The work of :meth:`restore` (audited there)."""
         validate_conversation_id(conversation_id)
         started = time.perf_counter()
-        manifest = self._manifest(conversation_id, snapshot_id)
+        manifest = _off_loop(self._manifest, conversation_id, snapshot_id)
         with tempfile.TemporaryDirectory(
             prefix="skillruntime-restore-", dir=self._spool_root(manifest)
         ) as spool:
             try:
-                spooled = self._spool(manifest, Path(spool))
+                spooled = _off_loop(self._spool, manifest, Path(spool))
                 current, listed, _ = self._list(runtime, conversation_id, inline=False)
             except SnapshotError as error:
                 raise WorkspaceRestoreError(
@@ -452,17 +313,15 @@ class WorkspaceSnapshots(SnapshotSettings):
         wanted = {entry.path: entry for entry in manifest.entries}
         workspace = runtime.default_working_directory
         done: list[str] = []
-        commands = listed
-        requests = listed
+        counts = {"commands": listed, "requests": listed}
 
         def run(scripts: list[bytes], step: str) -> None:
-            nonlocal commands, requests
             for script in scripts:
                 result = runtime.execute(
                     script_request(script, timeout_seconds=self.script_timeout_seconds)
                 )
-                commands += 1
-                requests += 1
+                counts["commands"] += 1
+                counts["requests"] += 1
                 failure = script_failed(result)
                 if failure is not None:
                     raise WorkspaceRestoreError(
@@ -480,14 +339,15 @@ class WorkspaceSnapshots(SnapshotSettings):
         ]
         if files:
             try:
-                runtime.get_file_system().upload_files(files)
+                fs = runtime.get_file_system()
+                fs.upload_files(files)
             except Exception as error:
                 raise WorkspaceRestoreError(
                     f"restore of snapshot {manifest.snapshot_id[:12]}: sending the files failed: "
                     f"{type(error).__name__}: {str(error)[:300]}",
                     done=tuple(done),
                 ) from error
-            requests += 1
+            counts["requests"] += 1
             done.append(f"wrote {len(files)} files")
         run(post_scripts(plan, current, wanted), "made the links and set the modes")
         seconds = time.perf_counter() - started
@@ -509,7 +369,7 @@ class WorkspaceSnapshots(SnapshotSettings):
             symlinks=len(plan.make_symlinks),
             modes=len(plan.set_modes),
             entries=len(manifest.entries),
-            requests=requests,
-            commands=commands,
+            requests=counts["requests"],
+            commands=counts["commands"],
             seconds=seconds,
         )
