@@ -49,7 +49,15 @@ def test_every_generated_sync_module_matches_its_async_source() -> None:
         ("skillruntime-opensandbox", {"commands.py", "files.py"}),
         (
             "skillruntime-core",
-            {"exclusive.py", "spi.py", "scoped.py", "runtime_tools.py", "activator.py"},
+            {
+                "exclusive.py",
+                "spi.py",
+                "scoped.py",
+                "runtime_tools.py",
+                "activator.py",
+                "workspace.py",
+                "durable.py",
+            },
         ),
     ],
 )
