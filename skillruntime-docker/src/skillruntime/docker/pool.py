@@ -32,6 +32,7 @@ from skillruntime.core.conversations.pools import (
     close_pools,
     pool_key,
     pool_lease_key,
+    pool_store,
     shared_pool,
 )
 from skillruntime.core.conversations.sandboxes import TAG_ROLE, TAG_RUNTIME
@@ -178,6 +179,7 @@ class DockerPool(WarmPool[str]):
         ttl_seconds: float = DEFAULT_POOL_TTL_SECONDS,
         refill_delay_seconds: float = DEFAULT_REFILL_DELAY_SECONDS,
         claim_ttl_seconds: float = CLAIM_TTL_SECONDS,
+        owns_store: bool = False,
     ) -> None:
         self.engine = engine
         self.image = image
@@ -204,6 +206,7 @@ class DockerPool(WarmPool[str]):
             refill_delay_seconds=refill_delay_seconds,
             claim_ttl_seconds=claim_ttl_seconds,
             name="docker-pool",
+            owns_store=owns_store,
         )
         self.labels = self.tags
         """The labels of every member of this pool (without its volume's)."""
@@ -213,6 +216,7 @@ def docker_pool(
     engine: DockerEngine,
     store: ConversationStore,
     *,
+    conversation_store: ConversationStore | str | None = None,
     size: int,
     image: str,
     security: ContainerSecurity,
@@ -222,7 +226,10 @@ def docker_pool(
     ttl_seconds: float = DEFAULT_POOL_TTL_SECONDS,
 ) -> DockerPool:
     """The process's pool for this engine, store and pool key (made and started on first use;
-    it has its own engine client, so it outlives the runtimes that use it)."""
+    it has its own engine client, and its own store when the runtime was given a URL
+    (``conversation_store``: :func:`~skillruntime.core.conversations.pools.pool_store`), so it
+    outlives the runtimes that use it)."""
+    store_identity, open_store = pool_store(conversation_store, store)
     key = docker_pool_key(
         image=image,
         security=security,
@@ -230,11 +237,12 @@ def docker_pool(
         labels=labels,
         conversations_root=conversations_root,
     )
-    return shared_pool(
-        ("docker", engine.address, id(store), key),
-        lambda: DockerPool(
+
+    def make() -> DockerPool:
+        pool_store_, owns = open_store()
+        return DockerPool(
             DockerEngine(engine.address, request_timeout_seconds=60.0),
-            store,
+            pool_store_,
             size=size,
             image=image,
             security=security,
@@ -242,5 +250,7 @@ def docker_pool(
             labels=labels,
             conversations_root=conversations_root,
             ttl_seconds=ttl_seconds,
-        ),
-    )
+            owns_store=owns,
+        )
+
+    return shared_pool(("docker", engine.address, store_identity, key), make)

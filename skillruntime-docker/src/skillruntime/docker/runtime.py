@@ -325,6 +325,7 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
             self._pool = docker_pool(
                 self._engine,
                 self._store,
+                conversation_store=conversation_store,
                 size=pool_size,
                 image=image,
                 security=self._security,

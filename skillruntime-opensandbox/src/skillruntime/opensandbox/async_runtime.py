@@ -76,6 +76,7 @@ from .commands import (
     CommandOutcomeUnknownError,
 )
 from .errors import OpenSandboxError, OpenSandboxExecutionError
+from .pool import OpenSandboxPool
 from .retry import DEFAULT_RETRY_SECONDS
 from .runtime import (
     PREPARE_ATTEMPTS,
@@ -221,6 +222,12 @@ class AsyncOpenSandboxSkillRuntime(AsyncExclusiveRuntimeMixin, AsyncBaseSkillRun
     def conversation_record_key(self) -> str | None:
         """Storage key of the conversation record (``None`` without a conversation)."""
         return self._core.conversation_record_key
+
+    @property
+    def pool(self) -> OpenSandboxPool | None:
+        """The warm pool new conversations are served from (``None`` unless ``pool_size``;
+        shared with the sync face: the claims block, and run in a worker thread)."""
+        return self._core.pool
 
     @property
     def durable_workspace(self) -> AsyncDurableWorkspace | None:

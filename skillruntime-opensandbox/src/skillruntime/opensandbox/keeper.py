@@ -42,6 +42,7 @@ from skillruntime.core.conversations.sandboxes import (
     TAG_CONVERSATION_KEY,
     TAG_RUNTIME,
     ConversationSandboxes,
+    SandboxPool,
 )
 from skillruntime.core.errors import SkillPrepareError
 from skillruntime.core.models import Skill
@@ -107,7 +108,8 @@ class SandboxKeeper:
     ``make_directories(directories, sandbox)`` creates directories in a sandbox (the sync file
     system's, retried like every file call). ``owns_store``: the store was opened from a URL by
     the runtime and is closed with it. ``audit_fields`` returns the fields of the runtime's
-    audit events.
+    audit events. ``pool``: the warm pool a new conversation's first sandbox is claimed from
+    (:mod:`.pool`).
     """
 
     def __init__(
@@ -121,6 +123,7 @@ class SandboxKeeper:
         orphan_grace_seconds: float,
         owns_store: bool = False,
         audit_fields: Callable[[], dict[str, Any]] = dict,
+        pool: SandboxPool[SandboxSync] | None = None,
     ) -> None:
         self.client = client
         self.binding = binding
@@ -141,6 +144,7 @@ class SandboxKeeper:
             audit_fields=lambda: {
                 key: value for key, value in audit_fields().items() if key != "sandbox_source"
             },
+            pool=pool,
         )
         self._sandbox: SandboxSync | None = None
         self._last_sandbox_id: str | None = None

@@ -123,6 +123,18 @@ OPENSANDBOX_LISTING = RuntimeListing(
                 "Age after which an unrecorded sandbox of the conversation is an orphan.",
             ),
             (
+                "pool_size",
+                "int",
+                "0",
+                "Warm sandboxes kept per server and configuration for new conversations (0: off).",
+            ),
+            (
+                "pool_ttl_seconds",
+                "float",
+                "3600.0",
+                "Life of an unclaimed warm sandbox on the server.",
+            ),
+            (
                 "retry_seconds",
                 "float",
                 "20.0",

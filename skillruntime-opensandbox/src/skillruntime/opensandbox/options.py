@@ -121,6 +121,18 @@ class OpenSandboxRuntimeOptions(SandboxRuntimeOptions):
     lease_wait_seconds: float = lease_wait_field()
     activity_interval_seconds: float = activity_interval_field()
     orphan_grace_seconds: float = orphan_grace_field()
+    pool_size: int = Field(
+        default=0,
+        ge=0,
+        description="Warm sandboxes kept per server and configuration for new conversations "
+        "(0: off).",
+    )
+    pool_ttl_seconds: float = Field(
+        default=3600.0,
+        gt=60,
+        le=86400,
+        description="Life of an unclaimed warm sandbox on the server.",
+    )
     retry_seconds: float = Field(
         default=DEFAULT_RETRY_SECONDS,
         ge=0,

@@ -104,6 +104,7 @@ from .options import (
     DEFAULT_REMOTE_ROOT,
     NetworkPolicyOptions,
 )
+from .pool import DEFAULT_POOL_TTL_SECONDS, OpenSandboxPool, opensandbox_pool
 from .retry import DEFAULT_RETRY_SECONDS
 from .sandbox import SandboxClient, SandboxSettings
 
@@ -158,6 +159,9 @@ class OpenSandboxSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
     the conversation's lease in the store, so nodes sharing the conversation take turns (see
     :mod:`skillruntime.core.conversations.exclusive`); the record's ``updated_at`` is refreshed at
     most every ``activity_interval_seconds`` while the conversation is used (what sweeps measure).
+    ``pool_size`` (default 0: off; conversation mode) serves new conversations from a warm pool
+    of that many sandboxes per server, store and sandbox configuration, each unclaimed one
+    ending after ``pool_ttl_seconds`` (:mod:`.pool`; docs/opensandbox-runtime.md, "Warm pools").
     """
 
     def __init__(
@@ -192,9 +196,13 @@ class OpenSandboxSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         lease_wait_seconds: float = DEFAULT_LEASE_WAIT_SECONDS,
         activity_interval_seconds: float = DEFAULT_ACTIVITY_INTERVAL_SECONDS,
         durability: Durability | None = None,
+        pool_size: int = 0,
+        pool_ttl_seconds: float = DEFAULT_POOL_TTL_SECONDS,
     ) -> None:
         if durability is not None and conversation_id is None:
             raise ValueError("durability needs a conversation_id")
+        if pool_size < 0:
+            raise ValueError("pool_size must not be negative")
         workspace = (
             ConversationWorkspace(conversations_root, conversation_id)
             if conversation_id is not None
@@ -274,6 +282,17 @@ class OpenSandboxSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
                 lease_wait_seconds=lease_wait_seconds,
                 activity_interval_seconds=activity_interval_seconds,
             )
+        self._pool: OpenSandboxPool | None = None
+        if pool_size > 0 and binding is not None:
+            self._pool = opensandbox_pool(
+                self._config,
+                self._client.settings,
+                binding.store,
+                conversation_store=conversation_store,
+                size=pool_size,
+                conversations_root=conversations_root,
+                ttl_seconds=pool_ttl_seconds,
+            )
         self._keeper = SandboxKeeper(
             self._client,
             binding=binding,
@@ -285,6 +304,7 @@ class OpenSandboxSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
             orphan_grace_seconds=orphan_grace_seconds,
             owns_store=isinstance(conversation_store, str),
             audit_fields=self._audit_fields,
+            pool=self._pool,
         )
         self._durable = (
             DurableWorkspace(durability, conversation_id=binding.conversation_id, binding=binding)
@@ -356,6 +376,11 @@ class OpenSandboxSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
     def destroy_conversation_sandbox(self) -> None:
         """The same as :meth:`destroy_conversation` (the name every container runtime shares)."""
         self.destroy_conversation()
+
+    @property
+    def pool(self) -> OpenSandboxPool | None:
+        """The warm pool new conversations are served from (``None`` unless ``pool_size``)."""
+        return self._pool
 
     @property
     def durable_workspace(self) -> DurableWorkspace | None:

@@ -122,11 +122,14 @@ class SandboxClient:
         """The settings of the sandboxes this client creates."""
         return self._settings
 
-    def create(self, metadata: Mapping[str, str]) -> SandboxSync:
+    def create(
+        self, metadata: Mapping[str, str], *, timeout_seconds: float | None = None
+    ) -> SandboxSync:
         """Create a sandbox and wait until it is ready (not retried: it is a POST); audited as
-        ``sandbox.create``."""
+        ``sandbox.create``. ``timeout_seconds``: its life (default the settings'
+        ``sandbox_timeout_seconds``)."""
         with audited("sandbox.create", **self._audit_fields()) as record:
-            sandbox = self._create(metadata)
+            sandbox = self._create(metadata, timeout_seconds)
             record.sandbox_id = sandbox.id
             return sandbox
 
@@ -137,13 +140,14 @@ class SandboxClient:
             "sandbox_id": sandbox_id,
         }
 
-    def _create(self, metadata: Mapping[str, str]) -> SandboxSync:
+    def _create(self, metadata: Mapping[str, str], timeout_seconds: float | None) -> SandboxSync:
         settings = self._settings
         merged = {**settings.metadata, **metadata}
+        life = settings.sandbox_timeout_seconds if timeout_seconds is None else timeout_seconds
         try:
             sandbox = SandboxSync.create(
                 settings.image,
-                timeout=timedelta(seconds=settings.sandbox_timeout_seconds),
+                timeout=timedelta(seconds=life),
                 ready_timeout=timedelta(seconds=settings.ready_timeout_seconds),
                 env=dict(settings.environment),
                 metadata=clip_metadata(merged),

@@ -49,7 +49,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from ..errors import SkillRuntimeError
 from .sandboxes import TAG_ROLE, PooledSandbox, recorded_sandbox_ids, tags_match
-from .spi import ConversationStore
+from .spi import ConversationStore, open_conversation_store
 
 __all__ = [
     "CLAIM_TTL_SECONDS",
@@ -63,6 +63,7 @@ __all__ = [
     "close_pools",
     "pool_key",
     "pool_lease_key",
+    "pool_store",
     "shared_pool",
 ]
 
@@ -154,7 +155,8 @@ class WarmPool(Generic[H]):
     members other nodes made). ``key`` is the pool key (:func:`pool_key`), ``tags`` the
     deployment's tags every member carries (the pool adds its role and key). ``clock`` (epoch
     seconds) is what member ages are measured with; ``claim_ttl_seconds`` how long a claim
-    holds before the record must name the member.
+    holds before the record must name the member. ``owns_store``: :meth:`close` closes
+    ``store`` too (one the pool opened from a URL: :func:`pool_store`).
     """
 
     def __init__(
@@ -170,6 +172,7 @@ class WarmPool(Generic[H]):
         claim_ttl_seconds: float = CLAIM_TTL_SECONDS,
         clock: Callable[[], float] = time.time,
         name: str = "pool",
+        owns_store: bool = False,
     ) -> None:
         if size < 0:
             raise ValueError("pool_size must not be negative")
@@ -189,6 +192,7 @@ class WarmPool(Generic[H]):
         self.claim_ttl_seconds = claim_ttl_seconds
         self.clock = clock
         self.name = name
+        self._owns_store = owns_store
         self.tags: dict[str, str] = {**tags, TAG_ROLE: ROLE_POOL, TAG_POOL: key}
         """The tags of every member of this pool."""
         self.hits = 0
@@ -260,6 +264,8 @@ class WarmPool(Generic[H]):
             self.driver.close()
         except Exception:
             logger.warning("closing the %s driver failed", self.name, exc_info=True)
+        if self._owns_store:
+            self.store.close()
 
     # ----------------------------------------------------------------- claim
 
@@ -457,6 +463,19 @@ class WarmPool(Generic[H]):
             self.driver.remove_member(member)
         except SkillRuntimeError:
             logger.warning("removing member %s failed", member.sandbox_id[:12], exc_info=True)
+
+
+def pool_store(
+    conversation_store: ConversationStore | str | None, store: ConversationStore
+) -> tuple[Hashable, Callable[[], tuple[ConversationStore, bool]]]:
+    """How a runtime's pool reaches the conversation store: an identity for the registry key
+    and an opener. A runtime given a URL opened its own store, which it closes with itself; its
+    pool, which outlives it, opens one of its own from the URL (one per URL and process) and
+    closes it with the pool. A runtime given a store object (or the default) shares it."""
+    if isinstance(conversation_store, str):
+        url = conversation_store
+        return ("url", url), lambda: (open_conversation_store(url), True)
+    return ("store", id(store)), lambda: (store, False)
 
 
 _POOLS: dict[Hashable, WarmPool[Any]] = {}
