@@ -5,6 +5,8 @@ from __future__ import annotations
 import errno
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from skillruntime.core.errors import (
     FileTooLargeError,
@@ -19,6 +21,7 @@ from skillruntime.core.errors import (
     WorkspaceEscapeError,
     file_error_code,
     file_error_from_os_error,
+    printable,
 )
 
 
@@ -68,3 +71,31 @@ def test_os_errors_map_by_errno(number: int, cls: type[RuntimeFileError]) -> Non
     assert type(mapped) is cls
     assert mapped.path == "/w/a.txt"
     assert str(mapped) == "Cannot read /w/a.txt: reason"
+
+
+@given(text=st.text())
+def test_printable_text_encodes_strictly_and_holds_no_control_character(text: str) -> None:
+    rendered = printable(text)
+    rendered.encode("utf-8")
+    assert rendered.isprintable()
+    if text.isprintable() and "\\" not in text:
+        assert rendered == text
+
+
+@given(first=st.text(), second=st.text())
+def test_distinct_texts_render_distinctly(first: str, second: str) -> None:
+    assert (printable(first) == printable(second)) == (first == second)
+
+
+def test_printable_writes_undecodable_bytes_controls_and_backslashes_as_escapes() -> None:
+    assert printable("a\udcffb\ud800\x1b[1m\n\t\\x\u0085") == (
+        "a\\xffb\\ud800\\x1b[1m\\n\\t\\\\x\\u0085"
+    )
+    assert printable("/w/é ok.txt") == "/w/é ok.txt"
+
+
+def test_os_errors_keep_a_hostile_path_but_print_it_escaped() -> None:
+    path = "/w/\udcff\n"
+    mapped = file_error_from_os_error(OSError(errno.ENOENT, "gone"), path, operation="read")
+    assert mapped.path == path
+    assert str(mapped) == "Cannot read /w/\\xff\\n: gone"

@@ -32,6 +32,7 @@ from skillruntime.core.errors import (
     RuntimeFileError,
     RuntimeFileNotFoundError,
     RuntimeIsADirectoryError,
+    printable,
 )
 from skillruntime.core.files.async_spi import AsyncSkillRuntimeFileSystem, aiter_chunks
 from skillruntime.core.files.globbing import GlobMatcher
@@ -143,7 +144,7 @@ class AsyncAioFileSystem(AsyncSkillRuntimeFileSystem):
         try:
             response = await self._client.open_stream("/v1/file/download", params={"path": path})
         except AioNotFoundError as exc:
-            raise RuntimeFileNotFoundError(f"File not found: {path}", path=path) from exc
+            raise RuntimeFileNotFoundError(f"File not found: {printable(path)}", path=path) from exc
         except AioSandboxError as exc:
             raise await self._read_error(path, exc) from exc
         try:
@@ -154,7 +155,9 @@ class AsyncAioFileSystem(AsyncSkillRuntimeFileSystem):
             except httpx.HTTPError as exc:
                 raise self._client.transport_failure("/v1/file/download", exc) from exc
         except AioSandboxError as exc:  # the answer broke off (or stalled) after its headers
-            raise RuntimeFileError(f"Cannot read {path}: {exc}", path=path) from exc
+            raise RuntimeFileError(
+                f"Cannot read {printable(path)}: {printable(str(exc))}", path=path
+            ) from exc
         finally:
             await response.aclose()
 
@@ -163,12 +166,15 @@ class AsyncAioFileSystem(AsyncSkillRuntimeFileSystem):
         download would block on it)."""
         info = await self.stat(path)  # follows a final symbolic link, as the download does
         if info is None:
-            raise RuntimeFileNotFoundError(f"File not found: {path}", path=path)
+            raise RuntimeFileNotFoundError(f"File not found: {printable(path)}", path=path)
         if info.is_directory:
-            raise RuntimeIsADirectoryError(f"Cannot read {path}: it is a directory", path=path)
+            raise RuntimeIsADirectoryError(
+                f"Cannot read {printable(path)}: it is a directory", path=path
+            )
         if info.is_special:
             raise NotRegularFileError(
-                f"Cannot read {path}: not a regular file (a FIFO, socket or device)", path=path
+                f"Cannot read {printable(path)}: not a regular file (a FIFO, socket or device)",
+                path=path,
             )
 
     async def _read_error(self, path: str, exc: AioSandboxError) -> RuntimeFileError:
@@ -212,7 +218,9 @@ class AsyncAioFileSystem(AsyncSkillRuntimeFileSystem):
                 staging, source, size, idempotent=True, read_timeout=self._transfer_timeout
             )
         except AioSandboxError as exc:
-            raise RuntimeFileError(f"Cannot upload {path}: {exc}", path=path) from exc
+            raise RuntimeFileError(
+                f"Cannot upload {printable(path)}: {printable(str(exc))}", path=path
+            ) from exc
         await self._change(move_into_place_script(staging, path, mode), "write", path)
 
     # --------------------------------------------------------------- metadata

@@ -38,6 +38,7 @@ from skillruntime.core.errors import (
     RuntimeFileNotFoundError,
     RuntimeIsADirectoryError,
     RuntimePermissionError,
+    printable,
 )
 from skillruntime.core.models import FileInfo
 
@@ -141,19 +142,21 @@ def search_complete(outcome: WrapperOutcome) -> bool:
 def checked_outcome(outcome: WrapperOutcome, path: str, timeout: float) -> WrapperOutcome:
     """``outcome``, unless the file command timed out (a :class:`RuntimeFileError`)."""
     if outcome.timed_out:
-        raise RuntimeFileError(f"File operation on {path} timed out after {timeout:g}s", path=path)
+        raise RuntimeFileError(
+            f"File operation on {printable(path)} timed out after {timeout:g}s", path=path
+        )
     return outcome
 
 
 def command_failure(outcome: WrapperOutcome, what: str, path: str) -> RuntimeFileError:
     """The typed error of a failed file command, classified by the reason it printed."""
     detail = outcome.stderr.decode("utf-8", "replace").strip()[-300:]
-    suffix = f": {detail}" if detail else ""
+    suffix = f": {printable(detail)}" if detail else ""
     cls = next(
         (kind for reasons, kind in _REASONS if any(reason in detail for reason in reasons)),
         RuntimeFileError,
     )
-    return cls(f"Cannot {what} {path}{suffix}", path=path)
+    return cls(f"Cannot {what} {printable(path)}{suffix}", path=path)
 
 
 def refused_read(path: str, exc: AioSandboxError) -> RuntimeFileError | None:
@@ -161,9 +164,11 @@ def refused_read(path: str, exc: AioSandboxError) -> RuntimeFileError | None:
     (:func:`refused_read_after_stat`): the service's answer for a directory is not documented
     (an image answers 400)."""
     if exc.error_type in _PERMISSION_TYPES or "Permission denied" in str(exc):
-        return RuntimePermissionError(f"Cannot read {path}: permission denied", path=path)
+        return RuntimePermissionError(
+            f"Cannot read {printable(path)}: permission denied", path=path
+        )
     if exc.status != 400 and exc.error_type not in _NOT_FOUND_TYPES:
-        return RuntimeFileError(f"Cannot read {path}: {exc}", path=path)
+        return RuntimeFileError(f"Cannot read {printable(path)}: {printable(str(exc))}", path=path)
     return None
 
 
@@ -182,8 +187,10 @@ def undownloadable_path(path: str) -> RuntimeFileError | None:
 def refused_read_after_stat(path: str, info: FileInfo | None) -> RuntimeFileError:
     """A refused download of a directory, or of a missing or irregular file."""
     if info is not None and info.is_directory:
-        return RuntimeIsADirectoryError(f"Path is a directory, not a file: {path}", path=path)
-    return RuntimeFileNotFoundError(f"Not a readable regular file: {path}", path=path)
+        return RuntimeIsADirectoryError(
+            f"Path is a directory, not a file: {printable(path)}", path=path
+        )
+    return RuntimeFileNotFoundError(f"Not a readable regular file: {printable(path)}", path=path)
 
 
 def move_into_place_script(staging: str, path: str, mode: int) -> str:
@@ -215,7 +222,7 @@ def stat_result(outcome: WrapperOutcome, path: str) -> FileInfo | None:
     text = outcome.stdout.decode("utf-8", "replace").rstrip("\n")
     info = _parse_entry(text)
     if info is None:
-        raise RuntimeFileError(f"Unexpected stat answer for {path}", path=path)
+        raise RuntimeFileError(f"Unexpected stat answer for {printable(path)}", path=path)
     return info.model_copy(update={"path": path})
 
 
@@ -237,23 +244,25 @@ def list_script(path: str, depth: int, limit: int) -> str:
 def list_result(outcome: WrapperOutcome, path: str, limit: int) -> list[FileInfo]:
     """The answer of :func:`list_script`."""
     if outcome.exit_code == _MISSING:
-        raise RuntimeFileNotFoundError(f"Path does not exist: {path}", path=path)
+        raise RuntimeFileNotFoundError(f"Path does not exist: {printable(path)}", path=path)
     if outcome.exit_code == _NOT_A_DIRECTORY:
         raise NotADirectoryFileError(
-            f"Cannot list {path}: a component of the path is not a directory", path=path
+            f"Cannot list {printable(path)}: a component of the path is not a directory", path=path
         )
     if outcome.exit_code != 0:
         raise command_failure(outcome, "list", path)
     if outcome.stdout_size > len(outcome.stdout):
         raise RuntimeFileError(
-            f"Cannot list {path}: the listing is over {LIST_OUTPUT_CAP} bytes; ask for fewer "
-            "entries or less depth",
+            f"Cannot list {printable(path)}: the listing is over {LIST_OUTPUT_CAP} bytes; ask for "
+            "fewer entries or less depth",
             path=path,
         )
     try:
         records = base64.b64decode(outcome.stdout)
     except (binascii.Error, ValueError) as exc:
-        raise RuntimeFileError(f"Unexpected listing answer for {path}", path=path) from exc
+        raise RuntimeFileError(
+            f"Unexpected listing answer for {printable(path)}", path=path
+        ) from exc
     entries = []
     for record in records.split(b"\0"):
         if record:

@@ -33,6 +33,7 @@ from skillruntime.core.errors import (
     RuntimeFileError,
     RuntimeFileNotFoundError,
     RuntimeIsADirectoryError,
+    printable,
 )
 from skillruntime.core.files.globbing import GlobMatcher
 from skillruntime.core.files.search import (
@@ -137,7 +138,7 @@ class AioFileSystem(SkillRuntimeFileSystem):
         try:
             response = self._client.open_stream("/v1/file/download", params={"path": path})
         except AioNotFoundError as exc:
-            raise RuntimeFileNotFoundError(f"File not found: {path}", path=path) from exc
+            raise RuntimeFileNotFoundError(f"File not found: {printable(path)}", path=path) from exc
         except AioSandboxError as exc:
             raise self._read_error(path, exc) from exc
         try:
@@ -148,7 +149,9 @@ class AioFileSystem(SkillRuntimeFileSystem):
             except httpx.HTTPError as exc:
                 raise self._client.transport_failure("/v1/file/download", exc) from exc
         except AioSandboxError as exc:  # the answer broke off (or stalled) after its headers
-            raise RuntimeFileError(f"Cannot read {path}: {exc}", path=path) from exc
+            raise RuntimeFileError(
+                f"Cannot read {printable(path)}: {printable(str(exc))}", path=path
+            ) from exc
         finally:
             response.close()
 
@@ -157,12 +160,15 @@ class AioFileSystem(SkillRuntimeFileSystem):
         download would block on it)."""
         info = self.stat(path)  # follows a final symbolic link, as the download does
         if info is None:
-            raise RuntimeFileNotFoundError(f"File not found: {path}", path=path)
+            raise RuntimeFileNotFoundError(f"File not found: {printable(path)}", path=path)
         if info.is_directory:
-            raise RuntimeIsADirectoryError(f"Cannot read {path}: it is a directory", path=path)
+            raise RuntimeIsADirectoryError(
+                f"Cannot read {printable(path)}: it is a directory", path=path
+            )
         if info.is_special:
             raise NotRegularFileError(
-                f"Cannot read {path}: not a regular file (a FIFO, socket or device)", path=path
+                f"Cannot read {printable(path)}: not a regular file (a FIFO, socket or device)",
+                path=path,
             )
 
     def _read_error(self, path: str, exc: AioSandboxError) -> RuntimeFileError:
@@ -197,7 +203,9 @@ class AioFileSystem(SkillRuntimeFileSystem):
                 staging, source, size, idempotent=True, read_timeout=self._transfer_timeout
             )
         except AioSandboxError as exc:
-            raise RuntimeFileError(f"Cannot upload {path}: {exc}", path=path) from exc
+            raise RuntimeFileError(
+                f"Cannot upload {printable(path)}: {printable(str(exc))}", path=path
+            ) from exc
         self._change(move_into_place_script(staging, path, mode), "write", path)
 
     # --------------------------------------------------------------- metadata

@@ -12,7 +12,7 @@ from __future__ import annotations
 import posixpath
 import time
 
-from skillruntime.core.errors import ExecutionTransportError, SkillPrepareError
+from skillruntime.core.errors import ExecutionTransportError, SkillPrepareError, printable
 from skillruntime.core.models import Skill, SkillExecutionRequest, SkillExecutionResult
 from skillruntime.core.runtime.bridge import (
     kill_marked_command,
@@ -66,7 +66,7 @@ def execution_result(
     """The SPI result of a wrapper run (``started``: its ``time.monotonic()``); a missing
     working directory raises ``ExecutionTransportError``."""
     if outcome.missing_cwd:
-        raise ExecutionTransportError(f"Working directory does not exist: {cwd}")
+        raise ExecutionTransportError(f"Working directory does not exist: {printable(cwd)}")
     cap = request.max_output_bytes
     return SkillExecutionResult(
         exit_code=outcome.exit_code,

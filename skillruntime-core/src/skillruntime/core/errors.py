@@ -102,6 +102,7 @@ __all__ = [
     "WorkspaceSnapshotError",
     "file_error_code",
     "file_error_from_os_error",
+    "printable",
 ]
 
 
@@ -374,6 +375,44 @@ class InvalidPatternError(ValueError):
     """The pattern is not valid RE2 syntax (or uses a feature RE2 does not have)."""
 
 
+_SHORT_ESCAPES = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def printable(text: str) -> str:
+    """``text`` (a path, a name or any other text a sandbox or a model supplied) rendered for an
+    error message or a log line: the result always encodes as UTF-8 strictly and holds no
+    control character, so printing it to a UTF-8 stream, a log file or a JSON tool result
+    neither fails nor lets the text forge lines or terminal sequences.
+
+    Printable text without a backslash is returned unchanged. Otherwise every backslash is
+    doubled, ``\\t``, ``\\n`` and ``\\r`` are written as such, a byte that is not UTF-8 (kept as a
+    lone surrogate U+DC80..U+DCFF by ``surrogateescape``, docs/custom-runtime.md) becomes
+    ``\\xNN`` with NN at least 80, and any other character that is not printable (controls,
+    other lone surrogates, format and separator characters) becomes ``\\xNN`` (below U+0080),
+    ``\\uNNNN`` or ``\\UNNNNNNNN``; so distinct texts render distinctly. Exceptions keep the
+    original value in their structured attributes (``RuntimeFileError.path``); only their message
+    text goes through this function.
+    """
+    if text.isprintable() and "\\" not in text:
+        return text
+    parts: list[str] = []
+    for char in text:
+        code = ord(char)
+        if char in _SHORT_ESCAPES:
+            parts.append(_SHORT_ESCAPES[char])
+        elif char.isprintable():
+            parts.append(char)
+        elif 0xDC80 <= code <= 0xDCFF:
+            parts.append(f"\\x{code - 0xDC00:02x}")
+        elif code < 0x80:
+            parts.append(f"\\x{code:02x}")
+        elif code <= 0xFFFF:
+            parts.append(f"\\u{code:04x}")
+        else:
+            parts.append(f"\\U{code:08x}")
+    return "".join(parts)
+
+
 def file_error_code(error: BaseException) -> str | None:
     """The stable code of a file-related error (``file_not_found``, ``is_directory``,
     ``permission_denied``, ``invalid_path``, ``file_too_large``, ``file_error``), or ``None`` when
@@ -408,4 +447,4 @@ def file_error_from_os_error(
     """
     cls = _ERRNO_CLASSES.get(error.errno or 0, RuntimeFileError)
     reason = error.strerror or type(error).__name__
-    return cls(f"Cannot {operation} {path}: {reason}", path=path)
+    return cls(f"Cannot {operation} {printable(path)}: {reason}", path=path)

@@ -42,6 +42,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from skillruntime.core.errors import printable
 from skillruntime.core.models import SkillExecutionResult
 from skillruntime.core.runtime.bridge import CANCEL_MARKER_VARIABLE, marked_environment
 from skillruntime.core.runtime.output import HeadTailBuffer
@@ -224,7 +225,7 @@ class CommandRunner:
             if state.pgid is None:
                 if exit_code == MISSING_CWD:
                     raise DockerExecutionError(
-                        f"Working directory does not exist: {working_directory}"
+                        f"Working directory does not exist: {printable(working_directory)}"
                     )
                 raise DockerExecutionError(
                     f"the command could not be started in the container (exit code {exit_code})"

@@ -27,6 +27,7 @@ import docker.errors
 import requests
 
 from skillruntime.core.conversations import service_key_for_url
+from skillruntime.core.errors import printable
 
 from .errors import DockerEngineError
 from .security import ContainerSecurity
@@ -501,12 +502,12 @@ class DockerEngine:
             )
             return _path_stat(response, path)
 
-        return self.call(f"stat of {path}", head)
+        return self.call(f"stat of {printable(path)}", head)
 
     def get_archive(self, container_id: str, path: str, chunk_size: int) -> Iterator[bytes]:
         """The tar stream of ``path`` as the engine sends it, in chunks of ``chunk_size``."""
         stream, _ = self.call(
-            f"reading {path}",
+            f"reading {printable(path)}",
             lambda api: api.get_archive(container_id, _wire(path), chunk_size=chunk_size),
         )
         chunks: Iterator[bytes] = stream
@@ -515,10 +516,11 @@ class DockerEngine:
     def put_archive(self, container_id: str, path: str, data: Iterator[bytes] | bytes) -> None:
         """Extract a tar stream into the existing directory ``path`` of the container."""
         ok = self.call(
-            f"writing into {path}", lambda api: api.put_archive(container_id, _wire(path), data)
+            f"writing into {printable(path)}",
+            lambda api: api.put_archive(container_id, _wire(path), data),
         )
         if not ok:
-            raise DockerEngineError(f"the engine refused the archive for {path}")
+            raise DockerEngineError(f"the engine refused the archive for {printable(path)}")
 
     # ----------------------------------------------------------------- exec
 
@@ -580,10 +582,10 @@ def _path_stat(response: Any, path: str) -> PathStat | None:
         return None
     if response.status_code >= 400:
         raise DockerEngineError(
-            f"stat of {path} refused by the engine (HTTP {response.status_code})",
+            f"stat of {printable(path)} refused by the engine (HTTP {response.status_code})",
             status_code=response.status_code,
         )
     header = response.headers.get("X-Docker-Container-Path-Stat")
     if not header:
-        raise DockerEngineError(f"the engine sent no stat for {path}")
+        raise DockerEngineError(f"the engine sent no stat for {printable(path)}")
     return PathStat(header)

@@ -50,6 +50,7 @@ from skillruntime.core.errors import (
     RuntimeIsADirectoryError,
     RuntimePermissionError,
     WorkspaceEscapeError,
+    printable,
 )
 from skillruntime.core.files.globbing import GlobMatcher
 from skillruntime.core.files.search import (
@@ -122,7 +123,7 @@ def _classify(text: str, path: str, operation: str) -> RuntimeFileError:
     """The typed error of a file script's failure from the system's (C locale) error text."""
     lowered = text.lower()
     reason = text.strip().splitlines()[-1] if text.strip() else "failed"
-    message = f"Cannot {operation} {path}: {reason}"
+    message = f"Cannot {operation} {printable(path)}: {printable(reason)}"
     if "permission denied" in lowered or "operation not permitted" in lowered:
         return RuntimePermissionError(message, path=path)
     if "read-only file system" in lowered:
@@ -144,51 +145,63 @@ def _failure(
     """The typed error of a file script that did not succeed (see :class:`Status`)."""
     status = outcome.status
     if outcome.timed_out:
-        return RuntimeFileError(f"Cannot {operation} {path}: timed out", path=path)
+        return RuntimeFileError(f"Cannot {operation} {printable(path)}: timed out", path=path)
     if status == Status.MISSING:
-        return RuntimeFileNotFoundError(f"No such file or directory: {path}", path=path)
+        return RuntimeFileNotFoundError(f"No such file or directory: {printable(path)}", path=path)
     if status == Status.NOT_DIRECTORY:
-        return NotADirectoryFileError(f"Cannot {operation} {path}: not a directory", path=path)
+        return NotADirectoryFileError(
+            f"Cannot {operation} {printable(path)}: not a directory", path=path
+        )
     if status == Status.DENIED:
-        return RuntimePermissionError(f"Cannot {operation} {path}: permission denied", path=path)
+        return RuntimePermissionError(
+            f"Cannot {operation} {printable(path)}: permission denied", path=path
+        )
     if status == Status.ESCAPE:
         return WorkspaceEscapeError(
-            f"Cannot {operation} {path}: a symbolic link leads out of the workspace"
+            f"Cannot {operation} {printable(path)}: a symbolic link leads out of the workspace"
         )
     if status == Status.IS_DIRECTORY:
-        return RuntimeIsADirectoryError(f"Is a directory: {path}", path=path)
+        return RuntimeIsADirectoryError(f"Is a directory: {printable(path)}", path=path)
     if status == Status.NOT_REGULAR:
-        return NotRegularFileError(f"Not a regular file: {path}", path=path)
+        return NotRegularFileError(f"Not a regular file: {printable(path)}", path=path)
     if status == Status.LINK_LOOP:
         return InvalidPathError(
-            f"Cannot {operation} {path}: too many levels of symbolic links", path=path
+            f"Cannot {operation} {printable(path)}: too many levels of symbolic links", path=path
         )
     if status == Status.CHANGED:
         return RuntimeFileError(
-            f"Cannot {operation} {path}: it changed while it was worked on; try again", path=path
+            f"Cannot {operation} {printable(path)}: it changed while it was worked on; try again",
+            path=path,
         )
     if status == Status.UNSAFE_ROOT:
         return RuntimePermissionError(
-            f"Cannot {operation} {path}: the container's user can change a directory above "
-            f"the workspace volume ({outcome.message or 'see the container'}), so no archive "
+            f"Cannot {operation} {printable(path)}: the container's user can change a directory "
+            f"above the workspace volume ({outcome.message or 'see the container'}), so no archive "
             "is staged there",
             path=path,
         )
     if status == Status.NO_TOOL:
         return RuntimeFileError(
-            f"Cannot {operation} {path}: the image lacks a tool the operation needs", path=path
+            f"Cannot {operation} {printable(path)}: the image lacks a tool the operation needs",
+            path=path,
         )
     if status == Status.TOOL_ERROR or outcome.message:
         return _classify(outcome.stderr.decode("utf-8", "replace"), path, operation)
-    return RuntimeFileError(f"Cannot {operation} {path}: exit status {status}", path=path)
+    return RuntimeFileError(
+        f"Cannot {operation} {printable(path)}: exit status {status}", path=path
+    )
 
 
 def _engine_error(exc: DockerEngineError, path: str, operation: str) -> RuntimeFileError:
     text = str(exc)
     if exc.status_code == 404:
-        return RuntimeFileNotFoundError(f"Cannot {operation} {path}: not found", path=path)
+        return RuntimeFileNotFoundError(
+            f"Cannot {operation} {printable(path)}: not found", path=path
+        )
     if exc.status_code == 403:
-        return RuntimePermissionError(f"Cannot {operation} {path}: {text}", path=path)
+        return RuntimePermissionError(
+            f"Cannot {operation} {printable(path)}: {printable(text)}", path=path
+        )
     return _classify(text, path, operation)
 
 
@@ -265,12 +278,16 @@ class DockerFileSystem(SkillRuntimeFileSystem):
         """``path`` normalised; in a conversation it must be lexically inside the workspace."""
         normal = posixpath.normpath(path) if path else path
         if not normal.startswith("/"):
-            raise InvalidPathError(f"Cannot {operation} {path}: not an absolute path", path=path)
+            raise InvalidPathError(
+                f"Cannot {operation} {printable(path)}: not an absolute path", path=path
+            )
         boundary = self._boundary
         if boundary is not None and not (
             normal == boundary or normal.startswith(boundary.rstrip("/") + "/")
         ):
-            raise WorkspaceEscapeError(f"Cannot {operation} {path}: outside the workspace")
+            raise WorkspaceEscapeError(
+                f"Cannot {operation} {printable(path)}: outside the workspace"
+            )
         return normal
 
     def _run(
@@ -319,7 +336,9 @@ class DockerFileSystem(SkillRuntimeFileSystem):
         try:
             return _file_info(path, line)
         except ValueError as exc:
-            raise RuntimeFileError(f"Cannot stat {path}: unreadable answer", path=path) from exc
+            raise RuntimeFileError(
+                f"Cannot stat {printable(path)}: unreadable answer", path=path
+            ) from exc
 
     def read_stream(self, path: str, chunk_size: int = CHUNK_SIZE) -> Generator[bytes, None, None]:
         """The file's bytes; the file is opened and checked before this returns (its errors
@@ -398,7 +417,9 @@ class DockerFileSystem(SkillRuntimeFileSystem):
             raise ValueError("depth must be at least 1")
         outcome = self._run(scripts.LIST_SCRIPT, path, "list", str(depth))
         if outcome.stdout_truncated:
-            raise RuntimeFileError(f"Cannot list {path}: the listing is too large", path=path)
+            raise RuntimeFileError(
+                f"Cannot list {printable(path)}: the listing is too large", path=path
+            )
         data = outcome.stdout
         kind, data = data[:1], data[1:]
         if kind == b"f":
@@ -406,7 +427,7 @@ class DockerFileSystem(SkillRuntimeFileSystem):
             line = stats_part.decode("ascii", "replace").strip()
             return [_file_info(path, line)]
         if kind != b"d":
-            raise RuntimeFileError(f"Cannot list {path}: unreadable answer", path=path)
+            raise RuntimeFileError(f"Cannot list {printable(path)}: unreadable answer", path=path)
         if data.startswith(b"\0"):
             names_part, stats_part = b"", data[1:]
         else:
@@ -415,7 +436,8 @@ class DockerFileSystem(SkillRuntimeFileSystem):
         stats = stats_part.decode("ascii", "replace").splitlines()
         if len(stats) != len(names):
             raise RuntimeFileError(
-                f"Cannot list {path}: entries changed while it was listed; try again", path=path
+                f"Cannot list {printable(path)}: entries changed while it was listed; try again",
+                path=path,
             )
         base = path.rstrip("/") or ""
         entries = []
@@ -445,7 +467,8 @@ class DockerFileSystem(SkillRuntimeFileSystem):
         )
         if outcome.status == Status.MISSING:
             raise NotADirectoryFileError(
-                f"Cannot create directory {path}: a dangling symbolic link is in the way",
+                f"Cannot create directory {printable(path)}: a dangling symbolic link is in the "
+                "way",
                 path=path,
             )
 

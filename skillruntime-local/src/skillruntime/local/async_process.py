@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from skillruntime.core.errors import ExecutionTransportError, RuntimeClosedError
+from skillruntime.core.errors import ExecutionTransportError, RuntimeClosedError, printable
 from skillruntime.core.models import SkillExecutionResult
 from skillruntime.core.runtime.output import HeadTailBuffer
 
@@ -99,7 +99,7 @@ def _spawn(
         )
     except OSError as exc:
         raise ExecutionTransportError(
-            f"Cannot start {argv[0]} in {cwd}: {exc.strerror or exc}"
+            f"Cannot start {argv[0]} in {printable(cwd)}: {exc.strerror or exc}"
         ) from exc
     tree = CommandTree(process.pid, token)
     if registry is not None:
@@ -305,7 +305,7 @@ async def run_command_async(
     """
     if not os.path.isdir(cwd):
         raise ExecutionTransportError(
-            f"Working directory does not exist or is not a directory: {cwd}"
+            f"Working directory does not exist or is not a directory: {printable(cwd)}"
         )
     loop = asyncio.get_running_loop()
     started = time.monotonic()

@@ -29,6 +29,7 @@ from skillruntime.core.errors import (
     RuntimeFileNotFoundError,
     WorkspaceEscapeError,
     file_error_from_os_error,
+    printable,
 )
 
 __all__ = [
@@ -172,7 +173,7 @@ class ConfinedRoot:
                     except OSError as probe:
                         raise file_error_from_os_error(probe, path, operation="resolve") from exc
                     raise NotADirectoryFileError(
-                        f"Cannot resolve {path}: a parent is not a directory", path=path
+                        f"Cannot resolve {printable(path)}: a parent is not a directory", path=path
                     ) from exc
                 except OSError as exc:
                     raise file_error_from_os_error(
@@ -183,15 +184,17 @@ class ConfinedRoot:
             except OSError as exc:
                 if exc.errno == errno.ENOENT:
                     raise RuntimeFileNotFoundError(
-                        f"Cannot resolve {path}: a parent directory does not exist", path=path
+                        f"Cannot resolve {printable(path)}: a parent directory does not exist",
+                        path=path,
                     ) from exc
                 if exc.errno == errno.ENOTDIR:
                     raise NotADirectoryFileError(
-                        f"Cannot resolve {path}: a parent is not a directory", path=path
+                        f"Cannot resolve {printable(path)}: a parent is not a directory", path=path
                     ) from exc
                 if exc.errno == errno.ELOOP:
                     raise InvalidPathError(
-                        f"Cannot resolve {path}: too many levels of symbolic links", path=path
+                        f"Cannot resolve {printable(path)}: too many levels of symbolic links",
+                        path=path,
                     ) from exc
                 raise file_error_from_os_error(exc, path, operation="resolve") from exc
             try:
@@ -203,7 +206,7 @@ class ConfinedRoot:
                 os.close(fd)
             current = target if target.startswith("/") else f"{parent}/{target}"
         raise InvalidPathError(
-            f"Cannot resolve {path}: too many levels of symbolic links", path=path
+            f"Cannot resolve {printable(path)}: too many levels of symbolic links", path=path
         )
 
     def _walk(
@@ -222,7 +225,8 @@ class ConfinedRoot:
             hops += 1
             if hops > MAX_SYMLINK_HOPS:
                 raise InvalidPathError(
-                    f"Cannot resolve {path}: too many levels of symbolic links", path=path
+                    f"Cannot resolve {printable(path)}: too many levels of symbolic links",
+                    path=path,
                 )
 
         while pending:
@@ -292,7 +296,8 @@ class ConfinedRoot:
         if exc.errno == errno.ENOENT:
             if not create:
                 raise RuntimeFileNotFoundError(
-                    f"Cannot resolve {path}: a parent directory does not exist", path=path
+                    f"Cannot resolve {printable(path)}: a parent directory does not exist",
+                    path=path,
                 ) from exc
             try:
                 os.mkdir(name, dir_fd=dir_fd)
@@ -311,7 +316,7 @@ class ConfinedRoot:
             if stat_module.S_ISLNK(mode) or stat_module.S_ISDIR(mode):
                 return False  # swapped meanwhile: walk it again
             raise NotADirectoryFileError(
-                f"Cannot resolve {path}: a parent is not a directory", path=path
+                f"Cannot resolve {printable(path)}: a parent is not a directory", path=path
             ) from exc
         raise file_error_from_os_error(exc, path, operation="resolve") from exc
 

@@ -51,6 +51,7 @@ from skillruntime.core.errors import (
     RuntimeFileNotFoundError,
     RuntimeIsADirectoryError,
     file_error_from_os_error,
+    printable,
 )
 from skillruntime.core.files.search import GrepEngine, GrepQuery, GrepResult
 from skillruntime.core.files.spi import (
@@ -104,10 +105,13 @@ def _lstat_if_present(located: Located) -> os.stat_result | None:
 
 def _refuse_non_regular(mode: int, path: str) -> None:
     if stat_module.S_ISDIR(mode):
-        raise RuntimeIsADirectoryError(f"Cannot read {path}: it is a directory", path=path)
+        raise RuntimeIsADirectoryError(
+            f"Cannot read {printable(path)}: it is a directory", path=path
+        )
     if not stat_module.S_ISREG(mode):
         raise NotRegularFileError(
-            f"Cannot read {path}: not a regular file (a FIFO, socket or device)", path=path
+            f"Cannot read {printable(path)}: not a regular file (a FIFO, socket or device)",
+            path=path,
         )
 
 
@@ -295,7 +299,7 @@ class LocalFileSystem(SkillRuntimeFileSystem):
                 raise
             return fd
         raise InvalidPathError(
-            f"Cannot read {target}: it keeps changing into a symbolic link", path=target
+            f"Cannot read {printable(target)}: it keeps changing into a symbolic link", path=target
         )
 
     def write_stream(self, path: str, chunks: Iterable[bytes], *, executable: bool = False) -> int:
@@ -323,7 +327,7 @@ class LocalFileSystem(SkillRuntimeFileSystem):
                         final is not None and stat_module.S_ISDIR(final.st_mode)
                     ):
                         raise RuntimeIsADirectoryError(
-                            f"Cannot write {target}: it is a directory", path=target
+                            f"Cannot write {printable(target)}: it is a directory", path=target
                         )
                     written = _write_into(located, _write_chunks([data]), executable=False)
                     return written, final is not None
@@ -362,7 +366,7 @@ class LocalFileSystem(SkillRuntimeFileSystem):
                 except OSError as exc:
                     if exc.errno == errno.ENOENT:
                         raise RuntimeFileNotFoundError(
-                            f"Path does not exist: {root}", path=root
+                            f"Path does not exist: {printable(root)}", path=root
                         ) from exc
                     raise file_error_from_os_error(exc, root, operation="list") from exc
                 if stat_module.S_ISLNK(result.st_mode):
@@ -382,7 +386,7 @@ class LocalFileSystem(SkillRuntimeFileSystem):
             finally:
                 os.close(fd)
         raise InvalidPathError(
-            f"Cannot list {root}: it keeps changing into a symbolic link", path=root
+            f"Cannot list {printable(root)}: it keeps changing into a symbolic link", path=root
         )
 
     def _list_below(self, fd: int, root: str, depth: int, limit: int) -> list[FileInfo]:
@@ -463,11 +467,12 @@ class LocalFileSystem(SkillRuntimeFileSystem):
                         return None
                     if exc.errno == errno.ENOENT:
                         raise RuntimeFileNotFoundError(
-                            f"Path does not exist: {directory}", path=directory
+                            f"Path does not exist: {printable(directory)}", path=directory
                         ) from exc
                     raise file_error_from_os_error(exc, directory, operation="list") from exc
         raise InvalidPathError(
-            f"Cannot list {directory}: it keeps changing into a symbolic link", path=directory
+            f"Cannot list {printable(directory)}: it keeps changing into a symbolic link",
+            path=directory,
         )
 
     def delete(self, path: str) -> None:
@@ -501,7 +506,7 @@ class LocalFileSystem(SkillRuntimeFileSystem):
                 if exc.errno not in (errno.EISDIR, errno.ENOTDIR, errno.ELOOP, None):
                     raise
         raise InvalidPathError(
-            f"Cannot delete {located.path}: it keeps changing kind", path=located.path
+            f"Cannot delete {printable(located.path)}: it keeps changing kind", path=located.path
         )
 
     def make_directory(self, path: str) -> None:
@@ -515,7 +520,8 @@ class LocalFileSystem(SkillRuntimeFileSystem):
                         os.stat(located.name, dir_fd=located.dir_fd).st_mode
                     ):
                         raise RuntimeFileError(
-                            f"Cannot create directory {target}: a file with that name exists",
+                            f"Cannot create directory {printable(target)}: a file with that name "
+                            "exists",
                             path=target,
                         ) from exc
         except OSError as exc:
@@ -538,13 +544,17 @@ class LocalFileSystem(SkillRuntimeFileSystem):
         try:
             source_fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except FileNotFoundError as exc:
-            raise RuntimeFileNotFoundError(f"Local file not found: {source}", path=target) from exc
+            raise RuntimeFileNotFoundError(
+                f"Local file not found: {printable(str(source))}", path=target
+            ) from exc
         except OSError as exc:
             raise file_error_from_os_error(exc, target, operation="upload to") from exc
         try:
             source_stat = os.fstat(source_fd)
             if not stat_module.S_ISREG(source_stat.st_mode):
-                raise RuntimeFileError(f"Local path is not a regular file: {source}", path=target)
+                raise RuntimeFileError(
+                    f"Local path is not a regular file: {printable(str(source))}", path=target
+                )
             os.set_blocking(source_fd, True)
             if executable is None:
                 executable = bool(source_stat.st_mode & 0o111)

@@ -41,6 +41,7 @@ from skillruntime.core.errors import (
     RuntimeFileNotFoundError,
     SkillPrepareError,
     WorkspaceEscapeError,
+    printable,
 )
 from skillruntime.core.models import Skill
 from skillruntime.core.runtime.rules import ScannedSkill, place_failure, scan_skill
@@ -252,7 +253,7 @@ class LocalLayout:
                 if not (isinstance(exc, OSError) and exc.errno in (errno.ENOTDIR, errno.ELOOP)):
                     break
         raise ExecutionTransportError(
-            f"Working directory does not exist or is not a directory: {cwd}"
+            f"Working directory does not exist or is not a directory: {printable(cwd)}"
         ) from failure
 
     # ------------------------------------------------------------ environment

@@ -42,7 +42,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 
-from skillruntime.core.errors import ExecutionTransportError, RuntimeClosedError
+from skillruntime.core.errors import ExecutionTransportError, RuntimeClosedError, printable
 from skillruntime.core.models import SkillExecutionResult
 from skillruntime.core.runtime.output import HeadTailBuffer
 
@@ -268,10 +268,10 @@ def run_command(
         # start (the check would race with the start anyway).
         if not os.path.isdir(cwd):
             raise ExecutionTransportError(
-                f"Working directory does not exist or is not a directory: {cwd}"
+                f"Working directory does not exist or is not a directory: {printable(cwd)}"
             ) from exc
         raise ExecutionTransportError(
-            f"Cannot start {argv[0]} in {cwd}: {exc.strerror or exc}"
+            f"Cannot start {argv[0]} in {printable(cwd)}: {exc.strerror or exc}"
         ) from exc
     tree = CommandTree(process.pid, token)
     if registry is not None:

@@ -27,7 +27,7 @@ import stat as stat_module
 from collections import deque
 from collections.abc import Callable
 
-from skillruntime.core.errors import RuntimeFileNotFoundError, file_error_from_os_error
+from skillruntime.core.errors import RuntimeFileNotFoundError, file_error_from_os_error, printable
 from skillruntime.core.files.globbing import IGNORED_DIRECTORIES, LISTING_LIMIT
 from skillruntime.core.files.search import GrepEngine
 
@@ -107,7 +107,7 @@ def _open_directory(root_fd: int, parts: tuple[str, ...], directory: str) -> int
             return None
         if exc.errno == errno.ENOENT:
             raise RuntimeFileNotFoundError(
-                f"Path does not exist: {directory}", path=directory
+                f"Path does not exist: {printable(directory)}", path=directory
             ) from exc
         raise file_error_from_os_error(exc, directory, operation="list") from exc
 

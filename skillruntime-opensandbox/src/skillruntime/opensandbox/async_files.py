@@ -39,6 +39,7 @@ from skillruntime.core.errors import (
     NotADirectoryFileError,
     RuntimeFileError,
     RuntimeFileNotFoundError,
+    printable,
 )
 from skillruntime.core.files.async_spi import (
     AsyncChunks,
@@ -326,7 +327,7 @@ class AsyncOpenSandboxFileSystem(AsyncSkillRuntimeFileSystem):
     ) -> list[FileInfo]:
         root = await self._info(path)
         if root is None:
-            raise RuntimeFileNotFoundError(f"Path does not exist: {path}", path=path)
+            raise RuntimeFileNotFoundError(f"Path does not exist: {printable(path)}", path=path)
         if not root.is_directory:
             return [root]
         if limit <= 0:

@@ -56,6 +56,7 @@ from datetime import timedelta
 from typing import Any
 
 from opensandbox.models.execd import RunCommandOpts
+from skillruntime.core.errors import printable
 from skillruntime.core.models import SkillExecutionResult
 from skillruntime.core.runtime.bridge import CANCEL_MARKER_VARIABLE, marker_token
 
@@ -298,7 +299,8 @@ def command_result(
     else:
         if progress.terminal and progress.exit_code is None:
             raise OpenSandboxExecutionError(
-                f"OpenSandbox could not run the command ({progress.error_text})"
+                "OpenSandbox could not run the command "
+                f"({printable(progress.error_text or 'error')})"
             )
         code = progress.exit_code if progress.terminal else None
         if not interrupted and not output.watchdog_fired:

@@ -46,6 +46,7 @@ from skillruntime.core.errors import (
     RuntimePermissionError,
     SkillPrepareError,
     SkillRuntimeError,
+    printable,
 )
 
 __all__ = [
@@ -206,10 +207,10 @@ def describe(exc: BaseException) -> tuple[str | None, int | None, str | None, st
     if status is not None:
         parts.append(f"HTTP {status}")
     if code:
-        parts.append(code)
+        parts.append(printable(code))
     if request_id:
-        parts.append(f"request id {request_id}")
-    detail = str(exc).splitlines()[0][:300] if str(exc) else ""
+        parts.append(f"request id {printable(request_id)}")
+    detail = printable(str(exc).splitlines()[0][:300]) if str(exc) else ""
     text = ", ".join(parts) + (f": {detail}" if detail else "")
     return code, status, request_id, text
 
@@ -289,9 +290,9 @@ def file_error(what: str, path: str, exc: BaseException) -> RuntimeFileError:
     code, status, request_id, text = describe(exc)
     cls = _file_error_class(exc)
     message = (
-        f"Path does not exist in the sandbox: {path}"
+        f"Path does not exist in the sandbox: {printable(path)}"
         if cls is OpenSandboxFileNotFoundError
-        else f"OpenSandbox failed while {what} {path} ({text})"
+        else f"OpenSandbox failed while {what} {printable(path)} ({text})"
     )
     return cls(message, path=path, code=code, status_code=status, request_id=request_id)
 

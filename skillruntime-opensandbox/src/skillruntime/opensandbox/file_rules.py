@@ -29,6 +29,7 @@ from skillruntime.core.errors import (
     RuntimeFileError,
     RuntimeFileNotFoundError,
     RuntimeIsADirectoryError,
+    printable,
 )
 from skillruntime.core.models import FileInfo
 
@@ -122,12 +123,15 @@ def require_readable(path: str, info: FileInfo | None) -> None:
     is not checked here.
     """
     if info is None:
-        raise RuntimeFileNotFoundError(f"File not found: {path}", path=path)
+        raise RuntimeFileNotFoundError(f"File not found: {printable(path)}", path=path)
     if info.is_directory:
-        raise RuntimeIsADirectoryError(f"Path is a directory, not a file: {path}", path=path)
+        raise RuntimeIsADirectoryError(
+            f"Path is a directory, not a file: {printable(path)}", path=path
+        )
     if info.is_special:
         raise NotRegularFileError(
-            f"Cannot read {path}: not a regular file (a FIFO, socket or device)", path=path
+            f"Cannot read {printable(path)}: not a regular file (a FIFO, socket or device)",
+            path=path,
         )
 
 
@@ -140,7 +144,7 @@ def needs_directory_check(error: RuntimeFileError, exc: Exception) -> bool:
 def directory_read_error(path: str, error: OpenSandboxFileError) -> OpenSandboxIsADirectoryError:
     """The typed error of a download that failed because ``path`` is a directory."""
     return OpenSandboxIsADirectoryError(
-        f"Path is a directory, not a file: {path}",
+        f"Path is a directory, not a file: {printable(path)}",
         path=path,
         code=error.code,
         status_code=error.status_code,
@@ -192,5 +196,5 @@ def open_local(local_path: Path, remote_path: str) -> io.BufferedReader:
         return local_path.open("rb")
     except FileNotFoundError as exc:
         raise RuntimeFileNotFoundError(
-            f"Local file not found: {local_path}", path=remote_path
+            f"Local file not found: {printable(str(local_path))}", path=remote_path
         ) from exc

@@ -40,6 +40,7 @@ from skillruntime.core.errors import (
     NotADirectoryFileError,
     RuntimeFileError,
     RuntimeFileNotFoundError,
+    printable,
 )
 from skillruntime.core.files.globbing import GlobMatcher
 from skillruntime.core.files.search import (
@@ -290,7 +291,7 @@ class OpenSandboxFileSystem(SkillRuntimeFileSystem):
     ) -> list[FileInfo]:
         root = self._info(path)
         if root is None:
-            raise RuntimeFileNotFoundError(f"Path does not exist: {path}", path=path)
+            raise RuntimeFileNotFoundError(f"Path does not exist: {printable(path)}", path=path)
         if not root.is_directory:
             return [root]
         if limit <= 0:

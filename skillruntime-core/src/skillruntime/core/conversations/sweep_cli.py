@@ -9,6 +9,13 @@ Without ``--runtime`` only the reapers of runtimes the store holds conversations
 and run: a reaper of an installed backend nobody uses (an OpenSandbox server that is not
 configured) is never contacted. Naming a runtime with ``--runtime`` runs its reaper even when the
 store has none of its conversations (to find its orphan sandboxes).
+
+``--snapshot-store`` snapshots each idle conversation's workspace into a snapshot store before
+the sweep destroys it, as :func:`~skillruntime.core.durability.automatic.snapshot_before_sweep`
+does for an application (docs/durability.md, "Before a sweep"); a conversation whose snapshot
+fails is kept and counted as failed. It needs the reaper of every swept runtime to snapshot a
+record's workspace (:class:`~skillruntime.core.conversations.sweeps.SnapshottingReaper`: the
+``local`` reaper); with another runtime among them the command refuses to run.
 """
 
 from __future__ import annotations
@@ -20,7 +27,10 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:
-    from .spi import ConversationStore
+    from collections.abc import Callable, Sequence
+
+    from ..snapshots.spi import SnapshotStore
+    from .spi import ConversationRecord, ConversationStore
     from .sweeps import ConversationReaper
 
 __all__ = ["sweep_command"]
@@ -35,6 +45,41 @@ def _recorded_runtimes(store: ConversationStore, installed: Container[str]) -> l
     return sorted(
         {record.runtime for record in _all_records(store, 200) if record.runtime in installed}
     )
+
+
+def _open_snapshot_store(location: str) -> SnapshotStore:
+    """The snapshot store at ``location``: an fsspec URL (``s3://bucket/prefix``,
+    ``file:///srv/snapshots``) opens an object store, anything else is a local directory."""
+    from ..snapshots import LocalSnapshotStore, ObjectSnapshotStore
+
+    if "://" in location:
+        return ObjectSnapshotStore(location)
+    return LocalSnapshotStore(location)
+
+
+def _snapshot_step(
+    location: str, reapers: Sequence[ConversationReaper]
+) -> Callable[[ConversationRecord], None]:
+    """The ``before_destroy`` step snapshotting into the store at ``location``; a runtime whose
+    reaper cannot snapshot a record's workspace is a usage error (nothing is swept)."""
+    from ..errors import SnapshotError
+    from .sweeps import SnapshottingReaper
+
+    able = {r.runtime: r for r in reapers if isinstance(r, SnapshottingReaper)}
+    unable = sorted(r.runtime for r in reapers if r.runtime not in able)
+    if unable:
+        raise click.BadParameter(
+            f"the sweep cannot open a runtime on conversations of {', '.join(unable)} to "
+            "snapshot them; sweep only runtimes that can (--runtime local)",
+            param_hint="--snapshot-store",
+        )
+    try:
+        store = _open_snapshot_store(location)
+    except (SnapshotError, OSError) as error:
+        raise click.BadParameter(
+            f"cannot open the snapshot store: {error}", param_hint="--snapshot-store"
+        ) from None
+    return lambda record: able[record.runtime].snapshot_workspace(record, store)
 
 
 @click.command("sweep")
@@ -72,6 +117,17 @@ def _recorded_runtimes(store: ConversationStore, installed: Container[str]) -> l
         "older than --idle plus this."
     ),
 )
+@click.option(
+    "--snapshot-store",
+    "snapshot_location",
+    default=None,
+    metavar="URL_OR_PATH",
+    help=(
+        "Snapshot each idle conversation's workspace into this snapshot store (a directory, or "
+        "an fsspec URL such as s3://bucket/prefix) before destroying it; a conversation whose "
+        "snapshot fails is kept. Needs runtimes the sweep can open (local)."
+    ),
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--verbose", "-v", is_flag=True, help="One line per conversation.")
 def sweep_command(  # noqa: PLR0917
@@ -82,6 +138,7 @@ def sweep_command(  # noqa: PLR0917
     orphans: str,
     runtimes: tuple[str, ...],
     activity_interval_text: str,
+    snapshot_location: str | None,
     as_json: bool,
     verbose: bool,
 ) -> None:
@@ -122,6 +179,9 @@ def sweep_command(  # noqa: PLR0917
         with open_conversation_store(url, **options) as store:
             names = runtimes or _recorded_runtimes(store, installed)
             reapers = list(available_reapers(names).values())
+            before_destroy = (
+                None if snapshot_location is None else _snapshot_step(snapshot_location, reapers)
+            )
             report = sweep_conversations(
                 store,
                 idle,
@@ -129,6 +189,7 @@ def sweep_command(  # noqa: PLR0917
                 dry_run=dry_run,
                 orphans=orphans,  # type: ignore[arg-type]
                 activity_interval_seconds=activity_interval.total_seconds(),
+                before_destroy=before_destroy,
             )
     except (ConversationStoreError, ValueError) as error:
         raise as_cli_error(error) from None

@@ -33,16 +33,20 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from .._moved import moved_names
 from .guard_rules import DEFAULT_ACTIVITY_INTERVAL_SECONDS
 from .lease_rules import default_lease_owner
 from .spi import ConversationRecord, ConversationStore
 
+if TYPE_CHECKING:
+    from ..snapshots.spi import SnapshotStore
+
 __all__ = [
     "ConversationReaper",
     "OrphanSandbox",
+    "SnapshottingReaper",
     "SweepOutcome",
     "SweepReport",
     "available_reapers",
@@ -118,6 +122,22 @@ class ConversationReaper(Protocol):
 
     def destroy_orphan(self, orphan: OrphanSandbox) -> None:
         """Destroy one orphan returned by :meth:`orphans`."""
+
+
+@runtime_checkable
+class SnapshottingReaper(ConversationReaper, Protocol):
+    """A reaper that can also snapshot a record's workspace, opening a runtime on the
+    conversation from what the record holds and the environment the reaper is configured from;
+    ``skillruntime conversations sweep --snapshot-store`` needs it to snapshot a conversation
+    before destroying it (docs/durability.md, "Before a sweep"). Only the ``local`` reaper has
+    it so far.
+    """
+
+    def snapshot_workspace(self, record: ConversationRecord, store: SnapshotStore) -> None:
+        """Snapshot ``record``'s workspace into ``store`` as
+        :func:`~skillruntime.core.durability.automatic.snapshot_before_sweep` does (the sweep
+        holds the conversation's lease; the runtime must not write the record). A failure
+        raises, and the sweep keeps the conversation."""
 
 
 @dataclass(frozen=True)
