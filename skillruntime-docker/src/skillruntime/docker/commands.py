@@ -30,10 +30,21 @@ group (``setsid``, double forks) with its environment — the mark the sweep of
 ``exit_code=-1``, with the output read so far. Only a process that left the group and cleared
 its environment escapes; if it still holds the output pipe it cannot keep the call waiting: a
 second after the kill the client closes the stream.
+
+**Gated commands.** ``run(..., gate=...)`` starts the exec with its standard input attached and
+the wrapper behind :data:`GATE` (:data:`GATED_WRAPPER`): the shell waits for one line on its
+input before doing anything else. While it waits, the client calls ``gate`` (the runtime makes a
+warm-pool member's workspace with it, overlapping the exec's start; docs/docker-runtime.md,
+"Warm pools"), then sends ``go``: the wrapper moves its input to ``/dev/null`` and goes on as
+above, so the command's user, environment, working directory and input are those of an ungated
+command. When ``gate`` raises, the client sends ``stop`` and closes the stream: the shell exits
+(:data:`GATE_REFUSED`) without running the command, and the error reaches the caller. The line
+comes from the client only; nothing of the command is read or run before it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import threading
@@ -47,10 +58,13 @@ from skillruntime.core.models import SkillExecutionResult
 from skillruntime.core.runtime.bridge import CANCEL_MARKER_VARIABLE, marked_environment
 from skillruntime.core.runtime.output import HeadTailBuffer
 
-from .engine import DockerEngine
+from .engine import DockerEngine, ExecStream
 from .errors import CommandNotStartedError, DockerEngineError, DockerExecutionError
 
 __all__ = [
+    "GATE",
+    "GATED_WRAPPER",
+    "GATE_REFUSED",
     "KILL_GRACE_SECONDS",
     "MISSING_CWD",
     "WRAPPER",
@@ -87,6 +101,16 @@ WRAPPER = (
     '"$s" "$2" </dev/null\n'
 )
 """The wrapper (``sh -c WRAPPER skillruntime <cwd> <command>``); see the module docs."""
+
+
+GATE_REFUSED = 96
+"""Exit status of a gated wrapper told ``stop`` (or whose input ended): the command never ran."""
+
+GATE = 'IFS= read -r g || exit 96\n[ "$g" = go ] || exit 96\nexec </dev/null\n'
+"""The gate put before the wrapper: wait for the client's ``go`` (see the module docs)."""
+
+GATED_WRAPPER = GATE + WRAPPER
+"""The wrapper behind its gate (``sh -c GATED_WRAPPER skillruntime <cwd> <command>``)."""
 
 
 def stop_tree_script(token: str, grace: float = KILL_GRACE_SECONDS) -> str:
@@ -170,19 +194,25 @@ class CommandRunner:
         user: str | None,
         timeout_seconds: float,
         max_output_bytes: int,
+        gate: Callable[[], None] | None = None,
     ) -> SkillExecutionResult:
-        """Run ``command`` through the wrapper; see the module docs."""
+        """Run ``command`` through the wrapper; see the module docs. With ``gate``, the exec
+        starts first and waits; ``gate()`` runs meanwhile and the command only once it returned
+        (what it raises is raised here, the command not run). The deadline counts from then."""
         started = time.monotonic()
         marked, token = marked_environment(environment)
+        wrapper = WRAPPER if gate is None else GATED_WRAPPER
         try:
             exec_id = self._engine.exec_create(
                 container_id,
-                ["/bin/sh", "-c", WRAPPER, "skillruntime", working_directory, command],
+                ["/bin/sh", "-c", wrapper, "skillruntime", working_directory, command],
                 user=user,
                 environment=marked,
+                stdin=gate is not None,
             )
         except DockerEngineError as exc:
             raise CommandNotStartedError(str(exc), status_code=exc.status_code) from exc
+        opened = None if gate is None else self._open_gated(exec_id, gate)
         stdout = HeadTailBuffer(max_output_bytes)
         stderr = HeadTailBuffer(max_output_bytes)
         header = bytearray()
@@ -214,7 +244,7 @@ class CommandRunner:
             if rest:
                 stdout.feed(rest)
 
-        self._pump(exec_id, on_stdout, stderr.feed, timeout_seconds, state)
+        self._pump(exec_id, on_stdout, stderr.feed, timeout_seconds, state, opened=opened)
         duration = time.monotonic() - started
         out_text, out_cut = stdout.text()
         err_text, err_cut = stderr.text()
@@ -268,6 +298,26 @@ class CommandRunner:
 
     # ------------------------------------------------------------- helpers
 
+    def _open_gated(self, exec_id: str, gate: Callable[[], None]) -> ExecStream:
+        """Start the gated exec, run ``gate`` while its shell waits, then let it go on (or,
+        when ``gate`` raised, tell it to stop, close the stream and raise that)."""
+        stream = self._engine.exec_stream(exec_id)
+        try:
+            gate()
+        except BaseException:
+            with contextlib.suppress(OSError):
+                stream.send(b"stop\n")
+            _close(stream)
+            raise
+        try:
+            stream.send(b"go\n")
+        except OSError as exc:
+            _close(stream)
+            raise DockerExecutionError(
+                f"the command's stream broke before it started: {type(exc).__name__}"
+            ) from exc
+        return stream
+
     def _pump(
         self,
         exec_id: str,
@@ -275,8 +325,10 @@ class CommandRunner:
         on_stderr: Callable[[bytes], None],
         timeout_seconds: float,
         state: _Deadline,
+        *,
+        opened: ExecStream | None = None,
     ) -> None:
-        stream = self._engine.exec_stream(exec_id)
+        stream = opened if opened is not None else self._engine.exec_stream(exec_id)
         state.stream = stream
         timer = threading.Timer(timeout_seconds, state.expire)
         timer.daemon = True

@@ -279,6 +279,9 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         self._target: ContainerTarget | None = None
         self._last_container: str | None = None
         self._target_lock = threading.RLock()
+        self._tree_pending: str | None = None
+        """The container (a claimed pool member) whose workspace tree is still to be made;
+        guarded by ``_target_lock`` (:meth:`_make_pending_tree`)."""
         self._store: ConversationStore | None = None
         self._owns_store = isinstance(conversation_store, str)
         self._storage_key: str | None = None
@@ -454,7 +457,7 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
     def _run(
         self, request: SkillExecutionRequest, working_directory: str, environment: dict[str, str]
     ) -> SkillExecutionResult:
-        target = self._handle()
+        target = self._handle(tree_deferred=True)
         try:
             result = self._run_in(target, request, working_directory, environment)
         except CommandNotStartedError as exc:
@@ -463,7 +466,9 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
             # The exec could not even be created: the command never ran, so it goes to the
             # replacement container.
             logger.warning("container %s vanished before a command started", target.container_id)
-            return self._run_in(self._handle(), request, working_directory, environment)
+            return self._run_in(
+                self._handle(tree_deferred=True), request, working_directory, environment
+            )
         except (DockerEngineError, DockerExecutionError) as exc:
             if self._vanished(target):
                 raise _replaced(target) from exc
@@ -480,6 +485,11 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         working_directory: str,
         environment: dict[str, str],
     ) -> SkillExecutionResult:
+        """One exec of the command; on a claimed member whose workspace is still to be made, a
+        gated one (:meth:`.commands.CommandRunner.run`): the tree is made while the exec starts
+        and the command runs only once it is (:meth:`_gate_tree`)."""
+        with self._target_lock:
+            pending = self._tree_pending == target.container_id
         return self._runner.run(
             target.container_id,
             request.command,
@@ -488,7 +498,34 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
             user=target.user,
             timeout_seconds=request.timeout_seconds,
             max_output_bytes=request.max_output_bytes,
+            gate=(lambda: self._gate_tree(target)) if pending else None,
         )
+
+    def _gate_tree(self, target: ContainerTarget) -> None:
+        """The gate of a command's exec on a claimed member: its workspace tree made now
+        (once, whichever thread comes first). A failure is raised as
+        :class:`CommandNotStartedError` (the command was not run; the tree is still to be
+        made, by the next call)."""
+        try:
+            self._make_pending_tree(target)
+        except DockerEngineError as exc:
+            assert self._workspace is not None
+            raise CommandNotStartedError(
+                f"the workspace {self._workspace.directory} could not be made in the "
+                f"conversation's new container, so the command was not run: {exc}",
+                status_code=exc.status_code,
+            ) from exc
+
+    def _make_pending_tree(self, target: ContainerTarget) -> None:
+        """Make ``target``'s workspace tree if it is still to be made (a claimed pool member,
+        :meth:`_acquire`), exactly as :meth:`_make_tree` makes a new container's; under
+        ``_target_lock``, so two threads never both make it. It stays to be made when this
+        fails."""
+        with self._target_lock:
+            if self._tree_pending != target.container_id:
+                return
+            self._make_tree(target)
+            self._tree_pending = None
 
     def _raw_file_system(self) -> SkillRuntimeFileSystem:
         return self._files
@@ -585,8 +622,10 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
             labels[LABEL_ROLE] = ROLE_PRIVATE
         return labels
 
-    def _handle(self) -> ContainerTarget:
-        """The live container, created or attached on first use."""
+    def _handle(self, *, tree_deferred: bool = False) -> ContainerTarget:
+        """The live container, created or attached on first use. A claimed member's workspace
+        tree is made here before anything uses the container, unless ``tree_deferred`` (a
+        command: its exec makes it, :meth:`_run_in`)."""
         with self._target_lock:
             self._ensure_open()
             if self._target is None and self._closing:
@@ -594,6 +633,7 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
                     "the conversation's container went away; no new one is made while closing"
                 )
             if self._target is None:
+                self._tree_pending = None
                 with audited("sandbox.attach", **self._audit_fields()) as record:
                     target = self._acquire()
                     record.sandbox_id = target.container_id
@@ -605,6 +645,8 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
                 if self._durable is not None:
                     self._durable.attached(target.container_id)
             current = self._target
+            if not tree_deferred:
+                self._make_pending_tree(current)
         if self._durable is not None:
             self._durable.before(self)
         return current
@@ -644,7 +686,9 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
         the volume was created less than ``orphan_grace_seconds`` ago (every container of the
         conversation mounts its volume, so none can be older than the grace; see
         :meth:`.driver.DockerDriver.ensure_volume`), and the workspace tree when this call
-        created the container (:meth:`_prepare_container` made it)."""
+        created the container (:meth:`_prepare_container` made it). On a claimed pool member
+        the tree is left to be made by the first use (:meth:`_handle`): a command makes it
+        while its exec starts (:meth:`_run_in`), anything else first."""
         acquired = self._sandboxes.acquire()
         container_id = acquired.sandbox_id
         if self._workspace is None and self._security.read_only_root:
@@ -657,7 +701,8 @@ class DockerSkillRuntime(ExclusiveRuntimeMixin, BaseSkillRuntime):
                 raise
         target = self._target_for(container_id)
         if self._workspace is not None and acquired.pooled:
-            self._make_tree(target)  # a member is personalised as a new container would be
+            # A member is personalised as a new container would be, by its first use.
+            self._tree_pending = container_id
         elif self._workspace is not None and not acquired.created:
             self._make_tree(target, attached=True)
         return target
