@@ -18,8 +18,9 @@ from skillruntime.core.cli import build_cli
 from skillruntime.core.conversations.guard_rules import local_service_key
 from skillruntime.core.conversations.spi import ConversationRecord, storage_key_for
 from skillruntime.core.conversations.sql import SqlConversationStore
-from skillruntime.core.conversations.sweeps import OrphanSandbox
+from skillruntime.core.conversations.sweeps import OrphanSandbox, record_copy_store
 from skillruntime.core.durability import Durability
+from skillruntime.core.errors import ConversationStoreError
 from skillruntime.core.models import SkillExecutionRequest
 from skillruntime.core.plugins.registry import (
     ConversationReaperProvider,
@@ -128,3 +129,33 @@ def test_a_snapshot_store_that_cannot_be_opened_refuses_the_command(tmp_path: Pa
     assert result.exit_code == 2
     assert "cannot open the snapshot store" in result.output
     assert (root / "idle-4" / "notes.txt").read_text() == "draft"
+
+
+def test_the_record_copy_keeps_every_write_to_itself_and_refuses_a_new_sandbox() -> None:
+    """The store a remote reaper's runtime gets: it reads the record, keeps what the runtime
+    writes on the same sandbox (activity, a cleared ``restore_pending``) in the copy, and
+    refuses a replacement sandbox, a new record or a deletion."""
+    record = ConversationRecord.new(
+        service_key="docker://engine",
+        conversation_id="copied",
+        runtime="docker",
+        workspace_root="/workspace/conversations",
+        sandbox_id="c-1",
+    ).with_changes(version=7)
+    copy = record_copy_store(record)
+    assert copy.get(record.storage_key) == record
+    assert copy.update(record.with_changes(restore_pending=False))
+    assert copy.get(record.storage_key).version == 8  # type: ignore[union-attr]
+    current = copy.get(record.storage_key)
+    assert current is not None
+    with pytest.raises(ConversationStoreError, match="replace the recorded sandbox"):
+        copy.update(current.with_changes(sandbox_id="c-2"))
+    with pytest.raises(ConversationStoreError, match="replace the recorded sandbox"):
+        copy.update(current.with_changes(sandbox_storage="other-volume"))
+    with pytest.raises(ConversationStoreError, match="record a new sandbox"):
+        copy.create(record.with_changes(conversation_id="other"))
+    with pytest.raises(ConversationStoreError, match="delete the record"):
+        copy.delete(record.storage_key)
+    with pytest.raises(ConversationStoreError, match="delete the record"):
+        copy.delete_version(record.storage_key, 8)
+    assert copy.get(record.storage_key) == current

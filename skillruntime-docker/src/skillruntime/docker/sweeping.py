@@ -17,6 +17,17 @@ deployment's sweep would take the other's for orphans: give each deployment's ru
 ``labels`` tag (e.g. ``{"app": "billing"}``) and its reaper the same ``labels``. Every label is
 checked on the client before anything is removed (whatever the engine's filter returned), and a
 container or volume any record names is never an orphan.
+
+:meth:`DockerReaper.snapshot_workspace` lets ``skillruntime conversations sweep
+--snapshot-store`` snapshot an idle conversation's workspace before the sweep destroys it
+(docs/durability.md, "Before a sweep"): a :class:`~skillruntime.docker.DockerSkillRuntime` built
+from the same ``SKILLRUNTIME_DOCKER_*`` options as the CLI's runtimes attaches to the recorded
+container, and the workspace is snapshotted as
+:func:`~skillruntime.core.durability.automatic.snapshot_before_sweep` does. No container is ever
+created for it: when the record's container is gone and so is the conversation's volume, there
+is nothing to snapshot (the sweep goes on); when the container is gone but the volume still
+holds the workspace, the snapshot fails and the sweep keeps the conversation (open it once, so
+a runtime replaces its container, or sweep it without ``--snapshot-store`` to discard it).
 """
 
 from __future__ import annotations
@@ -25,12 +36,14 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from skillruntime.core.conversations import ConversationRecord, storage_key_for
+from skillruntime.core.conversations import ConversationRecord, ConversationStore, storage_key_for
 from skillruntime.core.conversations.sandboxes import TaggedSandbox, conversation_orphans
-from skillruntime.core.conversations.sweeps import OrphanSandbox
+from skillruntime.core.conversations.sweeps import OrphanSandbox, record_copy_store
+from skillruntime.core.errors import SnapshotError
 
+from .driver import ENDED_STATES
 from .engine import DockerEngine, engine_service_key, parse_time
 from .options import DockerRuntimeOptions
 from .pool import DEFAULT_POOL_TTL_SECONDS, POOL_VOLUME_PREFIX, ROLE_POOL, member_labels
@@ -47,9 +60,18 @@ from .runtime import (
     volume_name,
 )
 
+if TYPE_CHECKING:
+    from skillruntime.core.durability.automatic import Durability
+    from skillruntime.core.snapshots.spi import SnapshotStore
+
+    from .runtime import DockerSkillRuntime
+
 __all__ = ["VOLUME_PREFIX", "DockerReaper", "reaper_from_environment"]
 
 logger = logging.getLogger(__name__)
+
+_NEVER_SECONDS = 10 * 365 * 86400.0
+"""An orphan grace and activity interval a snapshot never reaches."""
 
 VOLUME_PREFIX = "volume:"
 """How :meth:`DockerReaper.orphans` names an orphan volume in ``OrphanSandbox.sandbox_id``."""
@@ -60,6 +82,9 @@ class DockerReaper:
 
     ``docker_host`` falls back to ``DOCKER_HOST`` like the runtime's; ``labels`` are the
     deployment's own labels, required (exactly) of everything it removes.
+    ``runtime_options`` are the options of the runtime :meth:`snapshot_workspace` opens (image,
+    user, isolation…; default: the ``SKILLRUNTIME_DOCKER_*`` environment, read when first
+    needed); the engine and labels are always this reaper's.
     """
 
     runtime = RUNTIME_NAME
@@ -74,6 +99,7 @@ class DockerReaper:
         orphan_grace_seconds: float = DEFAULT_ORPHAN_GRACE_SECONDS,
         engine: DockerEngine | None = None,
         pool_ttl_seconds: float = DEFAULT_POOL_TTL_SECONDS,
+        runtime_options: DockerRuntimeOptions | None = None,
     ) -> None:
         if orphan_grace_seconds < 0:
             raise ValueError("orphan_grace_seconds must not be negative")
@@ -85,6 +111,7 @@ class DockerReaper:
         self._grace = orphan_grace_seconds
         self._pool_ttl = pool_ttl_seconds
         self.service_key = engine_service_key(self._engine.address)
+        self._runtime_options = runtime_options
 
     def _required(self, record: ConversationRecord) -> dict[str, str]:
         key = storage_key_for(record.service_key, record.conversation_id)
@@ -94,6 +121,109 @@ class DockerReaper:
             LABEL_CONVERSATION_KEY: key,
             LABEL_CONVERSATION_ID: record.conversation_id,
         }
+
+    def _member(self, record: ConversationRecord) -> dict[str, str] | None:
+        """The labels of the warm-pool member whose volume the record names, if any."""
+        if not record.sandbox_storage:
+            return None
+        return member_labels(self._labels, record.sandbox_storage)
+
+    def _live_container(self, record: ConversationRecord) -> bool:
+        """Whether the record's container exists, has not ended and carries every label of
+        this conversation and deployment (or of the pool member it started from), as
+        :meth:`destroy` requires before removing it."""
+        if not record.sandbox_id:
+            return False
+        info = self._engine.inspect(record.sandbox_id)
+        if info is None:
+            return False
+        labels = info.get("Config", {}).get("Labels")
+        member = self._member(record)
+        if not (
+            labels_match(labels, self._required(record))
+            or (member is not None and labels_match(labels, member))
+        ):
+            logger.warning(
+                "not snapshotting through container %s: it lacks the conversation's labels",
+                record.sandbox_id[:12],
+            )
+            return False
+        return info.get("State", {}).get("Status") not in ENDED_STATES
+
+    def _workspace_volume(self, record: ConversationRecord) -> str | None:
+        """The name of the volume holding the record's workspace when it still exists with
+        this conversation's (or its pool member's) labels."""
+        member = self._member(record)
+        if record.sandbox_storage and member is not None:
+            pooled = self._engine.inspect_volume(record.sandbox_storage)
+            if pooled is not None and labels_match(pooled.get("Labels"), member):
+                return record.sandbox_storage
+        name = volume_name(storage_key_for(record.service_key, record.conversation_id))
+        volume = self._engine.inspect_volume(name)
+        if volume is not None and labels_match(volume.get("Labels"), self._required(record)):
+            return name
+        return None
+
+    def snapshot_workspace(self, record: ConversationRecord, store: SnapshotStore) -> None:
+        """Snapshot the record's workspace into ``store`` before the sweep destroys it (see the
+        module docs), through a runtime attached to the recorded container on
+        :func:`~skillruntime.core.conversations.sweeps.record_copy_store` (the record the sweep
+        holds is never written).
+
+        A container that is gone, has ended or lacks the conversation's labels is never
+        replaced: with the conversation's volume gone too nothing is snapshotted (logged);
+        with the volume still there :class:`~skillruntime.core.errors.SnapshotError` is raised
+        and the sweep keeps the conversation. The runtime is closed before returning; it leaves
+        the recorded container as it was (the sweep removes it)."""
+        from skillruntime.core.durability.automatic import Durability, snapshot_before_sweep
+
+        if record.service_key != self.service_key:
+            raise ValueError(f"conversation {record.conversation_id} lives on another engine")
+        if not self._live_container(record):
+            volume = self._workspace_volume(record)
+            if volume is not None:
+                raise SnapshotError(
+                    f"the container of conversation {record.conversation_id} is gone but its "
+                    f"volume {volume} still holds the workspace; the sweep creates no container "
+                    "to snapshot it: open the conversation once (a runtime replaces the "
+                    "container), or sweep without --snapshot-store to discard it"
+                )
+            logger.info(
+                "conversation %s has no container or volume left: nothing to snapshot",
+                record.conversation_id,
+            )
+            return
+        copy = record_copy_store(record)
+        step = snapshot_before_sweep(
+            Durability(store),
+            lambda _, durability: self._open_runtime(record, copy, durability),
+        )
+        step(record)
+
+    def _open_runtime(
+        self, record: ConversationRecord, copy: ConversationStore, durability: Durability
+    ) -> DockerSkillRuntime:
+        """A runtime on the record's conversation with the environment's runtime options, this
+        reaper's engine and labels, no pool, and nothing it would do on its own (activity
+        writes, orphan removal) within a snapshot's time."""
+        from .runtime import DockerSkillRuntime
+
+        options = self._runtime_options or DockerRuntimeOptions()
+        arguments = options.runtime_arguments()
+        arguments.update(
+            docker_host=None,
+            engine=self._engine,
+            labels=dict(self._labels),
+            conversation_id=record.conversation_id,
+            conversations_root=record.workspace_root,
+            conversation_store=copy,
+            durability=durability,
+            exclusive=False,
+            pool_size=0,
+            orphan_grace_seconds=_NEVER_SECONDS,
+            activity_interval_seconds=_NEVER_SECONDS,
+        )
+        return DockerSkillRuntime(**arguments)
 
     def destroy(self, record: ConversationRecord) -> None:
         """Remove the record's container and the conversation's volume, each only when it
@@ -279,11 +409,13 @@ class DockerReaper:
 
 def reaper_from_environment() -> DockerReaper:
     """A reaper configured like the runtime from ``SKILLRUNTIME_DOCKER_*`` variables
-    (``docker_host``, ``api_version``, ``request_timeout_seconds``, ``labels``)."""
+    (``docker_host``, ``api_version``, ``request_timeout_seconds``, ``labels``; the runtime
+    :meth:`DockerReaper.snapshot_workspace` opens takes every other option from them too)."""
     options = DockerRuntimeOptions()
     return DockerReaper(
         docker_host=options.docker_host,
         api_version=options.api_version,
         request_timeout_seconds=options.request_timeout_seconds,
         labels=dict(options.labels),
+        runtime_options=options,
     )

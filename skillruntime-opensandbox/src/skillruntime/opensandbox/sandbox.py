@@ -222,6 +222,12 @@ class SandboxClient:
         :func:`time.monotonic` instant; one attempt when it has passed). Raises
         :class:`~.errors.SandboxUnavailableError` when the server cannot be asked.
         """
+        info = self.info(sandbox_id, deadline=deadline)
+        return None if info is None else str(info.status.state)
+
+    def info(self, sandbox_id: str, *, deadline: float | None = None) -> SandboxInfo | None:
+        """The server's info of ``sandbox_id`` (state, metadata…), or ``None`` when unknown to
+        it; retried and raising as :meth:`state`."""
         manager = self._manager_handle()
         try:
             info = call_idempotent(
@@ -236,7 +242,7 @@ class SandboxClient:
             raise SandboxUnavailableError(
                 f"The OpenSandbox server cannot be reached to check sandbox {sandbox_id} ({text})"
             ) from exc
-        return str(info.status.state)
+        return info
 
     def renew(self, sandbox: SandboxSync) -> None:
         """Extend ``sandbox``'s life to now + the sandbox timeout (retried when transient)."""

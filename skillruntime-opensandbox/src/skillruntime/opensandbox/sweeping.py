@@ -13,6 +13,16 @@ a ``metadata`` tag (e.g. ``{"app": "billing"}``) and its reaper the same ``metad
 then only looks at sandboxes carrying it. Those tags are checked on the client too (a sandbox the
 server lists without every one at exactly its value is ignored), and a sandbox any record names
 is never an orphan, whichever conversation's tags it carries.
+
+:meth:`OpenSandboxReaper.snapshot_workspace` lets ``skillruntime conversations sweep
+--snapshot-store`` snapshot an idle conversation's workspace before the sweep kills its sandbox
+(docs/durability.md, "Before a sweep"): an :class:`~skillruntime.opensandbox.
+OpenSandboxSkillRuntime` built from the same ``SKILLRUNTIME_OPENSANDBOX_*`` options as the CLI's
+runtimes attaches to the recorded sandbox, and the workspace is snapshotted as
+:func:`~skillruntime.core.durability.automatic.snapshot_before_sweep` does. No sandbox is ever
+created for it: a conversation whose sandbox is gone or has ended lost its workspace with it,
+so there is nothing to snapshot (logged; the sweep goes on, and the store keeps the
+conversation's earlier snapshots, which its next runtime restores).
 """
 
 from __future__ import annotations
@@ -21,12 +31,23 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from opensandbox.config.connection_sync import ConnectionConfigSync
 from opensandbox.transport import RetryPolicy
-from skillruntime.core.conversations import ConversationRecord, service_key_for_url
-from skillruntime.core.conversations.sandboxes import TAG_RUNTIME, conversation_orphans
-from skillruntime.core.conversations.sweeps import OrphanSandbox
+from skillruntime.core.conversations import (
+    ConversationRecord,
+    ConversationStore,
+    service_key_for_url,
+    storage_key_for,
+)
+from skillruntime.core.conversations.sandboxes import (
+    TAG_CONVERSATION_ID,
+    TAG_CONVERSATION_KEY,
+    TAG_RUNTIME,
+    conversation_orphans,
+)
+from skillruntime.core.conversations.sweeps import OrphanSandbox, record_copy_store
 
 from ._tls import connection_config as default_connection_config
 from .driver import OpenSandboxDriver
@@ -34,11 +55,20 @@ from .errors import OpenSandboxError
 from .options import OpenSandboxRuntimeOptions
 from .retry import DEFAULT_RETRY_SECONDS
 from .runtime import DEFAULT_ORPHAN_GRACE_SECONDS
-from .sandbox import SandboxClient, SandboxSettings
+from .sandbox import ENDED_STATES, SandboxClient, SandboxSettings, clip_metadata
+
+if TYPE_CHECKING:
+    from skillruntime.core.durability.automatic import Durability
+    from skillruntime.core.snapshots.spi import SnapshotStore
+
+    from .runtime import OpenSandboxSkillRuntime
 
 __all__ = ["OpenSandboxReaper", "reaper_from_environment"]
 
 logger = logging.getLogger(__name__)
+
+_NEVER_SECONDS = 10 * 365 * 86400.0
+"""An orphan grace and activity interval a snapshot never reaches."""
 
 NO_DOMAIN_MESSAGE = (
     "no OpenSandbox server is configured for the sweep: set SKILLRUNTIME_OPENSANDBOX_DOMAIN or "
@@ -53,7 +83,10 @@ class OpenSandboxReaper:
 
     ``domain``/``api_key`` fall back to ``OPEN_SANDBOX_DOMAIN``/``OPEN_SANDBOX_API_KEY`` like
     the runtime's; ``connection_config`` replaces the connection settings. Contacts nothing
-    until used; :meth:`close` releases the HTTP resources.
+    until used; :meth:`close` releases the HTTP resources. ``runtime_options`` are the options
+    of the runtime :meth:`snapshot_workspace` opens (image, user, timeouts…; default: the
+    ``SKILLRUNTIME_OPENSANDBOX_*`` environment, read when first needed); the server and the
+    metadata are always this reaper's.
     """
 
     runtime = "opensandbox"
@@ -70,6 +103,7 @@ class OpenSandboxReaper:
         orphan_grace_seconds: float = DEFAULT_ORPHAN_GRACE_SECONDS,
         connection_config: ConnectionConfigSync | None = None,
         metadata: Mapping[str, str] | None = None,
+        runtime_options: OpenSandboxRuntimeOptions | None = None,
     ) -> None:
         if orphan_grace_seconds < 0:
             raise ValueError("orphan_grace_seconds must not be negative")
@@ -100,6 +134,86 @@ class OpenSandboxReaper:
         self._grace = orphan_grace_seconds
         self._metadata = dict(metadata or {})
         self.service_key = service_key_for_url(self._config.get_base_url())
+        self._runtime_options = runtime_options
+
+    def _live_sandbox(self, record: ConversationRecord) -> bool:
+        """Whether the record's sandbox exists on this server, has not ended, and carries the
+        deployment's metadata and this conversation's tags (values as the server holds them)."""
+        if not record.sandbox_id:
+            return False
+        info = self._client.info(record.sandbox_id)
+        if info is None or str(info.status.state).lower() in ENDED_STATES:
+            return False
+        wanted = clip_metadata(
+            {
+                **self._metadata,
+                TAG_RUNTIME: self.runtime,
+                TAG_CONVERSATION_KEY: storage_key_for(record.service_key, record.conversation_id),
+                TAG_CONVERSATION_ID: record.conversation_id,
+            }
+        )
+        found = info.metadata or {}
+        if any(found.get(key) != value for key, value in wanted.items()):
+            logger.warning(
+                "not snapshotting through sandbox %s: it lacks the conversation's tags",
+                record.sandbox_id,
+            )
+            return False
+        return True
+
+    def snapshot_workspace(self, record: ConversationRecord, store: SnapshotStore) -> None:
+        """Snapshot the record's workspace into ``store`` before the sweep kills its sandbox
+        (see the module docs), through a runtime attached to the recorded sandbox on
+        :func:`~skillruntime.core.conversations.sweeps.record_copy_store` (the record the sweep
+        holds is never written).
+
+        A sandbox that is gone, has ended or lacks the conversation's tags is never replaced:
+        nothing is snapshotted (logged) and the sweep goes on. A paused sandbox is resumed, as
+        any runtime attaching to it does. The runtime is closed before returning; it leaves the
+        recorded sandbox running (the sweep kills it)."""
+        from skillruntime.core.durability.automatic import Durability, snapshot_before_sweep
+
+        if record.service_key != self.service_key:
+            raise ValueError(
+                f"conversation {record.conversation_id} lives on another OpenSandbox server"
+            )
+        if not self._live_sandbox(record):
+            logger.info(
+                "the sandbox of conversation %s is gone, and its workspace with it: nothing "
+                "to snapshot",
+                record.conversation_id,
+            )
+            return
+        copy = record_copy_store(record)
+        step = snapshot_before_sweep(
+            Durability(store),
+            lambda _, durability: self._open_runtime(record, copy, durability),
+        )
+        step(record)
+
+    def _open_runtime(
+        self, record: ConversationRecord, copy: ConversationStore, durability: Durability
+    ) -> OpenSandboxSkillRuntime:
+        """A runtime on the record's conversation with the environment's runtime options, this
+        reaper's server and metadata, no pool, and nothing it would do on its own (activity
+        writes, orphan kills) within a snapshot's time."""
+        from .runtime import OpenSandboxSkillRuntime
+
+        options = self._runtime_options or OpenSandboxRuntimeOptions()
+        arguments = options.runtime_arguments()
+        arguments.update(
+            connection_config=self._config,
+            metadata=dict(self._metadata),
+            conversation_id=record.conversation_id,
+            conversations_root=record.workspace_root,
+            conversation_store=copy,
+            durability=durability,
+            exclusive=False,
+            pool_size=0,
+            orphan_grace_seconds=_NEVER_SECONDS,
+            activity_interval_seconds=_NEVER_SECONDS,
+        )
+        return OpenSandboxSkillRuntime(**arguments)
 
     def destroy(self, record: ConversationRecord) -> None:
         """Kill the record's sandbox (one already gone counts as killed)."""
@@ -143,7 +257,8 @@ class OpenSandboxReaper:
 def reaper_from_environment() -> OpenSandboxReaper:
     """A reaper configured like the runtime from ``SKILLRUNTIME_OPENSANDBOX_*`` variables
     (``domain``, ``api_key``, ``protocol``, ``request_timeout_seconds``, ``use_server_proxy``,
-    ``metadata``)."""
+    ``metadata``; the runtime :meth:`OpenSandboxReaper.snapshot_workspace` opens takes every
+    other option from them too)."""
     options = OpenSandboxRuntimeOptions()
     arguments = options.runtime_arguments()
     return OpenSandboxReaper(
@@ -153,4 +268,5 @@ def reaper_from_environment() -> OpenSandboxReaper:
         request_timeout_seconds=arguments["request_timeout_seconds"],
         use_server_proxy=arguments["use_server_proxy"],
         metadata=arguments["metadata"],
+        runtime_options=options,
     )

@@ -15,7 +15,8 @@ the sweep destroys it, as :func:`~skillruntime.core.durability.automatic.snapsho
 does for an application (docs/durability.md, "Before a sweep"); a conversation whose snapshot
 fails is kept and counted as failed. It needs the reaper of every swept runtime to snapshot a
 record's workspace (:class:`~skillruntime.core.conversations.sweeps.SnapshottingReaper`: the
-``local`` reaper); with another runtime among them the command refuses to run.
+``local``, ``docker`` and ``opensandbox`` reapers, which open the runtime with the options its
+commands read from the environment); with another runtime among them the command refuses to run.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def _snapshot_step(
     if unable:
         raise click.BadParameter(
             f"the sweep cannot open a runtime on conversations of {', '.join(unable)} to "
-            "snapshot them; sweep only runtimes that can (--runtime local)",
+            "snapshot them; sweep only runtimes that can (local, docker, opensandbox)",
             param_hint="--snapshot-store",
         )
     try:
@@ -125,7 +126,8 @@ def _snapshot_step(
     help=(
         "Snapshot each idle conversation's workspace into this snapshot store (a directory, or "
         "an fsspec URL such as s3://bucket/prefix) before destroying it; a conversation whose "
-        "snapshot fails is kept. Needs runtimes the sweep can open (local)."
+        "snapshot fails is kept. Needs runtimes the sweep can open (local, docker, "
+        "opensandbox: their SKILLRUNTIME_<RUNTIME>_* options are read as by their commands)."
     ),
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")

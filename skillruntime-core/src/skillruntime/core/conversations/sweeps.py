@@ -36,8 +36,10 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from .._moved import moved_names
+from ..errors import ConversationStoreError
 from .guard_rules import DEFAULT_ACTIVITY_INTERVAL_SECONDS
 from .lease_rules import default_lease_owner
+from .memory import InMemoryConversationStore
 from .spi import ConversationRecord, ConversationStore
 
 if TYPE_CHECKING:
@@ -52,6 +54,7 @@ __all__ = [
     "available_reapers",
     "close_reapers",
     "parse_duration",
+    "record_copy_store",
     "sweep_conversations",
 ]
 
@@ -129,8 +132,9 @@ class SnapshottingReaper(ConversationReaper, Protocol):
     """A reaper that can also snapshot a record's workspace, opening a runtime on the
     conversation from what the record holds and the environment the reaper is configured from;
     ``skillruntime conversations sweep --snapshot-store`` needs it to snapshot a conversation
-    before destroying it (docs/durability.md, "Before a sweep"). Only the ``local`` reaper has
-    it so far.
+    before destroying it (docs/durability.md, "Before a sweep"). The ``local``, ``docker`` and
+    ``opensandbox`` reapers have it; a remote one opens its runtime on
+    :func:`record_copy_store` and never on a sandbox that is gone.
     """
 
     def snapshot_workspace(self, record: ConversationRecord, store: SnapshotStore) -> None:
@@ -138,6 +142,54 @@ class SnapshottingReaper(ConversationReaper, Protocol):
         :func:`~skillruntime.core.durability.automatic.snapshot_before_sweep` does (the sweep
         holds the conversation's lease; the runtime must not write the record). A failure
         raises, and the sweep keeps the conversation."""
+
+
+class _RecordCopyStore(InMemoryConversationStore):
+    """See :func:`record_copy_store`."""
+
+    def __init__(self, record: ConversationRecord) -> None:
+        super().__init__()
+        self._original = record
+        self._records[record.storage_key] = record
+
+    def _refuse(self, what: str) -> ConversationStoreError:
+        return ConversationStoreError(
+            f"the sweep's snapshot of conversation {self._original.conversation_id} does not "
+            f"{what}; its sandbox is gone or changed, so the conversation is kept"
+        )
+
+    def create(self, record: ConversationRecord) -> bool:
+        raise self._refuse("record a new sandbox")
+
+    def update(self, record: ConversationRecord) -> bool:
+        if (record.sandbox_id, record.sandbox_storage) != (
+            self._original.sandbox_id,
+            self._original.sandbox_storage,
+        ):
+            raise self._refuse("replace the recorded sandbox")
+        return super().update(record)
+
+    def delete(self, storage_key: str) -> ConversationRecord | None:
+        raise self._refuse("delete the record")
+
+    def delete_version(self, storage_key: str, version: int) -> bool:
+        raise self._refuse("delete the record")
+
+
+def record_copy_store(record: ConversationRecord) -> ConversationStore:
+    """An in-memory store holding a copy of ``record`` alone, for the runtime a
+    :class:`SnapshottingReaper` opens on a remote conversation (docs/durability.md, "Before a
+    sweep").
+
+    The runtime reads the record from it and attaches to the sandbox the record names; what it
+    writes (its activity, a cleared ``restore_pending``) stays in the copy, so the record the
+    sweep holds is never changed. Writing another sandbox into the record, or creating or
+    deleting the record, raises :class:`~skillruntime.core.errors.ConversationStoreError`: a
+    runtime that found the recorded sandbox gone discards the candidate it made in its place
+    (the sandbox lifecycle kills a candidate whose record write failed) and the snapshot fails,
+    so nothing is left behind and the sweep keeps the conversation.
+    """
+    return _RecordCopyStore(record)
 
 
 @dataclass(frozen=True)
