@@ -197,7 +197,7 @@ def test_tasks_of_async_runtimes_and_a_sync_runtime_never_overlap(
                 conversations_root=tmp_path,
                 conversation_store=sql_backend.open(),
                 exclusive=True,
-                lease_ttl_seconds=3.0,
+                lease_ttl_seconds=10.0,  # releases are immediate: only a starved renewer waits
                 lease_wait_seconds=120,
             ) as runtime:
                 for number in range(rounds):
@@ -215,7 +215,7 @@ def test_tasks_of_async_runtimes_and_a_sync_runtime_never_overlap(
             conversations_root=tmp_path,
             conversation_store=sql_backend.open(),
             exclusive=True,
-            lease_ttl_seconds=3.0,
+            lease_ttl_seconds=10.0,  # releases are immediate: only a starved renewer waits
             lease_wait_seconds=120,
         ) as runtime:
             for number in range(rounds):
