@@ -158,10 +158,10 @@ class AsyncWorkspaceSnapshots(SnapshotSettings):
                 for request in hash_requests(missing, timeout_seconds=self.listing_timeout_seconds):
                     requests += 1
                     fast.sums.update(hash_result(await runtime.execute(request)))
-            data = fast.portable()
-        entries = parse_listing(data, max_entries=self.max_entries)
-        if fast is not None:
+            entries = fast.entries(max_entries=self.max_entries)
             self._remember(key, fast.cache())
+        else:
+            entries = parse_listing(data, max_entries=self.max_entries)
         return self._parsed(entries), requests, inline_contents(result)
 
     # -- snapshot ---------------------------------------------------------------------------------
@@ -220,7 +220,7 @@ class AsyncWorkspaceSnapshots(SnapshotSettings):
         validate_conversation_id(conversation_id)
         started = time.perf_counter()
         listing, requests, inline = await self._list(runtime, conversation_id)
-        previous = await _off_loop(self.store.latest, conversation_id)
+        previous = await _off_loop(self._previous, conversation_id)
         manifest, uploads = plan_snapshot(
             listing, previous, conversation=conversation_id, skip_special=self.skip_special
         )
@@ -290,6 +290,7 @@ class AsyncWorkspaceSnapshots(SnapshotSettings):
                 uploaded += entry.size or 0
         reads = len(needed)
         snapshot_id = await _off_loop(self.store.put_manifest, manifest)
+        self._keep(conversation_id, manifest)
         deleted = await _off_loop(self._retain, conversation_id, keep_last)
         seconds = time.perf_counter() - started
         if False:  # unasync: sync

@@ -76,6 +76,7 @@ class SnapshotSettings:
         self.skip_special = skip_special
         self.spool_dir = spool_dir
         self._caches: OrderedDict[tuple[str, str, str], DigestCache] = OrderedDict()
+        self._manifests: OrderedDict[str, Manifest] = OrderedDict()
 
     def _cache(self, key: tuple[str, str, str]) -> DigestCache | None:
         cache = self._caches.get(key)
@@ -104,7 +105,38 @@ class SnapshotSettings:
             raise
 
     def _parsed(self, entries: list[ListingEntry]) -> list[ListingEntry]:
+        if not self.exclude:
+            return entries
+        if not any("/" in top for top in self.exclude):
+            # top-level names only (the usual case): one set lookup per entry
+            tops = frozenset(self.exclude)
+            return [entry for entry in entries if entry.path.partition("/")[0] not in tops]
         return [entry for entry in entries if not excluded(entry.path, self.exclude)]
+
+    def _previous(self, conversation_id: str) -> Manifest | None:
+        """The conversation's newest manifest: the one this object stored or read last when the
+        store still names it the newest (one listing of the store's manifests), else read from
+        the store (verified against its id there)."""
+        refs = self.store.list_snapshots(conversation_id)
+        if not refs:
+            self._manifests.pop(conversation_id, None)
+            return None
+        newest = refs[-1].snapshot_id
+        kept = self._manifests.get(conversation_id)
+        if kept is not None and kept.snapshot_id == newest:
+            self._manifests.move_to_end(conversation_id)
+            return kept
+        manifest = self.store.get_manifest(conversation_id, newest)
+        self._keep(conversation_id, manifest)
+        return manifest
+
+    def _keep(self, conversation_id: str, manifest: Manifest) -> None:
+        """Keep ``manifest`` as the conversation's newest (at most :data:`CACHED_WORKSPACES`
+        conversations); the manifest is immutable, its id computed once."""
+        self._manifests.pop(conversation_id, None)
+        self._manifests[conversation_id] = manifest
+        while len(self._manifests) > CACHED_WORKSPACES:
+            self._manifests.popitem(last=False)
 
     def _put(self, entry: Entry, stream: BinaryIO) -> None:
         """Store one file's content, verified against the listing's digest and size."""

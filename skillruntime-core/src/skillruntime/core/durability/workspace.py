@@ -140,10 +140,10 @@ class WorkspaceSnapshots(SnapshotSettings):
                 for request in hash_requests(missing, timeout_seconds=self.listing_timeout_seconds):
                     requests += 1
                     fast.sums.update(hash_result(runtime.execute(request)))
-            data = fast.portable()
-        entries = parse_listing(data, max_entries=self.max_entries)
-        if fast is not None:
+            entries = fast.entries(max_entries=self.max_entries)
             self._remember(key, fast.cache())
+        else:
+            entries = parse_listing(data, max_entries=self.max_entries)
         return self._parsed(entries), requests, inline_contents(result)
 
     # -- snapshot ---------------------------------------------------------------------------------
@@ -200,7 +200,7 @@ class WorkspaceSnapshots(SnapshotSettings):
         validate_conversation_id(conversation_id)
         started = time.perf_counter()
         listing, requests, inline = self._list(runtime, conversation_id)
-        previous = _off_loop(self.store.latest, conversation_id)
+        previous = _off_loop(self._previous, conversation_id)
         manifest, uploads = plan_snapshot(
             listing, previous, conversation=conversation_id, skip_special=self.skip_special
         )
@@ -254,6 +254,7 @@ class WorkspaceSnapshots(SnapshotSettings):
                 uploaded += entry.size or 0
         reads = len(needed)
         snapshot_id = _off_loop(self.store.put_manifest, manifest)
+        self._keep(conversation_id, manifest)
         deleted = _off_loop(self._retain, conversation_id, keep_last)
         seconds = time.perf_counter() - started
         logger.info(

@@ -52,11 +52,12 @@ def plan_snapshot(
             raise SnapshotListingError(
                 f"{item.path[:200]!r} is not a file, directory or symlink; it cannot be kept"
             )
+        # the bulk path: the same checks as Entry's validation, without pydantic per entry
         entries.append(
-            Entry(
-                path=item.path,
-                kind=item.kind,
-                mode=item.mode,
+            Entry.checked(
+                item.path,
+                item.kind,
+                item.mode,
                 size=item.size,
                 digest=item.digest,
                 target=item.target,
