@@ -108,12 +108,13 @@ def test_a_renamed_directory_reuses_its_files_digests(
     assert "d4/f4.txt" not in files
 
 
-def test_a_new_client_hashes_everything(
-    runtime: LocalSkillRuntime, workspace: Path, store: LocalSnapshotStore
+def test_a_new_client_without_a_snapshot_hashes_everything(
+    runtime: LocalSkillRuntime, workspace: Path, store: LocalSnapshotStore, tmp_path: Path
 ) -> None:
     WorkspaceSnapshots(store).snapshot(runtime, conversation_id=CONVERSATION)
     recording = Recording(runtime)
-    WorkspaceSnapshots(store).snapshot(recording, conversation_id=CONVERSATION)  # type: ignore[arg-type]
+    other = LocalSnapshotStore(tmp_path / "other-store")
+    WorkspaceSnapshots(other).snapshot(recording, conversation_id=CONVERSATION)  # type: ignore[arg-type]
     assert len(recording.hashed[0]) == 200
 
 

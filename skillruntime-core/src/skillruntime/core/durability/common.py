@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import hashlib
 import io
 import os
 import re
@@ -34,7 +35,7 @@ from ..snapshots.listing import (
     listing_entry,
     parse_listing,
 )
-from ..snapshots.manifest import Entry
+from ..snapshots.manifest import Entry, Manifest
 from ..snapshots.planning import RestorePlan
 
 __all__ = [
@@ -52,6 +53,7 @@ __all__ = [
     "hash_requests",
     "hash_result",
     "inline_contents",
+    "lister_tag",
     "listing_output",
     "listing_request",
     "post_scripts",
@@ -59,6 +61,7 @@ __all__ = [
     "record_restore",
     "record_snapshot",
     "script_request",
+    "seeded_cache",
     "split_listing",
 ]
 
@@ -221,6 +224,30 @@ class DigestCache:
         return self.started_ns - CACHE_MARGIN_NS
 
 
+def lister_tag(runtime_name: str, working_directory: str, conversation_id: str) -> str:
+    """What a manifest names as the lister of its stat keys: the sha256 of the runtime's name,
+    its working directory and the conversation (the in-memory cache's key; no path in clear).
+    A manifest's keys seed a listing only under the same tag."""
+    text = "\0".join((runtime_name, working_directory, conversation_id))
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def seeded_cache(manifest: Manifest | None, tag: str) -> DigestCache | None:
+    """The digest cache a manifest's stat keys give a listing of the workspace tagged ``tag``
+    (docs/durability.md, "Digest reuse"): ``None`` for a manifest without them (version 1),
+    from another lister, or with more files than :data:`MAX_CACHED_ENTRIES`."""
+    if manifest is None or manifest.listed_ns is None or manifest.lister != tag:
+        return None
+    digests = {
+        entry.stat.encode("ascii"): entry.digest
+        for entry in manifest.entries
+        if entry.stat is not None and entry.digest is not None
+    }
+    if not digests or len(digests) > MAX_CACHED_ENTRIES:
+        return None
+    return DigestCache(manifest.listed_ns, digests)
+
+
 def _ns(text: bytes) -> int:
     """``seconds.fraction`` (``find %T@``, ``date +%s.%N``) in integer nanoseconds."""
     whole, _, fraction = text.partition(b".")
@@ -348,6 +375,15 @@ class FastListing:
             if parsed[index][0] == parsed[index - 1][0]:
                 raise SnapshotListingError("the listing names one path twice")
         return [entry for _, entry in parsed]
+
+    def stat_keys(self) -> dict[str, str]:
+        """Every file's stat key as the listing reported it (by workspace path), for the
+        manifest (:func:`~..snapshots.planning.plan_snapshot` keeps those of the right shape)."""
+        keys = {}
+        for kind, path, _mode, _size, _target, key in self.records:
+            if kind == b"f" and key.isascii():
+                keys[os.fsdecode(path[2:])] = key.decode("ascii")
+        return keys
 
     def portable(self) -> bytes:
         """The listing in the portable listing's format (whose parser then checks everything);

@@ -31,6 +31,8 @@ from .common import (
     DEFAULT_SCRIPT_TIMEOUT,
     DigestCache,
     excluded,
+    lister_tag,
+    seeded_cache,
 )
 
 __all__ = ["CACHED_WORKSPACES", "SPOOL_WORKERS", "TMPFS_SPOOL_BYTES", "SnapshotSettings"]
@@ -77,6 +79,7 @@ class SnapshotSettings:
         self.spool_dir = spool_dir
         self._caches: OrderedDict[tuple[str, str, str], DigestCache] = OrderedDict()
         self._manifests: OrderedDict[str, Manifest] = OrderedDict()
+        self._distrusted: OrderedDict[tuple[str, str, str], None] = OrderedDict()
 
     def _cache(self, key: tuple[str, str, str]) -> DigestCache | None:
         cache = self._caches.get(key)
@@ -92,6 +95,21 @@ class SnapshotSettings:
             while len(self._caches) > CACHED_WORKSPACES:
                 self._caches.popitem(last=False)
 
+    def _seed(self, key: tuple[str, str, str], manifest: Manifest | None) -> DigestCache | None:
+        """The digest cache ``manifest``'s stat keys give the workspace ``key`` (same lister;
+        docs/durability.md, "Digest reuse"), unless a file of that workspace did not match its
+        listed digest since its last full listing (then it is hashed whole: fail safe)."""
+        if key in self._distrusted:
+            return None
+        return seeded_cache(manifest, lister_tag(*key))
+
+    def _listed(self, key: tuple[str, str, str], cache: DigestCache | None) -> None:
+        """A listing of workspace ``key`` succeeded: keep what it saw (:meth:`_remember`); one
+        that hashed everything makes the workspace's manifests trusted to seed again."""
+        self._remember(key, cache)
+        if cache is not None:
+            self._distrusted.pop(key, None)
+
     @contextlib.contextmanager
     def _forgetting(
         self, runtime: SkillRuntime | AsyncSkillRuntime, conversation_id: str
@@ -101,7 +119,11 @@ class SnapshotSettings:
         try:
             yield
         except WorkspaceSnapshotError:
-            self._remember((runtime.name, runtime.default_working_directory, conversation_id), None)
+            key = (runtime.name, runtime.default_working_directory, conversation_id)
+            self._remember(key, None)
+            self._distrusted[key] = None
+            while len(self._distrusted) > CACHED_WORKSPACES:
+                self._distrusted.popitem(last=False)
             raise
 
     def _parsed(self, entries: list[ListingEntry]) -> list[ListingEntry]:
