@@ -13,7 +13,7 @@ from skillruntime.core.durability import WorkspaceSnapshots, common
 from skillruntime.core.durability.common import DigestCache, split_listing
 from skillruntime.core.errors import SnapshotListingError, WorkspaceSnapshotError
 from skillruntime.core.models import SkillExecutionRequest, SkillExecutionResult
-from skillruntime.core.snapshots import LocalSnapshotStore
+from skillruntime.core.snapshots import LocalSnapshotStore, Manifest
 from skillruntime.local import LocalSkillRuntime
 from workspace_snapshots import CountingRuntime
 
@@ -108,12 +108,13 @@ def test_a_renamed_directory_reuses_its_files_digests(
     assert "d4/f4.txt" not in files
 
 
-def test_a_new_client_hashes_everything(
-    runtime: LocalSkillRuntime, workspace: Path, store: LocalSnapshotStore
+def test_a_new_client_without_a_snapshot_hashes_everything(
+    runtime: LocalSkillRuntime, workspace: Path, store: LocalSnapshotStore, tmp_path: Path
 ) -> None:
     WorkspaceSnapshots(store).snapshot(runtime, conversation_id=CONVERSATION)
     recording = Recording(runtime)
-    WorkspaceSnapshots(store).snapshot(recording, conversation_id=CONVERSATION)  # type: ignore[arg-type]
+    other = LocalSnapshotStore(tmp_path / "other-store")
+    WorkspaceSnapshots(other).snapshot(recording, conversation_id=CONVERSATION)  # type: ignore[arg-type]
     assert len(recording.hashed[0]) == 200
 
 
@@ -264,3 +265,43 @@ def test_a_restore_listing_brings_no_file_back(
     assert len(outputs) == 1
     assert "#" not in outputs[0]  # the listing of a restore only lists
     assert (workspace / "d2" / "f2.txt").read_text() == "file 2\n"
+
+
+def test_the_previous_manifest_is_read_from_the_store_only_when_another_writer_stored_one(
+    runtime: LocalSkillRuntime,
+    workspace: Path,
+    store: LocalSnapshotStore,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    reads: list[str] = []
+    get_manifest = store.get_manifest
+
+    def counted(conversation: str, snapshot_id: str) -> Manifest:
+        reads.append(snapshot_id)
+        return get_manifest(conversation, snapshot_id)
+
+    monkeypatch.setattr(store, "get_manifest", counted)
+    snapshots = WorkspaceSnapshots(store)
+    first = snapshots.snapshot(runtime, conversation_id=CONVERSATION)
+    (workspace / "d1" / "f1.txt").write_text("changed\n")
+    second = snapshots.snapshot(runtime, conversation_id=CONVERSATION)
+    assert reads == []  # the manifest it stored itself is the newest: kept, not read back
+    assert second.changed
+    stored = store.latest(CONVERSATION)
+    assert stored is not None
+    assert stored.parent == first.snapshot_id
+    # another writer (another process) stores a newer snapshot: that one is read, once
+    (workspace / "d2" / "f2.txt").write_text("changed too\n")
+    other = WorkspaceSnapshots(store).snapshot(runtime, conversation_id=CONVERSATION)
+    reads.clear()
+    third = snapshots.snapshot(runtime, conversation_id=CONVERSATION)
+    assert reads == [other.snapshot_id]
+    assert not third.changed
+    assert third.snapshot_id == other.snapshot_id
+    # a deleted newest snapshot is not taken from memory either
+    store.delete_snapshot(CONVERSATION, other.snapshot_id)
+    fourth = snapshots.snapshot(runtime, conversation_id=CONVERSATION)
+    assert fourth.changed
+    latest = store.latest(CONVERSATION)
+    assert latest is not None
+    assert latest.parent == second.snapshot_id

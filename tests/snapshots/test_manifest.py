@@ -196,7 +196,8 @@ def test_duplicates_unknown_versions_and_fields_and_non_json_are_refused() -> No
     base = {"conversation": "c", "created": WHEN.isoformat()}
     for bad in (
         {**base, "entries": [entry, entry]},
-        {**base, "version": 2},
+        {**base, "version": 3},
+        {**base, "version": 1, "listed_ns": 5, "lister": "ab" * 32},
         {**base, "secret": "x"},
         {**base, "parent": "not-a-digest"},
     ):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import hashlib
 import io
 import os
 import re
@@ -27,8 +28,14 @@ from dataclasses import dataclass
 from ..errors import SnapshotListingError, WorkspaceSnapshotError
 from ..models import SkillExecutionRequest, SkillExecutionResult
 from ..observability.audit import AuditRecorder
-from ..snapshots.listing import LISTING_SCRIPT, ListingEntry, parse_listing
-from ..snapshots.manifest import Entry
+from ..snapshots.listing import (
+    DEFAULT_MAX_FIELD_BYTES,
+    LISTING_SCRIPT,
+    ListingEntry,
+    listing_entry,
+    parse_listing,
+)
+from ..snapshots.manifest import Entry, Manifest
 from ..snapshots.planning import RestorePlan
 
 __all__ = [
@@ -46,6 +53,7 @@ __all__ = [
     "hash_requests",
     "hash_result",
     "inline_contents",
+    "lister_tag",
     "listing_output",
     "listing_request",
     "post_scripts",
@@ -53,6 +61,7 @@ __all__ = [
     "record_restore",
     "record_snapshot",
     "script_request",
+    "seeded_cache",
     "split_listing",
 ]
 
@@ -215,6 +224,30 @@ class DigestCache:
         return self.started_ns - CACHE_MARGIN_NS
 
 
+def lister_tag(runtime_name: str, working_directory: str, conversation_id: str) -> str:
+    """What a manifest names as the lister of its stat keys: the sha256 of the runtime's name,
+    its working directory and the conversation (the in-memory cache's key; no path in clear).
+    A manifest's keys seed a listing only under the same tag."""
+    text = "\0".join((runtime_name, working_directory, conversation_id))
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def seeded_cache(manifest: Manifest | None, tag: str) -> DigestCache | None:
+    """The digest cache a manifest's stat keys give a listing of the workspace tagged ``tag``
+    (docs/durability.md, "Digest reuse"): ``None`` for a manifest without them (version 1),
+    from another lister, or with more files than :data:`MAX_CACHED_ENTRIES`."""
+    if manifest is None or manifest.listed_ns is None or manifest.lister != tag:
+        return None
+    digests = {
+        entry.stat.encode("ascii"): entry.digest
+        for entry in manifest.entries
+        if entry.stat is not None and entry.digest is not None
+    }
+    if not digests or len(digests) > MAX_CACHED_ENTRIES:
+        return None
+    return DigestCache(manifest.listed_ns, digests)
+
+
 def _ns(text: bytes) -> int:
     """``seconds.fraction`` (``find %T@``, ``date +%s.%N``) in integer nanoseconds."""
     whole, _, fraction = text.partition(b".")
@@ -277,19 +310,21 @@ class FastListing:
         """Fill the digests of unchanged files from ``cache`` (same stat key, changed before its
         cutoff); returns the paths of files that still have none (to hash on their own)."""
         missing = []
+        known = cache.digests if cache is not None else {}
+        cutoff = cache.cutoff_ns if cache is not None else 0
         for kind, path, _mode, _size, _target, key in self.records:
             if kind != b"f" or path in self.sums:
                 continue
-            found = None
-            if cache is not None:
+            found = known.get(key)
+            if found is not None:
                 try:
-                    changed = _ns(key.rsplit(b":", 1)[-1])
+                    changed = _ns(key.rpartition(b":")[2])
                 except SnapshotListingError:
                     changed = None
                 if changed is not None and changed % 1_000_000_000 == 0:
                     changed += 1_000_000_000
-                if changed is not None and changed <= cache.cutoff_ns:
-                    found = cache.digests.get(key)
+                if changed is None or changed > cutoff:
+                    found = None
             if found is None:
                 missing.append(path)
             else:
@@ -307,6 +342,48 @@ class FastListing:
             if digest is not None:
                 digests[record[5]] = digest.decode("ascii")
         return DigestCache(self.started_ns, digests)
+
+    def entries(
+        self, *, max_entries: int, max_field_bytes: int = DEFAULT_MAX_FIELD_BYTES
+    ) -> list[ListingEntry]:
+        """The listing's entries, sorted by the bytes of their path: each record checked by the
+        portable listing's own record parser (:func:`~..snapshots.listing.listing_entry`) with
+        the same bounds as :func:`~..snapshots.listing.parse_listing` (field length, entry
+        count, a path named twice), without re-encoding the listing first; a file without a
+        digest fails closed."""
+        if len(self.records) > max_entries:
+            raise SnapshotListingError(f"the listing has more than {max_entries} entries")
+        sums = self.sums
+        parsed: list[tuple[bytes, ListingEntry]] = []
+        for kind, path, mode, size, target, _key in self.records:
+            if len(path) > max_field_bytes or len(target) > max_field_bytes:
+                raise SnapshotListingError(f"a listing field is over {max_field_bytes} bytes")
+            if kind == b"f":
+                found = sums.get(path)
+                if found is None:
+                    raise SnapshotListingError("a file appeared or changed during the listing")
+                entry = listing_entry(b"f", path, mode + b" ", (size, found + b"  -"))
+            elif kind == b"l":
+                entry = listing_entry(b"l", path, mode + b" ", (target,))
+            elif kind == b"d":
+                entry = listing_entry(b"d", path, mode + b" ", ())
+            else:
+                entry = listing_entry(b"o", path, mode + b" ", ())
+            parsed.append((path, entry))
+        parsed.sort(key=lambda item: item[0])
+        for index in range(1, len(parsed)):
+            if parsed[index][0] == parsed[index - 1][0]:
+                raise SnapshotListingError("the listing names one path twice")
+        return [entry for _, entry in parsed]
+
+    def stat_keys(self) -> dict[str, str]:
+        """Every file's stat key as the listing reported it (by workspace path), for the
+        manifest (:func:`~..snapshots.planning.plan_snapshot` keeps those of the right shape)."""
+        keys = {}
+        for kind, path, _mode, _size, _target, key in self.records:
+            if kind == b"f" and key.isascii():
+                keys[os.fsdecode(path[2:])] = key.decode("ascii")
+        return keys
 
     def portable(self) -> bytes:
         """The listing in the portable listing's format (whose parser then checks everything);
@@ -455,7 +532,7 @@ def decode_listing(
     fast = split_listing(data)
     if fast is not None:
         fast.resolve(cache)
-        data = fast.portable()
+        return fast.entries(max_entries=max_entries)
     return parse_listing(data, max_entries=max_entries)
 
 

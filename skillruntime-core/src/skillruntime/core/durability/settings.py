@@ -31,6 +31,8 @@ from .common import (
     DEFAULT_SCRIPT_TIMEOUT,
     DigestCache,
     excluded,
+    lister_tag,
+    seeded_cache,
 )
 
 __all__ = ["CACHED_WORKSPACES", "SPOOL_WORKERS", "TMPFS_SPOOL_BYTES", "SnapshotSettings"]
@@ -76,6 +78,8 @@ class SnapshotSettings:
         self.skip_special = skip_special
         self.spool_dir = spool_dir
         self._caches: OrderedDict[tuple[str, str, str], DigestCache] = OrderedDict()
+        self._manifests: OrderedDict[str, Manifest] = OrderedDict()
+        self._distrusted: OrderedDict[tuple[str, str, str], None] = OrderedDict()
 
     def _cache(self, key: tuple[str, str, str]) -> DigestCache | None:
         cache = self._caches.get(key)
@@ -91,6 +95,21 @@ class SnapshotSettings:
             while len(self._caches) > CACHED_WORKSPACES:
                 self._caches.popitem(last=False)
 
+    def _seed(self, key: tuple[str, str, str], manifest: Manifest | None) -> DigestCache | None:
+        """The digest cache ``manifest``'s stat keys give the workspace ``key`` (same lister;
+        docs/durability.md, "Digest reuse"), unless a file of that workspace did not match its
+        listed digest since its last full listing (then it is hashed whole: fail safe)."""
+        if key in self._distrusted:
+            return None
+        return seeded_cache(manifest, lister_tag(*key))
+
+    def _listed(self, key: tuple[str, str, str], cache: DigestCache | None) -> None:
+        """A listing of workspace ``key`` succeeded: keep what it saw (:meth:`_remember`); one
+        that hashed everything makes the workspace's manifests trusted to seed again."""
+        self._remember(key, cache)
+        if cache is not None:
+            self._distrusted.pop(key, None)
+
     @contextlib.contextmanager
     def _forgetting(
         self, runtime: SkillRuntime | AsyncSkillRuntime, conversation_id: str
@@ -100,11 +119,46 @@ class SnapshotSettings:
         try:
             yield
         except WorkspaceSnapshotError:
-            self._remember((runtime.name, runtime.default_working_directory, conversation_id), None)
+            key = (runtime.name, runtime.default_working_directory, conversation_id)
+            self._remember(key, None)
+            self._distrusted[key] = None
+            while len(self._distrusted) > CACHED_WORKSPACES:
+                self._distrusted.popitem(last=False)
             raise
 
     def _parsed(self, entries: list[ListingEntry]) -> list[ListingEntry]:
+        if not self.exclude:
+            return entries
+        if not any("/" in top for top in self.exclude):
+            # top-level names only (the usual case): one set lookup per entry
+            tops = frozenset(self.exclude)
+            return [entry for entry in entries if entry.path.partition("/")[0] not in tops]
         return [entry for entry in entries if not excluded(entry.path, self.exclude)]
+
+    def _previous(self, conversation_id: str) -> Manifest | None:
+        """The conversation's newest manifest: the one this object stored or read last when the
+        store still names it the newest (one listing of the store's manifests), else read from
+        the store (verified against its id there)."""
+        refs = self.store.list_snapshots(conversation_id)
+        if not refs:
+            self._manifests.pop(conversation_id, None)
+            return None
+        newest = refs[-1].snapshot_id
+        kept = self._manifests.get(conversation_id)
+        if kept is not None and kept.snapshot_id == newest:
+            self._manifests.move_to_end(conversation_id)
+            return kept
+        manifest = self.store.get_manifest(conversation_id, newest)
+        self._keep(conversation_id, manifest)
+        return manifest
+
+    def _keep(self, conversation_id: str, manifest: Manifest) -> None:
+        """Keep ``manifest`` as the conversation's newest (at most :data:`CACHED_WORKSPACES`
+        conversations); the manifest is immutable, its id computed once."""
+        self._manifests.pop(conversation_id, None)
+        self._manifests[conversation_id] = manifest
+        while len(self._manifests) > CACHED_WORKSPACES:
+            self._manifests.popitem(last=False)
 
     def _put(self, entry: Entry, stream: BinaryIO) -> None:
         """Store one file's content, verified against the listing's digest and size."""

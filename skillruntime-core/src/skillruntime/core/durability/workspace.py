@@ -44,6 +44,7 @@ from .common import (
     hash_requests,
     hash_result,
     inline_contents,
+    lister_tag,
     listing_output,
     listing_request,
     post_scripts,
@@ -62,6 +63,10 @@ __all__ = ["WorkspaceSnapshots"]
 __all__ += ["SnapshotSettings"]  # public here too, where it was defined first
 
 logger = logging.getLogger(__name__)
+
+_Listed = tuple[int, dict[str, str], str]
+"""What a fast listing tells the manifest: its start (ns, the sandbox's clock), each file's
+stat key by path, and the tag of what listed it."""
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -115,13 +120,23 @@ class WorkspaceSnapshots(SnapshotSettings):
     # -- listing ----------------------------------------------------------------------------------
 
     def _list(
-        self, runtime: SkillRuntime, conversation_id: str, *, inline: bool = True
-    ) -> tuple[list[ListingEntry], int, dict[str, bytes]]:
-        """The workspace's listing (excluded entries left out) and the requests it took: one,
-        plus one per batch of files the listing left without a digest (see
-        :class:`~.common.DigestCache`; docs/durability.md)."""
+        self,
+        runtime: SkillRuntime,
+        conversation_id: str,
+        *,
+        inline: bool = True,
+        seed: Manifest | None = None,
+    ) -> tuple[list[ListingEntry], int, dict[str, bytes], _Listed | None]:
+        """The workspace's listing (excluded entries left out), the requests it took (one,
+        plus one per batch of files the listing left without a digest; see
+        :class:`~.common.DigestCache`), the files that came back inline and, for a fast
+        listing, its start and stat keys. Without a digest cache of its own, the listing
+        reuses the digests of ``seed``'s stat keys when it was listed here (docs/durability.md,
+        "Digest reuse")."""
         key = (runtime.name, runtime.default_working_directory, conversation_id)
         cache = self._cache(key)
+        if cache is None:
+            cache = self._seed(key, seed)
         self._remember(key, None)
         result = runtime.execute(
             listing_request(
@@ -140,11 +155,13 @@ class WorkspaceSnapshots(SnapshotSettings):
                 for request in hash_requests(missing, timeout_seconds=self.listing_timeout_seconds):
                     requests += 1
                     fast.sums.update(hash_result(runtime.execute(request)))
-            data = fast.portable()
-        entries = parse_listing(data, max_entries=self.max_entries)
-        if fast is not None:
-            self._remember(key, fast.cache())
-        return self._parsed(entries), requests, inline_contents(result)
+            entries = fast.entries(max_entries=self.max_entries)
+            self._listed(key, fast.cache())
+            listed: _Listed | None = (fast.started_ns, fast.stat_keys(), lister_tag(*key))
+        else:
+            entries = parse_listing(data, max_entries=self.max_entries)
+            listed = None
+        return self._parsed(entries), requests, inline_contents(result), listed
 
     # -- snapshot ---------------------------------------------------------------------------------
 
@@ -199,12 +216,18 @@ class WorkspaceSnapshots(SnapshotSettings):
         """The work of :meth:`snapshot` (audited there)."""
         validate_conversation_id(conversation_id)
         started = time.perf_counter()
-        listing, requests, inline = self._list(runtime, conversation_id)
-        previous = _off_loop(self.store.latest, conversation_id)
+        previous = _off_loop(self._previous, conversation_id)
+        listing, requests, inline, listed = self._list(runtime, conversation_id, seed=previous)
         manifest, uploads = plan_snapshot(
-            listing, previous, conversation=conversation_id, skip_special=self.skip_special
+            listing,
+            previous,
+            conversation=conversation_id,
+            skip_special=self.skip_special,
+            stat_keys=listed[1] if listed is not None else None,
+            listed_ns=listed[0] if listed is not None else None,
+            lister=listed[2] if listed is not None else None,
         )
-        if previous is not None and previous.entries == manifest.entries:
+        if previous is not None and previous.same_content(manifest):
             deleted = _off_loop(self._retain, conversation_id, keep_last)
             return SnapshotResult(
                 snapshot_id=previous.snapshot_id,
@@ -254,6 +277,7 @@ class WorkspaceSnapshots(SnapshotSettings):
                 uploaded += entry.size or 0
         reads = len(needed)
         snapshot_id = _off_loop(self.store.put_manifest, manifest)
+        self._keep(conversation_id, manifest)
         deleted = _off_loop(self._retain, conversation_id, keep_last)
         seconds = time.perf_counter() - started
         logger.info(
@@ -292,7 +316,7 @@ class WorkspaceSnapshots(SnapshotSettings):
         ) as spool:
             try:
                 spooled = _off_loop(self._spool, manifest, Path(spool))
-                current, listed, _ = self._list(runtime, conversation_id, inline=False)
+                current, listed, _, _ = self._list(runtime, conversation_id, inline=False)
             except SnapshotError as error:
                 raise WorkspaceRestoreError(
                     f"restore of snapshot {manifest.snapshot_id[:12]} could not start: {error}"

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -39,6 +39,7 @@ __all__ = [
     "ListingEntry",
     "ListingKind",
     "listing_command",
+    "listing_entry",
     "parse_listing",
 ]
 
@@ -114,6 +115,17 @@ _PERMISSIONS = (
 )
 
 
+def _split(data: bytes, max_field: int) -> Iterator[bytes]:
+    """The fields of a whole output at once: one split, then the bounds of :func:`_fields`."""
+    fields = bytes(data).split(b"\0")
+    last = fields.pop()
+    if any(len(field) > max_field for field in fields) or len(last) > max_field:
+        raise SnapshotListingError(f"a listing field is over {max_field} bytes")
+    yield from fields
+    if last:
+        raise SnapshotListingError("the listing ends inside a field (truncated output)")
+
+
 def _fields(chunks: Iterable[bytes], max_field: int) -> Iterator[bytes]:
     pending = bytearray()
     for chunk in chunks:
@@ -131,7 +143,25 @@ def _fields(chunks: Iterable[bytes], max_field: int) -> Iterator[bytes]:
         raise SnapshotListingError("the listing ends inside a field (truncated output)")
 
 
+_MODES: dict[tuple[bytes, bytes], int] = {}
+"""Mode fields already parsed (the first 11 bytes and the accepted types): a workspace has few
+distinct ones, and only valid ones are kept (bounded: :data:`_MAX_MODES`)."""
+
+_MAX_MODES = 4096
+
+
 def _mode(line: bytes, types: bytes) -> int:
+    key = (line[:11], types)
+    found = _MODES.get(key)
+    if found is not None:
+        return found
+    mode = _parse_mode(line, types)
+    if len(_MODES) < _MAX_MODES:
+        _MODES[key] = mode
+    return mode
+
+
+def _parse_mode(line: bytes, types: bytes) -> int:
     if len(line) < 11 or line[0:1] not in [bytes([t]) for t in types]:
         raise SnapshotListingError("a listing mode field does not match its record's kind")
     try:
@@ -159,6 +189,35 @@ def _path(field: bytes) -> str:
         raise SnapshotListingError(f"a listing path is not normalized: {error}") from None
 
 
+def listing_entry(letter: bytes, path: bytes, line: bytes, extra: Sequence[bytes]) -> ListingEntry:
+    """One record of :data:`LISTING_SCRIPT`'s output (its kind letter, ``./`` path, ``ls -ldn``
+    line and the fields after it: size and ``sha256sum`` output for a file, ``readlink`` output
+    for a link) as an entry, checked as :func:`parse_listing` checks every record (module
+    docstring); :class:`SnapshotListingError` when it is malformed."""
+    shape = _KINDS.get(letter)
+    if shape is None:
+        raise SnapshotListingError("the listing holds a record of an unknown kind")
+    kind, count, types = shape
+    if len(extra) != count - 1:
+        raise SnapshotListingError("the listing ends inside a record (truncated output)")
+    name = _path(path)
+    mode = _mode(line, types)
+    if kind == "file":
+        size_match = _SIZE.fullmatch(extra[0])
+        digest_match = _SHA256SUM.fullmatch(extra[1])
+        if size_match is None or digest_match is None:
+            raise SnapshotListingError("a listing file record has a malformed size or digest")
+        return ListingEntry(
+            name, kind, mode, int(size_match.group(1)), digest_match.group(1).decode("ascii")
+        )
+    if kind == "symlink":
+        raw = extra[0][:-1] if extra[0].endswith(b"\n") else extra[0]
+        if not raw:
+            raise SnapshotListingError("a listing symlink has an empty target")
+        return ListingEntry(name, kind, mode, target=os.fsdecode(raw))
+    return ListingEntry(name, kind, mode)
+
+
 def parse_listing(
     data: bytes | Iterable[bytes],
     *,
@@ -167,11 +226,15 @@ def parse_listing(
 ) -> list[ListingEntry]:
     """Parse :data:`LISTING_SCRIPT`'s output (bytes, or chunks as they arrive); see the module
     docstring for what is refused. Entries come back sorted by the bytes of their path."""
-    fields = _fields([data] if isinstance(data, bytes | bytearray) else data, max_field_bytes)
+    fields = (
+        _split(data, max_field_bytes)
+        if isinstance(data, bytes | bytearray)
+        else _fields(data, max_field_bytes)
+    )
     if next(fields, None) != HEADER:
         raise SnapshotListingError("the listing has no SNAPLIST1 header")
-    entries: list[ListingEntry] = []
-    seen: set[str] = set()
+    records: list[tuple[bytes, ListingEntry]] = []
+    seen: set[bytes] = set()
     ended = False
     for letter in fields:
         if ended:
@@ -182,33 +245,19 @@ def parse_listing(
         shape = _KINDS.get(letter)
         if shape is None:
             raise SnapshotListingError("the listing holds a record of an unknown kind")
-        kind, count, types = shape
-        rest = [next(fields, None) for _ in range(count + 1)]
+        rest = [next(fields, None) for _ in range(shape[1] + 1)]
         if any(value is None for value in rest):
             raise SnapshotListingError("the listing ends inside a record (truncated output)")
-        path_field, line, *extra = [value for value in rest if value is not None]
-        path = _path(path_field)
+        path, line, *extra = [value for value in rest if value is not None]
+        entry = listing_entry(letter, path, line, extra)
         if path in seen:
             raise SnapshotListingError("the listing names one path twice")
         seen.add(path)
-        mode = _mode(line, types)
-        size = digest = target = None
-        if kind == "file":
-            size_match = _SIZE.fullmatch(extra[0])
-            digest_match = _SHA256SUM.fullmatch(extra[1])
-            if size_match is None or digest_match is None:
-                raise SnapshotListingError("a listing file record has a malformed size or digest")
-            size = int(size_match.group(1))
-            digest = digest_match.group(1).decode("ascii")
-        elif kind == "symlink":
-            raw = extra[0][:-1] if extra[0].endswith(b"\n") else extra[0]
-            if not raw:
-                raise SnapshotListingError("a listing symlink has an empty target")
-            target = os.fsdecode(raw)
-        entries.append(ListingEntry(path, kind, mode, size, digest, target))
-        if len(entries) > max_entries:
+        records.append((path, entry))
+        if len(records) > max_entries:
             raise SnapshotListingError(f"the listing has more than {max_entries} entries")
     if not ended:
         raise SnapshotListingError("the listing has no SNAPEND trailer (a command failed)")
-    entries.sort(key=lambda entry: os.fsencode(entry.path))
-    return entries
+    # "./" + the path's bytes: the same order as the bytes of the path
+    records.sort(key=lambda record: record[0])
+    return [entry for _, entry in records]

@@ -10,13 +10,13 @@ what to write so that the workspace equals the manifest.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from ..errors import SnapshotListingError
 from .listing import ListingEntry
-from .manifest import Entry, Manifest
+from .manifest import Entry, Manifest, is_stat_key
 
 __all__ = ["RestorePlan", "plan_restore", "plan_snapshot"]
 
@@ -32,6 +32,9 @@ def plan_snapshot(
     conversation: str | None = None,
     created: datetime | None = None,
     skip_special: bool = False,
+    stat_keys: Mapping[str, str] | None = None,
+    listed_ns: int | None = None,
+    lister: str | None = None,
 ) -> tuple[Manifest, list[str]]:
     """``(manifest, digests to upload)`` for a workspace listed as ``listing``.
 
@@ -39,11 +42,17 @@ def plan_snapshot(
     previous one's id. An entry that is neither file, directory nor symlink (a FIFO, a socket,
     a device) raises :class:`SnapshotListingError` unless ``skip_special`` leaves it out; a link
     out of the workspace raises :class:`SymlinkEscapeError` (from the manifest's validation).
+
+    With ``listed_ns`` and ``lister`` (the listing's start on the sandbox's clock, the tag of
+    what listed it) the manifest is version 2 and keeps each file's stat key from
+    ``stat_keys`` (by path; a key of another shape is left out, never refused: it comes from
+    the sandbox), for a later snapshot's digest reuse (docs/durability.md, "Digest reuse").
     """
     if conversation is None:
         if previous is None:
             raise SnapshotListingError("plan_snapshot needs a conversation or a previous manifest")
         conversation = previous.conversation
+    keys = stat_keys if listed_ns is not None and lister is not None else None
     entries = []
     for item in listing:
         if item.kind == "special":
@@ -52,17 +61,22 @@ def plan_snapshot(
             raise SnapshotListingError(
                 f"{item.path[:200]!r} is not a file, directory or symlink; it cannot be kept"
             )
+        # the bulk path: the same checks as Entry's validation, without pydantic per entry
         entries.append(
-            Entry(
-                path=item.path,
-                kind=item.kind,
-                mode=item.mode,
+            Entry.checked(
+                item.path,
+                item.kind,
+                item.mode,
                 size=item.size,
                 digest=item.digest,
                 target=item.target,
+                stat=_stat(keys, item.path) if item.kind == "file" else None,
             )
         )
     manifest = Manifest(
+        version=2 if keys is not None else 1,
+        listed_ns=listed_ns if keys is not None else None,
+        lister=lister if keys is not None else None,
         conversation=conversation,
         created=created or datetime.now(UTC),
         parent=previous.snapshot_id if previous is not None else None,
@@ -70,6 +84,13 @@ def plan_snapshot(
     )
     known = previous.digests() if previous is not None else set()
     return manifest, sorted(manifest.digests() - known)
+
+
+def _stat(keys: Mapping[str, str] | None, path: str) -> str | None:
+    if keys is None:
+        return None
+    key = keys.get(path)
+    return key if is_stat_key(key) else None
 
 
 @dataclass(frozen=True)
