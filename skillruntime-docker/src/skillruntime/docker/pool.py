@@ -181,9 +181,6 @@ class DockerPool(WarmPool[str]):
         claim_ttl_seconds: float = CLAIM_TTL_SECONDS,
         owns_store: bool = False,
     ) -> None:
-        self.engine = engine
-        self.image = image
-        self.conversations_root = conversations_root
         super().__init__(
             DockerPoolDriver(
                 engine,
@@ -208,8 +205,6 @@ class DockerPool(WarmPool[str]):
             name="docker-pool",
             owns_store=owns_store,
         )
-        self.labels = self.tags
-        """The labels of every member of this pool (without its volume's)."""
 
 
 def docker_pool(

@@ -38,9 +38,9 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from skillruntime.core.conversations import ConversationRecord, ConversationStore, storage_key_for
+from skillruntime.core.conversations import ConversationRecord, storage_key_for
 from skillruntime.core.conversations.sandboxes import TaggedSandbox, conversation_orphans
-from skillruntime.core.conversations.sweeps import OrphanSandbox, record_copy_store
+from skillruntime.core.conversations.sweeps import OrphanSandbox
 from skillruntime.core.errors import SnapshotError
 
 from .driver import ENDED_STATES
@@ -61,7 +61,6 @@ from .runtime import (
 )
 
 if TYPE_CHECKING:
-    from skillruntime.core.durability.automatic import Durability
     from skillruntime.core.snapshots.spi import SnapshotStore
 
     from .runtime import DockerSkillRuntime
@@ -69,9 +68,6 @@ if TYPE_CHECKING:
 __all__ = ["VOLUME_PREFIX", "DockerReaper", "reaper_from_environment"]
 
 logger = logging.getLogger(__name__)
-
-_NEVER_SECONDS = 10 * 365 * 86400.0
-"""An orphan grace and activity interval a snapshot never reaches."""
 
 VOLUME_PREFIX = "volume:"
 """How :meth:`DockerReaper.orphans` names an orphan volume in ``OrphanSandbox.sandbox_id``."""
@@ -175,7 +171,7 @@ class DockerReaper:
         with the volume still there :class:`~skillruntime.core.errors.SnapshotError` is raised
         and the sweep keeps the conversation. The runtime is closed before returning; it leaves
         the recorded container as it was (the sweep removes it)."""
-        from skillruntime.core.durability.automatic import Durability, snapshot_before_sweep
+        from skillruntime.core.durability.automatic import snapshot_swept_record
 
         if record.service_key != self.service_key:
             raise ValueError(f"conversation {record.conversation_id} lives on another engine")
@@ -193,19 +189,11 @@ class DockerReaper:
                 record.conversation_id,
             )
             return
-        copy = record_copy_store(record)
-        step = snapshot_before_sweep(
-            Durability(store),
-            lambda _, durability: self._open_runtime(record, copy, durability),
-        )
-        step(record)
+        snapshot_swept_record(record, store, self._open_runtime)
 
-    def _open_runtime(
-        self, record: ConversationRecord, copy: ConversationStore, durability: Durability
-    ) -> DockerSkillRuntime:
-        """A runtime on the record's conversation with the environment's runtime options, this
-        reaper's engine and labels, no pool, and nothing it would do on its own (activity
-        writes, orphan removal) within a snapshot's time."""
+    def _open_runtime(self, overrides: dict[str, Any]) -> DockerSkillRuntime:
+        """A runtime with the environment's runtime options on this reaper's engine and labels,
+        updated with ``overrides`` (the swept record's conversation, quiet)."""
         from .runtime import DockerSkillRuntime
 
         options = self._runtime_options or DockerRuntimeOptions()
@@ -214,14 +202,7 @@ class DockerReaper:
             docker_host=None,
             engine=self._engine,
             labels=dict(self._labels),
-            conversation_id=record.conversation_id,
-            conversations_root=record.workspace_root,
-            conversation_store=copy,
-            durability=durability,
-            exclusive=False,
-            pool_size=0,
-            orphan_grace_seconds=_NEVER_SECONDS,
-            activity_interval_seconds=_NEVER_SECONDS,
+            **overrides,
         )
         return DockerSkillRuntime(**arguments)
 

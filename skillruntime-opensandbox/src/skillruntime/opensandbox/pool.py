@@ -124,7 +124,6 @@ class OpenSandboxPool(WarmPool[SandboxSync]):
         claim_ttl_seconds: float = CLAIM_TTL_SECONDS,
         owns_store: bool = False,
     ) -> None:
-        self.settings = settings
         client = SandboxClient(config, settings)
         super().__init__(
             OpenSandboxPoolDriver(client, ttl_seconds=ttl_seconds),

@@ -31,13 +31,12 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from opensandbox.config.connection_sync import ConnectionConfigSync
 from opensandbox.transport import RetryPolicy
 from skillruntime.core.conversations import (
     ConversationRecord,
-    ConversationStore,
     service_key_for_url,
     storage_key_for,
 )
@@ -47,7 +46,7 @@ from skillruntime.core.conversations.sandboxes import (
     TAG_RUNTIME,
     conversation_orphans,
 )
-from skillruntime.core.conversations.sweeps import OrphanSandbox, record_copy_store
+from skillruntime.core.conversations.sweeps import OrphanSandbox
 
 from ._tls import connection_config as default_connection_config
 from .driver import OpenSandboxDriver
@@ -58,7 +57,6 @@ from .runtime import DEFAULT_ORPHAN_GRACE_SECONDS
 from .sandbox import ENDED_STATES, SandboxClient, SandboxSettings, clip_metadata
 
 if TYPE_CHECKING:
-    from skillruntime.core.durability.automatic import Durability
     from skillruntime.core.snapshots.spi import SnapshotStore
 
     from .runtime import OpenSandboxSkillRuntime
@@ -66,9 +64,6 @@ if TYPE_CHECKING:
 __all__ = ["OpenSandboxReaper", "reaper_from_environment"]
 
 logger = logging.getLogger(__name__)
-
-_NEVER_SECONDS = 10 * 365 * 86400.0
-"""An orphan grace and activity interval a snapshot never reaches."""
 
 NO_DOMAIN_MESSAGE = (
     "no OpenSandbox server is configured for the sweep: set SKILLRUNTIME_OPENSANDBOX_DOMAIN or "
@@ -171,7 +166,7 @@ class OpenSandboxReaper:
         nothing is snapshotted (logged) and the sweep goes on. A paused sandbox is resumed, as
         any runtime attaching to it does. The runtime is closed before returning; it leaves the
         recorded sandbox running (the sweep kills it)."""
-        from skillruntime.core.durability.automatic import Durability, snapshot_before_sweep
+        from skillruntime.core.durability.automatic import snapshot_swept_record
 
         if record.service_key != self.service_key:
             raise ValueError(
@@ -184,19 +179,11 @@ class OpenSandboxReaper:
                 record.conversation_id,
             )
             return
-        copy = record_copy_store(record)
-        step = snapshot_before_sweep(
-            Durability(store),
-            lambda _, durability: self._open_runtime(record, copy, durability),
-        )
-        step(record)
+        snapshot_swept_record(record, store, self._open_runtime)
 
-    def _open_runtime(
-        self, record: ConversationRecord, copy: ConversationStore, durability: Durability
-    ) -> OpenSandboxSkillRuntime:
-        """A runtime on the record's conversation with the environment's runtime options, this
-        reaper's server and metadata, no pool, and nothing it would do on its own (activity
-        writes, orphan kills) within a snapshot's time."""
+    def _open_runtime(self, overrides: dict[str, Any]) -> OpenSandboxSkillRuntime:
+        """A runtime with the environment's runtime options on this reaper's server and metadata,
+        updated with ``overrides`` (the swept record's conversation, quiet)."""
         from .runtime import OpenSandboxSkillRuntime
 
         options = self._runtime_options or OpenSandboxRuntimeOptions()
@@ -204,14 +191,7 @@ class OpenSandboxReaper:
         arguments.update(
             connection_config=self._config,
             metadata=dict(self._metadata),
-            conversation_id=record.conversation_id,
-            conversations_root=record.workspace_root,
-            conversation_store=copy,
-            durability=durability,
-            exclusive=False,
-            pool_size=0,
-            orphan_grace_seconds=_NEVER_SECONDS,
-            activity_interval_seconds=_NEVER_SECONDS,
+            **overrides,
         )
         return OpenSandboxSkillRuntime(**arguments)
 

@@ -48,10 +48,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 from ..conversations.spi import ConversationRecord
+from ..conversations.sweeps import record_copy_store
 from ..models import SkillExecutionRequest
 from ..runtime.spi import SkillRuntime
+from ..snapshots.spi import SnapshotStore
 from .async_durable import AsyncDurableWorkspace
 from .base import Durability, logger, restore_lease_key
 from .durable import DurableWorkspace
@@ -104,3 +107,41 @@ def snapshot_before_sweep(
         )
 
     return before_destroy
+
+
+QUIET_SECONDS = 10 * 365 * 86400.0
+"""An interval no snapshot of a swept conversation outlasts (orphan grace, activity writes)."""
+
+
+def snapshot_swept_record(
+    record: ConversationRecord,
+    store: SnapshotStore,
+    open_runtime: Callable[[dict[str, Any]], SkillRuntime],
+) -> None:
+    """Snapshot a swept container conversation's workspace into ``store`` (the step a reaper's
+    ``snapshot_workspace`` takes for ``skillruntime conversations sweep --snapshot-store``;
+    docs/cli.md).
+
+    ``open_runtime(arguments)`` builds the platform's runtime from its own settings updated
+    with ``arguments``: the record's conversation id and root, a copy of the record as the
+    conversation store (:func:`~skillruntime.core.conversations.sweeps.record_copy_store`: the
+    record the sweep holds is never written), the durability, and none of what a runtime does
+    on its own within a snapshot's time (no lease, no pool, no orphan kills, no activity
+    writes). The snapshot is :func:`snapshot_before_sweep`'s."""
+    copy = record_copy_store(record)
+
+    def opened(_: ConversationRecord, durability: Durability) -> SkillRuntime:
+        return open_runtime(
+            {
+                "conversation_id": record.conversation_id,
+                "conversations_root": record.workspace_root,
+                "conversation_store": copy,
+                "durability": durability,
+                "exclusive": False,
+                "pool_size": 0,
+                "orphan_grace_seconds": QUIET_SECONDS,
+                "activity_interval_seconds": QUIET_SECONDS,
+            }
+        )
+
+    snapshot_before_sweep(Durability(store), opened)(record)
