@@ -278,3 +278,14 @@ def test_a_planned_manifest_equals_a_validated_one() -> None:
     bad = [ListingEntry("d/../x", "directory", 0o755)]
     with pytest.raises(SnapshotPathError):
         plan_snapshot(bad, None, conversation="c")
+
+
+def test_a_link_whose_target_is_a_marker_of_the_listing_is_read_as_a_target() -> None:
+    # Found by the property above: a target of b"SNAPSUMS" was taken for the digests' marker.
+    entry = ListingEntry(
+        path="\x01", kind="symlink", mode=0, size=None, digest=None, target="SNAPSUMS"
+    )
+    fast = split_listing(fast_emit([(b"\x01", entry)]))
+    assert fast is not None
+    assert fast.entries(max_entries=10) == parse_listing(fast.portable())
+    assert fast.entries(max_entries=10)[0].target == "SNAPSUMS"

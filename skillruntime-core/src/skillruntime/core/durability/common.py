@@ -429,10 +429,13 @@ def _fast(data: bytes) -> FastListing:
         raise SnapshotListingError("the listing has no header or trailer (a command failed)")
     if fields[-1] != END:
         raise SnapshotListingError("the listing has data after its trailer")
-    try:
-        middle = fields.index(SUMS)
-    except ValueError:
-        raise SnapshotListingError("the listing has no digests (a command failed)") from None
+    # The digests' marker stands at a record boundary (records are six fields); a field inside
+    # a record (a link's target) may hold the same bytes and is never taken for it.
+    middle = 2
+    while middle < len(fields) and fields[middle] != SUMS:
+        middle += 6
+    if middle >= len(fields):
+        raise SnapshotListingError("the listing has no digests (a command failed)")
     started = _ns(fields[1].strip())
     flat = fields[2:middle]
     if len(flat) % 6:
